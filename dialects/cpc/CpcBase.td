@@ -1,0 +1,31 @@
+//===- CpcBase.td - the cpc dialect ------------------------*- tablegen -*-===//
+#ifndef CPC_BASE_TD
+#define CPC_BASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def Cpc_Dialect : Dialect {
+  let name = "cpc";
+  let cppNamespace = "::cpc";
+  let summary = "Tensor ops of training graphs that cpc parallelizes";
+  let description = [{
+    Ops over statically shaped builtin tensors: what ViT/MAE training graphs exported from
+    PyTorch through ONNX are made of, plus the device mesh and sharding attributes that the
+    parallelization passes fill in.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasConstantMaterializer = 1;
+}
+
+// Every cpc value is a statically shaped tensor: the importer resolves all dims.
+def Cpc_Tensor : StaticShapeTensorOf<[AnyType]>;
+def Cpc_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
+def Cpc_IntTensor : StaticShapeTensorOf<[AnyInteger]>;
+def Cpc_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def Cpc_BoolTensor : StaticShapeTensorOf<[I1]>;
+
+class Cpc_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Cpc_Dialect, mnemonic, traits>;
+
+#endif // CPC_BASE_TD

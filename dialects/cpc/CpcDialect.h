@@ -1,0 +1,24 @@
+//===- CpcDialect.h - the cpc dialect: dialect, attributes, ops -----------===//
+#ifndef CPC_DIALECTS_CPC_CPCDIALECT_H
+#define CPC_DIALECTS_CPC_CPCDIALECT_H
+
+#include "dialects/cpc/ShapeRules.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/cpc/CpcDialect.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/cpc/CpcAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/cpc/CpcOps.h.inc"
+
+#endif

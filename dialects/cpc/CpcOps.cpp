@@ -1,0 +1,401 @@
+//===- CpcOps.cpp - shape rules and verifiers of cpc ops ------------------===//
+//
+// Each op's static shape rule is here, in its inferReturnTypes (checked against the declared
+// result type by InferTypeOpInterface) or verify() when the result type is given explicitly.
+//
+#include "dialects/cpc/CpcDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace cpc;
+
+namespace {
+RankedTensorType rankedOrNull(Type t) { return llvm::dyn_cast<RankedTensorType>(t); }
+
+int64_t numElements(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+LogicalResult checkAxis(std::optional<Location> loc, int64_t axis, int64_t rank,
+                        StringRef what = "axis") {
+  if (axis < 0 || axis >= rank)
+    return emitShapeError(loc, what + " " + Twine(axis) + " out of range for rank " + Twine(rank));
+  return success();
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Values with no operands.
+//===----------------------------------------------------------------------===//
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+LogicalResult ParameterOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a non-empty name");
+  if (getTrainable() && !llvm::isa<FloatType>(getType().getElementType()))
+    return emitOpError("only floating-point parameters can be trainable");
+  return success();
+}
+
+LogicalResult RandomUniformOp::verify() {
+  if (!(getLow().convertToDouble() < getHigh().convertToDouble()))
+    return emitOpError("needs low < high");
+  return success();
+}
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("approximate must be \"none\" or \"tanh\"");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise.
+//===----------------------------------------------------------------------===//
+
+LogicalResult WhereOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto c = rankedOrNull(adaptor.getCondition().getType());
+  auto a = rankedOrNull(adaptor.getOnTrue().getType());
+  auto b = rankedOrNull(adaptor.getOnFalse().getType());
+  if (!c || !a || !b)
+    return emitShapeError(loc, "operands must be ranked tensors");
+  if (a.getElementType() != b.getElementType())
+    return emitShapeError(loc, "branch element types differ");
+  auto ab = broadcastShapes(a.getShape(), b.getShape());
+  auto all = ab ? broadcastShapes(c.getShape(), *ab) : std::nullopt;
+  if (!all)
+    return emitShapeError(loc, "condition and branches do not broadcast");
+  inferred.push_back(RankedTensorType::get(*all, a.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions, reductions, normalizations.
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto lt = rankedOrNull(adaptor.getLhs().getType());
+  auto rt = rankedOrNull(adaptor.getRhs().getType());
+  if (!lt || !rt || lt.getRank() < 1 || rt.getRank() < 1)
+    return emitShapeError(loc, "operands must have rank >= 1");
+  if (lt.getElementType() != rt.getElementType())
+    return emitShapeError(loc, "operand element types differ");
+  SmallVector<int64_t> l(lt.getShape()), r(rt.getShape());
+  bool lhsVector = l.size() == 1, rhsVector = r.size() == 1;
+  if (lhsVector)
+    l.insert(l.begin(), 1);
+  if (rhsVector)
+    r.push_back(1);
+  if (l.back() != r[r.size() - 2])
+    return emitShapeError(loc, "contracting dims differ: " + shapeStr(lt.getShape()) + " x " +
+                                   shapeStr(rt.getShape()));
+  auto batch = broadcastShapes(ArrayRef<int64_t>(l).drop_back(2), ArrayRef<int64_t>(r).drop_back(2));
+  if (!batch)
+    return emitShapeError(loc, "batch dims do not broadcast: " + shapeStr(lt.getShape()) + " x " +
+                                   shapeStr(rt.getShape()));
+  SmallVector<int64_t> shape(*batch);
+  if (!lhsVector)
+    shape.push_back(l[l.size() - 2]);
+  if (!rhsVector)
+    shape.push_back(r.back());
+  inferred.push_back(RankedTensorType::get(shape, lt.getElementType()));
+  return success();
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto in = rankedOrNull(adaptor.getInput().getType());
+  auto scale = rankedOrNull(adaptor.getScale().getType());
+  auto bias = rankedOrNull(adaptor.getBias().getType());
+  if (!in || !scale || !bias)
+    return emitShapeError(loc, "operands must be ranked tensors");
+  int64_t axis = adaptor.getAxis();
+  if (failed(checkAxis(loc, axis, in.getRank())))
+    return failure();
+  ArrayRef<int64_t> normalized = in.getShape().drop_front(axis);
+  if (scale.getShape() != normalized || bias.getShape() != normalized)
+    return emitShapeError(loc, "scale and bias must have the normalized shape " +
+                                   shapeStr(normalized));
+  if (scale.getElementType() != in.getElementType() || bias.getElementType() != in.getElementType())
+    return emitShapeError(loc, "scale and bias must have the input's element type");
+  if (adaptor.getEpsilon().convertToDouble() < 0)
+    return emitShapeError(loc, "epsilon must be >= 0");
+  inferred.push_back(in);
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() {
+  return checkAxis(getLoc(), getAxis(), getType().getRank());
+}
+
+LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto in = rankedOrNull(adaptor.getInput().getType());
+  auto w = rankedOrNull(adaptor.getWeight().getType());
+  if (!in || !w || in.getRank() != 4 || w.getRank() != 4)
+    return emitShapeError(loc, "input (NCHW) and weight (OIHW) must have rank 4");
+  auto strides = adaptor.getStrides(), pads = adaptor.getPadding(), dil = adaptor.getDilations();
+  if (strides.size() != 2 || pads.size() != 4 || dil.size() != 2)
+    return emitShapeError(loc, "needs 2 strides, 4 paddings and 2 dilations");
+  int64_t groups = adaptor.getGroups();
+  if (groups < 1 || in.getDimSize(1) % groups || w.getDimSize(0) % groups ||
+      w.getDimSize(1) * groups != in.getDimSize(1))
+    return emitShapeError(loc, "channels " + Twine(in.getDimSize(1)) + " and weight " +
+                                   shapeStr(w.getShape()) + " do not match groups " + Twine(groups));
+  if (Value bias = adaptor.getBias()) {
+    auto b = rankedOrNull(bias.getType());
+    if (!b || b.getRank() != 1 || b.getDimSize(0) != w.getDimSize(0))
+      return emitShapeError(loc, "bias must have shape [" + Twine(w.getDimSize(0)) + "]");
+  }
+  SmallVector<int64_t> shape{in.getDimSize(0), w.getDimSize(0)};
+  for (int i = 0; i < 2; ++i) {
+    if (strides[i] < 1 || dil[i] < 1 || pads[i] < 0 || pads[i + 2] < 0)
+      return emitShapeError(loc, "strides and dilations must be >= 1, paddings >= 0");
+    int64_t extent = in.getDimSize(2 + i) + pads[i] + pads[i + 2];
+    int64_t window = dil[i] * (w.getDimSize(2 + i) - 1) + 1;
+    if (extent < window)
+      return emitShapeError(loc, "kernel larger than the padded input");
+    shape.push_back((extent - window) / strides[i] + 1);
+  }
+  inferred.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement.
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto in = getInput().getType(), out = getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("element types differ");
+  if (numElements(in.getShape()) != numElements(out.getShape()))
+    return emitOpError("cannot reshape ") << shapeStr(in.getShape()) << " ("
+           << numElements(in.getShape()) << " elements) to " << shapeStr(out.getShape());
+  return success();
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto in = rankedOrNull(adaptor.getInput().getType());
+  ArrayRef<int64_t> perm = adaptor.getPermutation();
+  if (!in || (int64_t)perm.size() != in.getRank())
+    return emitShapeError(loc, "permutation size must equal the input rank");
+  SmallVector<bool> used(perm.size(), false);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= (int64_t)perm.size() || used[p])
+      return emitShapeError(loc, "permutation must be a permutation of [0, rank)");
+    used[p] = true;
+    shape.push_back(in.getDimSize(p));
+  }
+  inferred.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto in = rankedOrNull(adaptor.getInput().getType());
+  auto starts = adaptor.getStarts(), limits = adaptor.getLimits(), strides = adaptor.getStrides();
+  if (!in || (int64_t)starts.size() != in.getRank() || limits.size() != starts.size() ||
+      strides.size() != starts.size())
+    return emitShapeError(loc, "starts, limits and strides need one entry per input dim");
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    int64_t dim = in.getDimSize(d);
+    if (strides[d] < 1 || starts[d] < 0 || starts[d] > dim || limits[d] < starts[d] ||
+        limits[d] > dim)
+      return emitShapeError(loc, "dim " + Twine(d) + ": need 0 <= start <= limit <= " +
+                                     Twine(dim) + " and stride >= 1");
+    shape.push_back((limits[d] - starts[d] + strides[d] - 1) / strides[d]);
+  }
+  inferred.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto inputs = adaptor.getInputs();
+  if (inputs.empty())
+    return emitShapeError(loc, "needs at least one input");
+  auto first = rankedOrNull(inputs.front().getType());
+  int64_t axis = adaptor.getAxis();
+  if (!first || failed(checkAxis(loc, axis, first.getRank())))
+    return failure();
+  SmallVector<int64_t> shape(first.getShape());
+  shape[axis] = 0;
+  for (Value v : inputs) {
+    auto t = rankedOrNull(v.getType());
+    if (!t || t.getRank() != first.getRank() || t.getElementType() != first.getElementType())
+      return emitShapeError(loc, "inputs must share rank and element type");
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (d != axis && t.getDimSize(d) != first.getDimSize(d))
+        return emitShapeError(loc, "inputs differ in dim " + Twine(d) + " outside the axis");
+    shape[axis] += t.getDimSize(axis);
+  }
+  inferred.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  auto in = getInput().getType(), out = getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("element types differ");
+  if (!isBroadcastableTo(in.getShape(), out.getShape()))
+    return emitOpError("cannot broadcast ") << shapeStr(in.getShape()) << " to "
+                                            << shapeStr(out.getShape());
+  return success();
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto data = rankedOrNull(adaptor.getData().getType());
+  auto idx = rankedOrNull(adaptor.getIndices().getType());
+  int64_t axis = adaptor.getAxis();
+  if (!data || !idx || failed(checkAxis(loc, axis, data.getRank())))
+    return failure();
+  SmallVector<int64_t> shape(data.getShape().take_front(axis));
+  llvm::append_range(shape, idx.getShape());
+  llvm::append_range(shape, data.getShape().drop_front(axis + 1));
+  inferred.push_back(RankedTensorType::get(shape, data.getElementType()));
+  return success();
+}
+
+LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                 Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto data = rankedOrNull(adaptor.getData().getType());
+  auto idx = rankedOrNull(adaptor.getIndices().getType());
+  int64_t axis = adaptor.getAxis();
+  if (!data || !idx || failed(checkAxis(loc, axis, data.getRank())))
+    return failure();
+  if (idx.getRank() != data.getRank())
+    return emitShapeError(loc, "indices must have the rank of data");
+  for (int64_t d = 0; d < data.getRank(); ++d)
+    if (d != axis && idx.getDimSize(d) > data.getDimSize(d))
+      return emitShapeError(loc, "indices dim " + Twine(d) + " exceeds data");
+  inferred.push_back(RankedTensorType::get(idx.getShape(), data.getElementType()));
+  return success();
+}
+
+LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto data = rankedOrNull(adaptor.getData().getType());
+  auto idx = rankedOrNull(adaptor.getIndices().getType());
+  auto upd = rankedOrNull(adaptor.getUpdates().getType());
+  if (!data || !idx || !upd || idx.getRank() < 1)
+    return emitShapeError(loc, "indices must have rank >= 1");
+  int64_t k = idx.getShape().back();
+  if (k < 1 || k > data.getRank())
+    return emitShapeError(loc, "indices' last dim must be in [1, rank(data)]");
+  SmallVector<int64_t> expected(idx.getShape().drop_back());
+  llvm::append_range(expected, data.getShape().drop_front(k));
+  if (upd.getShape() != ArrayRef<int64_t>(expected) ||
+      upd.getElementType() != data.getElementType())
+    return emitShapeError(loc, "updates must have shape " + shapeStr(expected) +
+                                   " and the element type of data");
+  StringRef red = adaptor.getReduction();
+  if (red != "none" && red != "add" && red != "mul")
+    return emitShapeError(loc, "reduction must be none, add or mul");
+  inferred.push_back(data);
+  return success();
+}
+
+LogicalResult TopKOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto in = rankedOrNull(adaptor.getInput().getType());
+  int64_t axis = adaptor.getAxis(), k = adaptor.getK();
+  if (!in || failed(checkAxis(loc, axis, in.getRank())))
+    return failure();
+  if (k < 0 || k > in.getDimSize(axis))
+    return emitShapeError(loc, "k = " + Twine(k) + " out of range for dim " +
+                                   Twine(in.getDimSize(axis)));
+  SmallVector<int64_t> shape(in.getShape());
+  shape[axis] = k;
+  inferred.push_back(RankedTensorType::get(shape, in.getElementType()));
+  inferred.push_back(RankedTensorType::get(shape, IntegerType::get(ctx, 64)));
+  return success();
+}
+
+LogicalResult ArgSortOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
+  auto in = rankedOrNull(adaptor.getInput().getType());
+  if (!in || failed(checkAxis(loc, adaptor.getAxis(), in.getRank())))
+    return failure();
+  inferred.push_back(RankedTensorType::get(in.getShape(), IntegerType::get(ctx, 64)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Mesh and sharding.
+//===----------------------------------------------------------------------===//
+
+LogicalResult MeshOp::verify() {
+  if (getShape().size() != getAxisNames().size())
+    return emitOpError("needs one axis name per mesh dim");
+  if (getShape().empty())
+    return emitOpError("needs at least one axis");
+  llvm::StringSet<> names;
+  for (auto [size, name] : llvm::zip(getShape(), getAxisNames())) {
+    StringRef n = llvm::cast<StringAttr>(name).getValue();
+    if (size < 1)
+      return emitOpError("axis '") << n << "' must have size >= 1";
+    if (n.empty() || !names.insert(n).second)
+      return emitOpError("axis names must be non-empty and unique");
+  }
+  return success();
+}
+
+int64_t MeshOp::getAxisSize(StringRef name) {
+  for (auto [size, n] : llvm::zip(getShape(), getAxisNames()))
+    if (llvm::cast<StringAttr>(n).getValue() == name)
+      return size;
+  return -1;
+}
+
+int64_t MeshOp::getNumRanks() { return numElements(getShape()); }
+
+LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  ShardingAttr sharding = getSharding();
+  auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(*this, sharding.getMesh());
+  if (!mesh)
+    return emitOpError("refers to unknown mesh ") << sharding.getMesh();
+  RankedTensorType type = getType();
+  if ((int64_t)sharding.getDimAxes().size() != type.getRank())
+    return emitOpError("sharding has ") << sharding.getDimAxes().size()
+                                        << " dims but the tensor has rank " << type.getRank();
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    int64_t parts = 1;
+    for (StringRef axis : sharding.getAxesOfDim(d)) {
+      int64_t size = mesh.getAxisSize(axis);
+      if (size < 0)
+        return emitOpError("mesh '") << mesh.getSymName() << "' has no axis '" << axis << "'";
+      parts *= size;
+    }
+    if (type.getDimSize(d) % parts)
+      return emitOpError("dim ") << d << " of size " << type.getDimSize(d)
+                                 << " is not divisible into " << parts << " shards";
+  }
+  for (StringRef axis : sharding.getPartialAxisNames())
+    if (mesh.getAxisSize(axis) < 0)
+      return emitOpError("mesh '") << mesh.getSymName() << "' has no axis '" << axis << "'";
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/cpc/CpcOps.cpp.inc"

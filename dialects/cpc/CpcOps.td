@@ -1,0 +1,315 @@
+//===- CpcOps.td - cpc operations --------------------------*- tablegen -*-===//
+//
+// Shape rules live in CpcOps.cpp (inferReturnTypes / verify), one function per op.
+//
+#ifndef CPC_OPS_TD
+#define CPC_OPS_TD
+
+include "dialects/cpc/CpcBase.td"
+include "dialects/cpc/CpcAttrs.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+//===----------------------------------------------------------------------===//
+// Values with no operands: constants, parameters, random numbers.
+//===----------------------------------------------------------------------===//
+
+def Cpc_ConstantOp : Cpc_Op<"constant", [ConstantLike, Pure,
+    AllTypesMatch<["value", "result"]>]> {
+  let summary = "A compile-time tensor";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+}
+
+def Cpc_ParameterOp : Cpc_Op<"parameter", [Pure]> {
+  let summary = "A model parameter (an ONNX initializer), by name";
+  let description = [{
+    The value lives outside the IR (the weight store of the imported model) under `name`.
+    `trainable` marks parameters that training updates; frozen ones (e.g. MAE's fixed
+    positional embeddings) are plain inputs to the step.
+  }];
+  let arguments = (ins StrAttr:$name, UnitAttr:$trainable);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$name (`trainable` $trainable^)? attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Cpc_RandomUniformOp : Cpc_Op<"random_uniform", []> {
+  let summary = "Uniform random numbers in [low, high)";
+  let arguments = (ins F64Attr:$low, F64Attr:$high, I64Attr:$seed);
+  let results = (outs Cpc_FloatTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise.
+//===----------------------------------------------------------------------===//
+
+class Cpc_UnaryOp<string mnemonic, Type type, list<Trait> traits = []>
+    : Cpc_Op<mnemonic, !listconcat([Pure, Elementwise, SameOperandsAndResultType], traits)> {
+  let arguments = (ins type:$input);
+  let results = (outs type:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Cpc_NegOp : Cpc_UnaryOp<"neg", Cpc_Tensor> { let summary = "-x"; }
+def Cpc_AbsOp : Cpc_UnaryOp<"abs", Cpc_Tensor> { let summary = "|x|"; }
+def Cpc_ExpOp : Cpc_UnaryOp<"exp", Cpc_FloatTensor> { let summary = "e^x"; }
+def Cpc_LogOp : Cpc_UnaryOp<"log", Cpc_FloatTensor> { let summary = "ln x"; }
+def Cpc_SqrtOp : Cpc_UnaryOp<"sqrt", Cpc_FloatTensor> { let summary = "sqrt(x)"; }
+def Cpc_RsqrtOp : Cpc_UnaryOp<"rsqrt", Cpc_FloatTensor> { let summary = "1/sqrt(x)"; }
+def Cpc_ReciprocalOp : Cpc_UnaryOp<"reciprocal", Cpc_FloatTensor> { let summary = "1/x"; }
+def Cpc_ErfOp : Cpc_UnaryOp<"erf", Cpc_FloatTensor> { let summary = "Gauss error function"; }
+def Cpc_TanhOp : Cpc_UnaryOp<"tanh", Cpc_FloatTensor> { let summary = "tanh(x)"; }
+def Cpc_SigmoidOp : Cpc_UnaryOp<"sigmoid", Cpc_FloatTensor> { let summary = "1/(1+e^-x)"; }
+def Cpc_ReluOp : Cpc_UnaryOp<"relu", Cpc_FloatTensor> { let summary = "max(x, 0)"; }
+def Cpc_NotOp : Cpc_UnaryOp<"not", Cpc_BoolTensor> { let summary = "logical not"; }
+
+def Cpc_GeluOp : Cpc_Op<"gelu", [Pure, Elementwise, SameOperandsAndResultType]> {
+  let summary = "GELU: exact (erf) or its tanh approximation";
+  let arguments = (ins Cpc_FloatTensor:$input, DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs Cpc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Cpc_CastOp : Cpc_Op<"cast", [Pure, Elementwise, SameOperandsAndResultShape]> {
+  let summary = "Element type conversion (round to nearest even, float to int truncates)";
+  let arguments = (ins Cpc_Tensor:$input);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+// Binary ops broadcast their operands numpy-style; the result shape is inferred.
+// `boolResult` marks predicates (comparisons, logic), whose result element type is i1.
+class Cpc_BinaryOp<string mnemonic, Type type, bit boolResult = 0, list<Trait> traits = []>
+    : Cpc_Op<mnemonic, !listconcat([Pure, InferTypeOpAdaptor], traits)> {
+  let arguments = (ins type:$lhs, type:$rhs);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let extraClassDefinition = [{
+    ::mlir::LogicalResult $cppClass::inferReturnTypes(::mlir::MLIRContext *context,
+        std::optional<::mlir::Location> location, Adaptor adaptor,
+        ::llvm::SmallVectorImpl<::mlir::Type> &inferred) {
+      return ::cpc::inferBroadcastResult(location, adaptor.getLhs().getType(),
+          adaptor.getRhs().getType(), }] # !if(boolResult, "true", "false") # [{,
+          inferred);
+    }
+  }];
+}
+
+def Cpc_AddOp : Cpc_BinaryOp<"add", Cpc_Tensor, 0, [Commutative]> { let summary = "a + b"; }
+def Cpc_SubOp : Cpc_BinaryOp<"sub", Cpc_Tensor> { let summary = "a - b"; }
+def Cpc_MulOp : Cpc_BinaryOp<"mul", Cpc_Tensor, 0, [Commutative]> { let summary = "a * b"; }
+def Cpc_DivOp : Cpc_BinaryOp<"div", Cpc_Tensor> {
+  let summary = "a / b (integers truncate toward zero)";
+}
+def Cpc_PowOp : Cpc_BinaryOp<"pow", Cpc_FloatTensor> { let summary = "a ^ b"; }
+def Cpc_MaxOp : Cpc_BinaryOp<"max", Cpc_Tensor, 0, [Commutative]> { let summary = "max(a, b)"; }
+def Cpc_MinOp : Cpc_BinaryOp<"min", Cpc_Tensor, 0, [Commutative]> { let summary = "min(a, b)"; }
+def Cpc_EqualOp : Cpc_BinaryOp<"equal", Cpc_Tensor, 1, [Commutative]> { let summary = "a == b"; }
+def Cpc_LessOp : Cpc_BinaryOp<"less", Cpc_Tensor, 1> { let summary = "a < b"; }
+def Cpc_LessEqualOp : Cpc_BinaryOp<"less_equal", Cpc_Tensor, 1> { let summary = "a <= b"; }
+def Cpc_GreaterOp : Cpc_BinaryOp<"greater", Cpc_Tensor, 1> { let summary = "a > b"; }
+def Cpc_GreaterEqualOp : Cpc_BinaryOp<"greater_equal", Cpc_Tensor, 1> { let summary = "a >= b"; }
+def Cpc_AndOp : Cpc_BinaryOp<"and", Cpc_BoolTensor, 1, [Commutative]> { let summary = "a && b"; }
+def Cpc_OrOp : Cpc_BinaryOp<"or", Cpc_BoolTensor, 1, [Commutative]> { let summary = "a || b"; }
+
+def Cpc_WhereOp : Cpc_Op<"where", [Pure, InferTypeOpAdaptor]> {
+  let summary = "cond ? a : b, broadcasting all three";
+  let arguments = (ins Cpc_BoolTensor:$condition, Cpc_Tensor:$on_true, Cpc_Tensor:$on_false);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $on_true `,` $on_false attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions, reductions and normalizations.
+//===----------------------------------------------------------------------===//
+
+def Cpc_MatMulOp : Cpc_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+  let summary = "numpy matmul: batched, with broadcast batch dims";
+  let description = [{
+    Rank-1 operands are promoted (lhs gets a leading, rhs a trailing 1) and the promoted
+    dim is dropped from the result, as in numpy. Batch dims broadcast.
+  }];
+  let arguments = (ins Cpc_FloatTensor:$lhs, Cpc_FloatTensor:$rhs);
+  let results = (outs Cpc_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+}
+
+class Cpc_ReduceOp<string mnemonic, Type type>
+    : Cpc_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let arguments = (ins type:$input, DenseI64ArrayAttr:$axes,
+                       DefaultValuedAttr<BoolAttr, "false">:$keepdims);
+  let results = (outs type:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let extraClassDefinition = [{
+    ::mlir::LogicalResult $cppClass::inferReturnTypes(::mlir::MLIRContext *context,
+        std::optional<::mlir::Location> location, Adaptor adaptor,
+        ::llvm::SmallVectorImpl<::mlir::Type> &inferred) {
+      return ::cpc::inferReduceResult(location, adaptor.getInput().getType(),
+          adaptor.getAxes(), adaptor.getKeepdims(), inferred);
+    }
+  }];
+}
+
+def Cpc_ReduceSumOp : Cpc_ReduceOp<"reduce_sum", Cpc_Tensor> { let summary = "sum over axes"; }
+def Cpc_ReduceMeanOp : Cpc_ReduceOp<"reduce_mean", Cpc_FloatTensor> { let summary = "mean over axes"; }
+def Cpc_ReduceMaxOp : Cpc_ReduceOp<"reduce_max", Cpc_Tensor> { let summary = "max over axes"; }
+def Cpc_ReduceMinOp : Cpc_ReduceOp<"reduce_min", Cpc_Tensor> { let summary = "min over axes"; }
+def Cpc_ReduceProdOp : Cpc_ReduceOp<"reduce_prod", Cpc_Tensor> { let summary = "product over axes"; }
+
+def Cpc_LayerNormOp : Cpc_Op<"layer_norm", [Pure, InferTypeOpAdaptor]> {
+  let summary = "(x - mean) / sqrt(var + epsilon) * scale + bias over dims [axis, rank)";
+  let arguments = (ins Cpc_FloatTensor:$input, Cpc_FloatTensor:$scale, Cpc_FloatTensor:$bias,
+                       I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Cpc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $bias attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Cpc_SoftmaxOp : Cpc_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+  let summary = "exp(x) / sum(exp(x)) along axis";
+  let arguments = (ins Cpc_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Cpc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Cpc_Conv2DOp : Cpc_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {
+  let summary = "2-D convolution, NCHW input, OIHW weight, optional bias [O]";
+  let arguments = (ins Cpc_FloatTensor:$input, Cpc_FloatTensor:$weight,
+                       Optional<Cpc_FloatTensor>:$bias,
+                       DenseI64ArrayAttr:$strides,   // [sh, sw]
+                       DenseI64ArrayAttr:$padding,   // [top, left, bottom, right]
+                       DenseI64ArrayAttr:$dilations, // [dh, dw]
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Cpc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement.
+//===----------------------------------------------------------------------===//
+
+def Cpc_ReshapeOp : Cpc_Op<"reshape", [Pure]> {
+  let summary = "Same elements, row-major, new static shape";
+  let arguments = (ins Cpc_Tensor:$input);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Cpc_TransposeOp : Cpc_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Permute dims: result dim i is input dim permutation[i]";
+  let arguments = (ins Cpc_Tensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Cpc_SliceOp : Cpc_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Strided slice: per dim, elements start, start+stride, ... < limit";
+  let arguments = (ins Cpc_Tensor:$input, DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$limits,
+                       DenseI64ArrayAttr:$strides);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Cpc_ConcatOp : Cpc_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Join tensors along axis";
+  let arguments = (ins Variadic<Cpc_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+}
+
+def Cpc_BroadcastOp : Cpc_Op<"broadcast", [Pure]> {
+  let summary = "numpy broadcast to the result shape (ONNX Expand)";
+  let arguments = (ins Cpc_Tensor:$input);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Cpc_GatherOp : Cpc_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+  let summary = "ONNX Gather: take slices of data along axis at indices";
+  let description = [{
+    Result shape is data.shape[:axis] + indices.shape + data.shape[axis+1:]. Negative
+    indices count from the end of the axis.
+  }];
+  let arguments = (ins Cpc_Tensor:$data, Cpc_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+}
+
+def Cpc_GatherElementsOp : Cpc_Op<"gather_elements", [Pure, InferTypeOpAdaptor]> {
+  let summary = "ONNX GatherElements / torch.gather: result has the shape of indices";
+  let arguments = (ins Cpc_Tensor:$data, Cpc_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+}
+
+def Cpc_ScatterNDOp : Cpc_Op<"scatter_nd", [Pure, InferTypeOpAdaptor]> {
+  let summary = "ONNX ScatterND: copy of data with slices at indices replaced by updates";
+  let arguments = (ins Cpc_Tensor:$data, Cpc_IndexTensor:$indices, Cpc_Tensor:$updates,
+                       DefaultValuedStrAttr<StrAttr, "none">:$reduction);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = [{
+    $data `,` $indices `,` $updates attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Cpc_TopKOp : Cpc_Op<"topk", [Pure, InferTypeOpAdaptor]> {
+  let summary = "The k largest (or smallest) elements along axis and their indices";
+  let description = [{
+    Ties keep the lower index first, as ONNX specifies. With `sorted`, results are ordered.
+  }];
+  let arguments = (ins Cpc_Tensor:$input, I64Attr:$k, I64Attr:$axis,
+                       DefaultValuedAttr<BoolAttr, "true">:$largest,
+                       DefaultValuedAttr<BoolAttr, "true">:$sorted);
+  let results = (outs Cpc_Tensor:$values, StaticShapeTensorOf<[I64]>:$indices);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($values) `,` type($indices)";
+}
+
+def Cpc_ArgSortOp : Cpc_Op<"argsort", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Indices that sort input along axis (stable: ties keep input order)";
+  let arguments = (ins Cpc_Tensor:$input, I64Attr:$axis,
+                       DefaultValuedAttr<BoolAttr, "false">:$descending);
+  let results = (outs StaticShapeTensorOf<[I64]>:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Parallelism: the device mesh and sharding annotations.
+//===----------------------------------------------------------------------===//
+
+def Cpc_MeshOp : Cpc_Op<"mesh", [Symbol]> {
+  let summary = "A named n-d grid of ranks, e.g. axes (dp, pp, tp)";
+  let arguments = (ins SymbolNameAttr:$sym_name, DenseI64ArrayAttr:$shape,
+                       StrArrayAttr:$axis_names);
+  let assemblyFormat = "$sym_name `shape` `=` $shape `axes` `=` $axis_names attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Size of the axis named `name`, or -1 when the mesh has no such axis.
+    int64_t getAxisSize(::llvm::StringRef name);
+    int64_t getNumRanks();
+  }];
+}
+
+def Cpc_ShardOp : Cpc_Op<"shard", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Annotates that a value has the given sharding";
+  let arguments = (ins Cpc_Tensor:$input, Cpc_ShardingAttr:$sharding);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$input `to` $sharding attr-dict `:` type($input)";
+}
+
+#endif // CPC_OPS_TD
