@@ -55,7 +55,7 @@ struct FoldLayerNormChain : OpRewritePattern<DivOp> {
       squared = square.getLhs();
     else if (auto mul = varMean.getInput().getDefiningOp<MulOp>(); mul && mul.getLhs() == mul.getRhs())
       squared = mul.getLhs();
-    if (squared != centered.getResult() || trailingMeanAxis(varMean, squared) != axis)
+    if (squared != centered.getResult() || trailingMeanAxis(varMean, varMean.getInput()) != axis)
       return failure();
 
     auto type = llvm::cast<RankedTensorType>(x.getType());

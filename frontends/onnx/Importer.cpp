@@ -1,0 +1,539 @@
+//===- Importer.cpp - drives the import of one ONNX graph -----------------===//
+#include "frontends/onnx/ModelLoader.h"
+#include "frontends/onnx/NodeImporter.h"
+#include "frontends/onnx/OnnxImporter.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <regex>
+#include <unordered_map>
+
+using namespace mlir;
+
+namespace cpc::onnx_import {
+
+/// Everything that lives for one import.
+class ImportState {
+public:
+  ImportState(MLIRContext &ctx, const LoadedModel &model, const ImportOptions &options)
+      : ctx(ctx), model(model), options(options), builder(&ctx) {}
+
+  MLIRContext &ctx;
+  const LoadedModel &model;
+  const ImportOptions &options;
+  OpBuilder builder;      // where node ops go
+  std::unordered_map<std::string, ImportedValue> values;
+  std::unordered_map<std::string, const onnx::TensorProto *> parameters; // not yet materialized
+  std::vector<std::regex> frozen;
+
+  [[noreturn]] void fail(const std::string &message) const { throw ImportError(model.path + ": " + message); }
+
+  Type elementType(int onnxType) {
+    switch (onnxType) {
+    case onnx::TensorProto_DataType_FLOAT: return builder.getF32Type();
+    case onnx::TensorProto_DataType_DOUBLE: return builder.getF64Type();
+    case onnx::TensorProto_DataType_FLOAT16: return builder.getF16Type();
+    case onnx::TensorProto_DataType_BFLOAT16: return builder.getBF16Type();
+    case onnx::TensorProto_DataType_INT64: return builder.getI64Type();
+    case onnx::TensorProto_DataType_INT32: return builder.getI32Type();
+    case onnx::TensorProto_DataType_INT16: return builder.getI16Type();
+    case onnx::TensorProto_DataType_INT8: return builder.getI8Type();
+    case onnx::TensorProto_DataType_UINT8: return builder.getIntegerType(8, /*isSigned=*/false);
+    case onnx::TensorProto_DataType_BOOL: return builder.getI1Type();
+    default: return {};
+    }
+  }
+
+  bool isFrozen(const std::string &name) const {
+    for (const auto &re : frozen)
+      if (std::regex_search(name, re))
+        return true;
+    return false;
+  }
+
+  ImportedValue &lookup(const std::string &name) {
+    auto it = values.find(name);
+    if (it != values.end())
+      return it->second;
+    auto param = parameters.find(name);
+    if (param != parameters.end()) {
+      const onnx::TensorProto &t = *param->second;
+      std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
+      auto type = RankedTensorType::get(dims, elementType(t.data_type()));
+      bool trainable = llvm::isa<FloatType>(type.getElementType()) && !isFrozen(name);
+      auto op = builder.create<ParameterOp>(NameLoc::get(builder.getStringAttr(name)), type,
+                                                 builder.getStringAttr(name),
+                                                 trainable ? builder.getUnitAttr() : UnitAttr());
+      return values[name] = ImportedValue{op.getResult(), nullptr, type};
+    }
+    throw NodeError("uses value '" + name + "', which nothing defines");
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// NodeImporter
+//===----------------------------------------------------------------------===//
+
+NodeImporter::NodeImporter(ImportState &state, const onnx::NodeProto &node, int opset, Location loc)
+    : state_(state), node_(node), opset_(opset), loc_(loc) {}
+
+OpBuilder &NodeImporter::builder() { return state_.builder; }
+MLIRContext *NodeImporter::context() { return &state_.ctx; }
+
+void NodeImporter::fail(const std::string &message) const { throw NodeError(message); }
+
+Value NodeImporter::input(size_t i) {
+  if (!hasInput(i))
+    fail("input " + std::to_string(i) + " is required");
+  ImportedValue &v = state_.lookup(node_.input(i));
+  if (!v.value)
+    v.value = constant(*v.host);
+  return v.value;
+}
+
+RankedTensorType NodeImporter::inputType(size_t i) {
+  if (!hasInput(i))
+    fail("input " + std::to_string(i) + " is required");
+  return state_.lookup(node_.input(i)).type;
+}
+
+std::vector<int64_t> NodeImporter::inputShape(size_t i) {
+  auto shape = inputType(i).getShape();
+  return {shape.begin(), shape.end()};
+}
+
+const ConstTensor *NodeImporter::constInput(size_t i) {
+  if (!hasInput(i))
+    return nullptr;
+  return state_.lookup(node_.input(i)).host.get();
+}
+
+const ConstTensor &NodeImporter::requireConstInput(size_t i, const std::string &what) {
+  const ConstTensor *c = constInput(i);
+  if (!c)
+    fail("input " + std::to_string(i) + " (" + what +
+         ") must be a constant or computable from static shapes");
+  return *c;
+}
+
+bool NodeImporter::allInputsConstant() {
+  for (size_t i = 0; i < numInputs(); ++i)
+    if (hasInput(i) && !constInput(i))
+      return false;
+  return true;
+}
+
+static const onnx::AttributeProto *findAttr(const onnx::NodeProto &node, const std::string &name) {
+  for (const auto &a : node.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+bool NodeImporter::hasAttr(const std::string &name) const { return findAttr(node_, name); }
+
+int64_t NodeImporter::attrInt(const std::string &name, std::optional<int64_t> fallback) const {
+  if (auto *a = findAttr(node_, name))
+    return a->i();
+  if (!fallback)
+    fail("missing attribute '" + name + "'");
+  return *fallback;
+}
+
+double NodeImporter::attrFloat(const std::string &name, std::optional<double> fallback) const {
+  if (auto *a = findAttr(node_, name))
+    return a->f();
+  if (!fallback)
+    fail("missing attribute '" + name + "'");
+  return *fallback;
+}
+
+std::string NodeImporter::attrString(const std::string &name, std::optional<std::string> fallback) const {
+  if (auto *a = findAttr(node_, name))
+    return a->s();
+  if (!fallback)
+    fail("missing attribute '" + name + "'");
+  return *fallback;
+}
+
+std::vector<int64_t> NodeImporter::attrInts(const std::string &name,
+                                            std::optional<std::vector<int64_t>> fallback) const {
+  if (auto *a = findAttr(node_, name))
+    return {a->ints().begin(), a->ints().end()};
+  if (!fallback)
+    fail("missing attribute '" + name + "'");
+  return *fallback;
+}
+
+const onnx::TensorProto &NodeImporter::attrTensor(const std::string &name) const {
+  auto *a = findAttr(node_, name);
+  if (!a || !a->has_t())
+    fail("missing tensor attribute '" + name + "'");
+  return a->t();
+}
+
+void NodeImporter::expectOnlyAttrs(std::initializer_list<const char *> known) const {
+  for (const auto &a : node_.attribute()) {
+    bool ok = false;
+    for (const char *k : known)
+      ok |= a.name() == k;
+    if (!ok)
+      fail("attribute '" + a.name() + "' is not supported");
+  }
+}
+
+void NodeImporter::setOutput(size_t i, Value value) {
+  if (i >= (size_t)node_.output_size() || node_.output(i).empty())
+    return; // optional output nobody reads
+  state_.values[node_.output(i)] = ImportedValue{value, nullptr, llvm::cast<RankedTensorType>(value.getType())};
+}
+
+void NodeImporter::setOutput(size_t i, ConstTensor host) {
+  if (i >= (size_t)node_.output_size() || node_.output(i).empty())
+    return;
+  auto type = RankedTensorType::get(host.shape(), elementType(host.type()));
+  state_.values[node_.output(i)] =
+      ImportedValue{Value(), std::make_shared<const ConstTensor>(std::move(host)), type};
+}
+
+Type NodeImporter::elementType(int onnxType) {
+  Type t = state_.elementType(onnxType);
+  if (!t)
+    fail("element type " + dataTypeName(onnxType) + " is not supported");
+  return t;
+}
+
+int64_t NodeImporter::normalizeAxis(int64_t axis, int64_t rank) const {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= std::max<int64_t>(rank, 1))
+    fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return a;
+}
+
+Value NodeImporter::constant(const ConstTensor &host) {
+  auto type = RankedTensorType::get(host.shape(), elementType(host.type()));
+  Type et = type.getElementType();
+  int64_t n = host.numElements();
+  DenseElementsAttr attr;
+  if (auto ft = llvm::dyn_cast<FloatType>(et)) {
+    SmallVector<APFloat> vals;
+    vals.reserve(n);
+    for (int64_t i = 0; i < n; ++i) {
+      APFloat v(host.getDouble(i));
+      bool lost;
+      v.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      vals.push_back(v);
+    }
+    attr = DenseElementsAttr::get(type, vals);
+  } else {
+    unsigned width = et.getIntOrFloatBitWidth();
+    SmallVector<APInt> vals;
+    vals.reserve(n);
+    for (int64_t i = 0; i < n; ++i)
+      vals.push_back(APInt(width, (uint64_t)host.getInt(i), /*isSigned=*/true));
+    attr = DenseElementsAttr::get(type, vals);
+  }
+  return builder().create<ConstantOp>(loc_, attr).getResult();
+}
+
+Value NodeImporter::scalar(double value, Type elementType) {
+  auto type = RankedTensorType::get({}, elementType);
+  Attribute v = llvm::isa<FloatType>(elementType) ? Attribute(builder().getFloatAttr(elementType, value))
+                                                  : Attribute(builder().getIntegerAttr(elementType, (int64_t)value));
+  return builder().create<ConstantOp>(loc_, DenseElementsAttr::get(type, v)).getResult();
+}
+
+Value NodeImporter::reshape(Value v, llvm::ArrayRef<int64_t> shape) {
+  auto type = llvm::cast<RankedTensorType>(v.getType());
+  if (type.getShape() == shape)
+    return v;
+  return emitTyped<ReshapeOp>(RankedTensorType::get(shape, type.getElementType()), {v});
+}
+
+Value NodeImporter::transpose(Value v, llvm::ArrayRef<int64_t> perm) {
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i)
+    identity &= perm[i] == (int64_t)i;
+  if (identity)
+    return v;
+  return emit1<TransposeOp>({v}, {namedI64s("permutation", perm)});
+}
+
+NamedAttribute NodeImporter::namedI64(const char *name, int64_t v) {
+  return builder().getNamedAttr(name, builder().getI64IntegerAttr(v));
+}
+NamedAttribute NodeImporter::namedI64s(const char *name, llvm::ArrayRef<int64_t> v) {
+  return builder().getNamedAttr(name, builder().getDenseI64ArrayAttr(v));
+}
+NamedAttribute NodeImporter::namedF64(const char *name, double v) {
+  return builder().getNamedAttr(name, builder().getF64FloatAttr(v));
+}
+NamedAttribute NodeImporter::namedBool(const char *name, bool v) {
+  return builder().getNamedAttr(name, builder().getBoolAttr(v));
+}
+NamedAttribute NodeImporter::namedStr(const char *name, llvm::StringRef v) {
+  return builder().getNamedAttr(name, builder().getStringAttr(v));
+}
+
+LogicalResult NodeImporter::inferWithDiagnostics(
+    const std::function<LogicalResult(SmallVectorImpl<Type> &)> &infer, SmallVectorImpl<Type> &types) {
+  ScopedDiagnosticHandler handler(context(), [&](Diagnostic &diag) {
+    lastDiagnostic_ = diag.str();
+    return success();
+  });
+  return infer(types);
+}
+
+void NodeImporter::failWithDiagnostic() {
+  fail(lastDiagnostic_.empty() ? "shapes of the inputs do not fit the op" : lastDiagnostic_);
+}
+
+const Handler *HandlerRegistry::find(const std::string &opType, int opset) const {
+  auto it = table_.find(opType);
+  if (it == table_.end())
+    return nullptr;
+  for (const auto &entry : it->second)
+    if (opset >= entry.minOpset && opset <= entry.maxOpset)
+      return &entry.handler;
+  return nullptr;
+}
+
+static const HandlerRegistry &handlers() {
+  static const HandlerRegistry registry = [] {
+    HandlerRegistry r;
+    registerElementwiseHandlers(r);
+    registerShapeHandlers(r);
+    registerNeuralHandlers(r);
+    registerReductionHandlers(r);
+    return r;
+  }();
+  return registry;
+}
+
+//===----------------------------------------------------------------------===//
+// The driver.
+//===----------------------------------------------------------------------===//
+
+namespace {
+std::string describeNode(const onnx::NodeProto &node, int index) {
+  std::string name = node.name().empty() ? "#" + std::to_string(index) : node.name();
+  std::string op = node.domain().empty() || node.domain() == "ai.onnx" ? node.op_type()
+                                                                       : node.domain() + "::" + node.op_type();
+  return "node '" + name + "' (" + op + ")";
+}
+
+RankedTensorType graphInputType(ImportState &state, const onnx::ValueInfoProto &input) {
+  const std::string &name = input.name();
+  if (!input.type().has_tensor_type())
+    state.fail("graph input '" + name + "' is not a tensor");
+  const auto &tt = input.type().tensor_type();
+  Type et = state.elementType(tt.elem_type());
+  if (!et)
+    state.fail("graph input '" + name + "' has unsupported element type " + dataTypeName(tt.elem_type()));
+  auto given = state.options.inputShapes.find(name);
+  if (given != state.options.inputShapes.end()) {
+    if (tt.has_shape() && tt.shape().dim_size() != (int)given->second.size())
+      state.fail("--input-shape " + name + " has rank " + std::to_string(given->second.size()) +
+                 " but the model's input has rank " + std::to_string(tt.shape().dim_size()));
+    for (size_t d = 0; d < given->second.size(); ++d) {
+      int64_t size = given->second[d];
+      if (tt.has_shape() && tt.shape().dim(d).has_dim_value() && tt.shape().dim(d).dim_value() != size)
+        state.fail("--input-shape " + name + " sets dim " + std::to_string(d) + " to " +
+                   std::to_string(size) + " but the model fixes it to " +
+                   std::to_string(tt.shape().dim(d).dim_value()));
+    }
+    return RankedTensorType::get(given->second, et);
+  }
+  if (!tt.has_shape())
+    state.fail("graph input '" + name + "' has no shape; pass --input-shape " + name + "=AxBx...");
+  std::vector<int64_t> dims;
+  for (int d = 0; d < tt.shape().dim_size(); ++d) {
+    const auto &dim = tt.shape().dim(d);
+    if (!dim.has_dim_value() || dim.dim_value() <= 0) {
+      std::string label = dim.has_dim_param() ? " ('" + dim.dim_param() + "')" : "";
+      state.fail("graph input '" + name + "' has dynamic dim " + std::to_string(d) + label +
+                 "; pass --input-shape " + name + "=AxBx... with static sizes");
+    }
+    dims.push_back(dim.dim_value());
+  }
+  return RankedTensorType::get(dims, et);
+}
+} // namespace
+
+} // namespace cpc::onnx_import
+
+namespace cpc {
+using namespace onnx_import;
+
+void registerImporterDialects(MLIRContext &context) {
+  context.getOrLoadDialect<CpcDialect>();
+  context.getOrLoadDialect<func::FuncDialect>();
+}
+
+void parseInputShapeFlag(const std::string &flag, ImportOptions &options) {
+  size_t eq = flag.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == flag.size())
+    throw ImportError("--input-shape expects NAME=AxBxC, got '" + flag + "'");
+  std::vector<int64_t> dims;
+  std::string rest = flag.substr(eq + 1);
+  size_t start = 0;
+  while (start <= rest.size()) {
+    size_t x = rest.find('x', start);
+    std::string part = rest.substr(start, x == std::string::npos ? std::string::npos : x - start);
+    char *end = nullptr;
+    long long v = std::strtoll(part.c_str(), &end, 10);
+    if (part.empty() || *end || v <= 0)
+      throw ImportError("--input-shape " + flag + ": dims must be positive integers separated by 'x'");
+    dims.push_back(v);
+    if (x == std::string::npos)
+      break;
+    start = x + 1;
+  }
+  options.inputShapes[flag.substr(0, eq)] = dims;
+}
+
+ImportedModel importOnnxFile(MLIRContext &context, const std::string &path, const ImportOptions &options) {
+  registerImporterDialects(context);
+  LoadedModel model = loadModel(path);
+  const onnx::GraphProto &graph = model.proto->graph();
+  ImportState state(context, model, options);
+  for (const auto &pattern : options.frozenPatterns) {
+    try {
+      state.frozen.emplace_back(pattern);
+    } catch (const std::regex_error &) {
+      throw ImportError("--frozen: '" + pattern + "' is not a valid regular expression");
+    }
+  }
+
+  // Initializers: integer ones are constants (shape arithmetic), float ones parameters.
+  std::unordered_map<std::string, bool> isInitializer;
+  for (const auto &init : graph.initializer()) {
+    isInitializer[init.name()] = true;
+    if (!state.elementType(init.data_type()))
+      state.fail("initializer '" + init.name() + "' has unsupported element type " +
+                 dataTypeName(init.data_type()));
+    bool external = init.data_location() == onnx::TensorProto_DataLocation_EXTERNAL;
+    if (!isFloatType((onnx::TensorProto_DataType)init.data_type()) && !external) {
+      try {
+        auto host = std::make_shared<const ConstTensor>(ConstTensor::fromProto(init));
+        auto type = RankedTensorType::get(host->shape(), state.elementType(init.data_type()));
+        state.values[init.name()] = ImportedValue{Value(), host, type};
+      } catch (const std::exception &e) {
+        state.fail("initializer '" + init.name() + "': " + e.what());
+      }
+    } else {
+      state.parameters[init.name()] = &init;
+    }
+  }
+  for (const auto &name : options.inputShapes) {
+    bool found = false;
+    for (const auto &in : graph.input())
+      found |= in.name() == name.first;
+    if (!found)
+      state.fail("--input-shape names '" + name.first + "', which is not a graph input");
+  }
+
+  // The function: graph inputs (minus initializers listed as inputs) are its arguments.
+  SmallVector<Type> argTypes;
+  SmallVector<std::string> argNames;
+  for (const auto &in : graph.input()) {
+    if (isInitializer.count(in.name()))
+      continue;
+    argTypes.push_back(graphInputType(state, in));
+    argNames.push_back(in.name());
+  }
+  OwningOpRef<ModuleOp> module = ModuleOp::create(FileLineColLoc::get(&context, path, 0, 0));
+  (*module)->setAttr("cpc.source", state.builder.getStringAttr(path));
+  (*module)->setAttr("cpc.opset", state.builder.getI64IntegerAttr(model.opset));
+  state.builder.setInsertionPointToEnd(module->getBody());
+  auto func = state.builder.create<func::FuncOp>(NameLoc::get(state.builder.getStringAttr(graph.name())),
+                                                 "main", state.builder.getFunctionType(argTypes, {}));
+  Block *entry = func.addEntryBlock();
+  for (size_t i = 0; i < argNames.size(); ++i) {
+    func.setArgAttr(i, "cpc.name", state.builder.getStringAttr(argNames[i]));
+    state.values[argNames[i]] = ImportedValue{entry->getArgument(i), nullptr,
+                                              llvm::cast<RankedTensorType>(argTypes[i])};
+  }
+  state.builder.setInsertionPointToEnd(entry);
+
+  for (int index = 0; index < graph.node_size(); ++index) {
+    const onnx::NodeProto &node = graph.node(index);
+    std::string where = describeNode(node, index);
+    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+    const Handler *handler = defaultDomain ? handlers().find(node.op_type(), model.opset) : nullptr;
+    if (!handler) {
+      if (defaultDomain && handlers().knows(node.op_type()))
+        state.fail(where + ": op " + node.op_type() + " is not supported at opset " +
+                   std::to_string(model.opset));
+      std::string opName = defaultDomain ? node.op_type() : node.domain() + "::" + node.op_type();
+      state.fail(where + ": unsupported op type '" + opName + "'");
+    }
+    std::string locName = node.name().empty() ? node.op_type() + "#" + std::to_string(index) : node.name();
+    NodeImporter importer(state, node, model.opset, NameLoc::get(state.builder.getStringAttr(locName)));
+    try {
+      (*handler)(importer);
+    } catch (const NodeError &e) {
+      state.fail(where + ": " + e.what());
+    } catch (const ImportError &) {
+      throw;
+    } catch (const std::exception &e) {
+      state.fail(where + ": " + e.what());
+    }
+    for (const auto &out : node.output())
+      if (!out.empty() && !state.values.count(out))
+        state.fail(where + ": produced no value for output '" + out + "'");
+  }
+
+  // Graph outputs become the function's results.
+  SmallVector<Value> results;
+  for (const auto &out : graph.output()) {
+    if (!state.values.count(out.name()) && !state.parameters.count(out.name()))
+      state.fail("graph output '" + out.name() + "' is never computed");
+    ImportedValue &v = state.lookup(out.name());
+    if (!v.value) {
+      onnx::NodeProto none;
+      NodeImporter materializer(state, none, model.opset, NameLoc::get(state.builder.getStringAttr(out.name())));
+      v.value = materializer.constant(*v.host);
+    }
+    results.push_back(v.value);
+  }
+  state.builder.create<func::ReturnOp>(func.getLoc(), results);
+  func.setFunctionType(state.builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  for (int i = 0; i < graph.output_size(); ++i)
+    func.setResultAttr(i, "cpc.name", state.builder.getStringAttr(graph.output(i).name()));
+
+  // Parameters were created where first used; list them at the top of the function.
+  SmallVector<Operation *> params;
+  for (auto p : entry->getOps<ParameterOp>())
+    params.push_back(p);
+  for (auto it = params.rbegin(); it != params.rend(); ++it)
+    (*it)->moveBefore(&entry->front());
+
+  std::string diagnostic;
+  {
+    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+      if (diagnostic.empty()) {
+        std::string where;
+        if (auto name = llvm::dyn_cast<NameLoc>(diag.getLocation()))
+          where = "node '" + name.getName().str() + "': ";
+        diagnostic = where + diag.str();
+      }
+      return success();
+    });
+    if (failed(verify(*module)))
+      state.fail("imported IR does not verify: " + diagnostic);
+    if (options.cleanup) {
+      PassManager pm(&context);
+      addImportCleanupPasses(pm);
+      if (failed(pm.run(*module)))
+        state.fail("clean-up passes failed: " + diagnostic);
+    }
+  }
+  return ImportedModel{std::move(module), makeWeightStore(model)};
+}
+
+} // namespace cpc

@@ -1,0 +1,230 @@
+//===- ModelLoader.cpp ----------------------------------------------------===//
+#include "frontends/onnx/ModelLoader.h"
+#include "frontends/onnx/ConstTensor.h"
+
+#include "onnx/checker.h"
+#include "onnx/defs/parser.h"
+#include "onnx/shape_inference/implementation.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <unordered_map>
+
+namespace cpc::onnx_import {
+
+namespace {
+[[noreturn]] void fail(const std::string &path, const std::string &message) {
+  throw ImportError(path + ": " + message);
+}
+
+std::string firstLine(const std::string &s) {
+  std::string line = s.substr(0, s.find('\n'));
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\r'))
+    line.pop_back();
+  return line;
+}
+
+bool endsWith(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string directoryOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+}
+
+void parseBinary(const std::string &path, onnx::ModelProto &model) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    fail(path, std::string("cannot open: ") + std::strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    fail(path, "is a directory, not an ONNX model");
+  }
+  bool ok;
+  {
+    google::protobuf::io::FileInputStream raw(fd);
+    google::protobuf::io::CodedInputStream coded(&raw);
+    coded.SetTotalBytesLimit(INT_MAX);
+    ok = model.ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
+  }
+  ::close(fd);
+  if (!ok)
+    fail(path, "not a valid ONNX model (truncated or corrupt protobuf)");
+}
+
+void parseText(const std::string &path, onnx::ModelProto &model) {
+  std::ifstream in(path);
+  if (!in)
+    fail(path, std::string("cannot open: ") + std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string source = text.str();
+  onnx::OnnxParser parser(source.c_str());
+  auto status = parser.Parse(model);
+  if (!status.IsOK())
+    fail(path, "cannot parse ONNX text: " + firstLine(status.ErrorMessage()));
+}
+
+void checkExternalData(const LoadedModel &model) {
+  for (const auto &init : model.proto->graph().initializer()) {
+    if (init.data_location() != onnx::TensorProto_DataLocation_EXTERNAL)
+      continue;
+    ExternalLocation where = externalLocation(model, init);
+    struct stat st;
+    if (stat(where.file.c_str(), &st) != 0)
+      fail(model.path, "initializer '" + init.name() + "' keeps its data in '" + where.file +
+                           "', which is missing");
+    size_t bytes = numElementsOf({init.dims().begin(), init.dims().end()}) *
+                   elementSize((onnx::TensorProto_DataType)init.data_type());
+    int64_t length = where.length >= 0 ? where.length : (int64_t)bytes;
+    if (where.offset + length > (int64_t)st.st_size)
+      fail(model.path, "initializer '" + init.name() + "' needs bytes up to " +
+                           std::to_string(where.offset + length) + " of '" + where.file +
+                           "', which has only " + std::to_string(st.st_size));
+  }
+}
+} // namespace
+
+ExternalLocation externalLocation(const LoadedModel &model, const onnx::TensorProto &tensor) {
+  ExternalLocation where;
+  for (const auto &kv : tensor.external_data()) {
+    try {
+      if (kv.key() == "location")
+        where.file = kv.value();
+      else if (kv.key() == "offset")
+        where.offset = std::stoll(kv.value());
+      else if (kv.key() == "length")
+        where.length = std::stoll(kv.value());
+    } catch (const std::exception &) {
+      fail(model.path, "initializer '" + tensor.name() + "' has a malformed external_data " +
+                           kv.key() + " '" + kv.value() + "'");
+    }
+  }
+  if (where.file.empty() || where.file.find("..") != std::string::npos || where.file[0] == '/')
+    fail(model.path, "initializer '" + tensor.name() + "' has a missing or unsafe external data location '" +
+                         where.file + "'");
+  where.file = model.modelDir + "/" + where.file;
+  return where;
+}
+
+LoadedModel loadModel(const std::string &path) {
+  LoadedModel model;
+  model.path = path;
+  model.modelDir = directoryOf(path);
+  model.proto = std::make_shared<onnx::ModelProto>();
+  if (endsWith(path, ".onnxtext"))
+    parseText(path, *model.proto);
+  else
+    parseBinary(path, *model.proto);
+
+  onnx::ModelProto &proto = *model.proto;
+  if (!proto.has_graph() || proto.ir_version() <= 0)
+    fail(path, "not a valid ONNX model (no graph or IR version; truncated or corrupt?)");
+
+  std::unordered_map<std::string, int> opsets;
+  for (const auto &imp : proto.opset_import())
+    opsets[imp.domain() == "ai.onnx" ? "" : imp.domain()] = (int)imp.version();
+  auto it = opsets.find("");
+  if (it == opsets.end())
+    fail(path, "imports no version of the default ONNX opset");
+  model.opset = it->second;
+  if (model.opset < kMinOpset || model.opset > kMaxOpset)
+    fail(path, "opset " + std::to_string(model.opset) + " is outside the supported range " +
+                   std::to_string(kMinOpset) + ".." + std::to_string(kMaxOpset) +
+                   " (re-export with opset_version=17)");
+
+  checkExternalData(model);
+
+  try {
+    onnx::checker::CheckerContext ctx;
+    ctx.set_ir_version((int)proto.ir_version());
+    ctx.set_opset_imports(opsets);
+    ctx.set_model_dir(model.modelDir);
+    onnx::checker::LexicalScopeContext lex;
+    onnx::checker::check_graph(proto.graph(), ctx, lex);
+  } catch (const std::exception &e) {
+    fail(path, "invalid model: " + firstLine(e.what()));
+  }
+
+  try {
+    onnx::shape_inference::InferShapes(proto);
+  } catch (const std::exception &e) {
+    fail(path, "ONNX shape inference failed: " + firstLine(e.what()));
+  }
+  return model;
+}
+
+namespace {
+class ProtoWeightStore final : public WeightStore {
+public:
+  explicit ProtoWeightStore(const LoadedModel &model) : model_(model) {
+    for (const auto &init : model.proto->graph().initializer())
+      byName_[init.name()] = &init;
+  }
+  bool contains(const std::string &name) const override { return byName_.count(name); }
+  size_t byteSize(const std::string &name) const override {
+    const onnx::TensorProto &t = get(name);
+    return numElementsOf({t.dims().begin(), t.dims().end()}) *
+           elementSize((onnx::TensorProto_DataType)t.data_type());
+  }
+  void read(const std::string &name, void *dst) const override {
+    const onnx::TensorProto &t = get(name);
+    size_t bytes = byteSize(name);
+    if (t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
+      ExternalLocation where = externalLocation(model_, t);
+      std::ifstream in(where.file, std::ios::binary);
+      in.seekg(where.offset);
+      if (!in.read(static_cast<char *>(dst), bytes))
+        fail(model_.path, "cannot read the data of '" + name + "' from '" + where.file + "'");
+      return;
+    }
+    if (t.has_raw_data()) {
+      if (t.raw_data().size() != bytes)
+        fail(model_.path, "initializer '" + name + "' has " + std::to_string(t.raw_data().size()) +
+                              " bytes of data, expected " + std::to_string(bytes));
+      std::memcpy(dst, t.raw_data().data(), bytes);
+      return;
+    }
+    // Typed fields: convert through ConstTensor, then narrow to the stored element type.
+    ConstTensor c = ConstTensor::fromProto(t);
+    auto *out = static_cast<char *>(dst);
+    for (int64_t i = 0; i < c.numElements(); ++i) {
+      switch (t.data_type()) {
+      case onnx::TensorProto_DataType_FLOAT: { float v = (float)c.getDouble(i); std::memcpy(out + 4 * i, &v, 4); break; }
+      case onnx::TensorProto_DataType_DOUBLE: { double v = c.getDouble(i); std::memcpy(out + 8 * i, &v, 8); break; }
+      case onnx::TensorProto_DataType_INT64: { int64_t v = c.getInt(i); std::memcpy(out + 8 * i, &v, 8); break; }
+      case onnx::TensorProto_DataType_INT32: { int32_t v = (int32_t)c.getInt(i); std::memcpy(out + 4 * i, &v, 4); break; }
+      default: fail(model_.path, "initializer '" + name + "': typed " + dataTypeName(t.data_type()) +
+                                     " data is not supported, store it as raw_data");
+      }
+    }
+  }
+
+private:
+  const onnx::TensorProto &get(const std::string &name) const {
+    auto it = byName_.find(name);
+    if (it == byName_.end())
+      fail(model_.path, "no initializer named '" + name + "'");
+    return *it->second;
+  }
+  LoadedModel model_; // keeps the proto alive
+  std::unordered_map<std::string, const onnx::TensorProto *> byName_;
+};
+} // namespace
+
+std::shared_ptr<WeightStore> makeWeightStore(const LoadedModel &model) {
+  return std::make_shared<ProtoWeightStore>(model);
+}
+
+} // namespace cpc::onnx_import

@@ -1,0 +1,306 @@
+//===- Neural.cpp - ONNX contractions, norms, conv, sort, gather/scatter --===//
+#include "frontends/onnx/NodeImporter.h"
+
+#include <map>
+#include <set>
+
+using namespace mlir;
+
+namespace cpc::onnx_import {
+namespace {
+
+void requireFloat(NodeImporter &n, size_t i) {
+  if (!llvm::isa<FloatType>(n.inputType(i).getElementType()))
+    n.fail("input " + std::to_string(i) + " must be floating point");
+}
+
+void importMatMul(NodeImporter &n) {
+  requireFloat(n, 0);
+  n.setOutput(0, n.emit1<MatMulOp>({n.input(0), n.input(1)}));
+}
+
+/// Gemm: alpha * op(A) @ op(B) + beta * C.
+void importGemm(NodeImporter &n) {
+  requireFloat(n, 0);
+  Value a = n.input(0), b = n.input(1);
+  if (n.inputShape(0).size() != 2 || n.inputShape(1).size() != 2)
+    n.fail("A and B must be matrices");
+  if (n.attrInt("transA", 0))
+    a = n.transpose(a, {1, 0});
+  if (n.attrInt("transB", 0))
+    b = n.transpose(b, {1, 0});
+  Value y = n.emit1<MatMulOp>({a, b});
+  Type et = n.inputType(0).getElementType();
+  double alpha = n.attrFloat("alpha", 1.0), beta = n.attrFloat("beta", 1.0);
+  if (alpha != 1.0)
+    y = n.emit1<MulOp>({y, n.scalar(alpha, et)});
+  if (n.hasInput(2) && beta != 0.0) {
+    Value c = n.input(2);
+    if (beta != 1.0)
+      c = n.emit1<MulOp>({c, n.scalar(beta, et)});
+    y = n.emit1<AddOp>({y, c});
+  }
+  n.setOutput(0, y);
+}
+
+void importConv(NodeImporter &n) {
+  requireFloat(n, 0);
+  std::vector<int64_t> in = n.inputShape(0), w = n.inputShape(1);
+  if (in.size() != 4 || w.size() != 4)
+    n.fail("only 2-D convolution (NCHW input, OIHW weight) is supported");
+  std::string autoPad = n.attrString("auto_pad", "NOTSET");
+  if (autoPad != "NOTSET" && autoPad != "VALID")
+    n.fail("auto_pad " + autoPad + " is not supported; export with explicit pads");
+  if (n.hasAttr("kernel_shape") && n.attrInts("kernel_shape") != std::vector<int64_t>{w[2], w[3]})
+    n.fail("kernel_shape does not match the weight");
+  std::vector<int64_t> strides = n.attrInts("strides", std::vector<int64_t>{1, 1});
+  std::vector<int64_t> pads = n.attrInts("pads", std::vector<int64_t>{0, 0, 0, 0});
+  std::vector<int64_t> dilations = n.attrInts("dilations", std::vector<int64_t>{1, 1});
+  if (autoPad == "VALID")
+    pads = {0, 0, 0, 0};
+  SmallVector<Value> operands{n.input(0), n.input(1)};
+  if (n.hasInput(2))
+    operands.push_back(n.input(2));
+  n.setOutput(0, n.emit1<Conv2DOp>(operands, {n.namedI64s("strides", strides), n.namedI64s("padding", pads),
+                                              n.namedI64s("dilations", dilations),
+                                              n.namedI64("groups", n.attrInt("group", 1))}));
+}
+
+void importLayerNormalization(NodeImporter &n) {
+  requireFloat(n, 0);
+  for (int i = 1; i < n.node().output_size(); ++i)
+    if (!n.node().output(i).empty())
+      n.fail("the Mean and InvStdDev outputs are not supported");
+  std::vector<int64_t> in = n.inputShape(0);
+  int64_t axis = n.normalizeAxis(n.attrInt("axis", -1), in.size());
+  auto et = n.inputType(0).getElementType();
+  auto normType = RankedTensorType::get(ArrayRef<int64_t>(in).drop_front(axis), et);
+  auto fit = [&](Value v) -> Value { // scale/bias may be given in a broadcastable shape
+    if (v.getType() == normType)
+      return v;
+    auto t = llvm::cast<RankedTensorType>(v.getType());
+    if (!isBroadcastableTo(t.getShape(), normType.getShape()))
+      n.fail("scale/bias shape does not broadcast to the normalized shape");
+    return n.emitTyped<BroadcastOp>(normType, {v});
+  };
+  Value scale = fit(n.input(1));
+  Value bias = n.hasInput(2) ? fit(n.input(2)) : n.emitTyped<BroadcastOp>(normType, {n.scalar(0.0, et)});
+  n.setOutput(0, n.emit1<LayerNormOp>({n.input(0), scale, bias},
+                                      {n.namedI64("axis", axis), n.namedF64("epsilon", n.attrFloat("epsilon", 1e-5))}));
+}
+
+void importSoftmax(NodeImporter &n) {
+  requireFloat(n, 0);
+  Value x = n.input(0);
+  int64_t axis = n.normalizeAxis(n.attrInt("axis", -1), n.inputShape(0).size());
+  n.setOutput(0, n.emitTyped<SoftmaxOp>(x.getType(), {x}, {n.namedI64("axis", axis)}));
+}
+
+/// Einsum over one or two operands, lowered to reduce_sum / transpose / reshape / matmul.
+class EinsumLowering {
+public:
+  explicit EinsumLowering(NodeImporter &n) : n_(n) {}
+
+  void run() {
+    std::string eq;
+    for (char c : n_.attrString("equation"))
+      if (c != ' ')
+        eq += c;
+    size_t arrow = eq.find("->");
+    if (arrow == std::string::npos)
+      n_.fail("equations without '->' are not supported");
+    if (eq.find("...") != std::string::npos)
+      n_.fail("ellipsis in equations is not supported");
+    std::string output = eq.substr(arrow + 2);
+    std::vector<std::string> inputs;
+    std::string lhs = eq.substr(0, arrow);
+    for (size_t start = 0;;) {
+      size_t comma = lhs.find(',', start);
+      inputs.push_back(lhs.substr(start, comma - start));
+      if (comma == std::string::npos)
+        break;
+      start = comma + 1;
+    }
+    if (inputs.size() != n_.numInputs() || inputs.size() > 2)
+      n_.fail("only one- and two-operand equations are supported");
+    std::vector<Term> terms;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      Term t{n_.input(i), inputs[i], n_.inputShape(i)};
+      if (t.labels.size() != t.shape.size())
+        n_.fail("operand " + std::to_string(i) + " has rank " + std::to_string(t.shape.size()) +
+                " but its labels are '" + t.labels + "'");
+      if (std::set<char>(t.labels.begin(), t.labels.end()).size() != t.labels.size())
+        n_.fail("repeated labels within one operand (diagonals) are not supported");
+      terms.push_back(t);
+    }
+    // Sum away labels that appear in one operand only and not in the output.
+    for (size_t i = 0; i < terms.size(); ++i) {
+      std::string keep;
+      for (char c : terms[i].labels) {
+        bool elsewhere = output.find(c) != std::string::npos ||
+                         (terms.size() == 2 && terms[1 - i].labels.find(c) != std::string::npos);
+        if (elsewhere)
+          keep += c;
+      }
+      terms[i] = sumTo(terms[i], keep);
+    }
+    Term result = terms.size() == 1 ? terms[0] : contract(terms[0], terms[1], output);
+    for (char c : output)
+      if (result.labels.find(c) == std::string::npos)
+        n_.fail("output label '" + std::string(1, c) + "' appears in no operand");
+    n_.setOutput(0, permuteTo(result, output).value);
+  }
+
+private:
+  struct Term {
+    Value value;
+    std::string labels;
+    std::vector<int64_t> shape;
+  };
+
+  Term sumTo(const Term &t, const std::string &keep) {
+    if (keep == t.labels)
+      return t;
+    std::vector<int64_t> axes, shape;
+    for (size_t d = 0; d < t.labels.size(); ++d) {
+      if (keep.find(t.labels[d]) == std::string::npos)
+        axes.push_back(d);
+      else
+        shape.push_back(t.shape[d]);
+    }
+    Value v = n_.emit1<ReduceSumOp>({t.value}, {n_.namedI64s("axes", axes), n_.namedBool("keepdims", false)});
+    std::string labels;
+    for (char c : t.labels)
+      if (keep.find(c) != std::string::npos)
+        labels += c;
+    return {v, labels, shape};
+  }
+
+  Term permuteTo(const Term &t, const std::string &order) {
+    std::vector<int64_t> perm, shape;
+    for (char c : order) {
+      size_t d = t.labels.find(c);
+      perm.push_back(d);
+      shape.push_back(t.shape[d]);
+    }
+    return {n_.transpose(t.value, perm), order, shape};
+  }
+
+  int64_t sizeOf(const Term &t, char c) { return t.shape[t.labels.find(c)]; }
+
+  Term contract(const Term &a, const Term &b, const std::string &output) {
+    std::string batch, freeA, freeB, contracted;
+    for (char c : a.labels) {
+      bool inB = b.labels.find(c) != std::string::npos, inOut = output.find(c) != std::string::npos;
+      if (inB && sizeOf(a, c) != sizeOf(b, c))
+        n_.fail("label '" + std::string(1, c) + "' has sizes " + std::to_string(sizeOf(a, c)) + " and " +
+                std::to_string(sizeOf(b, c)));
+      (inB ? (inOut ? batch : contracted) : freeA) += c;
+    }
+    for (char c : b.labels)
+      if (a.labels.find(c) == std::string::npos)
+        freeB += c;
+    auto prod = [&](const Term &t, const std::string &labels) {
+      int64_t p = 1;
+      for (char c : labels)
+        p *= sizeOf(t, c);
+      return p;
+    };
+    std::vector<int64_t> batchShape;
+    for (char c : batch)
+      batchShape.push_back(sizeOf(a, c));
+    Term at = permuteTo(a, batch + freeA + contracted);
+    Term bt = permuteTo(b, batch + contracted + freeB);
+    std::vector<int64_t> aShape(batchShape), bShape(batchShape);
+    aShape.insert(aShape.end(), {prod(a, freeA), prod(a, contracted)});
+    bShape.insert(bShape.end(), {prod(b, contracted), prod(b, freeB)});
+    Value y = n_.emit1<MatMulOp>({n_.reshape(at.value, aShape), n_.reshape(bt.value, bShape)});
+    std::vector<int64_t> shape(batchShape);
+    for (char c : freeA)
+      shape.push_back(sizeOf(a, c));
+    for (char c : freeB)
+      shape.push_back(sizeOf(b, c));
+    return {n_.reshape(y, shape), batch + freeA + freeB, shape};
+  }
+
+  NodeImporter &n_;
+};
+
+void importEinsum(NodeImporter &n) {
+  for (size_t i = 0; i < n.numInputs(); ++i)
+    requireFloat(n, i);
+  EinsumLowering(n).run();
+}
+
+void importTopK(NodeImporter &n) {
+  std::vector<int64_t> in = n.inputShape(0);
+  int64_t axis = n.normalizeAxis(n.attrInt("axis", -1), in.size());
+  int64_t k = n.requireConstInput(1, "K").getInt(0);
+  Operation *op = n.emit<TopKOp>({n.input(0)}, {n.namedI64("k", k), n.namedI64("axis", axis),
+                                                n.namedBool("largest", n.attrInt("largest", 1) != 0),
+                                                n.namedBool("sorted", n.attrInt("sorted", 1) != 0)},
+                                 /*numResults=*/2);
+  n.setOutput(0, op->getResult(0));
+  n.setOutput(1, op->getResult(1));
+}
+
+void importGatherElements(NodeImporter &n) {
+  int64_t axis = n.normalizeAxis(n.attrInt("axis", 0), n.inputShape(0).size());
+  n.setOutput(0, n.emit1<GatherElementsOp>({n.input(0), n.input(1)}, {n.namedI64("axis", axis)}));
+}
+
+void importScatterND(NodeImporter &n) {
+  std::string reduction = n.attrString("reduction", "none");
+  n.setOutput(0, n.emit1<ScatterNDOp>({n.input(0), n.input(1), n.input(2)}, {n.namedStr("reduction", reduction)}));
+}
+
+void emitRandomUniform(NodeImporter &n, const std::vector<int64_t> &shape, int dtype) {
+  Type et = n.elementType(dtype);
+  if (!llvm::isa<FloatType>(et))
+    n.fail("dtype must be floating point");
+  // Without a seed ONNX leaves the stream unspecified; cpc derives one from the node's name so
+  // runs stay reproducible.
+  int64_t seed = n.hasAttr("seed") ? (int64_t)n.attrFloat("seed")
+                                   : (int64_t)(std::hash<std::string>()(n.node().name()) & 0x7fffffff);
+  auto type = RankedTensorType::get(shape, et);
+  n.setOutput(0, n.builder().create<RandomUniformOp>(n.loc(), type, n.builder().getF64FloatAttr(n.attrFloat("low", 0.0)),
+                                                     n.builder().getF64FloatAttr(n.attrFloat("high", 1.0)),
+                                                     n.builder().getI64IntegerAttr(seed)).getResult());
+}
+
+void importRandomUniform(NodeImporter &n) {
+  emitRandomUniform(n, n.attrInts("shape"), n.attrInt("dtype", onnx::TensorProto_DataType_FLOAT));
+}
+
+void importRandomUniformLike(NodeImporter &n) {
+  auto in = n.inputType(0);
+  int dtype = n.hasAttr("dtype") ? (int)n.attrInt("dtype") : onnx::TensorProto_DataType_FLOAT;
+  if (!n.hasAttr("dtype") && !llvm::isa<FloatType>(in.getElementType()))
+    n.fail("needs a floating-point dtype attribute for a non-float input");
+  if (!n.hasAttr("dtype")) {
+    Type et = in.getElementType();
+    dtype = et.isF64() ? onnx::TensorProto_DataType_DOUBLE
+            : et.isF16() ? onnx::TensorProto_DataType_FLOAT16
+            : et.isBF16() ? onnx::TensorProto_DataType_BFLOAT16
+                          : onnx::TensorProto_DataType_FLOAT;
+  }
+  emitRandomUniform(n, n.inputShape(0), dtype);
+}
+
+} // namespace
+
+void registerNeuralHandlers(HandlerRegistry &r) {
+  r.add("MatMul", importMatMul);
+  r.add("Gemm", importGemm);
+  r.add("Conv", importConv);
+  r.add("LayerNormalization", importLayerNormalization, 17);
+  r.add("Softmax", importSoftmax, 13);
+  r.add("Einsum", importEinsum);
+  r.add("TopK", importTopK);
+  r.add("GatherElements", importGatherElements);
+  r.add("ScatterND", importScatterND);
+  r.add("RandomUniform", importRandomUniform);
+  r.add("RandomUniformLike", importRandomUniformLike);
+}
+
+} // namespace cpc::onnx_import

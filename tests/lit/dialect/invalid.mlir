@@ -1,0 +1,991 @@
+// RUN: cpc-opt %s -split-input-file -verify-diagnostics
+
+//===----------------------------------------------------------------------===//
+// ShardingAttr::verify
+//===----------------------------------------------------------------------===//
+
+// Tests that a sharding dim entry must be a list of axes, not a bare value.
+cpc.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+func.func @sharding_dim_not_list(%a: tensor<8x8xf32>) {
+  // expected-error @+1 {{each tensor dim needs a list of mesh axes (use [] to replicate)}}
+  %0 = cpc.shard %a to <@mesh, [["dp"], 3]> : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that dim axes must be non-empty strings.
+cpc.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+func.func @sharding_empty_axis_name(%a: tensor<8x8xf32>) {
+  // expected-error @+1 {{dim axes must be lists of non-empty mesh axis names}}
+  %0 = cpc.shard %a to <@mesh, [[""], []]> : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that dim axes must be strings, not integers.
+cpc.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+func.func @sharding_axis_not_string(%a: tensor<8x8xf32>) {
+  // expected-error @+1 {{dim axes must be lists of non-empty mesh axis names}}
+  %0 = cpc.shard %a to <@mesh, [[1], []]> : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that partial axes must be non-empty strings.
+cpc.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+func.func @sharding_bad_partial(%a: tensor<8x8xf32>) {
+  // expected-error @+1 {{partial axes must be lists of non-empty mesh axis names}}
+  %0 = cpc.shard %a to <@mesh, [[], []], partial = [""]> : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that one mesh axis cannot split two tensor dims.
+cpc.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+func.func @sharding_axis_twice(%a: tensor<8x8xf32>) {
+  // expected-error @+1 {{mesh axis 'dp' is used more than once}}
+  %0 = cpc.shard %a to <@mesh, [["dp"], ["dp"]]> : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that an axis cannot both split a dim and hold partial sums.
+cpc.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+func.func @sharding_axis_split_and_partial(%a: tensor<8x8xf32>) {
+  // expected-error @+1 {{mesh axis 'tp' is used more than once}}
+  %0 = cpc.shard %a to <@mesh, [[], ["tp"]], partial = ["tp"]> : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// MeshOp
+//===----------------------------------------------------------------------===//
+
+// Tests that a mesh needs one axis name per dim.
+// expected-error @+1 {{'cpc.mesh' op needs one axis name per mesh dim}}
+cpc.mesh @mesh shape = [2, 4] axes = ["dp"]
+
+// -----
+
+// Tests that a mesh needs at least one axis.
+// expected-error @+1 {{'cpc.mesh' op needs at least one axis}}
+cpc.mesh @mesh shape = [] axes = []
+
+// -----
+
+// Tests that mesh axes must have size >= 1.
+// expected-error @+1 {{'cpc.mesh' op axis 'tp' must have size >= 1}}
+cpc.mesh @mesh shape = [2, 0] axes = ["dp", "tp"]
+
+// -----
+
+// Tests that mesh axis names must be unique.
+// expected-error @+1 {{'cpc.mesh' op axis names must be non-empty and unique}}
+cpc.mesh @mesh shape = [2, 2] axes = ["dp", "dp"]
+
+// -----
+
+// Tests that mesh axis names must be non-empty.
+// expected-error @+1 {{'cpc.mesh' op axis names must be non-empty and unique}}
+cpc.mesh @mesh shape = [2, 2] axes = ["dp", ""]
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// ShardOp::verifySymbolUses
+//===----------------------------------------------------------------------===//
+
+// Tests that a sharding must refer to an existing mesh.
+cpc.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+func.func @shard_unknown_mesh(%a: tensor<8x8xf32>) {
+  // expected-error @+1 {{'cpc.shard' op refers to unknown mesh @nope}}
+  %0 = cpc.shard %a to <@nope, [["dp"], []]> : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that a symbol that is not a mesh is not accepted as one.
+func.func private @mesh()
+func.func @shard_symbol_not_mesh(%a: tensor<8x8xf32>) {
+  // expected-error @+1 {{'cpc.shard' op refers to unknown mesh @mesh}}
+  %0 = cpc.shard %a to <@mesh, [[], []]> : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that a sharding needs one entry per tensor dim.
+cpc.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+func.func @shard_rank_mismatch(%a: tensor<8x8x8xf32>) {
+  // expected-error @+1 {{'cpc.shard' op sharding has 2 dims but the tensor has rank 3}}
+  %0 = cpc.shard %a to <@mesh, [["dp"], []]> : tensor<8x8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that dim axes must exist on the mesh.
+cpc.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+func.func @shard_unknown_dim_axis(%a: tensor<8x8xf32>) {
+  // expected-error @+1 {{'cpc.shard' op mesh 'mesh' has no axis 'pp'}}
+  %0 = cpc.shard %a to <@mesh, [["pp"], []]> : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that partial axes must exist on the mesh.
+cpc.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+func.func @shard_unknown_partial_axis(%a: tensor<8x8xf32>) {
+  // expected-error @+1 {{'cpc.shard' op mesh 'mesh' has no axis 'pp'}}
+  %0 = cpc.shard %a to <@mesh, [["dp"], []], partial = ["pp"]> : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that a split dim must divide evenly by the product of its mesh axes.
+cpc.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+func.func @shard_not_divisible(%a: tensor<12x8xf32>) {
+  // expected-error @+1 {{'cpc.shard' op dim 0 of size 12 is not divisible into 8 shards}}
+  %0 = cpc.shard %a to <@mesh, [["dp", "tp"], []]> : tensor<12x8xf32>
+  return
+}
+
+// -----
+
+// Tests that shard keeps its operand type (generic form with a different result type).
+cpc.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+func.func @shard_type_change(%a: tensor<8x8xf32>) {
+  // expected-error @+1 {{'cpc.shard' op requires the same type for all operands and results}}
+  %0 = "cpc.shard"(%a) <{sharding = #cpc.sharding<@mesh, [[], []]>}> : (tensor<8x8xf32>) -> tensor<8x8xf16>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Values with no operands.
+//===----------------------------------------------------------------------===//
+
+// Tests that a parameter needs a name.
+func.func @parameter_empty_name() {
+  // expected-error @+1 {{'cpc.parameter' op needs a non-empty name}}
+  %0 = cpc.parameter "" : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that integer parameters cannot be trainable.
+func.func @parameter_trainable_int() {
+  // expected-error @+1 {{'cpc.parameter' op only floating-point parameters can be trainable}}
+  %0 = cpc.parameter "step" trainable : tensor<i64>
+  return
+}
+
+// -----
+
+// Tests that random_uniform rejects low == high.
+func.func @random_uniform_empty_range() {
+  // expected-error @+1 {{'cpc.random_uniform' op needs low < high}}
+  %0 = cpc.random_uniform {low = 1.0 : f64, high = 1.0 : f64, seed = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that random_uniform rejects low > high.
+func.func @random_uniform_reversed_range() {
+  // expected-error @+1 {{'cpc.random_uniform' op needs low < high}}
+  %0 = cpc.random_uniform {low = 1.0 : f64, high = 0.0 : f64, seed = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that random_uniform produces floats only.
+func.func @random_uniform_int() {
+  // expected-error @+1 {{'cpc.random_uniform' op result #0 must be statically shaped tensor of floating-point values, but got 'tensor<4xi32>'}}
+  %0 = cpc.random_uniform {low = 0.0 : f64, high = 1.0 : f64, seed = 0 : i64} : tensor<4xi32>
+  return
+}
+
+// -----
+
+// Tests that a constant's value type must equal its result type (generic form).
+func.func @constant_type_mismatch() {
+  // expected-error @+1 {{'cpc.constant' op failed to verify that all of {value, result} have same type}}
+  %0 = "cpc.constant"() <{value = dense<0.5> : tensor<f32>}> : () -> tensor<2xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Elementwise and type constraints.
+//===----------------------------------------------------------------------===//
+
+// Tests that gelu rejects an unknown approximation.
+func.func @gelu_bad_approximate(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'cpc.gelu' op approximate must be "none" or "tanh"}}
+  %0 = cpc.gelu %x {approximate = "sigmoid"} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that dynamically shaped tensors are rejected.
+func.func @dynamic_shape(%x: tensor<?x3xf32>) {
+  // expected-error @+1 {{'cpc.neg' op operand #0 must be statically shaped tensor of any type values, but got 'tensor<?x3xf32>'}}
+  %0 = cpc.neg %x : tensor<?x3xf32>
+  return
+}
+
+// -----
+
+// Tests that binary ops also reject dynamically shaped operands (before shape inference).
+func.func @dynamic_shape_binary(%a: tensor<?x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{'cpc.add' op operand #0 must be statically shaped tensor of any type values, but got 'tensor<?x3xf32>'}}
+  %0 = cpc.add %a, %b : (tensor<?x3xf32>, tensor<3xf32>) -> tensor<?x3xf32>
+  return
+}
+
+// -----
+
+// Tests that float-only unary ops reject integers.
+func.func @exp_int(%x: tensor<3xi32>) {
+  // expected-error @+1 {{'cpc.exp' op operand #0 must be statically shaped tensor of floating-point values, but got 'tensor<3xi32>'}}
+  %0 = cpc.exp %x : tensor<3xi32>
+  return
+}
+
+// -----
+
+// Tests that pow rejects integers.
+func.func @pow_int(%a: tensor<3xi32>) {
+  // expected-error @+1 {{'cpc.pow' op operand #0 must be statically shaped tensor of floating-point values, but got 'tensor<3xi32>'}}
+  %0 = cpc.pow %a, %a : (tensor<3xi32>, tensor<3xi32>) -> tensor<3xi32>
+  return
+}
+
+// -----
+
+// Tests that matmul rejects integers.
+func.func @matmul_int(%a: tensor<3x3xi32>) {
+  // expected-error @+1 {{'cpc.matmul' op operand #0 must be statically shaped tensor of floating-point values, but got 'tensor<3x3xi32>'}}
+  %0 = cpc.matmul %a, %a : (tensor<3x3xi32>, tensor<3x3xi32>) -> tensor<3x3xi32>
+  return
+}
+
+// -----
+
+// Tests that logic ops need i1 operands.
+func.func @and_float(%a: tensor<3xf32>) {
+  // expected-error @+1 {{'cpc.and' op operand #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<3xf32>'}}
+  %0 = cpc.and %a, %a : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xi1>
+  return
+}
+
+// -----
+
+// Tests that not needs i1 operands.
+func.func @not_int(%a: tensor<3xi32>) {
+  // expected-error @+1 {{'cpc.not' op operand #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<3xi32>'}}
+  %0 = cpc.not %a : tensor<3xi32>
+  return
+}
+
+// -----
+
+// Tests that binary operands of mismatched shapes do not broadcast.
+func.func @add_no_broadcast(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+2 {{shapes [2,3] and [4] do not broadcast}}
+  // expected-error @+1 {{'cpc.add' op failed to infer returned types}}
+  %0 = cpc.add %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that binary operands must share the element type.
+func.func @add_element_types(%a: tensor<3xf32>, %b: tensor<3xf16>) {
+  // expected-error @+2 {{operand element types differ}}
+  // expected-error @+1 {{'cpc.add' op failed to infer returned types}}
+  %0 = cpc.add %a, %b : (tensor<3xf32>, tensor<3xf16>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+// Tests that a declared result type different from the inferred one is rejected.
+func.func @add_wrong_result(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+2 {{'cpc.add' op inferred type(s) 'tensor<2x3xf32>' are incompatible with return type(s) of operation 'tensor<2x4xf32>'}}
+  // expected-error @+1 {{'cpc.add' op failed to infer returned types}}
+  %0 = cpc.add %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that comparisons must be declared with i1 results.
+func.func @less_non_bool_result(%a: tensor<3xf32>) {
+  // expected-error @+2 {{'cpc.less' op inferred type(s) 'tensor<3xi1>' are incompatible with return type(s) of operation 'tensor<3xf32>'}}
+  // expected-error @+1 {{'cpc.less' op failed to infer returned types}}
+  %0 = cpc.less %a, %a : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+// Tests that where rejects branches of different element types.
+func.func @where_branch_types(%c: tensor<3xi1>, %a: tensor<3xf32>, %b: tensor<3xf16>) {
+  // expected-error @+2 {{branch element types differ}}
+  // expected-error @+1 {{'cpc.where' op failed to infer returned types}}
+  %0 = cpc.where %c, %a, %b : (tensor<3xi1>, tensor<3xf32>, tensor<3xf16>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+// Tests that where rejects a condition that does not broadcast with the branches.
+func.func @where_no_broadcast(%c: tensor<4xi1>, %a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+2 {{condition and branches do not broadcast}}
+  // expected-error @+1 {{'cpc.where' op failed to infer returned types}}
+  %0 = cpc.where %c, %a, %b : (tensor<4xi1>, tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that where needs an i1 condition.
+func.func @where_int_condition(%c: tensor<3xi32>, %a: tensor<3xf32>) {
+  // expected-error @+1 {{'cpc.where' op operand #0 must be statically shaped tensor of 1-bit signless integer values, but got 'tensor<3xi32>'}}
+  %0 = cpc.where %c, %a, %a : (tensor<3xi32>, tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+// Tests that cast keeps the shape.
+func.func @cast_shape(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'cpc.cast' op all non-scalar operands/results must have the same shape and base type}}
+  %0 = cpc.cast %x : tensor<2x3xf32> -> tensor<6xi64>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Contractions, reductions, normalizations.
+//===----------------------------------------------------------------------===//
+
+// Tests that matmul rejects mismatched contracting dims.
+func.func @matmul_contracting(%a: tensor<3x4xf32>, %b: tensor<5x6xf32>) {
+  // expected-error @+2 {{contracting dims differ: [3,4] x [5,6]}}
+  // expected-error @+1 {{'cpc.matmul' op failed to infer returned types}}
+  %0 = cpc.matmul %a, %b : (tensor<3x4xf32>, tensor<5x6xf32>) -> tensor<3x6xf32>
+  return
+}
+
+// -----
+
+// Tests that matmul rejects batch dims that do not broadcast.
+func.func @matmul_batch(%a: tensor<2x3x4xf32>, %b: tensor<3x4x5xf32>) {
+  // expected-error @+2 {{batch dims do not broadcast: [2,3,4] x [3,4,5]}}
+  // expected-error @+1 {{'cpc.matmul' op failed to infer returned types}}
+  %0 = cpc.matmul %a, %b : (tensor<2x3x4xf32>, tensor<3x4x5xf32>) -> tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+// Tests that matmul rejects rank-0 operands.
+func.func @matmul_scalar(%a: tensor<f32>, %b: tensor<4xf32>) {
+  // expected-error @+2 {{operands must have rank >= 1}}
+  // expected-error @+1 {{'cpc.matmul' op failed to infer returned types}}
+  %0 = cpc.matmul %a, %b : (tensor<f32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that matmul operands must share the element type.
+func.func @matmul_element_types(%a: tensor<3x4xf32>, %b: tensor<4x5xbf16>) {
+  // expected-error @+2 {{operand element types differ}}
+  // expected-error @+1 {{'cpc.matmul' op failed to infer returned types}}
+  %0 = cpc.matmul %a, %b : (tensor<3x4xf32>, tensor<4x5xbf16>) -> tensor<3x5xf32>
+  return
+}
+
+// -----
+
+// Tests that a vector-vector matmul is rank 0, not rank 1.
+func.func @matmul_dot_result(%a: tensor<3xf32>) {
+  // expected-error @+2 {{'cpc.matmul' op inferred type(s) 'tensor<f32>' are incompatible with return type(s) of operation 'tensor<1xf32>'}}
+  // expected-error @+1 {{'cpc.matmul' op failed to infer returned types}}
+  %0 = cpc.matmul %a, %a : (tensor<3xf32>, tensor<3xf32>) -> tensor<1xf32>
+  return
+}
+
+// -----
+
+// Tests that reduction axes must be sorted.
+func.func @reduce_unsorted(%x: tensor<2x3x4xf32>) {
+  // expected-error @+2 {{reduction axes must be sorted and unique}}
+  // expected-error @+1 {{'cpc.reduce_sum' op failed to infer returned types}}
+  %0 = cpc.reduce_sum %x {axes = array<i64: 2, 1>} : tensor<2x3x4xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that reduction axes must be unique.
+func.func @reduce_duplicate(%x: tensor<2x3x4xf32>) {
+  // expected-error @+2 {{reduction axes must be sorted and unique}}
+  // expected-error @+1 {{'cpc.reduce_max' op failed to infer returned types}}
+  %0 = cpc.reduce_max %x {axes = array<i64: 1, 1>} : tensor<2x3x4xf32> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that reduction axes must be below the rank.
+func.func @reduce_out_of_range(%x: tensor<2x3x4xf32>) {
+  // expected-error @+2 {{reduction axis 3 out of range for rank 3}}
+  // expected-error @+1 {{'cpc.reduce_mean' op failed to infer returned types}}
+  %0 = cpc.reduce_mean %x {axes = array<i64: 3>, keepdims = true} : tensor<2x3x4xf32> -> tensor<2x3x4x1xf32>
+  return
+}
+
+// -----
+
+// Tests that negative reduction axes are rejected (the importer normalizes them).
+func.func @reduce_negative(%x: tensor<2x3x4xf32>) {
+  // expected-error @+2 {{reduction axis -1 out of range for rank 3}}
+  // expected-error @+1 {{'cpc.reduce_prod' op failed to infer returned types}}
+  %0 = cpc.reduce_prod %x {axes = array<i64: -1>} : tensor<2x3x4xf32> -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that keepdims = true keeps the reduced dims as 1 in the declared result type.
+func.func @reduce_keepdims_result(%x: tensor<2x3x4xf32>) {
+  // expected-error @+2 {{'cpc.reduce_min' op inferred type(s) 'tensor<2x3x1xf32>' are incompatible with return type(s) of operation 'tensor<2x3xf32>'}}
+  // expected-error @+1 {{'cpc.reduce_min' op failed to infer returned types}}
+  %0 = cpc.reduce_min %x {axes = array<i64: 2>, keepdims = true} : tensor<2x3x4xf32> -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that reduce_mean rejects integers.
+func.func @reduce_mean_int(%x: tensor<2x3xi32>) {
+  // expected-error @+1 {{'cpc.reduce_mean' op operand #0 must be statically shaped tensor of floating-point values, but got 'tensor<2x3xi32>'}}
+  %0 = cpc.reduce_mean %x {axes = array<i64: 1>} : tensor<2x3xi32> -> tensor<2xi32>
+  return
+}
+
+// -----
+
+// Tests that layer_norm scale must have the normalized shape.
+func.func @layer_norm_scale_shape(%x: tensor<8x16x32xf32>, %g: tensor<16xf32>, %b: tensor<32xf32>) {
+  // expected-error @+2 {{scale and bias must have the normalized shape [32]}}
+  // expected-error @+1 {{'cpc.layer_norm' op failed to infer returned types}}
+  %0 = cpc.layer_norm %x, %g, %b {axis = 2 : i64, epsilon = 1.0e-05 : f64} : (tensor<8x16x32xf32>, tensor<16xf32>, tensor<32xf32>) -> tensor<8x16x32xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_norm bias must have the normalized shape of all trailing dims.
+func.func @layer_norm_bias_shape(%x: tensor<8x16x32xf32>, %g: tensor<16x32xf32>, %b: tensor<32xf32>) {
+  // expected-error @+2 {{scale and bias must have the normalized shape [16,32]}}
+  // expected-error @+1 {{'cpc.layer_norm' op failed to infer returned types}}
+  %0 = cpc.layer_norm %x, %g, %b {axis = 1 : i64, epsilon = 1.0e-05 : f64} : (tensor<8x16x32xf32>, tensor<16x32xf32>, tensor<32xf32>) -> tensor<8x16x32xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_norm scale and bias must have the input's element type.
+func.func @layer_norm_element_type(%x: tensor<8x32xf32>, %g: tensor<32xbf16>) {
+  // expected-error @+2 {{scale and bias must have the input's element type}}
+  // expected-error @+1 {{'cpc.layer_norm' op failed to infer returned types}}
+  %0 = cpc.layer_norm %x, %g, %g {axis = 1 : i64, epsilon = 1.0e-05 : f64} : (tensor<8x32xf32>, tensor<32xbf16>, tensor<32xbf16>) -> tensor<8x32xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_norm axis must be within the rank.
+func.func @layer_norm_axis(%x: tensor<8x32xf32>, %g: tensor<32xf32>) {
+  // expected-error @+2 {{axis 2 out of range for rank 2}}
+  // expected-error @+1 {{'cpc.layer_norm' op failed to infer returned types}}
+  %0 = cpc.layer_norm %x, %g, %g {axis = 2 : i64, epsilon = 1.0e-05 : f64} : (tensor<8x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  return
+}
+
+// -----
+
+// Tests that layer_norm epsilon must be non-negative.
+func.func @layer_norm_negative_epsilon(%x: tensor<8x32xf32>, %g: tensor<32xf32>) {
+  // expected-error @+2 {{epsilon must be >= 0}}
+  // expected-error @+1 {{'cpc.layer_norm' op failed to infer returned types}}
+  %0 = cpc.layer_norm %x, %g, %g {axis = 1 : i64, epsilon = -1.0e-05 : f64} : (tensor<8x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  return
+}
+
+// -----
+
+// Tests that softmax axis must be within the rank.
+func.func @softmax_axis(%x: tensor<2x4x16x16xf32>) {
+  // expected-error @+1 {{axis 4 out of range for rank 4}}
+  %0 = cpc.softmax %x {axis = 4 : i64} : tensor<2x4x16x16xf32>
+  return
+}
+
+// -----
+
+// Tests that softmax rejects negative axes.
+func.func @softmax_negative_axis(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{axis -1 out of range for rank 2}}
+  %0 = cpc.softmax %x {axis = -1 : i64} : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that conv2d needs rank-4 input and weight.
+func.func @conv2d_rank(%x: tensor<3x224x224xf32>, %w: tensor<768x3x16x16xf32>) {
+  // expected-error @+2 {{input (NCHW) and weight (OIHW) must have rank 4}}
+  // expected-error @+1 {{'cpc.conv2d' op failed to infer returned types}}
+  %0 = cpc.conv2d %x, %w {strides = array<i64: 16, 16>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<3x224x224xf32>, tensor<768x3x16x16xf32>) -> tensor<768x14x14xf32>
+  return
+}
+
+// -----
+
+// Tests that conv2d needs 2 strides, 4 paddings and 2 dilations.
+func.func @conv2d_attr_sizes(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+2 {{needs 2 strides, 4 paddings and 2 dilations}}
+  // expected-error @+1 {{'cpc.conv2d' op failed to infer returned types}}
+  %0 = cpc.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilations = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that conv2d weight input channels times groups must equal the input channels.
+func.func @conv2d_groups(%x: tensor<1x8x10x10xf32>, %w: tensor<8x4x3x3xf32>) {
+  // expected-error @+2 {{channels 8 and weight [8,4,3,3] do not match groups 4}}
+  // expected-error @+1 {{'cpc.conv2d' op failed to infer returned types}}
+  %0 = cpc.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 4 : i64} : (tensor<1x8x10x10xf32>, tensor<8x4x3x3xf32>) -> tensor<1x8x8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that conv2d output channels must divide by groups.
+func.func @conv2d_groups_out_channels(%x: tensor<1x8x10x10xf32>, %w: tensor<6x2x3x3xf32>) {
+  // expected-error @+2 {{channels 8 and weight [6,2,3,3] do not match groups 4}}
+  // expected-error @+1 {{'cpc.conv2d' op failed to infer returned types}}
+  %0 = cpc.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 4 : i64} : (tensor<1x8x10x10xf32>, tensor<6x2x3x3xf32>) -> tensor<1x6x8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that conv2d rejects groups < 1.
+func.func @conv2d_groups_zero(%x: tensor<1x8x10x10xf32>, %w: tensor<8x8x3x3xf32>) {
+  // expected-error @+2 {{channels 8 and weight [8,8,3,3] do not match groups 0}}
+  // expected-error @+1 {{'cpc.conv2d' op failed to infer returned types}}
+  %0 = cpc.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 0 : i64} : (tensor<1x8x10x10xf32>, tensor<8x8x3x3xf32>) -> tensor<1x8x8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that conv2d bias must have one entry per output channel.
+func.func @conv2d_bias_shape(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+2 {{bias must have shape [4]}}
+  // expected-error @+1 {{'cpc.conv2d' op failed to infer returned types}}
+  %0 = cpc.conv2d %x, %w, %b {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<3xf32>) -> tensor<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+// Tests that conv2d rejects zero strides.
+func.func @conv2d_zero_stride(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+2 {{strides and dilations must be >= 1, paddings >= 0}}
+  // expected-error @+1 {{'cpc.conv2d' op failed to infer returned types}}
+  %0 = cpc.conv2d %x, %w {strides = array<i64: 0, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return
+}
+
+// -----
+
+// Tests that conv2d rejects negative padding.
+func.func @conv2d_negative_padding(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+2 {{strides and dilations must be >= 1, paddings >= 0}}
+  // expected-error @+1 {{'cpc.conv2d' op failed to infer returned types}}
+  %0 = cpc.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, -1>, dilations = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x5xf32>
+  return
+}
+
+// -----
+
+// Tests that conv2d rejects a (dilated) kernel larger than the padded input.
+func.func @conv2d_kernel_too_large(%x: tensor<1x3x4x4xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+2 {{kernel larger than the padded input}}
+  // expected-error @+1 {{'cpc.conv2d' op failed to infer returned types}}
+  %0 = cpc.conv2d %x, %w {strides = array<i64: 1, 1>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 2, 2>} : (tensor<1x3x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x1x1xf32>
+  return
+}
+
+// -----
+
+// Tests that a wrongly declared conv2d output size is rejected.
+func.func @conv2d_wrong_result(%x: tensor<2x3x224x224xf32>, %w: tensor<768x3x16x16xf32>) {
+  // expected-error @+2 {{'cpc.conv2d' op inferred type(s) 'tensor<2x768x14x14xf32>' are incompatible with return type(s) of operation 'tensor<2x768x13x13xf32>'}}
+  // expected-error @+1 {{'cpc.conv2d' op failed to infer returned types}}
+  %0 = cpc.conv2d %x, %w {strides = array<i64: 16, 16>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x3x224x224xf32>, tensor<768x3x16x16xf32>) -> tensor<2x768x13x13xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Data movement.
+//===----------------------------------------------------------------------===//
+
+// Tests that reshape must keep the element count.
+func.func @reshape_count(%x: tensor<2x196x768xf32>) {
+  // expected-error @+1 {{'cpc.reshape' op cannot reshape [2,196,768] (301056 elements) to [2,196,12,32]}}
+  %0 = cpc.reshape %x : tensor<2x196x768xf32> -> tensor<2x196x12x32xf32>
+  return
+}
+
+// -----
+
+// Tests that reshape must keep the element type.
+func.func @reshape_element_type(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'cpc.reshape' op element types differ}}
+  %0 = cpc.reshape %x : tensor<2x3xf32> -> tensor<6xi32>
+  return
+}
+
+// -----
+
+// Tests that a transpose permutation needs one entry per dim.
+func.func @transpose_perm_size(%x: tensor<2x3x4xf32>) {
+  // expected-error @+2 {{permutation size must equal the input rank}}
+  // expected-error @+1 {{'cpc.transpose' op failed to infer returned types}}
+  %0 = cpc.transpose %x {permutation = array<i64: 1, 0>} : tensor<2x3x4xf32> -> tensor<3x2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that a transpose permutation must not repeat dims.
+func.func @transpose_perm_repeat(%x: tensor<2x3x4xf32>) {
+  // expected-error @+2 {{permutation must be a permutation of [0, rank)}}
+  // expected-error @+1 {{'cpc.transpose' op failed to infer returned types}}
+  %0 = cpc.transpose %x {permutation = array<i64: 0, 1, 1>} : tensor<2x3x4xf32> -> tensor<2x3x3xf32>
+  return
+}
+
+// -----
+
+// Tests that a transpose permutation must be in range.
+func.func @transpose_perm_range(%x: tensor<2x3x4xf32>) {
+  // expected-error @+2 {{permutation must be a permutation of [0, rank)}}
+  // expected-error @+1 {{'cpc.transpose' op failed to infer returned types}}
+  %0 = cpc.transpose %x {permutation = array<i64: 0, 3, 1>} : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
+  return
+}
+
+// -----
+
+// Tests that slice needs one start, limit and stride per dim.
+func.func @slice_sizes(%x: tensor<4x6xf32>) {
+  // expected-error @+2 {{starts, limits and strides need one entry per input dim}}
+  // expected-error @+1 {{'cpc.slice' op failed to infer returned types}}
+  %0 = cpc.slice %x {starts = array<i64: 0>, limits = array<i64: 2, 6>, strides = array<i64: 1, 1>} : tensor<4x6xf32> -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+// Tests that a slice limit must not exceed the dim.
+func.func @slice_limit_out_of_range(%x: tensor<4x6xf32>) {
+  // expected-error @+2 {{dim 1: need 0 <= start <= limit <= 6 and stride >= 1}}
+  // expected-error @+1 {{'cpc.slice' op failed to infer returned types}}
+  %0 = cpc.slice %x {starts = array<i64: 0, 0>, limits = array<i64: 4, 7>, strides = array<i64: 1, 1>} : tensor<4x6xf32> -> tensor<4x7xf32>
+  return
+}
+
+// -----
+
+// Tests that a slice start must not exceed its limit.
+func.func @slice_start_after_limit(%x: tensor<4x6xf32>) {
+  // expected-error @+2 {{dim 0: need 0 <= start <= limit <= 4 and stride >= 1}}
+  // expected-error @+1 {{'cpc.slice' op failed to infer returned types}}
+  %0 = cpc.slice %x {starts = array<i64: 3, 0>, limits = array<i64: 2, 6>, strides = array<i64: 1, 1>} : tensor<4x6xf32> -> tensor<0x6xf32>
+  return
+}
+
+// -----
+
+// Tests that slice rejects a zero stride.
+func.func @slice_zero_stride(%x: tensor<4x6xf32>) {
+  // expected-error @+2 {{dim 1: need 0 <= start <= limit <= 6 and stride >= 1}}
+  // expected-error @+1 {{'cpc.slice' op failed to infer returned types}}
+  %0 = cpc.slice %x {starts = array<i64: 0, 0>, limits = array<i64: 4, 6>, strides = array<i64: 1, 0>} : tensor<4x6xf32> -> tensor<4x6xf32>
+  return
+}
+
+// -----
+
+// Tests that a strided slice result size is rounded up.
+func.func @slice_wrong_result(%x: tensor<4x7xf32>) {
+  // expected-error @+2 {{'cpc.slice' op inferred type(s) 'tensor<4x4xf32>' are incompatible with return type(s) of operation 'tensor<4x3xf32>'}}
+  // expected-error @+1 {{'cpc.slice' op failed to infer returned types}}
+  %0 = cpc.slice %x {starts = array<i64: 0, 0>, limits = array<i64: 4, 7>, strides = array<i64: 1, 2>} : tensor<4x7xf32> -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// Tests that concat needs at least one input.
+func.func @concat_empty() {
+  // expected-error @+2 {{needs at least one input}}
+  // expected-error @+1 {{'cpc.concat' op failed to infer returned types}}
+  %0 = cpc.concat {axis = 0 : i64} : () -> tensor<0xf32>
+  return
+}
+
+// -----
+
+// Tests that concat axis must be within the rank.
+func.func @concat_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{axis 2 out of range for rank 2}}
+  // expected-error @+1 {{'cpc.concat' op failed to infer returned types}}
+  %0 = cpc.concat %a, %a {axis = 2 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x6xf32>
+  return
+}
+
+// -----
+
+// Tests that concat inputs must agree outside the axis.
+func.func @concat_dim_mismatch(%a: tensor<2x3xf32>, %b: tensor<2x4xf32>) {
+  // expected-error @+2 {{inputs differ in dim 1 outside the axis}}
+  // expected-error @+1 {{'cpc.concat' op failed to infer returned types}}
+  %0 = cpc.concat %a, %b {axis = 0 : i64} : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// Tests that concat inputs must share rank.
+func.func @concat_rank_mismatch(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error @+2 {{inputs must share rank and element type}}
+  // expected-error @+1 {{'cpc.concat' op failed to infer returned types}}
+  %0 = cpc.concat %a, %b {axis = 0 : i64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<3x3xf32>
+  return
+}
+
+// -----
+
+// Tests that concat inputs must share the element type.
+func.func @concat_element_mismatch(%a: tensor<2x3xf32>, %b: tensor<2x3xf16>) {
+  // expected-error @+2 {{inputs must share rank and element type}}
+  // expected-error @+1 {{'cpc.concat' op failed to infer returned types}}
+  %0 = cpc.concat %a, %b {axis = 0 : i64} : (tensor<2x3xf32>, tensor<2x3xf16>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+// Tests that broadcast rejects a dim that is neither 1 nor equal to the target.
+func.func @broadcast_invalid(%x: tensor<3x4xf32>) {
+  // expected-error @+1 {{'cpc.broadcast' op cannot broadcast [3,4] to [2,6,4]}}
+  %0 = cpc.broadcast %x : tensor<3x4xf32> -> tensor<2x6x4xf32>
+  return
+}
+
+// -----
+
+// Tests that broadcast cannot lower the rank.
+func.func @broadcast_to_lower_rank(%x: tensor<1x4xf32>) {
+  // expected-error @+1 {{'cpc.broadcast' op cannot broadcast [1,4] to [4]}}
+  %0 = cpc.broadcast %x : tensor<1x4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that broadcast keeps the element type.
+func.func @broadcast_element_type(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'cpc.broadcast' op element types differ}}
+  %0 = cpc.broadcast %x : tensor<4xf32> -> tensor<2x4xf16>
+  return
+}
+
+// -----
+
+// Tests that gather axis must be within the data rank.
+func.func @gather_axis(%d: tensor<10x4xf32>, %i: tensor<3xi64>) {
+  // expected-error @+2 {{axis 2 out of range for rank 2}}
+  // expected-error @+1 {{'cpc.gather' op failed to infer returned types}}
+  %0 = cpc.gather %d, %i {axis = 2 : i64} : (tensor<10x4xf32>, tensor<3xi64>) -> tensor<10x4x3xf32>
+  return
+}
+
+// -----
+
+// Tests that gather indices must be i32 or i64.
+func.func @gather_float_indices(%d: tensor<10x4xf32>, %i: tensor<3xf32>) {
+  // expected-error @+1 {{'cpc.gather' op operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values, but got 'tensor<3xf32>'}}
+  %0 = cpc.gather %d, %i {axis = 0 : i64} : (tensor<10x4xf32>, tensor<3xf32>) -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+// Tests that gather_elements axis must be within the data rank.
+func.func @gather_elements_axis(%d: tensor<10x4xf32>, %i: tensor<10x2xi64>) {
+  // expected-error @+2 {{axis 2 out of range for rank 2}}
+  // expected-error @+1 {{'cpc.gather_elements' op failed to infer returned types}}
+  %0 = cpc.gather_elements %d, %i {axis = 2 : i64} : (tensor<10x4xf32>, tensor<10x2xi64>) -> tensor<10x2xf32>
+  return
+}
+
+// -----
+
+// Tests that gather_elements indices must have the rank of data.
+func.func @gather_elements_rank(%d: tensor<10x4xf32>, %i: tensor<10xi64>) {
+  // expected-error @+2 {{indices must have the rank of data}}
+  // expected-error @+1 {{'cpc.gather_elements' op failed to infer returned types}}
+  %0 = cpc.gather_elements %d, %i {axis = 0 : i64} : (tensor<10x4xf32>, tensor<10xi64>) -> tensor<10xf32>
+  return
+}
+
+// -----
+
+// Tests that gather_elements indices must not exceed data outside the axis.
+func.func @gather_elements_dim(%d: tensor<10x4xf32>, %i: tensor<2x5xi64>) {
+  // expected-error @+2 {{indices dim 1 exceeds data}}
+  // expected-error @+1 {{'cpc.gather_elements' op failed to infer returned types}}
+  %0 = cpc.gather_elements %d, %i {axis = 0 : i64} : (tensor<10x4xf32>, tensor<2x5xi64>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+// Tests that scatter_nd updates must have shape indices.shape[:-1] + data.shape[k:].
+func.func @scatter_nd_updates_shape(%d: tensor<4x5x6xf32>, %i: tensor<3x2xi64>, %u: tensor<3x5xf32>) {
+  // expected-error @+2 {{updates must have shape [3,6] and the element type of data}}
+  // expected-error @+1 {{'cpc.scatter_nd' op failed to infer returned types}}
+  %0 = cpc.scatter_nd %d, %i, %u : (tensor<4x5x6xf32>, tensor<3x2xi64>, tensor<3x5xf32>) -> tensor<4x5x6xf32>
+  return
+}
+
+// -----
+
+// Tests that scatter_nd updates must have the element type of data.
+func.func @scatter_nd_updates_type(%d: tensor<4x5xf32>, %i: tensor<3x2xi64>, %u: tensor<3xf16>) {
+  // expected-error @+2 {{updates must have shape [3] and the element type of data}}
+  // expected-error @+1 {{'cpc.scatter_nd' op failed to infer returned types}}
+  %0 = cpc.scatter_nd %d, %i, %u : (tensor<4x5xf32>, tensor<3x2xi64>, tensor<3xf16>) -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
+// Tests that scatter_nd indices must have rank >= 1.
+func.func @scatter_nd_scalar_indices(%d: tensor<4xf32>, %i: tensor<i64>, %u: tensor<f32>) {
+  // expected-error @+2 {{indices must have rank >= 1}}
+  // expected-error @+1 {{'cpc.scatter_nd' op failed to infer returned types}}
+  %0 = cpc.scatter_nd %d, %i, %u : (tensor<4xf32>, tensor<i64>, tensor<f32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that scatter_nd index tuples cannot be longer than the data rank.
+func.func @scatter_nd_index_too_long(%d: tensor<4x5xf32>, %i: tensor<3x3xi64>, %u: tensor<3xf32>) {
+  // expected-error @+2 {{indices' last dim must be in [1, rank(data)]}}
+  // expected-error @+1 {{'cpc.scatter_nd' op failed to infer returned types}}
+  %0 = cpc.scatter_nd %d, %i, %u : (tensor<4x5xf32>, tensor<3x3xi64>, tensor<3xf32>) -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
+// Tests that scatter_nd rejects an unknown reduction.
+func.func @scatter_nd_reduction(%d: tensor<4x5xf32>, %i: tensor<3x2xi64>, %u: tensor<3xf32>) {
+  // expected-error @+2 {{reduction must be none, add or mul}}
+  // expected-error @+1 {{'cpc.scatter_nd' op failed to infer returned types}}
+  %0 = cpc.scatter_nd %d, %i, %u {reduction = "max"} : (tensor<4x5xf32>, tensor<3x2xi64>, tensor<3xf32>) -> tensor<4x5xf32>
+  return
+}
+
+// -----
+
+// Tests that topk k cannot exceed the axis size.
+func.func @topk_k_too_large(%x: tensor<2x196xf32>) {
+  // expected-error @+2 {{k = 200 out of range for dim 196}}
+  // expected-error @+1 {{'cpc.topk' op failed to infer returned types}}
+  %v, %i = cpc.topk %x {k = 200 : i64, axis = 1 : i64} : tensor<2x196xf32> -> tensor<2x200xf32>, tensor<2x200xi64>
+  return
+}
+
+// -----
+
+// Tests that topk rejects a negative k.
+func.func @topk_k_negative(%x: tensor<2x196xf32>) {
+  // expected-error @+2 {{k = -1 out of range for dim 196}}
+  // expected-error @+1 {{'cpc.topk' op failed to infer returned types}}
+  %v, %i = cpc.topk %x {k = -1 : i64, axis = 1 : i64} : tensor<2x196xf32> -> tensor<2x1xf32>, tensor<2x1xi64>
+  return
+}
+
+// -----
+
+// Tests that topk axis must be within the rank.
+func.func @topk_axis(%x: tensor<2x196xf32>) {
+  // expected-error @+2 {{axis 2 out of range for rank 2}}
+  // expected-error @+1 {{'cpc.topk' op failed to infer returned types}}
+  %v, %i = cpc.topk %x {k = 1 : i64, axis = 2 : i64} : tensor<2x196xf32> -> tensor<2x1xf32>, tensor<2x1xi64>
+  return
+}
+
+// -----
+
+// Tests that topk indices must be declared as i64.
+func.func @topk_i32_indices(%x: tensor<2x196xf32>) {
+  // expected-error @+1 {{'cpc.topk' op result #1 must be statically shaped tensor of 64-bit signless integer values, but got 'tensor<2x4xi32>'}}
+  %v, %i = cpc.topk %x {k = 4 : i64, axis = 1 : i64} : tensor<2x196xf32> -> tensor<2x4xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+// Tests that argsort axis must be within the rank.
+func.func @argsort_axis(%x: tensor<2x196xf32>) {
+  // expected-error @+2 {{axis 2 out of range for rank 2}}
+  // expected-error @+1 {{'cpc.argsort' op failed to infer returned types}}
+  %0 = cpc.argsort %x {axis = 2 : i64} : tensor<2x196xf32> -> tensor<2x196xi64>
+  return
+}

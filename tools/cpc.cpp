@@ -1,0 +1,175 @@
+//===- cpc.cpp - the cpc driver: subcommands over the compiler ------------===//
+#include "dialects/cpc/CpcDialect.h"
+#include "frontends/onnx/OnnxImporter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+const char *kUsage = R"(cpc - compile ONNX training graphs into parallel plans
+
+Usage: cpc <command> [options]
+
+Commands:
+  import MODEL.onnx   Import an ONNX model (binary .onnx or text .onnxtext) into the cpc dialect
+                      and print it (or write it with -o).
+
+Run 'cpc <command> --help' for the options of a command.
+)";
+
+const char *kImportUsage = R"(Usage: cpc import MODEL.onnx [options]
+
+Options:
+  -o FILE                    Write the MLIR to FILE instead of stdout
+  --input-shape NAME=AxBxC   Static shape for a graph input with symbolic dims (repeatable)
+  --frozen REGEX             Import matching parameters as frozen (not trainable; repeatable)
+  --no-cleanup               Skip the clean-up passes (LayerNorm/GELU folding, canonicalize, CSE)
+  --summary                  Print a summary (ops by kind, parameters, inputs, outputs, time)
+                             instead of the IR
+  --print-debuginfo          Print locations (ONNX node names) with the IR
+)";
+
+/// Takes the value of option `argv[i]`, advancing i.
+std::string takeValue(int argc, char **argv, int &i) {
+  std::string flag = argv[i];
+  if (i + 1 >= argc)
+    throw UsageError(flag + " needs a value");
+  return argv[++i];
+}
+
+void printSummary(mlir::ModuleOp module, double seconds) {
+  std::map<std::string, int> opCounts;
+  int64_t trainable = 0, frozen = 0, numParams = 0;
+  module.walk([&](mlir::Operation *op) {
+    if (llvm::isa<mlir::ModuleOp, mlir::func::FuncOp, mlir::func::ReturnOp>(op))
+      return;
+    opCounts[op->getName().getStringRef().str()]++;
+    if (auto p = llvm::dyn_cast<cpc::ParameterOp>(op)) {
+      ++numParams;
+      (p.getTrainable() ? trainable : frozen) += p.getType().getNumElements();
+    }
+  });
+  auto func = *module.getOps<mlir::func::FuncOp>().begin();
+  auto printType = [](mlir::Type t) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    t.print(os);
+    return s;
+  };
+  std::cout << "function @" << func.getSymName().str() << "\n  inputs:\n";
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto name = func.getArgAttrOfType<mlir::StringAttr>(i, "cpc.name");
+    std::cout << "    " << (name ? name.getValue().str() : "?") << ": " << printType(func.getArgument(i).getType()) << "\n";
+  }
+  std::cout << "  outputs:\n";
+  for (unsigned i = 0; i < func.getNumResults(); ++i) {
+    auto name = func.getResultAttrOfType<mlir::StringAttr>(i, "cpc.name");
+    std::cout << "    " << (name ? name.getValue().str() : "?") << ": " << printType(func.getResultTypes()[i]) << "\n";
+  }
+  std::cout << "  parameters: " << numParams << " tensors, " << trainable << " trainable + " << frozen
+            << " frozen elements\n  ops:\n";
+  for (auto &[name, count] : opCounts)
+    std::cout << "    " << name << ": " << count << "\n";
+  std::cout << "  import time: " << seconds << " s\n";
+}
+
+int runImport(int argc, char **argv) {
+  std::string input, output;
+  bool summary = false, debugInfo = false;
+  cpc::ImportOptions options;
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kImportUsage;
+      return 0;
+    } else if (arg == "-o") {
+      output = takeValue(argc, argv, i);
+    } else if (arg == "--input-shape") {
+      cpc::parseInputShapeFlag(takeValue(argc, argv, i), options);
+    } else if (arg.rfind("--input-shape=", 0) == 0) {
+      cpc::parseInputShapeFlag(arg.substr(strlen("--input-shape=")), options);
+    } else if (arg == "--frozen") {
+      options.frozenPatterns.push_back(takeValue(argc, argv, i));
+    } else if (arg == "--no-cleanup") {
+      options.cleanup = false;
+    } else if (arg == "--summary") {
+      summary = true;
+    } else if (arg == "--print-debuginfo") {
+      debugInfo = true;
+    } else if (!arg.empty() && arg[0] == '-') {
+      throw UsageError("unknown option '" + arg + "' for 'cpc import' (see cpc import --help)");
+    } else if (input.empty()) {
+      input = arg;
+    } else {
+      throw UsageError("more than one model given ('" + input + "' and '" + arg + "')");
+    }
+  }
+  if (input.empty())
+    throw UsageError("'cpc import' needs a model file (see cpc import --help)");
+
+  mlir::MLIRContext context;
+  context.disableMultithreading(); // deterministic output, and no thread pool for one import
+  auto start = std::chrono::steady_clock::now();
+  cpc::ImportedModel model = cpc::importOnnxFile(context, input, options);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  std::error_code ec;
+  std::unique_ptr<llvm::raw_fd_ostream> file;
+  if (!output.empty()) {
+    file = std::make_unique<llvm::raw_fd_ostream>(output, ec, llvm::sys::fs::OF_Text);
+    if (ec)
+      throw std::runtime_error(output + ": cannot write: " + ec.message());
+  }
+  if (summary) {
+    printSummary(*model.module, seconds);
+    if (!file)
+      return 0;
+  }
+  llvm::raw_ostream &os = file ? *file : llvm::outs();
+  mlir::OpPrintingFlags flags;
+  if (debugInfo)
+    flags.enableDebugInfo();
+  model.module->print(os, flags);
+  os << "\n";
+  os.flush();
+  if (file && file->has_error())
+    throw std::runtime_error(output + ": write failed");
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::map<std::string, std::function<int(int, char **)>> commands = {{"import", runImport}};
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    std::cout << kUsage;
+    return argc < 2 ? 1 : 0;
+  }
+  auto it = commands.find(argv[1]);
+  try {
+    if (it == commands.end())
+      throw UsageError(std::string("unknown command '") + argv[1] + "' (see cpc --help)");
+    return it->second(argc, argv);
+  } catch (const std::exception &e) {
+    std::string message = e.what();
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    std::cerr << "cpc: error: " << message << "\n";
+    return 1;
+  }
+}
