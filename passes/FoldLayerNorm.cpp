@@ -47,6 +47,8 @@ struct FoldLayerNormChain : OpRewritePattern<DivOp> {
       return eps.has_value();
     });
     auto varMean = var ? var.getDefiningOp<ReduceMeanOp>() : ReduceMeanOp();
+    if (!varMean || !(*eps >= 0.0)) // a negative or NaN epsilon is no LayerNorm
+      return failure();
     if (!varMean)
       return failure();
     auto square = varMean.getInput().getDefiningOp<PowOp>();

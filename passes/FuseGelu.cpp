@@ -13,16 +13,25 @@ using namespace mlir;
 using namespace cpc;
 
 namespace {
+/// Relative tolerance for matching sqrt(2): a few ulps of the element type (f16/bf16 round
+/// 1.41421 much more coarsely than f32).
+double constantTolerance(Value v) {
+  unsigned mantissa = llvm::APFloat::semanticsPrecision(
+      llvm::cast<FloatType>(llvm::cast<RankedTensorType>(v.getType()).getElementType()).getFloatSemantics());
+  return std::max(1e-5, std::ldexp(4.0, -(int)mantissa));
+}
+
 /// Is `v` == erf(x / sqrt(2)) (or erf(x * 1/sqrt(2)))? Returns x.
 Value matchErfOfScaledInput(Value v) {
   auto erf = v.getDefiningOp<ErfOp>();
   if (!erf)
     return {};
   Value arg = erf.getInput();
+  double tol = constantTolerance(arg);
   if (auto div = arg.getDefiningOp<DivOp>())
-    return isSplatFloat(div.getRhs(), M_SQRT2, 1e-5) ? div.getLhs() : Value();
+    return isSplatFloat(div.getRhs(), M_SQRT2, tol) ? div.getLhs() : Value();
   return otherOperandIf(arg.getDefiningOp<MulOp>(),
-                        [](Value c) { return isSplatFloat(c, M_SQRT1_2, 1e-5); });
+                        [tol](Value c) { return isSplatFloat(c, M_SQRT1_2, tol); });
 }
 
 /// Is `v` == 1 + erf(x / sqrt(2))? Returns x.

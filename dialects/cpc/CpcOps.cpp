@@ -134,14 +134,17 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
                                    shapeStr(normalized));
   if (scale.getElementType() != in.getElementType() || bias.getElementType() != in.getElementType())
     return emitShapeError(loc, "scale and bias must have the input's element type");
-  if (adaptor.getEpsilon().convertToDouble() < 0)
+  if (!(adaptor.getEpsilon().convertToDouble() >= 0.0)) // also rejects NaN
     return emitShapeError(loc, "epsilon must be >= 0");
   inferred.push_back(in);
   return success();
 }
 
 LogicalResult SoftmaxOp::verify() {
-  return checkAxis(getLoc(), getAxis(), getType().getRank());
+  int64_t axis = getAxis();
+  if (axis < 0 || axis >= getType().getRank())
+    return emitOpError("axis ") << axis << " out of range for rank " << getType().getRank();
+  return success();
 }
 
 LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
@@ -150,6 +153,10 @@ LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   auto w = rankedOrNull(adaptor.getWeight().getType());
   if (!in || !w || in.getRank() != 4 || w.getRank() != 4)
     return emitShapeError(loc, "input (NCHW) and weight (OIHW) must have rank 4");
+  if (w.getElementType() != in.getElementType() ||
+      (adaptor.getBias() && llvm::cast<RankedTensorType>(adaptor.getBias().getType()).getElementType() !=
+                                in.getElementType()))
+    return emitShapeError(loc, "input, weight and bias must share the element type");
   auto strides = adaptor.getStrides(), pads = adaptor.getPadding(), dil = adaptor.getDilations();
   if (strides.size() != 2 || pads.size() != 4 || dil.size() != 2)
     return emitShapeError(loc, "needs 2 strides, 4 paddings and 2 dilations");

@@ -398,8 +398,22 @@ void parseInputShapeFlag(const std::string &flag, ImportOptions &options) {
 
 ImportedModel importOnnxFile(MLIRContext &context, const std::string &path, const ImportOptions &options) {
   registerImporterDialects(context);
-  LoadedModel model = loadModel(path);
+  LoadedModel model = parseModel(path);
   const onnx::GraphProto &graph = model.proto->graph();
+  // Unsupported ops first: their message names the node, which the ONNX checker's does not.
+  for (int index = 0; index < graph.node_size(); ++index) {
+    const onnx::NodeProto &node = graph.node(index);
+    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+    if (defaultDomain && handlers().find(node.op_type(), model.opset))
+      continue;
+    std::string where = describeNode(node, index);
+    if (defaultDomain && handlers().knows(node.op_type()))
+      throw ImportError(path + ": " + where + ": op " + node.op_type() + " is not supported at opset " +
+                        std::to_string(model.opset));
+    std::string opName = defaultDomain ? node.op_type() : node.domain() + "::" + node.op_type();
+    throw ImportError(path + ": " + where + ": unsupported op type '" + opName + "'");
+  }
+  validateModel(model);
   ImportState state(context, model, options);
   for (const auto &pattern : options.frozenPatterns) {
     try {
@@ -433,8 +447,9 @@ ImportedModel importOnnxFile(MLIRContext &context, const std::string &path, cons
     bool found = false;
     for (const auto &in : graph.input())
       found |= in.name() == name.first;
-    if (!found)
-      state.fail("--input-shape names '" + name.first + "', which is not a graph input");
+    if (!found || isInitializer.count(name.first))
+      state.fail("--input-shape names '" + name.first + "', which is not a graph input" +
+                 (isInitializer.count(name.first) ? " but an initializer" : ""));
   }
 
   // The function: graph inputs (minus initializers listed as inputs) are its arguments.
@@ -463,15 +478,7 @@ ImportedModel importOnnxFile(MLIRContext &context, const std::string &path, cons
   for (int index = 0; index < graph.node_size(); ++index) {
     const onnx::NodeProto &node = graph.node(index);
     std::string where = describeNode(node, index);
-    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
-    const Handler *handler = defaultDomain ? handlers().find(node.op_type(), model.opset) : nullptr;
-    if (!handler) {
-      if (defaultDomain && handlers().knows(node.op_type()))
-        state.fail(where + ": op " + node.op_type() + " is not supported at opset " +
-                   std::to_string(model.opset));
-      std::string opName = defaultDomain ? node.op_type() : node.domain() + "::" + node.op_type();
-      state.fail(where + ": unsupported op type '" + opName + "'");
-    }
+    const Handler *handler = handlers().find(node.op_type(), model.opset); // checked above
     std::string locName = node.name().empty() ? node.op_type() + "#" + std::to_string(index) : node.name();
     NodeImporter importer(state, node, model.opset, NameLoc::get(state.builder.getStringAttr(locName)));
     try {

@@ -118,7 +118,7 @@ ExternalLocation externalLocation(const LoadedModel &model, const onnx::TensorPr
   return where;
 }
 
-LoadedModel loadModel(const std::string &path) {
+LoadedModel parseModel(const std::string &path) {
   LoadedModel model;
   model.path = path;
   model.modelDir = directoryOf(path);
@@ -144,6 +144,15 @@ LoadedModel loadModel(const std::string &path) {
                    std::to_string(kMinOpset) + ".." + std::to_string(kMaxOpset) +
                    " (re-export with opset_version=17)");
 
+  return model;
+}
+
+void validateModel(LoadedModel &model) {
+  const std::string &path = model.path;
+  onnx::ModelProto &proto = *model.proto;
+  std::unordered_map<std::string, int> opsets;
+  for (const auto &imp : proto.opset_import())
+    opsets[imp.domain() == "ai.onnx" ? "" : imp.domain()] = (int)imp.version();
   checkExternalData(model);
 
   try {
@@ -162,7 +171,6 @@ LoadedModel loadModel(const std::string &path) {
   } catch (const std::exception &e) {
     fail(path, "ONNX shape inference failed: " + firstLine(e.what()));
   }
-  return model;
 }
 
 namespace {

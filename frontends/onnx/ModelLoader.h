@@ -21,10 +21,13 @@ struct LoadedModel {
   int opset = 0;        // version of the default domain
 };
 
-/// Reads `path` (binary protobuf, or ONNX text for *.onnxtext), validates it with the ONNX
-/// checker, checks the opset and that external data exists, runs ONNX shape inference.
+/// Reads `path` (binary protobuf, or ONNX text for *.onnxtext) and checks the opset.
 /// Throws ImportError with a one-line message naming the file.
-LoadedModel loadModel(const std::string &path);
+LoadedModel parseModel(const std::string &path);
+
+/// Checks that external data exists, validates the model with the ONNX checker and runs ONNX
+/// shape inference. Throws ImportError.
+void validateModel(LoadedModel &model);
 
 /// Weight store over a loaded model: initializers read lazily, external data from disk.
 std::shared_ptr<WeightStore> makeWeightStore(const LoadedModel &model);

@@ -989,3 +989,13 @@ func.func @argsort_axis(%x: tensor<2x196xf32>) {
   %0 = cpc.argsort %x {axis = 2 : i64} : tensor<2x196xf32> -> tensor<2x196xi64>
   return
 }
+
+// -----
+
+// Tests that conv2d rejects a weight whose element type differs from the input's.
+func.func @conv2d_mixed_element_types(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x2x2xbf16>) {
+  // expected-error @+2 {{input, weight and bias must share the element type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cpc.conv2d %x, %w {strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x2x2xbf16>) -> tensor<1x4x4x4xf32>
+  return
+}

@@ -203,3 +203,19 @@ func.func @broadcasting_constant(%x: tensor<8xf32>) -> tensor<2x8xf32> {
   %4 = cpc.mul %3, %2 : (tensor<8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   return %4 : tensor<2x8xf32>
 }
+
+// Tests that the erf expansion in bf16, whose sqrt(2) rounds to 1.4140625, still fuses.
+// CHECK-LABEL: func.func @gelu_bf16
+// CHECK: cpc.gelu
+// CHECK-NOT: cpc.erf
+func.func @gelu_bf16(%x: tensor<4xbf16>) -> tensor<4xbf16> {
+  %sqrt2 = cpc.constant dense<1.4140625> : tensor<bf16>
+  %one = cpc.constant dense<1.0> : tensor<bf16>
+  %half = cpc.constant dense<0.5> : tensor<bf16>
+  %0 = cpc.div %x, %sqrt2 : (tensor<4xbf16>, tensor<bf16>) -> tensor<4xbf16>
+  %1 = cpc.erf %0 : tensor<4xbf16>
+  %2 = cpc.add %1, %one : (tensor<4xbf16>, tensor<bf16>) -> tensor<4xbf16>
+  %3 = cpc.mul %x, %2 : (tensor<4xbf16>, tensor<4xbf16>) -> tensor<4xbf16>
+  %4 = cpc.mul %3, %half : (tensor<4xbf16>, tensor<bf16>) -> tensor<4xbf16>
+  return %4 : tensor<4xbf16>
+}

@@ -1,0 +1,54 @@
+"""Helpers shared by the end-to-end tests: where the tools are, running them, checking output."""
+import os
+import subprocess
+import sys
+import tempfile
+
+SOURCE = os.environ.get("CPC_SOURCE", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+BIN = os.environ.get("CPC_BIN", os.path.join(SOURCE, "build", "bin"))
+PYTHON = "/usr/bin/python3"  # Debian's python: has torch and onnx
+
+
+def tool(name):
+    return os.path.join(BIN, name)
+
+
+def run(args, check=True, timeout=600):
+    """Runs a command, returns CompletedProcess with text stdout/stderr."""
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError("command failed (%d): %s\nstdout:\n%s\nstderr:\n%s" %
+                             (proc.returncode, " ".join(args), proc.stdout[-4000:], proc.stderr[-4000:]))
+    return proc
+
+
+def export_mae(size, opset, out_dir, extra=()):
+    """Exports the examples' MAE at `size` and returns the .onnx path."""
+    run([PYTHON, os.path.join(SOURCE, "examples", "mae", "export.py"), "--size", size, "--opset", str(opset),
+         "--out-dir", out_dir, *extra])
+    return os.path.join(out_dir, "mae-%s-opset%d.onnx" % (size, opset))
+
+
+class Results:
+    """Counts checks and prints the closing 'N passed, N failed' line."""
+
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, name, fn):
+        try:
+            fn()
+            self.passed += 1
+            print("PASS", name, flush=True)
+        except Exception as e:  # report every failing case, not just the first
+            self.failed += 1
+            print("FAIL", name, "\n  ", str(e).replace("\n", "\n   "), flush=True)
+
+    def finish(self):
+        print("%d passed, %d failed" % (self.passed, self.failed))
+        sys.exit(1 if self.failed else 0)
+
+
+def tempdir():
+    return tempfile.TemporaryDirectory(prefix="cpc-test-")
