@@ -2,7 +2,7 @@
 """Import speed of MAE exports: exports each size once (cached in --work-dir), then times
 `cpc import --summary` (whole process: parse, check, shape inference, import, clean-up).
 
-    bench/import_speed.py [--sizes base,large] [--opsets 17] [--work-dir out/bench] [--repeat 3]
+    bench/import_speed.py [--sizes base,large] [--opsets 13,17] [--work-dir out/bench] [--repeat 3] [--verify]
 
 Goal (issue 2): ViT-L imports in under 10 s on the 2-core machine. Prints one line per model.
 """
@@ -22,6 +22,7 @@ def main():
     ap.add_argument("--work-dir", default=os.path.join(SOURCE, "out", "bench"))
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cpc", default=os.path.join(SOURCE, "build", "bin", "cpc"))
+    ap.add_argument("--verify", action="store_true", help="also write the IR and re-parse it with cpc-opt")
     args = ap.parse_args()
     os.makedirs(args.work_dir, exist_ok=True)
     print("%-8s %-6s %10s %12s %10s %s" % ("size", "opset", "file MB", "params", "best s", "all runs s"))
@@ -45,8 +46,15 @@ def main():
                 for line in proc.stdout.splitlines():
                     if "parameters:" in line:
                         params = line.split("tensors,")[1].split()[0]
-            print("%-8s %-6d %10.1f %12s %10.2f %s" % (size, opset, mb, params, min(times),
-                                                     " ".join("%.2f" % t for t in times)), flush=True)
+            verified = ""
+            if args.verify:
+                mlir = model[:-len(".onnx")] + ".mlir"
+                subprocess.run([args.cpc, "import", model, "-o", mlir], check=True)
+                opt = os.path.join(os.path.dirname(args.cpc), "cpc-opt")
+                subprocess.run([opt, mlir, "-o", os.devnull], check=True)
+                verified = "  (re-parsed and verified by cpc-opt)"
+            print("%-8s %-6d %10.1f %12s %10.2f %s%s" % (size, opset, mb, params, min(times),
+                                                       " ".join("%.2f" % t for t in times), verified), flush=True)
 
 
 if __name__ == "__main__":

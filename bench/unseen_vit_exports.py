@@ -18,24 +18,28 @@ For FAILs the error line of cpc is printed together with the ONNX ops of the gra
 cpc handler for that opset (parsed from frontends/onnx/handlers/*.cpp).
 
 Variants:
-  a_ce      ViT classifier: nn.TransformerEncoderLayer(norm_first, gelu, dropout 0, batch_first)
-            + nn.MultiheadAttention(batch_first) pooling, F.cross_entropy vs int64 labels
-  a_nll     same, loss spelled F.nll_loss(F.log_softmax(...)) (torch fuses it back into
-            SoftmaxCrossEntropyLoss)
+  a_ce          ViT classifier: nn.TransformerEncoderLayer(norm_first, gelu, dropout 0, batch_first)
+                + nn.MultiheadAttention(batch_first) pooling, F.cross_entropy vs int64 labels
+  a_nll         same, loss F.nll_loss(F.log_softmax(...)) (torch fuses it back into
+                SoftmaxCrossEntropyLoss)
   a_logsoftmax  -F.log_softmax(...).gather(labels).mean()  (standalone LogSoftmax)
-  a_nll_sep F.nll_loss(torch.log(softmax(...)))  (standalone NegativeLogLikelihoodLoss)
-  a_manual  same, loss spelled with max/exp/sum/log/gather (a workaround probe)
-  b         MAE: F.gelu(approximate='tanh'), qkv.unbind(0), cls via expand+cat, F.layer_norm,
-            F.mse_loss(reduction='none')
-  c         MAE with dynamic batch (dynamic_axes imgs/noise dim 0 = 'N'); imported with
-            --input-shape imgs=2x3x32x32 --input-shape noise=2x16 (and also with N=4 and with
-            no --input-shape, as extra probes)
-  d         MAE: patch embedding by F.unfold + nn.Linear, target by Tensor.unfold, masking noise
-            from torch.rand inside the graph, argsort via torch.sort
-  d_scatter same as d, mask built with Tensor.scatter (ScatterElements) instead of gather
-  e         MAE: norm_pix with unbiased var as ((t-m)**2).sum(-1)/(n-1), torch.where for mask
-            tokens, masked_fill in the loss
-  e_clamp   same as e, denominator mask.sum().clamp(min=1) (Clip probe)
+  a_nll_sep     F.nll_loss(torch.log(softmax(...)))  (standalone NegativeLogLikelihoodLoss)
+  a_manual      loss spelled with max/exp/sum/log/gather (a workaround probe)
+  b             MAE: F.gelu(approximate='tanh'), qkv.unbind(0), cls via expand+cat, F.layer_norm,
+                F.mse_loss(reduction='none')  (torch 1.13 cannot export aten::mse_loss)
+  b_sq          b with the squared error spelled (pred - target).pow(2)
+  c             b_sq with dynamic batch (dynamic_axes imgs/noise dim 0 = 'N'); imported with
+                --input-shape imgs=2x3x32x32 --input-shape noise=2x16, and also with N=4 (the IR
+                must then hold no 2x... tensor) and with no --input-shape
+  d             MAE: patch embedding by Tensor.unfold + reshape + nn.Linear, masking noise from
+                torch.rand(N, L) inside the graph (RandomUniformLike), argsort via torch.sort
+  d_rand_static d with torch.rand(2, 16) (RandomUniform with a shape attribute)
+  d_rand_like   d with torch.rand_like (RandomUniformLike on a float tensor)
+  d_F_unfold    d with the patches from F.unfold (im2col: Pad + Gather + ...)
+  d_scatter     d with the mask built by Tensor.scatter (ScatterElements) instead of gather
+  e             MAE: norm_pix with unbiased var as ((t-m)**2).sum(-1)/(n-1), torch.where for the
+                mask tokens, masked_fill in the loss
+  e_clamp       e with the denominator mask.sum().clamp(min=1) (Clip)
 
 Usage:  /usr/bin/python3 bench/unseen_vit_exports.py [--only a_ce,b] [--keep DIR] [-v]
 """
@@ -373,49 +377,52 @@ def _noise(b=BATCH):
 
 
 MAE_IN = {"imgs": [BATCH, CH, IMG, IMG], "noise": [BATCH, L]}
+CLS_IN = {"imgs": [BATCH, CH, IMG, IMG], "labels": [BATCH]}
+IMG_IN = {"imgs": [BATCH, CH, IMG, IMG]}
+# cpc ops the clean-up passes should leave: one layer_norm per LayerNorm, one gelu per GELU
+CLS_OPS = {"cpc.layer_norm": 5, "cpc.gelu": 2}
+MAE_OPS = {"cpc.layer_norm": 8, "cpc.gelu": 3}
 
-# name -> dict(make, args, input_names, dynamic_axes, imports=[(tag, extra cpc args, expected input shapes)])
+
+def _cls_case(loss):
+    return dict(make=lambda: ViTClassifier(loss), args=lambda: (_imgs(), torch.tensor([3, 7])),
+                input_names=["imgs", "labels"], expect=CLS_IN, expect_ops=CLS_OPS)
+
+
+def _mae_case(make, **extra):
+    return dict(make=make, args=lambda: (_imgs(), _noise()), input_names=["imgs", "noise"],
+                expect=MAE_IN, expect_ops=MAE_OPS, **extra)
+
+
+def _img_case(make):
+    return dict(make=make, args=lambda: (_imgs(),), input_names=["imgs"], expect=IMG_IN,
+                expect_ops=MAE_OPS)
+
+
+# name -> dict(make, args, input_names, expect (input shapes), expect_ops, [dynamic_axes],
+#              [imports: [(tag, extra cpc args, expected input shapes, [regex the IR must not hold])]])
 CASES = {
-    "a_ce": dict(make=lambda: ViTClassifier("ce"),
-                 args=lambda: (_imgs(), torch.tensor([3, 7])), input_names=["imgs", "labels"],
-                 expect={"imgs": [BATCH, CH, IMG, IMG], "labels": [BATCH]}),
-    "a_nll": dict(make=lambda: ViTClassifier("nll"),
-                  args=lambda: (_imgs(), torch.tensor([3, 7])), input_names=["imgs", "labels"],
-                  expect={"imgs": [BATCH, CH, IMG, IMG], "labels": [BATCH]}),
-    "a_logsoftmax": dict(make=lambda: ViTClassifier("logsoftmax"),
-                         args=lambda: (_imgs(), torch.tensor([3, 7])), input_names=["imgs", "labels"],
-                         expect={"imgs": [BATCH, CH, IMG, IMG], "labels": [BATCH]}),
-    "a_nll_sep": dict(make=lambda: ViTClassifier("nll_sep"),
-                      args=lambda: (_imgs(), torch.tensor([3, 7])), input_names=["imgs", "labels"],
-                      expect={"imgs": [BATCH, CH, IMG, IMG], "labels": [BATCH]}),
-    "a_manual": dict(make=lambda: ViTClassifier("manual"),
-                     args=lambda: (_imgs(), torch.tensor([3, 7])), input_names=["imgs", "labels"],
-                     expect={"imgs": [BATCH, CH, IMG, IMG], "labels": [BATCH]}),
-    "b": dict(make=MAEFunctional, args=lambda: (_imgs(), _noise()), input_names=["imgs", "noise"],
-              expect=MAE_IN),
-    "b_sq": dict(make=lambda: MAEFunctional("manual"), args=lambda: (_imgs(), _noise()),
-                 input_names=["imgs", "noise"], expect=MAE_IN),
-    "c": dict(make=lambda: MAEFunctional("manual"), args=lambda: (_imgs(), _noise()), input_names=["imgs", "noise"],
-              dynamic_axes={"imgs": {0: "N"}, "noise": {0: "N"}},
-              imports=[("N=2", ["--input-shape", "imgs=2x3x32x32", "--input-shape", "noise=2x16"],
-                        MAE_IN),
-                       ("N=4", ["--input-shape", "imgs=4x3x32x32", "--input-shape", "noise=4x16"],
-                        {"imgs": [4, CH, IMG, IMG], "noise": [4, L]}),
-                       ("no-shape", [], None)]),
-    "d": dict(make=lambda: MAEUnfold(), args=lambda: (_imgs(),), input_names=["imgs"],
-              expect={"imgs": [BATCH, CH, IMG, IMG]}),
-    "d_rand_static": dict(make=lambda: MAEUnfold(rand="static"), args=lambda: (_imgs(),),
-                          input_names=["imgs"], expect={"imgs": [BATCH, CH, IMG, IMG]}),
-    "d_rand_like": dict(make=lambda: MAEUnfold(rand="like"), args=lambda: (_imgs(),),
-                        input_names=["imgs"], expect={"imgs": [BATCH, CH, IMG, IMG]}),
-    "d_F_unfold": dict(make=lambda: MAEUnfold(patch="F"), args=lambda: (_imgs(),),
-                       input_names=["imgs"], expect={"imgs": [BATCH, CH, IMG, IMG]}),
-    "d_scatter": dict(make=lambda: MAEUnfold(scatter_mask=True), args=lambda: (_imgs(),),
-                      input_names=["imgs"], expect={"imgs": [BATCH, CH, IMG, IMG]}),
-    "e": dict(make=lambda: MAEWhere(False), args=lambda: (_imgs(), _noise()),
-              input_names=["imgs", "noise"], expect=MAE_IN),
-    "e_clamp": dict(make=lambda: MAEWhere(True), args=lambda: (_imgs(), _noise()),
-                    input_names=["imgs", "noise"], expect=MAE_IN),
+    "a_ce": _cls_case("ce"),
+    "a_nll": _cls_case("nll"),
+    "a_logsoftmax": _cls_case("logsoftmax"),
+    "a_nll_sep": _cls_case("nll_sep"),
+    "a_manual": _cls_case("manual"),
+    "b": _mae_case(MAEFunctional),
+    "b_sq": _mae_case(lambda: MAEFunctional("manual")),
+    "c": _mae_case(lambda: MAEFunctional("manual"),
+                   dynamic_axes={"imgs": {0: "N"}, "noise": {0: "N"}},
+                   imports=[("N=2", ["--input-shape", "imgs=2x3x32x32", "--input-shape", "noise=2x16"],
+                             MAE_IN),
+                            ("N=4", ["--input-shape", "imgs=4x3x32x32", "--input-shape", "noise=4x16"],
+                             {"imgs": [4, CH, IMG, IMG], "noise": [4, L]}, r"tensor<2x"),
+                            ("no-shape", [], None)]),
+    "d": _img_case(MAEUnfold),
+    "d_rand_static": _img_case(lambda: MAEUnfold(rand="static")),
+    "d_rand_like": _img_case(lambda: MAEUnfold(rand="like")),
+    "d_F_unfold": _img_case(lambda: MAEUnfold(patch="F")),
+    "d_scatter": _img_case(lambda: MAEUnfold(scatter_mask=True)),
+    "e": _mae_case(lambda: MAEWhere(False)),
+    "e_clamp": _mae_case(lambda: MAEWhere(True)),
 }
 
 MODES = {
@@ -442,7 +449,10 @@ def load_handler_table():
             # trailing integer args are the opset range (lambdas may hold other numbers: take the
             # numbers after the last ')' of the handler expression)
             rest = m.group(2)
-            tail = rest[rest.rfind(")") + 1:] if ")" in rest else rest[rest.find(",") + 1:] if "," in rest else ""
+            if ")" in rest:
+                tail = rest[rest.rfind(")") + 1:]
+            else:
+                tail = rest[rest.find(",") + 1:] if "," in rest else ""
             nums = [int(x) for x in re.findall(r"\b\d+\b", tail)]
             lo = nums[0] if len(nums) >= 1 else 1
             hi = nums[1] if len(nums) >= 2 else 1000
@@ -525,11 +535,13 @@ def run_cpc(path, extra, workdir):
     r = subprocess.run([CPC_OPT, mlir, "-o", os.devnull], capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         return False, "cpc-opt re-parse failed: " + error_line(r.stderr, r.stdout), summ
+    summ["ir"] = open(mlir).read()
     return True, "", summ
 
 
-def check_summary(summ, expect, n_trainable, onnx_model):
-    notes = []
+def check_summary(summ, expect, n_trainable, onnx_model, case, forbid=None):
+    """-> (suspicious notes, informational notes)."""
+    notes, info = [], []
     if expect is not None:
         for name, dims in expect.items():
             got = summ["inputs"].get(name)
@@ -545,16 +557,31 @@ def check_summary(summ, expect, n_trainable, onnx_model):
         notes.append(f"{len(outs)} outputs")
     elif not (isinstance(outs[0][1], tuple) and outs[0][1][0] == [] and outs[0][1][1] == "f32"):
         o = outs[0][1]
-        notes.append(f"output {outs[0][0]} is {o if not isinstance(o, tuple) else 'x'.join(map(str, o[0] + [o[1]]))}, expected tensor<f32>")
-    # parameters: every trainable torch parameter should show up once (EVAL export may fold /
-    # de-duplicate initializers, so only note it there)
+        shown = "x".join(map(str, o[0] + [o[1]])) if isinstance(o, tuple) else o
+        notes.append(f"output {outs[0][0]} is {shown}, expected tensor<f32>")
+    # parameters: every trainable torch parameter should show up once (EVAL export folds
+    # transposes/slices into anonymous initializers and de-duplicates equal ones, so only note it)
     if summ["trainable"] is not None and summ["trainable"] != n_trainable:
-        notes.append(f"trainable elements {summ['trainable']} != torch {n_trainable}")
+        info.append(f"trainable elements {summ['trainable']} != torch {n_trainable}")
+    # fused ops: cpc.layer_norm must match the model's LayerNorms exactly (an extra one would mean
+    # the norm_pix target normalisation was folded); cpc.gelu below the GELU count = missed fusion
+    for op, want in case.get("expect_ops", {}).items():
+        got = summ["ops"].get(op, 0)
+        if got != want:
+            msg = f"{op} x{got}, model has {want}"
+            if op == "cpc.gelu" and got < want:
+                left = ", ".join(f"{k} x{v}" for k, v in summ["ops"].items()
+                                 if k in ("cpc.tanh", "cpc.erf"))
+                info.append(f"{msg} (GELU left unfused: {left})")
+            else:
+                notes.append(msg)
+    if forbid and re.search(forbid, summ.get("ir", "")):
+        notes.append(f"IR still contains {forbid!r} (batch size baked in?)")
     # random ops present in ONNX must survive into cpc
     oc = op_counts(onnx_model)
     if any(k.startswith("RandomUniform") for k in oc) and not any("random" in k for k in summ["ops"]):
         notes.append("ONNX has RandomUniform* but cpc has no random op")
-    return notes
+    return notes, info
 
 
 # --------------------------------------------------------------------------------------------------
@@ -601,22 +628,25 @@ def main():
                 if a.verbose:
                     print(f"  onnx ops: {dict(sorted(op_counts(om).items()))}")
                 imports = case.get("imports") or [("", [], case.get("expect"))]
-                for tag, extra, expect in imports:
+                for imp in imports:
+                    tag, extra, expect = imp[:3]
+                    forbid = imp[3] if len(imp) > 3 else None
                     label = name + (f"[{tag}]" if tag else "")
                     ok, err, summ = run_cpc(path, extra, workdir)
                     if ok:
-                        notes = check_summary(summ, expect, n_trainable, om)
-                        if notes and mode == "eval" and all(n.startswith("trainable") for n in notes):
-                            # EVAL + folding legitimately folds/merges parameters
-                            print(f"{label:<20} {opset:>5} {mode:<6} {'OK':<11} (note: {'; '.join(notes)})")
-                            n_ok += 1
-                        elif notes:
-                            print(f"{label:<20} {opset:>5} {mode:<6} {'OK':<11} SUSPICIOUS: {'; '.join(notes)}")
-                            n_ok += 1
+                        notes, info = check_summary(summ, expect, n_trainable, om, case, forbid)
+                        if mode == "train" and any(i.startswith("trainable") for i in info):
+                            # TRAINING export keeps every parameter: a mismatch is suspicious there
+                            notes += [i for i in info if i.startswith("trainable")]
+                            info = [i for i in info if not i.startswith("trainable")]
+                        line = f"{label:<20} {opset:>5} {mode:<6} {'OK':<11}"
+                        if notes:
+                            line += " SUSPICIOUS: " + "; ".join(notes)
                             n_sus += 1
-                        else:
-                            print(f"{label:<20} {opset:>5} {mode:<6} {'OK':<11}")
-                            n_ok += 1
+                        if info:
+                            line += " (note: " + "; ".join(info) + ")"
+                        print(line)
+                        n_ok += 1
                     else:
                         extra_info = f"  [ops without cpc handler: {missing}]" if missing else ""
                         print(f"{label:<20} {opset:>5} {mode:<6} {'FAIL':<11} {err}{extra_info}")

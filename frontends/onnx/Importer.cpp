@@ -309,6 +309,7 @@ static const HandlerRegistry &handlers() {
     registerShapeHandlers(r);
     registerNeuralHandlers(r);
     registerReductionHandlers(r);
+    registerLossHandlers(r);
     return r;
   }();
   return registry;

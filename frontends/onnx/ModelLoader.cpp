@@ -26,11 +26,21 @@ namespace {
   throw ImportError(path + ": " + message);
 }
 
-std::string firstLine(const std::string &s) {
-  std::string line = s.substr(0, s.find('\n'));
-  while (!line.empty() && (line.back() == ' ' || line.back() == '\r'))
-    line.pop_back();
-  return line;
+/// Joins a multi-line library message into one line (errors are one line each).
+std::string oneLine(const std::string &s) {
+  std::string out;
+  bool space = false;
+  for (char c : s) {
+    if (c == '\n' || c == '\r' || c == ' ' || c == '\t') {
+      space = !out.empty();
+      continue;
+    }
+    if (space)
+      out += ' ';
+    out += c;
+    space = false;
+  }
+  return out;
 }
 
 bool endsWith(const std::string &s, const std::string &suffix) {
@@ -73,7 +83,7 @@ void parseText(const std::string &path, onnx::ModelProto &model) {
   onnx::OnnxParser parser(source.c_str());
   auto status = parser.Parse(model);
   if (!status.IsOK())
-    fail(path, "cannot parse ONNX text: " + firstLine(status.ErrorMessage()));
+    fail(path, "cannot parse ONNX text: " + oneLine(status.ErrorMessage()));
 }
 
 void checkExternalData(const LoadedModel &model) {
@@ -163,13 +173,13 @@ void validateModel(LoadedModel &model) {
     onnx::checker::LexicalScopeContext lex;
     onnx::checker::check_graph(proto.graph(), ctx, lex);
   } catch (const std::exception &e) {
-    fail(path, "invalid model: " + firstLine(e.what()));
+    fail(path, "invalid model: " + oneLine(e.what()));
   }
 
   try {
     onnx::shape_inference::InferShapes(proto);
   } catch (const std::exception &e) {
-    fail(path, "ONNX shape inference failed: " + firstLine(e.what()));
+    fail(path, "ONNX shape inference failed: " + oneLine(e.what()));
   }
 }
 

@@ -155,6 +155,7 @@ void registerElementwiseHandlers(HandlerRegistry &registry);
 void registerShapeHandlers(HandlerRegistry &registry);
 void registerNeuralHandlers(HandlerRegistry &registry);
 void registerReductionHandlers(HandlerRegistry &registry);
+void registerLossHandlers(HandlerRegistry &registry);
 
 } // namespace cpc::onnx_import
 

@@ -136,6 +136,27 @@ void importNot(NodeImporter &n) {
   n.setOutput(0, n.emitTyped<NotOp>(x.getType(), {x}));
 }
 
+/// Clip(x, min?, max?) = min(max(x, lo), hi); bounds are optional inputs (opset >= 11).
+void importClip(NodeImporter &n) {
+  if (n.allInputsConstant()) {
+    ConstTensor x = *n.constInput(0);
+    auto bound = [&](size_t i, auto pick) {
+      if (n.hasInput(i))
+        x = ConstTensor::broadcastBinary(x, *n.constInput(i), x.type(), pick);
+    };
+    bound(1, [](double a, double b) { return std::max(a, b); });
+    bound(2, [](double a, double b) { return std::min(a, b); });
+    n.setOutput(0, x);
+    return;
+  }
+  Value x = n.input(0);
+  if (n.hasInput(1))
+    x = n.emit1<MaxOp>({x, n.input(1)});
+  if (n.hasInput(2))
+    x = n.emit1<MinOp>({x, n.input(2)});
+  n.setOutput(0, x);
+}
+
 } // namespace
 
 void registerElementwiseHandlers(HandlerRegistry &r) {
@@ -170,6 +191,7 @@ void registerElementwiseHandlers(HandlerRegistry &r) {
   r.add("Identity", importIdentity);
   r.add("Dropout", importDropout);
   r.add("Where", importWhere);
+  r.add("Clip", importClip, 11);
 }
 
 } // namespace cpc::onnx_import

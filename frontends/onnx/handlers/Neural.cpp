@@ -258,10 +258,11 @@ void emitRandomUniform(NodeImporter &n, const std::vector<int64_t> &shape, int d
   Type et = n.elementType(dtype);
   if (!llvm::isa<FloatType>(et))
     n.fail("dtype must be floating point");
-  // Without a seed ONNX leaves the stream unspecified; cpc derives one from the node's name so
-  // runs stay reproducible.
+  // Without a seed ONNX leaves the stream unspecified; cpc derives one from the node's output
+  // name (unique in the graph, unlike node names, which may be empty) so runs are reproducible
+  // and two nodes never share a stream.
   int64_t seed = n.hasAttr("seed") ? (int64_t)n.attrFloat("seed")
-                                   : (int64_t)(std::hash<std::string>()(n.node().name()) & 0x7fffffff);
+                                   : (int64_t)(std::hash<std::string>()(n.node().output(0)) & 0x7fffffff);
   auto type = RankedTensorType::get(shape, et);
   n.setOutput(0, n.builder().create<RandomUniformOp>(n.loc(), type, n.builder().getF64FloatAttr(n.attrFloat("low", 0.0)),
                                                      n.builder().getF64FloatAttr(n.attrFloat("high", 1.0)),

@@ -342,6 +342,15 @@ void importSplit(NodeImporter &n) {
   }
   if ((int64_t)sizes.size() != outputs)
     n.fail("split sizes do not match the number of outputs");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0)
+      n.fail("split sizes must be >= 0");
+    total += s;
+  }
+  if (total != in[axis])
+    n.fail("split sizes " + shapeToString(sizes) + " add up to " + std::to_string(total) + ", not to dim " +
+           std::to_string(in[axis]));
   int64_t offset = 0;
   for (int64_t i = 0; i < outputs; ++i) {
     std::vector<int64_t> lo(in.size(), 0), hi(in), st(in.size(), 1);
@@ -356,6 +365,91 @@ void importSplit(NodeImporter &n) {
       n.setOutput(i, n.emit1<SliceOp>({n.input(0)}, {n.namedI64s("starts", lo), n.namedI64s("limits", hi),
                                                      n.namedI64s("strides", st)}));
   }
+}
+
+/// Pad in constant mode with constant pads: concatenates fill blocks (or slices for negative
+/// pads) dim by dim.
+void importPad(NodeImporter &n) {
+  std::string mode = n.attrString("mode", "constant");
+  if (mode != "constant")
+    n.fail("mode '" + mode + "' is not supported (only constant)");
+  std::vector<int64_t> in = n.inputShape(0);
+  int64_t rank = in.size();
+  std::vector<int64_t> pads = n.requireConstInput(1, "pads").toInts();
+  std::vector<int64_t> axes;
+  if (n.hasInput(3))
+    axes = n.requireConstInput(3, "axes").toInts();
+  else
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  if (pads.size() != 2 * axes.size())
+    n.fail("pads must hold a begin and an end per axis");
+  double fill = n.hasInput(2) ? n.requireConstInput(2, "constant_value").getDouble(0) : 0.0;
+  Value x = n.input(0);
+  Type et = n.inputType(0).getElementType();
+  std::vector<int64_t> shape = in;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t axis = n.normalizeAxis(axes[i], rank);
+    int64_t begin = pads[i], end = pads[i + axes.size()];
+    if (begin < 0 || end < 0) { // negative pads crop
+      std::vector<int64_t> lo(rank, 0), hi(shape), st(rank, 1);
+      lo[axis] = std::max<int64_t>(0, -begin);
+      hi[axis] = shape[axis] - std::max<int64_t>(0, -end);
+      if (hi[axis] <= lo[axis])
+        n.fail("negative pads remove the whole dim");
+      x = n.emit1<SliceOp>({x}, {n.namedI64s("starts", lo), n.namedI64s("limits", hi), n.namedI64s("strides", st)});
+      shape[axis] = hi[axis] - lo[axis];
+      begin = std::max<int64_t>(0, begin);
+      end = std::max<int64_t>(0, end);
+    }
+    if (begin == 0 && end == 0)
+      continue;
+    SmallVector<Value> parts;
+    auto block = [&](int64_t size) {
+      std::vector<int64_t> bshape(shape);
+      bshape[axis] = size;
+      return n.emitTyped<BroadcastOp>(RankedTensorType::get(bshape, et), {n.scalar(fill, et)});
+    };
+    if (begin)
+      parts.push_back(block(begin));
+    parts.push_back(x);
+    if (end)
+      parts.push_back(block(end));
+    x = n.emit1<ConcatOp>(parts, {n.namedI64("axis", axis)});
+    shape[axis] += begin + end;
+  }
+  n.setOutput(0, x);
+}
+
+/// ScatterElements(data, indices, updates, axis) as ScatterND: the index of element
+/// (i0, .., ik) of `indices` is (i0, .., indices[i0..ik], .., ik).
+void importScatterElements(NodeImporter &n) {
+  std::vector<int64_t> idxShape = n.inputShape(1);
+  int64_t rank = idxShape.size();
+  int64_t axis = n.normalizeAxis(n.attrInt("axis", 0), rank);
+  if ((int64_t)n.inputShape(0).size() != rank)
+    n.fail("indices must have the rank of data");
+  Type idxEt = n.inputType(1).getElementType();
+  std::vector<int64_t> column(idxShape);
+  column.push_back(1);
+  SmallVector<Value> coords;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == axis) {
+      coords.push_back(n.reshape(n.input(1), column));
+      continue;
+    }
+    ConstTensor iota(onnx::TensorProto_DataType_INT64, column);
+    std::vector<int64_t> strides = stridesOf(column);
+    for (int64_t i = 0; i < iota.numElements(); ++i)
+      iota.set(i, (double)((i / strides[d]) % column[d]));
+    Value c = n.constant(iota);
+    if (!idxEt.isInteger(64))
+      c = n.emitTyped<CastOp>(RankedTensorType::get(column, idxEt), {c});
+    coords.push_back(c);
+  }
+  Value ndIndices = n.emit1<ConcatOp>(coords, {n.namedI64("axis", rank)});
+  std::string reduction = n.attrString("reduction", "none");
+  n.setOutput(0, n.emit1<ScatterNDOp>({n.input(0), ndIndices, n.input(2)}, {n.namedStr("reduction", reduction)}));
 }
 
 } // namespace
@@ -377,6 +471,8 @@ void registerShapeHandlers(HandlerRegistry &r) {
   r.add("Tile", importTile);
   r.add("Range", importRange);
   r.add("Split", importSplit);
+  r.add("Pad", importPad, 13);
+  r.add("ScatterElements", importScatterElements, 13);
 }
 
 } // namespace cpc::onnx_import

@@ -219,3 +219,46 @@ func.func @gelu_bf16(%x: tensor<4xbf16>) -> tensor<4xbf16> {
   %4 = cpc.mul %3, %half : (tensor<4xbf16>, tensor<bf16>) -> tensor<4xbf16>
   return %4 : tensor<4xbf16>
 }
+
+// Tests that torch's tanh-approximate GELU (x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))),
+// with the cube written x * (x * x)) becomes cpc.gelu with approximate = "tanh".
+// CHECK-LABEL: func.func @gelu_tanh
+// CHECK: cpc.gelu %{{.*}} {approximate = "tanh"}
+// CHECK-NOT: cpc.tanh
+func.func @gelu_tanh(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %c = cpc.constant dense<0.044715> : tensor<f32>
+  %s = cpc.constant dense<0.797884583> : tensor<f32>
+  %one = cpc.constant dense<1.0> : tensor<f32>
+  %half = cpc.constant dense<0.5> : tensor<f32>
+  %0 = cpc.mul %x, %x : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %1 = cpc.mul %x, %0 : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %2 = cpc.mul %1, %c : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %3 = cpc.add %x, %2 : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %4 = cpc.mul %3, %s : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %5 = cpc.tanh %4 : tensor<2x8xf32>
+  %6 = cpc.add %5, %one : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %7 = cpc.mul %x, %6 : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %8 = cpc.mul %7, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  return %8 : tensor<2x8xf32>
+}
+
+// Tests that a tanh expansion with the wrong cubic coefficient does not fuse.
+// CHECK-LABEL: func.func @gelu_tanh_wrong_coefficient
+// CHECK-NOT: cpc.gelu
+// CHECK: return
+func.func @gelu_tanh_wrong_coefficient(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %c = cpc.constant dense<0.05> : tensor<f32>
+  %s = cpc.constant dense<0.797884583> : tensor<f32>
+  %one = cpc.constant dense<1.0> : tensor<f32>
+  %half = cpc.constant dense<0.5> : tensor<f32>
+  %0 = cpc.mul %x, %x : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %1 = cpc.mul %x, %0 : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %2 = cpc.mul %1, %c : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %3 = cpc.add %x, %2 : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %4 = cpc.mul %3, %s : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %5 = cpc.tanh %4 : tensor<2x8xf32>
+  %6 = cpc.add %5, %one : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %7 = cpc.mul %x, %6 : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %8 = cpc.mul %7, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  return %8 : tensor<2x8xf32>
+}
