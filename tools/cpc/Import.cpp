@@ -1,6 +1,7 @@
-//===- cpc.cpp - the cpc driver: subcommands over the compiler ------------===//
+//===- Import.cpp - cpc import: ONNX -> cpc dialect MLIR ----------------===//
 #include "dialects/cpc/CpcDialect.h"
 #include "frontends/onnx/OnnxImporter.h"
+#include "tools/cpc/Commands.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -16,22 +17,31 @@
 #include <string>
 #include <vector>
 
+namespace cpc::tools {
+
+std::string takeValue(int argc, char **argv, int &i) {
+  std::string flag = argv[i];
+  if (i + 1 >= argc)
+    throw UsageError(flag + " needs a value");
+  return argv[++i];
+}
+
+bool parseImportOption(int argc, char **argv, int &i, ImportOptions &options) {
+  std::string arg = argv[i];
+  if (arg == "--input-shape")
+    parseInputShapeFlag(takeValue(argc, argv, i), options);
+  else if (arg.rfind("--input-shape=", 0) == 0)
+    parseInputShapeFlag(arg.substr(strlen("--input-shape=")), options);
+  else if (arg == "--frozen")
+    options.frozenPatterns.push_back(takeValue(argc, argv, i));
+  else if (arg.rfind("--frozen=", 0) == 0)
+    options.frozenPatterns.push_back(arg.substr(strlen("--frozen=")));
+  else
+    return false;
+  return true;
+}
+
 namespace {
-
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-const char *kUsage = R"(cpc - compile ONNX training graphs into parallel plans
-
-Usage: cpc <command> [options]
-
-Commands:
-  import MODEL.onnx   Import an ONNX model (binary .onnx or text .onnxtext) into the cpc dialect
-                      and print it (or write it with -o).
-
-Run 'cpc <command> --help' for the options of a command.
-)";
 
 const char *kImportUsage = R"(Usage: cpc import MODEL.onnx [options]
 
@@ -44,14 +54,6 @@ Options:
                              instead of the IR
   --print-debuginfo          Print locations (ONNX node names) with the IR
 )";
-
-/// Takes the value of option `argv[i]`, advancing i.
-std::string takeValue(int argc, char **argv, int &i) {
-  std::string flag = argv[i];
-  if (i + 1 >= argc)
-    throw UsageError(flag + " needs a value");
-  return argv[++i];
-}
 
 void printSummary(mlir::ModuleOp module, double seconds) {
   std::map<std::string, int> opCounts;
@@ -89,6 +91,8 @@ void printSummary(mlir::ModuleOp module, double seconds) {
   std::cout << "  import time: " << seconds << " s\n";
 }
 
+} // namespace
+
 int runImport(int argc, char **argv) {
   std::string input, output;
   bool summary = false, debugInfo = false;
@@ -100,12 +104,7 @@ int runImport(int argc, char **argv) {
       return 0;
     } else if (arg == "-o") {
       output = takeValue(argc, argv, i);
-    } else if (arg == "--input-shape") {
-      cpc::parseInputShapeFlag(takeValue(argc, argv, i), options);
-    } else if (arg.rfind("--input-shape=", 0) == 0) {
-      cpc::parseInputShapeFlag(arg.substr(strlen("--input-shape=")), options);
-    } else if (arg == "--frozen") {
-      options.frozenPatterns.push_back(takeValue(argc, argv, i));
+    } else if (parseImportOption(argc, argv, i, options)) {
     } else if (arg == "--no-cleanup") {
       options.cleanup = false;
     } else if (arg == "--summary") {
@@ -153,23 +152,4 @@ int runImport(int argc, char **argv) {
   return 0;
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
-  std::map<std::string, std::function<int(int, char **)>> commands = {{"import", runImport}};
-  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-    std::cout << kUsage;
-    return argc < 2 ? 1 : 0;
-  }
-  auto it = commands.find(argv[1]);
-  try {
-    if (it == commands.end())
-      throw UsageError(std::string("unknown command '") + argv[1] + "' (see cpc --help)");
-    return it->second(argc, argv);
-  } catch (const std::exception &e) {
-    std::string message = e.what();
-    std::replace(message.begin(), message.end(), '\n', ' ');
-    std::cerr << "cpc: error: " << message << "\n";
-    return 1;
-  }
-}
+} // namespace cpc::tools

@@ -1,0 +1,412 @@
+//===- Elementwise.cpp - unary, binary, where and cast kernels -------------===//
+//
+// Every kernel is one template instantiated per element type through `dispatch`. Binary
+// ops and where share one broadcast driver: operand strides are collapsed so that equal
+// shapes and scalar operands become a single contiguous row (the fast paths), and general
+// broadcasts walk rows of the innermost collapsed dim. Outputs may alias a same-shaped
+// input: every element is read before its own position is written and nothing else is.
+//
+#include "kernels/cpu/Kernel.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace cpc::kernels {
+namespace {
+
+template <typename T> struct Tag { using type = T; };
+
+// Element-type families an op accepts; checked at compile time so that, e.g., exp is
+// never instantiated for integers.
+enum : unsigned { kFloat = 1, kInt = 2, kBool = 4, kNum = kFloat | kInt, kAny = 7 };
+
+[[noreturn]] void unsupported(const KernelContext &ctx, DType t) {
+  if (t == DType::F16 || t == DType::BF16)
+    ctx.fail(std::string(dtypeName(t)) + " is not supported by the CPU kernels");
+  ctx.fail(std::string("element type ") + dtypeName(t) + " is not supported by this op");
+}
+
+// i1 is one byte holding 0 or 1, which is exactly bool's representation.
+template <unsigned K, typename F> void dispatch(const KernelContext &ctx, DType t, F &&f) {
+  switch (t) {
+  case DType::F32: if constexpr ((K & kFloat) != 0) return f(Tag<float>{}); break;
+  case DType::F64: if constexpr ((K & kFloat) != 0) return f(Tag<double>{}); break;
+  case DType::I64: if constexpr ((K & kInt) != 0) return f(Tag<int64_t>{}); break;
+  case DType::I32: if constexpr ((K & kInt) != 0) return f(Tag<int32_t>{}); break;
+  case DType::I16: if constexpr ((K & kInt) != 0) return f(Tag<int16_t>{}); break;
+  case DType::I8: if constexpr ((K & kInt) != 0) return f(Tag<int8_t>{}); break;
+  case DType::U8: if constexpr ((K & kInt) != 0) return f(Tag<uint8_t>{}); break;
+  case DType::I1: if constexpr ((K & kBool) != 0) return f(Tag<bool>{}); break;
+  default: break;
+  }
+  unsupported(ctx, t);
+}
+
+void checkArity(const KernelContext &ctx, size_t nIn, size_t nOut) {
+  if (ctx.inputs.size() != nIn || ctx.outputs.size() != nOut)
+    ctx.fail("expected " + std::to_string(nIn) + " inputs and " + std::to_string(nOut) +
+             " outputs, got " + std::to_string(ctx.inputs.size()) + " and " +
+             std::to_string(ctx.outputs.size()));
+}
+
+void checkOutput(const KernelContext &ctx, DType dtype, const std::vector<int64_t> *shape) {
+  const TensorRef &out = ctx.outputs[0];
+  if (out.dtype != dtype)
+    ctx.fail(std::string("output element type ") + dtypeName(out.dtype) + ", expected " +
+             dtypeName(dtype));
+  if (shape && *shape != out.shape)
+    ctx.fail("output shape " + shapeString(out.shape) + ", expected " + shapeString(*shape));
+}
+
+constexpr int64_t kParallelMin = 1 << 15;
+
+// Splits [0, n) into one contiguous range per thread; small loops stay serial.
+template <typename F> void parallelRanges(const KernelContext &ctx, int64_t n, F &&body) {
+  int threads = std::max(1, ctx.threads);
+  int64_t chunks = n > kParallelMin ? threads : 1;
+#pragma omp parallel for num_threads(threads) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c)
+    body(n * c / chunks, n * (c + 1) / chunks);
+}
+
+//===----------------------------------------------------------------------===//
+// Unary.
+//===----------------------------------------------------------------------===//
+
+struct Neg { template <class T> T operator()(T x) const { return T(-x); } };
+struct Abs {
+  template <class T> T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return std::abs(x);
+    else if constexpr (std::is_signed_v<T>) return x < 0 ? T(-x) : x;
+    else return x;
+  }
+};
+struct Exp { template <class T> T operator()(T x) const { return std::exp(x); } };
+struct Log { template <class T> T operator()(T x) const { return std::log(x); } };
+struct Sqrt { template <class T> T operator()(T x) const { return std::sqrt(x); } };
+struct Rsqrt { template <class T> T operator()(T x) const { return T(1) / std::sqrt(x); } };
+struct Reciprocal { template <class T> T operator()(T x) const { return T(1) / x; } };
+struct Erf { template <class T> T operator()(T x) const { return std::erf(x); } };
+struct Tanh { template <class T> T operator()(T x) const { return std::tanh(x); } };
+struct Sigmoid { template <class T> T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); } };
+// Written so that NaN passes through, as max(x, 0) does in numpy.
+struct Relu { template <class T> T operator()(T x) const { return x < T(0) ? T(0) : x; } };
+struct Not { bool operator()(bool x) const { return !x; } };
+struct GeluErf {
+  template <class T> T operator()(T x) const {
+    return x * T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+  }
+};
+struct GeluTanh {
+  template <class T> T operator()(T x) const {
+    const T k = T(0.79788456080286535588); // sqrt(2/pi)
+    return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
+  }
+};
+
+template <typename T, typename R, typename Op>
+void mapUnary(const KernelContext &ctx, const TensorRef &in, const TensorRef &out, Op op) {
+  const T *x = in.as<T>();
+  R *y = out.as<R>();
+  parallelRanges(ctx, in.numel(), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      y[i] = op(x[i]);
+  });
+}
+
+template <unsigned K, typename Op> void unaryKernel(KernelContext &ctx) {
+  checkArity(ctx, 1, 1);
+  const TensorRef &in = ctx.inputs[0];
+  dispatch<K>(ctx, in.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    checkOutput(ctx, in.dtype, &in.shape);
+    mapUnary<T, T>(ctx, in, ctx.outputs[0], Op{});
+  });
+}
+
+void geluKernel(KernelContext &ctx) {
+  std::string mode = ctx.attrString("approximate", "none");
+  if (mode == "none")
+    unaryKernel<kFloat, GeluErf>(ctx);
+  else if (mode == "tanh")
+    unaryKernel<kFloat, GeluTanh>(ctx);
+  else
+    ctx.fail("unknown approximate mode '" + mode + "' (expected none or tanh)");
+}
+
+// Float to integer truncates toward zero; to narrower ints it goes through int64 so that
+// out-of-range values wrap (as numpy does on x86) instead of being undefined.
+template <typename To> struct CastTo {
+  template <class From> To operator()(From x) const {
+    if constexpr (std::is_same_v<To, bool>) return x != From(0);
+    else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To> &&
+                       !std::is_same_v<To, int64_t>)
+      return To(static_cast<int64_t>(x));
+    else return static_cast<To>(x);
+  }
+};
+
+void castKernel(KernelContext &ctx) {
+  checkArity(ctx, 1, 1);
+  const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
+  if (in.shape != out.shape)
+    ctx.fail("output shape " + shapeString(out.shape) + " differs from input " + shapeString(in.shape));
+  if (in.dtype == out.dtype) {
+    if (in.data != out.data)
+      std::memmove(out.data, in.data, in.bytes());
+    return;
+  }
+  dispatch<kAny>(ctx, in.dtype, [&](auto from) {
+    dispatch<kAny>(ctx, out.dtype, [&](auto to) {
+      using F = typename decltype(from)::type;
+      using T = typename decltype(to)::type;
+      if (in.data == out.data && sizeof(T) != sizeof(F)) {
+        // In place, a widening cast would overwrite unread input; a narrowing one is safe
+        // only front to back on one thread.
+        if (sizeof(T) > sizeof(F))
+          ctx.fail("cannot cast in place to a wider element type");
+        KernelContext serial = ctx;
+        serial.threads = 1;
+        mapUnary<F, T>(serial, in, out, CastTo<T>{});
+        return;
+      }
+      mapUnary<F, T>(ctx, in, out, CastTo<T>{});
+    });
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Broadcasting driver.
+//===----------------------------------------------------------------------===//
+
+// Output dims with the element strides of N operands (0 where an operand broadcasts).
+// Size-1 dims are dropped and adjacent dims merged wherever every operand allows, so the
+// innermost stride of each operand is 0 or 1.
+template <size_t N> struct BroadcastPlan {
+  std::vector<int64_t> shape;
+  std::vector<std::array<int64_t, N>> strides;
+};
+
+template <size_t N>
+BroadcastPlan<N> planBroadcast(const KernelContext &ctx, const std::vector<int64_t> &out,
+                               const std::array<const TensorRef *, N> &ins) {
+  size_t rank = out.size();
+  std::vector<std::array<int64_t, N>> strides(rank);
+  for (size_t k = 0; k < N; ++k) {
+    const auto &s = ins[k]->shape;
+    if (s.size() > rank)
+      ctx.fail("operand " + shapeString(s) + " has a higher rank than the result " + shapeString(out));
+    int64_t stride = 1;
+    for (size_t d = rank; d-- > 0;) {
+      size_t lead = rank - s.size();
+      int64_t dim = d >= lead ? s[d - lead] : 1;
+      if (dim == out[d])
+        strides[d][k] = dim == 1 ? 0 : stride;
+      else if (dim == 1)
+        strides[d][k] = 0;
+      else
+        ctx.fail("operand " + shapeString(s) + " does not broadcast to " + shapeString(out));
+      stride *= dim;
+    }
+  }
+  BroadcastPlan<N> plan;
+  for (size_t d = 0; d < rank; ++d) {
+    if (out[d] == 1)
+      continue;
+    bool merge = !plan.shape.empty();
+    for (size_t k = 0; k < N && merge; ++k)
+      merge = plan.strides.back()[k] == strides[d][k] * out[d];
+    if (merge) {
+      plan.shape.back() *= out[d];
+      plan.strides.back() = strides[d];
+    } else {
+      plan.shape.push_back(out[d]);
+      plan.strides.push_back(strides[d]);
+    }
+  }
+  if (plan.shape.empty()) {
+    plan.shape.push_back(1);
+    plan.strides.push_back({});
+  }
+  return plan;
+}
+
+// Calls row(outOffset, operandOffsets, length) over runs along the innermost dim. Each
+// thread takes a contiguous element range and steps a multi-index through it.
+template <size_t N, typename RowFn>
+void forEachRow(const KernelContext &ctx, const BroadcastPlan<N> &p, RowFn &&row) {
+  int64_t rank = (int64_t)p.shape.size(), inner = p.shape.back();
+  const auto &innerStride = p.strides.back();
+  parallelRanges(ctx, numElements(p.shape), [&](int64_t begin, int64_t end) {
+    if (begin >= end)
+      return;
+    std::vector<int64_t> idx(rank);
+    std::array<int64_t, N> off{};
+    for (int64_t d = rank - 1, rem = begin; d >= 0; --d) {
+      idx[d] = rem % p.shape[d];
+      rem /= p.shape[d];
+      for (size_t k = 0; k < N; ++k)
+        off[k] += idx[d] * p.strides[d][k];
+    }
+    for (int64_t e = begin; e < end;) {
+      int64_t len = std::min(inner - idx[rank - 1], end - e);
+      row(e, off, len);
+      e += len;
+      idx[rank - 1] += len;
+      for (size_t k = 0; k < N; ++k)
+        off[k] += len * innerStride[k];
+      for (int64_t d = rank - 1; d > 0 && idx[d] == p.shape[d]; --d) {
+        idx[d] = 0;
+        ++idx[d - 1];
+        for (size_t k = 0; k < N; ++k)
+          off[k] += p.strides[d - 1][k] - p.shape[d] * p.strides[d][k];
+      }
+    }
+  });
+}
+
+// One run of a binary op, specialized on which operands advance so each loop vectorizes.
+template <typename T, typename R, typename Op>
+inline void binaryRow(const T *a, bool aStep, const T *b, bool bStep, R *o, int64_t n, Op op) {
+  if (aStep && bStep) {
+    for (int64_t j = 0; j < n; ++j)
+      o[j] = op(a[j], b[j]);
+  } else if (aStep) {
+    const T y = *b;
+    for (int64_t j = 0; j < n; ++j)
+      o[j] = op(a[j], y);
+  } else if (bStep) {
+    const T x = *a;
+    for (int64_t j = 0; j < n; ++j)
+      o[j] = op(x, b[j]);
+  } else {
+    const R v = op(*a, *b);
+    std::fill(o, o + n, v);
+  }
+}
+
+template <typename T, typename R, typename Op> void runBinary(KernelContext &ctx, Op op) {
+  const TensorRef &lhs = ctx.inputs[0], &rhs = ctx.inputs[1], &out = ctx.outputs[0];
+  if (out.numel() == 0)
+    return;
+  auto plan = planBroadcast<2>(ctx, out.shape, {&lhs, &rhs});
+  const T *a = lhs.as<T>(), *b = rhs.as<T>();
+  R *o = out.as<R>();
+  const auto &step = plan.strides.back();
+  forEachRow(ctx, plan, [&](int64_t e, const std::array<int64_t, 2> &off, int64_t n) {
+    binaryRow(a + off[0], step[0] != 0, b + off[1], step[1] != 0, o + e, n, op);
+  });
+}
+
+struct Add { template <class T> T operator()(T a, T b) const { return T(a + b); } };
+struct Sub { template <class T> T operator()(T a, T b) const { return T(a - b); } };
+struct Mul { template <class T> T operator()(T a, T b) const { return T(a * b); } };
+struct Div {
+  template <class T> T operator()(T a, T b) const {
+    // MIN / -1 traps on x86; negate through unsigned to wrap like numpy instead.
+    if constexpr (std::is_integral_v<T> && std::is_signed_v<T>)
+      if (b == T(-1))
+        return T(0 - static_cast<std::make_unsigned_t<T>>(a));
+    return T(a / b);
+  }
+};
+struct Pow { template <class T> T operator()(T a, T b) const { return std::pow(a, b); } };
+// A NaN in either operand wins, like numpy.maximum / numpy.minimum.
+struct Max { template <class T> T operator()(T a, T b) const { return (a > b || a != a) ? a : b; } };
+struct Min { template <class T> T operator()(T a, T b) const { return (a < b || a != a) ? a : b; } };
+struct Equal { template <class T> bool operator()(T a, T b) const { return a == b; } };
+struct Less { template <class T> bool operator()(T a, T b) const { return a < b; } };
+struct LessEqual { template <class T> bool operator()(T a, T b) const { return a <= b; } };
+struct Greater { template <class T> bool operator()(T a, T b) const { return a > b; } };
+struct GreaterEqual { template <class T> bool operator()(T a, T b) const { return a >= b; } };
+struct And { bool operator()(bool a, bool b) const { return a && b; } };
+struct Or { bool operator()(bool a, bool b) const { return a || b; } };
+
+template <unsigned K, typename Op, bool BoolResult = false> void binaryKernel(KernelContext &ctx) {
+  checkArity(ctx, 2, 1);
+  const TensorRef &lhs = ctx.inputs[0], &rhs = ctx.inputs[1];
+  if (lhs.dtype != rhs.dtype)
+    ctx.fail(std::string("operand element types differ: ") + dtypeName(lhs.dtype) + " and " +
+             dtypeName(rhs.dtype));
+  dispatch<K>(ctx, lhs.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using R = std::conditional_t<BoolResult, bool, T>;
+    checkOutput(ctx, BoolResult ? DType::I1 : lhs.dtype, nullptr);
+    if constexpr (std::is_same_v<Op, Div> && std::is_integral_v<T>) {
+      // Checked up front: a kernel cannot throw from inside a parallel region.
+      const T *b = rhs.as<T>();
+      if (std::any_of(b, b + rhs.numel(), [](T v) { return v == T(0); }))
+        ctx.fail("integer division by zero");
+    }
+    runBinary<T, R>(ctx, Op{});
+  });
+}
+
+void whereKernel(KernelContext &ctx) {
+  checkArity(ctx, 3, 1);
+  const TensorRef &cond = ctx.inputs[0], &x = ctx.inputs[1], &y = ctx.inputs[2];
+  const TensorRef &out = ctx.outputs[0];
+  if (cond.dtype != DType::I1)
+    ctx.fail(std::string("condition must be i1, got ") + dtypeName(cond.dtype));
+  if (x.dtype != y.dtype)
+    ctx.fail(std::string("branch element types differ: ") + dtypeName(x.dtype) + " and " +
+             dtypeName(y.dtype));
+  dispatch<kAny>(ctx, x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    checkOutput(ctx, x.dtype, nullptr);
+    if (out.numel() == 0)
+      return;
+    auto plan = planBroadcast<3>(ctx, out.shape, {&cond, &x, &y});
+    const bool *c = cond.as<bool>();
+    const T *a = x.as<T>(), *b = y.as<T>();
+    T *o = out.as<T>();
+    const auto &s = plan.strides.back();
+    forEachRow(ctx, plan, [&](int64_t e, const std::array<int64_t, 3> &off, int64_t n) {
+      const bool *cr = c + off[0];
+      const T *ar = a + off[1], *br = b + off[2];
+      T *orow = o + e;
+      for (int64_t j = 0; j < n; ++j)
+        orow[j] = cr[j * s[0]] ? ar[j * s[1]] : br[j * s[2]];
+    });
+  });
+}
+
+} // namespace
+
+void registerElementwiseKernels(KernelRegistry &r) {
+  r.add("cpc.neg", unaryKernel<kNum, Neg>);
+  r.add("cpc.abs", unaryKernel<kNum, Abs>);
+  r.add("cpc.exp", unaryKernel<kFloat, Exp>);
+  r.add("cpc.log", unaryKernel<kFloat, Log>);
+  r.add("cpc.sqrt", unaryKernel<kFloat, Sqrt>);
+  r.add("cpc.rsqrt", unaryKernel<kFloat, Rsqrt>);
+  r.add("cpc.reciprocal", unaryKernel<kFloat, Reciprocal>);
+  r.add("cpc.erf", unaryKernel<kFloat, Erf>);
+  r.add("cpc.tanh", unaryKernel<kFloat, Tanh>);
+  r.add("cpc.sigmoid", unaryKernel<kFloat, Sigmoid>);
+  r.add("cpc.relu", unaryKernel<kFloat, Relu>);
+  r.add("cpc.not", unaryKernel<kBool, Not>);
+  r.add("cpc.gelu", geluKernel);
+  r.add("cpc.cast", castKernel);
+  r.add("cpc.add", binaryKernel<kNum, Add>);
+  r.add("cpc.sub", binaryKernel<kNum, Sub>);
+  r.add("cpc.mul", binaryKernel<kNum, Mul>);
+  r.add("cpc.div", binaryKernel<kNum, Div>);
+  r.add("cpc.pow", binaryKernel<kFloat, Pow>);
+  r.add("cpc.max", binaryKernel<kAny, Max>);
+  r.add("cpc.min", binaryKernel<kAny, Min>);
+  r.add("cpc.equal", binaryKernel<kAny, Equal, true>);
+  r.add("cpc.less", binaryKernel<kAny, Less, true>);
+  r.add("cpc.less_equal", binaryKernel<kAny, LessEqual, true>);
+  r.add("cpc.greater", binaryKernel<kAny, Greater, true>);
+  r.add("cpc.greater_equal", binaryKernel<kAny, GreaterEqual, true>);
+  r.add("cpc.and", binaryKernel<kBool, And, true>);
+  r.add("cpc.or", binaryKernel<kBool, Or, true>);
+  r.add("cpc.where", whereKernel);
+}
+
+} // namespace cpc::kernels

@@ -1,0 +1,326 @@
+//===- Indexing.cpp - gather, gather_elements, scatter_nd, topk, argsort --===//
+#include "kernels/cpu/Kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <type_traits>
+#include <vector>
+
+namespace cpc::kernels {
+namespace {
+
+constexpr int64_t kParallelWork = 1 << 16;
+
+/// Calls fn(T{}) with T the C++ type of a numeric dtype; i1 is stored as one byte 0/1.
+template <typename Fn> void dispatchNumeric(KernelContext &ctx, DType t, Fn &&fn) {
+  switch (t) {
+  case DType::F32: return fn(float{});
+  case DType::F64: return fn(double{});
+  case DType::I64: return fn(int64_t{});
+  case DType::I32: return fn(int32_t{});
+  case DType::I16: return fn(int16_t{});
+  case DType::I8: return fn(int8_t{});
+  case DType::U8: case DType::I1: return fn(uint8_t{});
+  default: ctx.fail(std::string("unsupported element type ") + dtypeName(t));
+  }
+}
+
+int64_t normalizeAxis(KernelContext &ctx, int64_t axis, int64_t rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank)
+    ctx.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return a;
+}
+
+/// Indices as i64, negatives wrapped; fails on the first one outside [-size, size).
+std::vector<int64_t> readIndices(KernelContext &ctx, const TensorRef &t) {
+  std::vector<int64_t> v(t.numel());
+  if (t.dtype == DType::I64)
+    std::memcpy(v.data(), t.data, v.size() * sizeof(int64_t));
+  else if (t.dtype == DType::I32)
+    std::copy(t.as<int32_t>(), t.as<int32_t>() + v.size(), v.begin());
+  else
+    ctx.fail(std::string("indices must be i64 or i32, not ") + dtypeName(t.dtype));
+  return v;
+}
+
+int64_t wrapIndex(KernelContext &ctx, int64_t idx, int64_t size, int64_t dim) {
+  int64_t i = idx < 0 ? idx + size : idx;
+  if (i < 0 || i >= size)
+    ctx.fail("index " + std::to_string(idx) + " is out of range for dim " + std::to_string(dim) +
+             " of size " + std::to_string(size));
+  return i;
+}
+
+//===----------------------------------------------------------------------===//
+// gather, gather_elements, scatter_nd
+//===----------------------------------------------------------------------===//
+
+void gatherKernel(KernelContext &ctx) {
+  if (ctx.inputs.size() != 2 || ctx.outputs.size() != 1)
+    ctx.fail("expects data, indices and 1 output");
+  const TensorRef &data = ctx.inputs[0], &indices = ctx.inputs[1];
+  TensorRef &out = ctx.outputs[0];
+  int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis"), data.rank());
+  std::vector<int64_t> expect(data.shape.begin(), data.shape.begin() + axis);
+  expect.insert(expect.end(), indices.shape.begin(), indices.shape.end());
+  expect.insert(expect.end(), data.shape.begin() + axis + 1, data.shape.end());
+  if (out.shape != expect || out.dtype != data.dtype)
+    ctx.fail("result " + shapeString(out.shape) + " should be " + shapeString(expect));
+  std::vector<int64_t> idx = readIndices(ctx, indices);
+  int64_t size = data.shape[axis];
+  for (int64_t &i : idx)
+    i = wrapIndex(ctx, i, size, axis);
+  int64_t outer = numElements({data.shape.begin(), data.shape.begin() + axis});
+  int64_t inner = numElements({data.shape.begin() + axis + 1, data.shape.end()});
+  int64_t n = (int64_t)idx.size();
+  size_t es = dtypeSize(data.dtype), chunk = inner * es;
+  const char *src = (const char *)data.data;
+  char *dst = (char *)out.data;
+#pragma omp parallel for num_threads(ctx.threads) if (out.numel() > kParallelWork) schedule(static)
+  for (int64_t t = 0; t < outer * n; ++t) {
+    int64_t o = t / n, i = t % n;
+    std::memcpy(dst + t * chunk, src + (o * size + idx[i]) * chunk, chunk);
+  }
+}
+
+void gatherElementsKernel(KernelContext &ctx) {
+  if (ctx.inputs.size() != 2 || ctx.outputs.size() != 1)
+    ctx.fail("expects data, indices and 1 output");
+  const TensorRef &data = ctx.inputs[0], &indices = ctx.inputs[1];
+  TensorRef &out = ctx.outputs[0];
+  int64_t r = data.rank();
+  int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis"), r);
+  if (indices.rank() != r || out.shape != indices.shape || out.dtype != data.dtype)
+    ctx.fail("indices and result must have data's rank and the indices' shape");
+  for (int64_t d = 0; d < r; ++d)
+    if (d != axis && indices.shape[d] > data.shape[d])
+      ctx.fail("indices " + shapeString(indices.shape) + " exceed data " + shapeString(data.shape) +
+               " in dim " + std::to_string(d));
+  std::vector<int64_t> idx = readIndices(ctx, indices);
+  std::vector<int64_t> strides(r);
+  for (int64_t d = r - 1, acc = 1; d >= 0; --d) {
+    strides[d] = acc;
+    acc *= data.shape[d];
+  }
+  // Source element offset of every result element: its own coords, with the axis coord
+  // replaced by the index.
+  int64_t n = (int64_t)idx.size();
+  std::vector<int64_t> coord(r, 0), srcOff(n);
+  for (int64_t e = 0; e < n; ++e) {
+    int64_t off = 0;
+    for (int64_t d = 0; d < r; ++d)
+      off += (d == axis ? wrapIndex(ctx, idx[e], data.shape[d], d) : coord[d]) * strides[d];
+    srcOff[e] = off;
+    for (int64_t d = r - 1; d >= 0 && ++coord[d] == indices.shape[d]; --d)
+      coord[d] = 0;
+  }
+  size_t es = dtypeSize(data.dtype);
+  const char *src = (const char *)data.data;
+  char *dst = (char *)out.data;
+  for (int64_t e = 0; e < n; ++e)
+    std::memcpy(dst + e * es, src + srcOff[e] * es, es);
+}
+
+template <typename T>
+void scatterApply(T *dst, const T *upd, int64_t n, const std::string &reduction) {
+  if (reduction == "add")
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = static_cast<T>(dst[i] + upd[i]);
+  else if (reduction == "mul")
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = static_cast<T>(dst[i] * upd[i]);
+  else if (reduction == "max")
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = std::max(dst[i], upd[i]);
+  else if (reduction == "min")
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = std::min(dst[i], upd[i]);
+}
+
+void scatterNDKernel(KernelContext &ctx) {
+  if (ctx.inputs.size() != 3 || ctx.outputs.size() != 1)
+    ctx.fail("expects data, indices, updates and 1 output");
+  const TensorRef &data = ctx.inputs[0], &indices = ctx.inputs[1], &updates = ctx.inputs[2];
+  TensorRef &out = ctx.outputs[0];
+  std::string reduction = ctx.attrString("reduction", "none");
+  if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" &&
+      reduction != "min")
+    ctx.fail("unknown reduction '" + reduction + "'");
+  if (out.shape != data.shape || out.dtype != data.dtype || updates.dtype != data.dtype)
+    ctx.fail("result and updates must match data");
+  if (indices.rank() < 1)
+    ctx.fail("indices must have rank >= 1");
+  int64_t q = indices.shape.back(), r = data.rank();
+  if (q > r)
+    ctx.fail("index tuples of length " + std::to_string(q) + " exceed data rank " + std::to_string(r));
+  std::vector<int64_t> expect(indices.shape.begin(), indices.shape.end() - 1);
+  expect.insert(expect.end(), data.shape.begin() + q, data.shape.end());
+  if (updates.shape != expect)
+    ctx.fail("updates " + shapeString(updates.shape) + " should be " + shapeString(expect));
+  std::vector<int64_t> idx = readIndices(ctx, indices);
+  std::vector<int64_t> strides(r);
+  for (int64_t d = r - 1, acc = 1; d >= 0; --d) {
+    strides[d] = acc;
+    acc *= data.shape[d];
+  }
+  int64_t slice = numElements({data.shape.begin() + q, data.shape.end()});
+  int64_t nTuples = numElements({indices.shape.begin(), indices.shape.end() - 1});
+  std::vector<int64_t> offsets(nTuples, 0);
+  for (int64_t t = 0; t < nTuples; ++t)
+    for (int64_t d = 0; d < q; ++d)
+      offsets[t] += wrapIndex(ctx, idx[t * q + d], data.shape[d], d) * strides[d];
+
+  size_t es = dtypeSize(data.dtype);
+  if (out.data != data.data)
+    std::memcpy(out.data, data.data, data.bytes());
+  // In order, so that with duplicate indices the last update wins (or all accumulate).
+  if (reduction == "none") {
+    for (int64_t t = 0; t < nTuples; ++t)
+      std::memcpy((char *)out.data + offsets[t] * es, (const char *)updates.data + t * slice * es,
+                  slice * es);
+    return;
+  }
+  if (data.dtype == DType::I1) // logical or / and, keeping the bytes 0 or 1
+    reduction = reduction == "add" ? "max" : reduction == "mul" ? "min" : reduction;
+  dispatchNumeric(ctx, data.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (int64_t t = 0; t < nTuples; ++t)
+      scatterApply(out.as<T>() + offsets[t], updates.as<T>() + t * slice, slice, reduction);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// topk, argsort
+//===----------------------------------------------------------------------===//
+
+/// a < b in a total order where NaN is above everything (and equal to itself), as numpy sorts.
+template <typename T> bool valueLess(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(a))
+      return false;
+    if (std::isnan(b))
+      return true;
+  }
+  return a < b;
+}
+
+/// Splits a tensor around `axis` into outer x size x inner rows (stride `inner` along the axis).
+struct AxisView {
+  int64_t outer, size, inner;
+};
+AxisView axisView(const std::vector<int64_t> &shape, int64_t axis) {
+  return {numElements({shape.begin(), shape.begin() + axis}), shape[axis],
+          numElements({shape.begin() + axis + 1, shape.end()})};
+}
+
+template <typename T> void topkTyped(KernelContext &ctx, int64_t axis, int64_t k, bool largest) {
+  const TensorRef &in = ctx.inputs[0];
+  AxisView v = axisView(in.shape, axis);
+  const T *src = in.as<T>();
+  T *vals = ctx.outputs[0].as<T>();
+  int64_t *inds = ctx.outputs[1].as<int64_t>();
+  int64_t rows = v.outer * v.inner;
+  // Strict weak order: better value first, then the lower index (ONNX's tie rule).
+  auto better = [largest](const std::pair<T, int64_t> &a, const std::pair<T, int64_t> &b) {
+    if (largest ? valueLess(b.first, a.first) : valueLess(a.first, b.first))
+      return true;
+    if (largest ? valueLess(a.first, b.first) : valueLess(b.first, a.first))
+      return false;
+    return a.second < b.second;
+  };
+#pragma omp parallel for num_threads(ctx.threads) if (rows * v.size > kParallelWork) schedule(static)
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t o = row / v.inner, i = row % v.inner;
+    const T *s = src + o * v.size * v.inner + i;
+    std::vector<std::pair<T, int64_t>> items(v.size);
+    for (int64_t j = 0; j < v.size; ++j)
+      items[j] = {s[j * v.inner], j};
+    if (k < v.size)
+      std::partial_sort(items.begin(), items.begin() + k, items.end(), better);
+    else
+      std::sort(items.begin(), items.end(), better);
+    int64_t base = o * k * v.inner + i;
+    for (int64_t j = 0; j < k; ++j) {
+      vals[base + j * v.inner] = items[j].first;
+      inds[base + j * v.inner] = items[j].second;
+    }
+  }
+}
+
+void topkKernel(KernelContext &ctx) {
+  if (ctx.inputs.size() != 1 || ctx.outputs.size() != 2)
+    ctx.fail("expects 1 input and 2 outputs (values, indices)");
+  const TensorRef &in = ctx.inputs[0];
+  if (in.rank() == 0)
+    ctx.fail("input must have rank >= 1");
+  int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis"), in.rank()), k = ctx.attrInt("k");
+  bool largest = ctx.attrBool("largest", true);
+  if (k < 0 || k > in.shape[axis])
+    ctx.fail("k=" + std::to_string(k) + " is out of range for dim " + std::to_string(axis) +
+             " of size " + std::to_string(in.shape[axis]));
+  std::vector<int64_t> expect = in.shape;
+  expect[axis] = k;
+  if (ctx.outputs[0].shape != expect || ctx.outputs[1].shape != expect ||
+      ctx.outputs[0].dtype != in.dtype || ctx.outputs[1].dtype != DType::I64)
+    ctx.fail("results must be " + shapeString(expect) + " values and i64 indices");
+  if (numElements(expect) == 0)
+    return;
+  // `sorted` = false leaves the order unspecified; sorted output satisfies it too.
+  dispatchNumeric(ctx, in.dtype, [&](auto tag) { topkTyped<decltype(tag)>(ctx, axis, k, largest); });
+}
+
+template <typename T> void argsortTyped(KernelContext &ctx, int64_t axis, bool descending) {
+  const TensorRef &in = ctx.inputs[0];
+  AxisView v = axisView(in.shape, axis);
+  const T *src = in.as<T>();
+  int64_t *dst = ctx.outputs[0].as<int64_t>();
+  int64_t rows = v.outer * v.inner;
+#pragma omp parallel for num_threads(ctx.threads) if (rows * v.size > kParallelWork) schedule(static)
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t o = row / v.inner, i = row % v.inner, base = o * v.size * v.inner + i;
+    std::vector<T> vals(v.size);
+    for (int64_t j = 0; j < v.size; ++j)
+      vals[j] = src[base + j * v.inner];
+    std::vector<int64_t> order(v.size);
+    std::iota(order.begin(), order.end(), 0);
+    // stable_sort keeps equal values in input order in both directions.
+    if (descending)
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t a, int64_t b) { return valueLess(vals[b], vals[a]); });
+    else
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t a, int64_t b) { return valueLess(vals[a], vals[b]); });
+    for (int64_t j = 0; j < v.size; ++j)
+      dst[base + j * v.inner] = order[j];
+  }
+}
+
+void argsortKernel(KernelContext &ctx) {
+  if (ctx.inputs.size() != 1 || ctx.outputs.size() != 1)
+    ctx.fail("expects 1 input and 1 output");
+  const TensorRef &in = ctx.inputs[0];
+  if (in.rank() == 0)
+    ctx.fail("input must have rank >= 1");
+  int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis"), in.rank());
+  if (ctx.outputs[0].shape != in.shape || ctx.outputs[0].dtype != DType::I64)
+    ctx.fail("result must be i64 with the input's shape");
+  if (in.numel() == 0)
+    return;
+  bool descending = ctx.attrBool("descending", false);
+  dispatchNumeric(ctx, in.dtype, [&](auto tag) { argsortTyped<decltype(tag)>(ctx, axis, descending); });
+}
+
+} // namespace
+
+void registerIndexingKernels(KernelRegistry &registry) {
+  registry.add("cpc.gather", gatherKernel);
+  registry.add("cpc.gather_elements", gatherElementsKernel);
+  registry.add("cpc.scatter_nd", scatterNDKernel);
+  registry.add("cpc.topk", topkKernel);
+  registry.add("cpc.argsort", argsortKernel);
+}
+
+} // namespace cpc::kernels

@@ -1,0 +1,47 @@
+//===- Kernel.cpp - registry and attribute helpers ------------------------===//
+#include "kernels/cpu/Kernel.h"
+
+namespace cpc::kernels {
+
+const nlohmann::json &KernelContext::attr(const char *name) const {
+  auto it = attrs->find(name);
+  if (it == attrs->end())
+    fail(std::string("missing attribute '") + name + "'");
+  return *it;
+}
+
+bool KernelContext::attrBool(const char *name, bool fallback) const {
+  auto it = attrs->find(name);
+  return it == attrs->end() ? fallback : it->get<bool>();
+}
+
+std::string KernelContext::attrString(const char *name, const std::string &fallback) const {
+  auto it = attrs->find(name);
+  return it == attrs->end() ? fallback : it->get<std::string>();
+}
+
+void KernelContext::fail(const std::string &message) const { throw RuntimeError(op + ": " + message); }
+
+const KernelRegistry &KernelRegistry::cpu() {
+  static const KernelRegistry registry = [] {
+    KernelRegistry r;
+    registerElementwiseKernels(r);
+    registerReductionKernels(r);
+    registerNormalizationKernels(r);
+    registerLinalgKernels(r);
+    registerMovementKernels(r);
+    registerIndexingKernels(r);
+    registerRandomKernels(r);
+    return r;
+  }();
+  return registry;
+}
+
+std::vector<std::string> KernelRegistry::names() const {
+  std::vector<std::string> out;
+  for (auto &[name, fn] : table_)
+    out.push_back(name);
+  return out;
+}
+
+} // namespace cpc::kernels

@@ -1,0 +1,68 @@
+//===- Kernel.h - the CPU kernel interface and registry -------------------===//
+//
+// One kernel per cpc op, registered under the op's name ("cpc.add"). A plan step names its
+// kernel, its input/output buffers and the op's attributes as JSON (the ODS attribute names:
+// "axes", "keepdims", "axis", "epsilon", "permutation", "starts", "limits", "strides", "k",
+// "largest", "sorted", "descending", "padding", "dilations", "groups", "approximate", "low",
+// "high", "seed", "reduction"; integer arrays are JSON arrays, unit attributes true).
+//
+#ifndef CPC_KERNELS_CPU_KERNEL_H
+#define CPC_KERNELS_CPU_KERNEL_H
+
+#include "kernels/Tensor.h"
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace cpc::kernels {
+
+struct KernelContext {
+  std::string op;                  // e.g. "cpc.add", for messages
+  std::vector<TensorRef> inputs;
+  std::vector<TensorRef> outputs;  // preallocated with their final shapes and types
+  const nlohmann::json *attrs;     // never null; {} when the op has none
+  int threads = 1;                 // threads the kernel may use
+  uint64_t step = 0;               // execution counter, for random ops that differ per step
+
+  const nlohmann::json &attr(const char *name) const;
+  int64_t attrInt(const char *name) const { return attr(name).get<int64_t>(); }
+  double attrFloat(const char *name) const { return attr(name).get<double>(); }
+  std::vector<int64_t> attrInts(const char *name) const { return attr(name).get<std::vector<int64_t>>(); }
+  bool attrBool(const char *name, bool fallback) const;
+  std::string attrString(const char *name, const std::string &fallback) const;
+  [[noreturn]] void fail(const std::string &message) const;
+};
+
+using KernelFn = void (*)(KernelContext &);
+
+class KernelRegistry {
+public:
+  /// The registry with every CPU kernel.
+  static const KernelRegistry &cpu();
+  void add(const std::string &op, KernelFn fn) { table_[op] = fn; }
+  KernelFn find(const std::string &op) const {
+    auto it = table_.find(op);
+    return it == table_.end() ? nullptr : it->second;
+  }
+  std::vector<std::string> names() const;
+
+private:
+  std::map<std::string, KernelFn> table_;
+};
+
+// Tables filled by the files in kernels/cpu/.
+void registerElementwiseKernels(KernelRegistry &registry);
+void registerReductionKernels(KernelRegistry &registry);
+void registerNormalizationKernels(KernelRegistry &registry); // layer_norm, softmax
+void registerLinalgKernels(KernelRegistry &registry);        // matmul, conv2d
+void registerMovementKernels(KernelRegistry &registry);      // transpose, slice, concat, broadcast, reshape
+void registerIndexingKernels(KernelRegistry &registry);      // gather, gather_elements, scatter_nd, topk, argsort
+void registerRandomKernels(KernelRegistry &registry);        // random_uniform
+
+} // namespace cpc::kernels
+
+#endif

@@ -1,0 +1,257 @@
+//===- Linalg.cpp - matmul and conv2d on top of OpenBLAS ------------------===//
+#include "kernels/cpu/Kernel.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+namespace cpc::kernels {
+namespace {
+
+/// openblas_set_num_threads is process-global and not free (it may resize the thread pool),
+/// so only call it when the requested count changes.
+void setBlasThreads(int threads) {
+  static std::atomic<int> last{-1};
+  threads = std::max(threads, 1);
+  if (last.exchange(threads) != threads)
+    openblas_set_num_threads(threads);
+}
+
+// Row-major C[M,N] = A[M,K] * B[K,N] (+ beta*C).
+void gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+          float beta, float *C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B,
+              (int)ldb, beta, C, (int)ldc);
+}
+void gemm(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda, const double *B, int64_t ldb,
+          double beta, double *C, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0, A, (int)lda, B,
+              (int)ldb, beta, C, (int)ldc);
+}
+
+//===----------------------------------------------------------------------===//
+// matmul
+//===----------------------------------------------------------------------===//
+
+template <typename T> void matmulTyped(KernelContext &ctx) {
+  const TensorRef &lhs = ctx.inputs[0], &rhs = ctx.inputs[1];
+  TensorRef &out = ctx.outputs[0];
+  std::vector<int64_t> a = lhs.shape, b = rhs.shape;
+  if (a.empty() || b.empty())
+    ctx.fail("operands must have rank >= 1");
+  if (a.size() == 1)
+    a.insert(a.begin(), 1);
+  if (b.size() == 1)
+    b.push_back(1);
+  int64_t M = a[a.size() - 2], K = a.back(), N = b.back();
+  if (b[b.size() - 2] != K)
+    ctx.fail("contraction dims differ: " + shapeString(lhs.shape) + " x " + shapeString(rhs.shape));
+
+  // Broadcast the batch dims (right-aligned, numpy rules).
+  std::vector<int64_t> aBatch(a.begin(), a.end() - 2), bBatch(b.begin(), b.end() - 2);
+  size_t rank = std::max(aBatch.size(), bBatch.size());
+  aBatch.insert(aBatch.begin(), rank - aBatch.size(), 1);
+  bBatch.insert(bBatch.begin(), rank - bBatch.size(), 1);
+  std::vector<int64_t> batch(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    if (aBatch[i] != bBatch[i] && aBatch[i] != 1 && bBatch[i] != 1)
+      ctx.fail("batch dims do not broadcast: " + shapeString(lhs.shape) + " x " + shapeString(rhs.shape));
+    batch[i] = std::max(aBatch[i], bBatch[i]);
+  }
+  int64_t nBatch = numElements(batch);
+  if (out.numel() != nBatch * M * N)
+    ctx.fail("result " + shapeString(out.shape) + " does not match the operands");
+
+  T *C = out.as<T>();
+  const T *A = lhs.as<T>(), *B = rhs.as<T>();
+  if (out.numel() == 0)
+    return;
+  if (K == 0) {
+    std::fill(C, C + out.numel(), T(0));
+    return;
+  }
+  setBlasThreads(ctx.threads);
+
+  int64_t aBatchN = numElements(aBatch), bBatchN = numElements(bBatch);
+  // x[B,S,K] @ W[K,N]: the lhs batches are contiguous rows, so one big GEMM does it all.
+  if (bBatchN == 1 && aBatchN == nBatch) {
+    gemm(nBatch * M, N, K, A, K, B, N, T(0), C, N);
+    return;
+  }
+  // Element strides of each operand's batch dims (0 where broadcast).
+  std::vector<int64_t> aStride(rank, 0), bStride(rank, 0);
+  for (int64_t i = (int64_t)rank - 1, sa = M * K, sb = K * N; i >= 0; --i) {
+    aStride[i] = aBatch[i] == 1 ? 0 : sa;
+    bStride[i] = bBatch[i] == 1 ? 0 : sb;
+    sa *= aBatch[i];
+    sb *= bBatch[i];
+  }
+  for (int64_t bi = 0; bi < nBatch; ++bi) {
+    int64_t aOff = 0, bOff = 0;
+    for (int64_t i = (int64_t)rank - 1, r = bi; i >= 0; --i) {
+      int64_t c = r % batch[i];
+      r /= batch[i];
+      aOff += c * aStride[i];
+      bOff += c * bStride[i];
+    }
+    gemm(M, N, K, A + aOff, K, B + bOff, N, T(0), C + bi * M * N, N);
+  }
+}
+
+void matmulKernel(KernelContext &ctx) {
+  if (ctx.inputs.size() != 2 || ctx.outputs.size() != 1)
+    ctx.fail("expects 2 inputs and 1 output");
+  DType t = ctx.inputs[0].dtype;
+  if (ctx.inputs[1].dtype != t || ctx.outputs[0].dtype != t)
+    ctx.fail("operand and result element types differ");
+  if (t == DType::F32)
+    return matmulTyped<float>(ctx);
+  if (t == DType::F64)
+    return matmulTyped<double>(ctx);
+  ctx.fail(std::string("unsupported element type ") + dtypeName(t));
+}
+
+//===----------------------------------------------------------------------===//
+// conv2d
+//===----------------------------------------------------------------------===//
+
+struct ConvGeom {
+  int64_t N, C, H, W, O, KH, KW, OH, OW, G;
+  int64_t sh, sw, pt, pl, dh, dw;
+};
+
+/// General im2col for one image and one group: col[(c,kh,kw), (oh,ow)], zero outside the input.
+template <typename T>
+void im2col(const ConvGeom &g, const T *in, int64_t Cg, T *col, int threads) {
+  int64_t rows = Cg * g.KH * g.KW, P = g.OH * g.OW;
+#pragma omp parallel for num_threads(threads) if (rows * P > (1 << 16)) schedule(static)
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t kw = row % g.KW, kh = (row / g.KW) % g.KH, c = row / (g.KW * g.KH);
+    const T *plane = in + c * g.H * g.W;
+    T *dst = col + row * P;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      int64_t ih = oh * g.sh - g.pt + kh * g.dh;
+      T *d = dst + oh * g.OW;
+      if (ih < 0 || ih >= g.H) {
+        std::fill(d, d + g.OW, T(0));
+        continue;
+      }
+      const T *srow = plane + ih * g.W;
+      int64_t iw0 = kw * g.dw - g.pl;
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        int64_t iw = iw0 + ow * g.sw;
+        d[ow] = (iw >= 0 && iw < g.W) ? srow[iw] : T(0);
+      }
+    }
+  }
+}
+
+/// stride == kernel, no padding, dilation 1 (patch embedding): patches tile the image without
+/// overlap or bounds checks, so im2col is a pure reshuffle of [c, oh, kh, ow, kw].
+template <typename T>
+void patchesToCol(const ConvGeom &g, const T *in, int64_t Cg, T *col, int threads) {
+  int64_t rows = Cg * g.KH * g.KW, P = g.OH * g.OW;
+#pragma omp parallel for num_threads(threads) if (rows * P > (1 << 16)) schedule(static)
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t kw = row % g.KW, kh = (row / g.KW) % g.KH, c = row / (g.KW * g.KH);
+    T *dst = col + row * P;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const T *s = in + (c * g.H + oh * g.KH + kh) * g.W + kw;
+      for (int64_t ow = 0; ow < g.OW; ++ow)
+        dst[oh * g.OW + ow] = s[ow * g.KW];
+    }
+  }
+}
+
+template <typename T> void conv2dTyped(KernelContext &ctx) {
+  const TensorRef &x = ctx.inputs[0], &w = ctx.inputs[1];
+  const TensorRef *bias = ctx.inputs.size() > 2 ? &ctx.inputs[2] : nullptr;
+  TensorRef &out = ctx.outputs[0];
+  if (x.rank() != 4 || w.rank() != 4 || out.rank() != 4)
+    ctx.fail("expects NCHW input, OIHW weight and an NCHW result");
+  std::vector<int64_t> strides = ctx.attrInts("strides"), pad = ctx.attrInts("padding"),
+                       dil = ctx.attrInts("dilations");
+  int64_t groups = ctx.attrs->contains("groups") ? ctx.attrInt("groups") : 1;
+  if (strides.size() != 2 || pad.size() != 4 || dil.size() != 2)
+    ctx.fail("strides/dilations need 2 values and padding 4");
+  ConvGeom g{x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0], w.shape[2], w.shape[3],
+             out.shape[2], out.shape[3], groups, strides[0], strides[1], pad[0], pad[1], dil[0], dil[1]};
+  if (g.G < 1 || g.C % g.G || g.O % g.G || w.shape[1] != g.C / g.G)
+    ctx.fail("weight " + shapeString(w.shape) + " does not fit input " + shapeString(x.shape) +
+             " with groups=" + std::to_string(g.G));
+  int64_t expectOH = (g.H + pad[0] + pad[2] - g.dh * (g.KH - 1) - 1) / g.sh + 1;
+  int64_t expectOW = (g.W + pad[1] + pad[3] - g.dw * (g.KW - 1) - 1) / g.sw + 1;
+  if (out.shape[0] != g.N || out.shape[1] != g.O || g.OH != expectOH || g.OW != expectOW)
+    ctx.fail("result " + shapeString(out.shape) + " does not match the convolution");
+  if (bias && bias->numel() != g.O)
+    ctx.fail("bias must have " + std::to_string(g.O) + " elements");
+  if (out.numel() == 0)
+    return;
+
+  int64_t Cg = g.C / g.G, Og = g.O / g.G, Kc = Cg * g.KH * g.KW, P = g.OH * g.OW;
+  bool direct = g.KH == 1 && g.KW == 1 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
+                pad[0] == 0 && pad[1] == 0 && pad[2] == 0 && pad[3] == 0;
+  bool patches = !direct && g.sh == g.KH && g.sw == g.KW && g.dh == 1 && g.dw == 1 && pad[0] == 0 &&
+                 pad[1] == 0 && pad[2] == 0 && pad[3] == 0;
+  std::vector<T> col(direct || Kc * P == 0 ? 0 : Kc * P);
+  const T *X = x.as<T>(), *Wt = w.as<T>();
+  T *Y = out.as<T>();
+  setBlasThreads(ctx.threads);
+  for (int64_t n = 0; n < g.N; ++n) {
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      const T *in = X + (n * g.C + gi * Cg) * g.H * g.W;
+      T *y = Y + (n * g.O + gi * Og) * P;
+      if (Kc == 0) {
+        std::fill(y, y + Og * P, T(0));
+        continue;
+      }
+      const T *B = in; // 1x1, stride 1: the image itself is the [C, H*W] column matrix
+      if (!direct) {
+        if (patches)
+          patchesToCol(g, in, Cg, col.data(), ctx.threads);
+        else
+          im2col(g, in, Cg, col.data(), ctx.threads);
+        B = col.data();
+      }
+      gemm(Og, P, Kc, Wt + gi * Og * Kc, Kc, B, P, T(0), y, P);
+    }
+  }
+  if (bias) {
+    const T *bv = bias->as<T>();
+#pragma omp parallel for num_threads(ctx.threads) if (out.numel() > (1 << 16)) schedule(static)
+    for (int64_t r = 0; r < g.N * g.O; ++r) {
+      T b = bv[r % g.O];
+      T *y = Y + r * P;
+      for (int64_t p = 0; p < P; ++p)
+        y[p] += b;
+    }
+  }
+}
+
+void conv2dKernel(KernelContext &ctx) {
+  if (ctx.inputs.size() < 2 || ctx.inputs.size() > 3 || ctx.outputs.size() != 1)
+    ctx.fail("expects input, weight, optional bias and 1 output");
+  DType t = ctx.inputs[0].dtype;
+  for (auto &in : ctx.inputs)
+    if (in.dtype != t)
+      ctx.fail("operand element types differ");
+  if (ctx.outputs[0].dtype != t)
+    ctx.fail("result element type differs from the operands");
+  if (t == DType::F32)
+    return conv2dTyped<float>(ctx);
+  if (t == DType::F64)
+    return conv2dTyped<double>(ctx);
+  ctx.fail(std::string("unsupported element type ") + dtypeName(t));
+}
+
+} // namespace
+
+void registerLinalgKernels(KernelRegistry &registry) {
+  registry.add("cpc.matmul", matmulKernel);
+  registry.add("cpc.conv2d", conv2dKernel);
+}
+
+} // namespace cpc::kernels

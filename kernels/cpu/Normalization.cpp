@@ -1,0 +1,173 @@
+//===- Normalization.cpp - layer_norm and softmax --------------------------===//
+//
+// Both ops read every element before writing its own position, so the output may alias
+// the input (in-place execution).
+//
+#include "kernels/cpu/Kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace cpc::kernels {
+namespace {
+
+constexpr int64_t kParallelMin = 1 << 15;
+
+template <typename F> void dispatchFloat(const KernelContext &ctx, DType t, F &&f) {
+  if (t == DType::F32)
+    return f(float{});
+  if (t == DType::F64)
+    return f(double{});
+  if (t == DType::F16 || t == DType::BF16)
+    ctx.fail(std::string(dtypeName(t)) + " is not supported by the CPU kernels");
+  ctx.fail(std::string("element type ") + dtypeName(t) + " is not supported (f32 or f64 only)");
+}
+
+void checkSame(const KernelContext &ctx, const TensorRef &t, const TensorRef &like, const char *what) {
+  if (t.dtype != like.dtype || t.shape != like.shape)
+    ctx.fail(std::string(what) + " is " + dtypeName(t.dtype) + shapeString(t.shape) + ", expected " +
+             dtypeName(like.dtype) + shapeString(like.shape));
+}
+
+int64_t checkedAxis(const KernelContext &ctx, int64_t rank) {
+  int64_t axis = ctx.attrInt("axis");
+  if (axis < 0 || axis >= rank)
+    ctx.fail("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+  return axis;
+}
+
+// Mean and biased variance are two passes in double: one-pass formulas lose precision
+// when |mean| >> stddev, common for activations.
+template <typename T>
+void layerNormRows(const KernelContext &ctx, const T *x, const T *scale, const T *bias, T *y,
+                   int64_t rows, int64_t n, double eps) {
+  int threads = std::max(1, ctx.threads);
+#pragma omp parallel for num_threads(threads) if (rows * n > kParallelMin)
+  for (int64_t row = 0; row < rows; ++row) {
+    const T *xr = x + row * n;
+    T *yr = y + row * n;
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j)
+      sum += xr[j];
+    double mean = sum / double(n);
+    double sq = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      double d = double(xr[j]) - mean;
+      sq += d * d;
+    }
+    double rstd = 1.0 / std::sqrt(sq / double(n) + eps);
+    // Fold into y = x*a + b per element in T, which vectorizes.
+    const T m = T(mean), rs = T(rstd);
+    for (int64_t j = 0; j < n; ++j)
+      yr[j] = (xr[j] - m) * rs * scale[j] + bias[j];
+  }
+}
+
+void layerNormKernel(KernelContext &ctx) {
+  if (ctx.inputs.size() != 3 || ctx.outputs.size() != 1)
+    ctx.fail("expected 3 inputs (input, scale, bias) and 1 output");
+  const TensorRef &in = ctx.inputs[0], &scale = ctx.inputs[1], &bias = ctx.inputs[2];
+  const TensorRef &out = ctx.outputs[0];
+  int64_t axis = checkedAxis(ctx, in.rank());
+  double eps = ctx.attrFloat("epsilon");
+  checkSame(ctx, out, in, "output");
+  TensorRef normalized{nullptr, in.dtype,
+                       std::vector<int64_t>(in.shape.begin() + axis, in.shape.end())};
+  checkSame(ctx, scale, normalized, "scale");
+  checkSame(ctx, bias, normalized, "bias");
+  int64_t n = normalized.numel(), rows = n ? in.numel() / n : 0;
+  if (rows == 0 || n == 0)
+    return;
+  dispatchFloat(ctx, in.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    layerNormRows<T>(ctx, in.as<T>(), scale.as<T>(), bias.as<T>(), out.as<T>(), rows, n, eps);
+  });
+}
+
+// Softmax over the middle dim of [outer, len, inner]. inner == 1 is row-wise; otherwise
+// blocks of inner elements are processed side by side (contiguous, vectorizable).
+template <typename T>
+void softmax(const KernelContext &ctx, const T *x, T *y, int64_t outer, int64_t len, int64_t inner) {
+  int threads = std::max(1, ctx.threads);
+  int64_t total = outer * len * inner;
+  if (inner == 1) {
+#pragma omp parallel for num_threads(threads) if (total > kParallelMin)
+    for (int64_t o = 0; o < outer; ++o) {
+      const T *xr = x + o * len;
+      T *yr = y + o * len;
+      T m = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < len; ++j)
+        m = std::max(m, xr[j]);
+      double sum = 0;
+      for (int64_t j = 0; j < len; ++j) {
+        T e = std::exp(xr[j] - m);
+        yr[j] = e;
+        sum += e;
+      }
+      const T inv = T(1.0 / sum);
+      for (int64_t j = 0; j < len; ++j)
+        yr[j] *= inv;
+    }
+    return;
+  }
+  constexpr int64_t kBlock = 256;
+  int64_t want = std::max<int64_t>(1, 4 * threads / std::max<int64_t>(1, outer));
+  int64_t block = std::clamp<int64_t>((inner + want - 1) / want, 16, kBlock);
+  int64_t blocks = (inner + block - 1) / block;
+#pragma omp parallel for num_threads(threads) if (total > kParallelMin)
+  for (int64_t task = 0; task < outer * blocks; ++task) {
+    int64_t o = task / blocks, i0 = (task % blocks) * block, n = std::min(block, inner - i0);
+    const T *xb = x + o * len * inner + i0;
+    T *yb = y + o * len * inner + i0;
+    T m[kBlock];
+    double sum[kBlock];
+    for (int64_t i = 0; i < n; ++i) {
+      m[i] = -std::numeric_limits<T>::infinity();
+      sum[i] = 0;
+    }
+    for (int64_t j = 0; j < len; ++j)
+      for (int64_t i = 0; i < n; ++i)
+        m[i] = std::max(m[i], xb[j * inner + i]);
+    for (int64_t j = 0; j < len; ++j)
+      for (int64_t i = 0; i < n; ++i) {
+        T e = std::exp(xb[j * inner + i] - m[i]);
+        yb[j * inner + i] = e;
+        sum[i] += e;
+      }
+    T inv[kBlock];
+    for (int64_t i = 0; i < n; ++i)
+      inv[i] = T(1.0 / sum[i]);
+    for (int64_t j = 0; j < len; ++j)
+      for (int64_t i = 0; i < n; ++i)
+        yb[j * inner + i] *= inv[i];
+  }
+}
+
+void softmaxKernel(KernelContext &ctx) {
+  if (ctx.inputs.size() != 1 || ctx.outputs.size() != 1)
+    ctx.fail("expected 1 input and 1 output");
+  const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
+  int64_t axis = checkedAxis(ctx, in.rank());
+  checkSame(ctx, out, in, "output");
+  int64_t outer = 1, inner = 1, len = in.shape[axis];
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= in.shape[d];
+  for (int64_t d = axis + 1; d < in.rank(); ++d)
+    inner *= in.shape[d];
+  if (outer * len * inner == 0)
+    return;
+  dispatchFloat(ctx, in.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    softmax<T>(ctx, in.as<T>(), out.as<T>(), outer, len, inner);
+  });
+}
+
+} // namespace
+
+void registerNormalizationKernels(KernelRegistry &r) {
+  r.add("cpc.layer_norm", layerNormKernel);
+  r.add("cpc.softmax", softmaxKernel);
+}
+
+} // namespace cpc::kernels

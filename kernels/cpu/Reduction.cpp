@@ -1,0 +1,271 @@
+//===- Reduction.cpp - reduce_{sum,mean,max,min,prod} ----------------------===//
+//
+// The input's dims are collapsed (size-1 dims dropped, adjacent kept/reduced dims merged)
+// and viewed as [outer kept..., reduced..., inner] where `inner` is the last dim when it is
+// kept. Output element (o, i) then reduces x[keptOffset(o) + reducedOffset(r) + i] over r:
+//  - inner == 1: each output reduces one run (contiguous when the axes are trailing);
+//  - inner > 1: blocks of inner elements accumulate side by side, which vectorizes.
+// Reduced offsets are a stride when the axes collapse to one dim (contiguous axes) and a
+// precomputed table otherwise. Every output accumulates in the same order whatever the
+// thread count, so results do not depend on ctx.threads.
+//
+#include "kernels/cpu/Kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace cpc::kernels {
+namespace {
+
+template <typename T> struct Tag { using type = T; };
+enum : unsigned { kFloat = 1, kInt = 2, kBool = 4, kNum = kFloat | kInt, kAny = 7 };
+
+template <unsigned K, typename F> void dispatch(const KernelContext &ctx, DType t, F &&f) {
+  switch (t) {
+  case DType::F32: if constexpr ((K & kFloat) != 0) return f(Tag<float>{}); break;
+  case DType::F64: if constexpr ((K & kFloat) != 0) return f(Tag<double>{}); break;
+  case DType::I64: if constexpr ((K & kInt) != 0) return f(Tag<int64_t>{}); break;
+  case DType::I32: if constexpr ((K & kInt) != 0) return f(Tag<int32_t>{}); break;
+  case DType::I16: if constexpr ((K & kInt) != 0) return f(Tag<int16_t>{}); break;
+  case DType::I8: if constexpr ((K & kInt) != 0) return f(Tag<int8_t>{}); break;
+  case DType::U8: if constexpr ((K & kInt) != 0) return f(Tag<uint8_t>{}); break;
+  case DType::I1: if constexpr ((K & kBool) != 0) return f(Tag<bool>{}); break;
+  default: break;
+  }
+  if (t == DType::F16 || t == DType::BF16)
+    ctx.fail(std::string(dtypeName(t)) + " is not supported by the CPU kernels");
+  ctx.fail(std::string("element type ") + dtypeName(t) + " is not supported by this op");
+}
+
+// Sums and products accumulate floats in double and integers in int64.
+template <typename T>
+using Wide = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+
+template <typename T> struct Sum {
+  using Acc = Wide<T>;
+  static Acc init() { return 0; }
+  static Acc add(Acc a, T x) { return a + Acc(x); }
+  static Acc merge(Acc a, Acc b) { return a + b; }
+  static T finish(Acc a, int64_t) { return T(a); }
+};
+template <typename T> struct Mean : Sum<T> {
+  static T finish(double a, int64_t n) { return T(a / double(n)); }
+};
+template <typename T> struct Prod {
+  using Acc = Wide<T>;
+  static Acc init() { return 1; }
+  static Acc add(Acc a, T x) { return a * Acc(x); }
+  static Acc merge(Acc a, Acc b) { return a * b; }
+  static T finish(Acc a, int64_t) { return T(a); }
+};
+// NaN propagates, as in numpy.max.
+template <typename T> struct Max {
+  using Acc = T;
+  static Acc init() {
+    if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
+    else return std::numeric_limits<T>::lowest();
+  }
+  static Acc add(Acc a, T x) { return (x > a || x != x) ? x : a; }
+  static Acc merge(Acc a, Acc b) { return add(a, b); }
+  static T finish(Acc a, int64_t) { return a; }
+};
+template <typename T> struct Min {
+  using Acc = T;
+  static Acc init() {
+    if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
+    else return std::numeric_limits<T>::max();
+  }
+  static Acc add(Acc a, T x) { return (x < a || x != x) ? x : a; }
+  static Acc merge(Acc a, Acc b) { return add(a, b); }
+  static T finish(Acc a, int64_t) { return a; }
+};
+
+struct Dim {
+  int64_t size, stride;
+};
+
+// Offsets of a list of dims, enumerated in row-major order.
+std::vector<int64_t> offsetTable(const std::vector<Dim> &dims) {
+  std::vector<int64_t> table{0};
+  for (const Dim &d : dims) {
+    std::vector<int64_t> next;
+    next.reserve(table.size() * d.size);
+    for (int64_t base : table)
+      for (int64_t j = 0; j < d.size; ++j)
+        next.push_back(base + j * d.stride);
+    table.swap(next);
+  }
+  return table;
+}
+
+int64_t offsetOf(const std::vector<Dim> &dims, int64_t index) {
+  int64_t off = 0;
+  for (size_t d = dims.size(); d-- > 0;) {
+    off += (index % dims[d].size) * dims[d].stride;
+    index /= dims[d].size;
+  }
+  return off;
+}
+
+struct StridedOffsets {
+  int64_t stride;
+  int64_t operator()(int64_t r) const { return r * stride; }
+};
+struct TableOffsets {
+  const int64_t *table;
+  int64_t operator()(int64_t r) const { return table[r]; }
+};
+
+constexpr int64_t kParallelMin = 1 << 15;
+constexpr int64_t kChunk = 1 << 15; // long single reductions split into chunks of this size
+
+template <typename T, typename Op, typename ROff>
+void reduceBlocks(const KernelContext &ctx, const T *x, T *y, const std::vector<Dim> &kept,
+                  int64_t outer, int64_t inner, int64_t reduced, ROff roff) {
+  using Acc = typename Op::Acc;
+  int threads = std::max(1, ctx.threads);
+  int64_t total = outer * inner * reduced;
+  if (inner == 1 && outer < 16 && reduced > 4 * kChunk) {
+    // Few long reductions: split each into fixed chunks (fixed, so results do not depend on
+    // the thread count) and merge the partials in order.
+    int64_t chunks = (reduced + kChunk - 1) / kChunk;
+    std::vector<Acc> partial(chunks);
+    for (int64_t o = 0; o < outer; ++o) {
+      const T *base = x + offsetOf(kept, o);
+#pragma omp parallel for num_threads(threads)
+      for (int64_t c = 0; c < chunks; ++c) {
+        Acc a = Op::init();
+        for (int64_t r = c * kChunk, end = std::min(reduced, r + kChunk); r < end; ++r)
+          a = Op::add(a, base[roff(r)]);
+        partial[c] = a;
+      }
+      Acc a = partial[0];
+      for (int64_t c = 1; c < chunks; ++c)
+        a = Op::merge(a, partial[c]);
+      y[o] = Op::finish(a, reduced);
+    }
+    return;
+  }
+  if (inner == 1) {
+#pragma omp parallel for num_threads(threads) if (total > kParallelMin)
+    for (int64_t o = 0; o < outer; ++o) {
+      const T *base = x + offsetOf(kept, o);
+      Acc a = Op::init();
+      for (int64_t r = 0; r < reduced; ++r)
+        a = Op::add(a, base[roff(r)]);
+      y[o] = Op::finish(a, reduced);
+    }
+    return;
+  }
+  // Inner blocks small enough to give every thread work, at most kBlock wide (stack).
+  constexpr int64_t kBlock = 256;
+  int64_t want = std::max<int64_t>(1, 4 * threads / std::max<int64_t>(1, outer));
+  int64_t block = std::clamp<int64_t>((inner + want - 1) / want, 16, kBlock);
+  int64_t blocks = (inner + block - 1) / block;
+#pragma omp parallel for num_threads(threads) if (total > kParallelMin)
+  for (int64_t task = 0; task < outer * blocks; ++task) {
+    int64_t o = task / blocks, i0 = (task % blocks) * block, n = std::min(block, inner - i0);
+    const T *base = x + offsetOf(kept, o) + i0;
+    Acc acc[kBlock];
+    for (int64_t i = 0; i < n; ++i)
+      acc[i] = Op::init();
+    for (int64_t r = 0; r < reduced; ++r) {
+      const T *row = base + roff(r);
+      for (int64_t i = 0; i < n; ++i)
+        acc[i] = Op::add(acc[i], row[i]);
+    }
+    T *out = y + o * inner + i0;
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = Op::finish(acc[i], reduced);
+  }
+}
+
+template <template <class> class Op, unsigned K> void reduceKernel(KernelContext &ctx) {
+  if (ctx.inputs.size() != 1 || ctx.outputs.size() != 1)
+    ctx.fail("expected 1 input and 1 output");
+  const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
+  std::vector<int64_t> axes = ctx.attrInts("axes");
+  bool keepdims = ctx.attrBool("keepdims", false);
+  if (out.dtype != in.dtype)
+    ctx.fail(std::string("output element type ") + dtypeName(out.dtype) + " differs from input " +
+             dtypeName(in.dtype));
+
+  int64_t rank = in.rank();
+  std::vector<bool> isReduced(rank, false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < 0 || axes[i] >= rank || (i && axes[i] <= axes[i - 1]))
+      ctx.fail("axes must be sorted, unique and in [0, " + std::to_string(rank) + ")");
+    isReduced[axes[i]] = true;
+  }
+  std::vector<int64_t> expected;
+  for (int64_t d = 0; d < rank; ++d)
+    if (!isReduced[d] || keepdims)
+      expected.push_back(isReduced[d] ? 1 : in.shape[d]);
+  if (expected != out.shape)
+    ctx.fail("output shape " + shapeString(out.shape) + ", expected " + shapeString(expected));
+
+  // Collapse into alternating runs of kept and reduced dims.
+  std::vector<Dim> kept, reducedDims;
+  std::vector<bool> runReduced;
+  std::vector<Dim> runs;
+  int64_t stride = 1;
+  std::vector<int64_t> strides(rank);
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= in.shape[d];
+  }
+  for (int64_t d = 0; d < rank; ++d) {
+    if (in.shape[d] == 1)
+      continue;
+    if (!runs.empty() && runReduced.back() == isReduced[d]) {
+      runs.back().size *= in.shape[d];
+      runs.back().stride = strides[d];
+    } else {
+      runs.push_back({in.shape[d], strides[d]});
+      runReduced.push_back(isReduced[d]);
+    }
+  }
+  int64_t inner = 1;
+  if (!runs.empty() && !runReduced.back()) {
+    inner = runs.back().size;
+    runs.pop_back();
+    runReduced.pop_back();
+  }
+  for (size_t i = 0; i < runs.size(); ++i)
+    (runReduced[i] ? reducedDims : kept).push_back(runs[i]);
+  int64_t outer = 1, reduced = 1;
+  for (const Dim &d : kept)
+    outer *= d.size;
+  for (const Dim &d : reducedDims)
+    reduced *= d.size;
+  if (outer * inner == 0)
+    return;
+
+  dispatch<K>(ctx, in.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *x = in.as<T>();
+    T *y = out.as<T>();
+    if (reducedDims.size() <= 1) {
+      int64_t rs = reducedDims.empty() ? 0 : reducedDims[0].stride;
+      reduceBlocks<T, Op<T>>(ctx, x, y, kept, outer, inner, reduced, StridedOffsets{rs});
+    } else {
+      std::vector<int64_t> table = offsetTable(reducedDims);
+      reduceBlocks<T, Op<T>>(ctx, x, y, kept, outer, inner, reduced, TableOffsets{table.data()});
+    }
+  });
+}
+
+} // namespace
+
+void registerReductionKernels(KernelRegistry &r) {
+  r.add("cpc.reduce_sum", reduceKernel<Sum, kNum>);
+  r.add("cpc.reduce_mean", reduceKernel<Mean, kFloat>);
+  r.add("cpc.reduce_max", reduceKernel<Max, kAny>);
+  r.add("cpc.reduce_min", reduceKernel<Min, kAny>);
+  r.add("cpc.reduce_prod", reduceKernel<Prod, kNum>);
+}
+
+} // namespace cpc::kernels

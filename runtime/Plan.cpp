@@ -1,0 +1,263 @@
+//===- Plan.cpp - plan (de)serialization and validation -------------------===//
+#include "runtime/Plan.h"
+
+#include <cstring>
+#include <fstream>
+#include <sys/stat.h>
+
+namespace cpc {
+
+namespace {
+constexpr char kMagic[8] = {'C', 'P', 'C', 'P', 'L', 'A', 'N', '\0'};
+constexpr size_t kHeaderSize = 64;
+
+struct Header {
+  char magic[8];
+  uint32_t version;
+  uint32_t headerSize;
+  uint64_t metadataSize;
+  uint64_t blobOffset;
+  uint64_t blobSize;
+  uint64_t checksum;
+  uint64_t fileSize;
+  uint64_t reserved;
+};
+static_assert(sizeof(Header) == kHeaderSize, "plan header must be 64 bytes");
+
+size_t alignUp(size_t v) { return (v + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment; }
+
+BufferKind parseKind(const std::string &s) {
+  for (BufferKind k : {BufferKind::Arena, BufferKind::Parameter, BufferKind::Constant, BufferKind::Input})
+    if (s == bufferKindName(k))
+      return k;
+  throw RuntimeError("unknown buffer kind '" + s + "'");
+}
+} // namespace
+
+const char *bufferKindName(BufferKind kind) {
+  switch (kind) {
+  case BufferKind::Arena: return "arena";
+  case BufferKind::Parameter: return "parameter";
+  case BufferKind::Constant: return "constant";
+  case BufferKind::Input: return "input";
+  }
+  return "?";
+}
+
+namespace {
+/// Streaming form of planChecksum: all chunks but the last must be multiples of 8 bytes.
+uint64_t checksumUpdate(uint64_t h, const uint8_t *data, size_t size) {
+  size_t words = size / 8;
+  for (size_t i = 0; i < words; ++i) {
+    uint64_t w;
+    std::memcpy(&w, data + 8 * i, 8);
+    h = (h ^ w) * 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  for (size_t i = words * 8; i < size; ++i)
+    h = (h ^ data[i]) * 0x100000001b3ull;
+  return h;
+}
+uint64_t checksumInit(size_t totalSize) { return 0xcbf29ce484222325ull ^ totalSize; }
+} // namespace
+
+uint64_t planChecksum(const uint8_t *data, size_t size) {
+  return checksumUpdate(checksumInit(size), data, size);
+}
+
+int Plan::rootOf(int buffer) const {
+  int b = buffer;
+  for (size_t hops = 0; buffers.at(b).aliasOf >= 0; ++hops) {
+    if (hops > buffers.size())
+      throw RuntimeError("invalid plan: alias cycle at buffer " + std::to_string(buffer));
+    b = buffers[b].aliasOf;
+  }
+  return b;
+}
+
+int64_t Plan::bytesOfKind(BufferKind kind) const {
+  int64_t total = 0;
+  for (const auto &b : buffers)
+    if (b.kind == kind && b.aliasOf < 0)
+      total += b.bytes();
+  return total;
+}
+
+nlohmann::json Plan::metadata() const {
+  using nlohmann::json;
+  json j;
+  j["version"] = version;
+  j["mode"] = mode;
+  j["source"] = source;
+  j["world_size"] = worldSize;
+  j["predicted_peak_bytes"] = predictedPeakBytes;
+  json bufs = json::array();
+  for (const auto &b : buffers)
+    bufs.push_back({{"name", b.name}, {"dtype", dtypeName(b.dtype)}, {"shape", b.shape},
+                    {"kind", bufferKindName(b.kind)}, {"offset", b.offset}, {"alias_of", b.aliasOf},
+                    {"trainable", b.trainable}});
+  j["buffers"] = bufs;
+  auto named = [](const std::vector<NamedBuffer> &v) {
+    json a = json::array();
+    for (const auto &n : v)
+      a.push_back({{"name", n.name}, {"buffer", n.buffer}});
+    return a;
+  };
+  j["inputs"] = named(inputs);
+  j["outputs"] = named(outputs);
+  json progs = json::array();
+  for (const auto &p : programs) {
+    json steps = json::array();
+    for (const auto &s : p.steps)
+      steps.push_back({{"op", s.op}, {"in", s.inputs}, {"out", s.outputs}, {"attrs", s.attrs}, {"loc", s.loc}});
+    progs.push_back({{"rank", p.rank}, {"arena_bytes", p.arenaBytes}, {"steps", steps}});
+  }
+  j["programs"] = progs;
+  return j;
+}
+
+void Plan::validate() const {
+  auto fail = [](const std::string &m) { throw RuntimeError("invalid plan: " + m); };
+  if (worldSize < 1 || (int)programs.size() != worldSize)
+    fail("world size " + std::to_string(worldSize) + " but " + std::to_string(programs.size()) + " programs");
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const BufferDesc &b = buffers[i];
+    for (int64_t d : b.shape)
+      if (d < 0)
+        fail("buffer " + std::to_string(i) + " has a negative dim");
+    if (b.aliasOf >= (int)buffers.size() || b.aliasOf == (int)i)
+      fail("buffer " + std::to_string(i) + " aliases an invalid buffer");
+    int root = rootOf(i);
+    if (b.bytes() > buffers[root].bytes())
+      fail("buffer " + std::to_string(i) + " is larger than the memory it aliases");
+    if (b.aliasOf >= 0)
+      continue;
+    if (b.kind == BufferKind::Parameter || b.kind == BufferKind::Constant) {
+      if (b.offset < 0 || b.offset % kPlanAlignment || b.offset + b.bytes() > blob.size())
+        fail("buffer '" + b.name + "' lies outside the data blob");
+    }
+  }
+  for (const auto &p : programs) {
+    for (const auto &b : buffers)
+      if (b.kind == BufferKind::Arena && b.aliasOf < 0 && (b.offset < 0 || b.offset + (int64_t)b.bytes() > p.arenaBytes))
+        fail("arena buffer '" + b.name + "' lies outside the arena");
+    for (const auto &s : p.steps)
+      for (const auto *list : {&s.inputs, &s.outputs})
+        for (int b : *list)
+          if (b < 0 || b >= (int)buffers.size())
+            fail("step " + s.op + " uses buffer " + std::to_string(b) + " of " + std::to_string(buffers.size()));
+  }
+  for (const auto *list : {&inputs, &outputs})
+    for (const auto &n : *list)
+      if (n.buffer < 0 || n.buffer >= (int)buffers.size())
+        fail("input/output '" + n.name + "' has no buffer");
+}
+
+void writePlan(const Plan &plan, const std::string &path) {
+  std::vector<uint8_t> head = nlohmann::json::to_cbor(plan.metadata());
+  size_t metadataSize = head.size();
+  size_t blobOffset = alignUp(kHeaderSize + head.size());
+  head.resize(blobOffset - kHeaderSize, 0); // metadata + padding: a multiple of 8 bytes
+  size_t bodySize = head.size() + plan.blob.size();
+  Header h{};
+  std::memcpy(h.magic, kMagic, 8);
+  h.version = plan.version;
+  h.headerSize = kHeaderSize;
+  h.metadataSize = metadataSize;
+  h.blobOffset = blobOffset;
+  h.blobSize = plan.blob.size();
+  h.checksum = checksumUpdate(checksumUpdate(checksumInit(bodySize), head.data(), head.size()),
+                              plan.blob.data(), plan.blob.size());
+  h.fileSize = kHeaderSize + bodySize;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out)
+    throw RuntimeError(path + ": cannot write the plan: " + std::strerror(errno));
+  out.write(reinterpret_cast<const char *>(&h), sizeof(h));
+  out.write(reinterpret_cast<const char *>(head.data()), head.size());
+  out.write(reinterpret_cast<const char *>(plan.blob.data()), plan.blob.size());
+  if (!out.flush())
+    throw RuntimeError(path + ": writing the plan failed");
+}
+
+Plan readPlan(const std::string &path) {
+  auto fail = [&](const std::string &m) -> RuntimeError { return RuntimeError(path + ": " + m); };
+  std::ifstream in(path, std::ios::binary);
+  struct stat st;
+  if (!in || stat(path.c_str(), &st) != 0)
+    throw fail(std::string("cannot open: ") + std::strerror(errno));
+  if (S_ISDIR(st.st_mode))
+    throw fail("is a directory, not a plan");
+  size_t size = st.st_size;
+  Header h{};
+  if (size < kHeaderSize || !in.read(reinterpret_cast<char *>(&h), sizeof(h)))
+    throw fail("not a cpc plan (truncated: " + std::to_string(size) + " bytes)");
+  if (std::memcmp(h.magic, kMagic, 8) != 0)
+    throw fail("not a cpc plan (bad magic)");
+  if (h.version != kPlanVersion)
+    throw fail("plan format version " + std::to_string(h.version) + ", but this cpc reads version " +
+               std::to_string(kPlanVersion) + "; recompile the model");
+  if (h.fileSize != size)
+    throw fail("truncated or damaged plan: header says " + std::to_string(h.fileSize) + " bytes, file has " +
+               std::to_string(size));
+  if (h.headerSize != kHeaderSize || h.blobOffset % kPlanAlignment || h.blobOffset + h.blobSize != size ||
+      kHeaderSize + h.metadataSize > h.blobOffset)
+    throw fail("corrupted plan (inconsistent header)");
+  std::vector<uint8_t> head(h.blobOffset - kHeaderSize);
+  Plan plan;
+  plan.blob.resize(h.blobSize);
+  if (!in.read(reinterpret_cast<char *>(head.data()), head.size()) ||
+      !in.read(reinterpret_cast<char *>(plan.blob.data()), plan.blob.size()))
+    throw fail("cannot read the plan");
+  uint64_t sum = checksumUpdate(checksumUpdate(checksumInit(size - kHeaderSize), head.data(), head.size()),
+                                plan.blob.data(), plan.blob.size());
+  if (sum != h.checksum)
+    throw fail("corrupted plan (checksum mismatch)");
+
+  try {
+    using nlohmann::json;
+    json j = json::from_cbor(head.begin(), head.begin() + h.metadataSize);
+    plan.version = j.at("version");
+    plan.mode = j.at("mode");
+    plan.source = j.at("source");
+    plan.worldSize = j.at("world_size");
+    plan.predictedPeakBytes = j.at("predicted_peak_bytes");
+    for (const auto &b : j.at("buffers")) {
+      BufferDesc d;
+      d.name = b.at("name");
+      auto dt = parseDType(b.at("dtype"));
+      if (!dt)
+        throw RuntimeError("unknown dtype " + b.at("dtype").get<std::string>());
+      d.dtype = *dt;
+      d.shape = b.at("shape").get<std::vector<int64_t>>();
+      d.kind = parseKind(b.at("kind"));
+      d.offset = b.at("offset");
+      d.aliasOf = b.at("alias_of");
+      d.trainable = b.at("trainable");
+      plan.buffers.push_back(std::move(d));
+    }
+    for (const char *key : {"inputs", "outputs"})
+      for (const auto &n : j.at(key))
+        (std::string(key) == "inputs" ? plan.inputs : plan.outputs).push_back({n.at("name"), n.at("buffer")});
+    for (const auto &p : j.at("programs")) {
+      RankProgram prog;
+      prog.rank = p.at("rank");
+      prog.arenaBytes = p.at("arena_bytes");
+      for (const auto &s : p.at("steps"))
+        prog.steps.push_back({s.at("op"), s.at("in").get<std::vector<int>>(), s.at("out").get<std::vector<int>>(),
+                              s.at("attrs"), s.at("loc")});
+      plan.programs.push_back(std::move(prog));
+    }
+  } catch (const RuntimeError &e) {
+    throw fail(std::string("corrupted plan metadata: ") + e.what());
+  } catch (const std::exception &e) {
+    throw fail(std::string("corrupted plan metadata: ") + e.what());
+  }
+  try {
+    plan.validate();
+  } catch (const RuntimeError &e) {
+    throw fail(e.what());
+  }
+  return plan;
+}
+
+} // namespace cpc

@@ -1,0 +1,93 @@
+//===- Plan.h - the execution plan: what cpc compile writes, cpc-run runs --===//
+//
+// A plan is a set of per-rank programs (linear schedules of kernel steps over buffers) plus the
+// buffers' static memory layout and the initial values of parameters and constants.
+//
+// File layout (little endian):
+//   [0, 64)      header: magic "CPCPLAN\0", u32 version, u32 header size, u64 metadata size,
+//                u64 blob offset, u64 blob size, u64 checksum, u64 file size, 8 reserved bytes
+//   [64, ...)    metadata: nlohmann::json as CBOR
+//   blob offset  raw tensors, each 64-byte aligned (blob offset is 64-byte aligned too)
+// The checksum covers every byte after the header.
+//
+#ifndef CPC_RUNTIME_PLAN_H
+#define CPC_RUNTIME_PLAN_H
+
+#include "kernels/Tensor.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cpc {
+
+constexpr uint32_t kPlanVersion = 1;
+constexpr size_t kPlanAlignment = 64;
+
+enum class BufferKind { Arena, Parameter, Constant, Input };
+const char *bufferKindName(BufferKind kind);
+
+struct BufferDesc {
+  std::string name;             // value name: graph input/param name, or the op location
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  BufferKind kind = BufferKind::Arena;
+  int64_t offset = 0;           // arena offset (Arena) or blob offset (Parameter, Constant)
+  int aliasOf = -1;             // a view of another buffer's memory (reshape, in-place)
+  bool trainable = false;       // parameters only
+
+  size_t bytes() const { return numElements(shape) * dtypeSize(dtype); }
+};
+
+struct StepDesc {
+  std::string op;               // kernel name == cpc op name
+  std::vector<int> inputs;
+  std::vector<int> outputs;
+  nlohmann::json attrs = nlohmann::json::object();
+  std::string loc;              // the ONNX node it came from, for messages
+};
+
+struct NamedBuffer {
+  std::string name;
+  int buffer = -1;
+};
+
+struct RankProgram {
+  int rank = 0;
+  int64_t arenaBytes = 0;
+  std::vector<StepDesc> steps;
+};
+
+struct Plan {
+  uint32_t version = kPlanVersion;
+  std::string mode = "infer";
+  std::string source;           // the model it was compiled from
+  int worldSize = 1;
+  std::vector<BufferDesc> buffers;
+  std::vector<NamedBuffer> inputs;
+  std::vector<NamedBuffer> outputs;
+  std::vector<RankProgram> programs;
+  std::vector<uint8_t> blob;
+  int64_t predictedPeakBytes = 0;
+
+  /// Follows aliasOf to the buffer that owns the memory.
+  int rootOf(int buffer) const;
+  int64_t bytesOfKind(BufferKind kind) const;
+  /// Everything but the blob, as written into the file.
+  nlohmann::json metadata() const;
+  /// Checks internal consistency (indices, offsets, sizes); throws RuntimeError.
+  void validate() const;
+};
+
+/// Writes `plan` to `path`; throws RuntimeError.
+void writePlan(const Plan &plan, const std::string &path);
+/// Reads and validates a plan; throws RuntimeError with a one-line message naming the file.
+Plan readPlan(const std::string &path);
+/// The checksum used in plan files (64-bit, word-wise mixing; detects corruption, not attacks).
+uint64_t planChecksum(const uint8_t *data, size_t size);
+
+} // namespace cpc
+
+#endif

@@ -1,0 +1,188 @@
+//===- IndexingKernelsTest.cpp - gather, scatter_nd, topk, argsort --------===//
+#include "kernels/cpu/Kernel.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+using namespace cpc;
+using namespace cpc::kernels;
+
+namespace {
+
+template <typename T> TensorRef ref(std::vector<T> &v, std::vector<int64_t> shape, DType t) {
+  TensorRef r;
+  r.data = v.data();
+  r.dtype = t;
+  r.shape = std::move(shape);
+  return r;
+}
+
+void run(const char *op, std::vector<TensorRef> ins, std::vector<TensorRef> outs,
+         const nlohmann::json &attrs, int threads = 2) {
+  KernelFn fn = KernelRegistry::cpu().find(op);
+  ASSERT_NE(fn, nullptr) << op;
+  KernelContext ctx;
+  ctx.op = op;
+  ctx.inputs = std::move(ins);
+  ctx.outputs = std::move(outs);
+  ctx.attrs = &attrs;
+  ctx.threads = threads;
+  fn(ctx);
+}
+
+} // namespace
+
+TEST(IndexingKernels, GatherAxis1WithNegativeIndices) {
+  std::vector<float> data(2 * 4 * 3);
+  std::iota(data.begin(), data.end(), 0.f);
+  std::vector<int64_t> idx = {3, -4, -1, 1}; // shape [2,2]
+  std::vector<float> out(2 * 2 * 2 * 3);
+  run("cpc.gather", {ref(data, {2, 4, 3}, DType::F32), ref(idx, {2, 2}, DType::I64)},
+      {ref(out, {2, 2, 2, 3}, DType::F32)}, {{"axis", 1}});
+  std::vector<float> want;
+  for (int o = 0; o < 2; ++o)
+    for (int i : {3, 0, 3, 1})
+      for (int k = 0; k < 3; ++k)
+        want.push_back(float(o * 12 + i * 3 + k));
+  EXPECT_EQ(out, want);
+}
+
+TEST(IndexingKernels, GatherScalarIndexAndI32) {
+  std::vector<int64_t> data = {10, 11, 12, 20, 21, 22}; // [2,3]
+  std::vector<int32_t> idx = {-1};                       // rank 0
+  std::vector<int64_t> out(2);
+  run("cpc.gather", {ref(data, {2, 3}, DType::I64), ref(idx, {}, DType::I32)},
+      {ref(out, {2}, DType::I64)}, {{"axis", 1}});
+  EXPECT_EQ(out, (std::vector<int64_t>{12, 22}));
+
+  std::vector<int64_t> row(3), idx0 = {1};
+  run("cpc.gather", {ref(data, {2, 3}, DType::I64), ref(idx0, {}, DType::I64)},
+      {ref(row, {3}, DType::I64)}, {{"axis", 0}});
+  EXPECT_EQ(row, (std::vector<int64_t>{20, 21, 22}));
+}
+
+TEST(IndexingKernels, GatherOutOfRangeFails) {
+  std::vector<float> data(6), out(2 * 2);
+  std::vector<int64_t> idx = {0, 3};
+  try {
+    run("cpc.gather", {ref(data, {2, 3}, DType::F32), ref(idx, {2}, DType::I64)},
+        {ref(out, {2, 2}, DType::F32)}, {{"axis", 1}});
+    FAIL() << "expected an error";
+  } catch (const RuntimeError &e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("cpc.gather"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("index 3"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("dim 1"), std::string::npos) << msg;
+  }
+  idx = {0, -4};
+  EXPECT_THROW(run("cpc.gather", {ref(data, {2, 3}, DType::F32), ref(idx, {2}, DType::I64)},
+                   {ref(out, {2, 2}, DType::F32)}, {{"axis", 1}}),
+               RuntimeError);
+}
+
+TEST(IndexingKernels, GatherElements) {
+  std::vector<float> data = {1, 2, 3, 4, 5, 6}; // [2,3]
+  std::vector<int64_t> idx = {2, 0, -2, 1};     // [2,2] along axis 1
+  std::vector<float> out(4);
+  run("cpc.gather_elements", {ref(data, {2, 3}, DType::F32), ref(idx, {2, 2}, DType::I64)},
+      {ref(out, {2, 2}, DType::F32)}, {{"axis", 1}});
+  EXPECT_EQ(out, (std::vector<float>{3, 1, 5, 5}));
+
+  std::vector<int32_t> idx0 = {1, 0, 1}; // [1,3] along axis 0
+  std::vector<float> out0(3);
+  run("cpc.gather_elements", {ref(data, {2, 3}, DType::F32), ref(idx0, {1, 3}, DType::I32)},
+      {ref(out0, {1, 3}, DType::F32)}, {{"axis", 0}});
+  EXPECT_EQ(out0, (std::vector<float>{4, 2, 6}));
+
+  idx0 = {2, 0, 0};
+  EXPECT_THROW(run("cpc.gather_elements", {ref(data, {2, 3}, DType::F32), ref(idx0, {1, 3}, DType::I32)},
+                   {ref(out0, {1, 3}, DType::F32)}, {{"axis", 0}}),
+               RuntimeError);
+}
+
+TEST(IndexingKernels, ScatterNDReplaceAndAdd) {
+  // data [3,2,2]; indices [2,1] select whole [2,2] slices; then [2,2] select single elements.
+  std::vector<float> data(12);
+  std::iota(data.begin(), data.end(), 0.f);
+  std::vector<int64_t> idx = {2, -3};
+  std::vector<float> upd = {100, 101, 102, 103, 200, 201, 202, 203}, out(12);
+  run("cpc.scatter_nd",
+      {ref(data, {3, 2, 2}, DType::F32), ref(idx, {2, 1}, DType::I64), ref(upd, {2, 2, 2}, DType::F32)},
+      {ref(out, {3, 2, 2}, DType::F32)}, {{"reduction", "none"}});
+  EXPECT_EQ(out, (std::vector<float>{200, 201, 202, 203, 4, 5, 6, 7, 100, 101, 102, 103}));
+
+  std::vector<int64_t> idx2 = {0, 1, 0, 1, 2, 0}; // [3,2], a duplicate tuple accumulates
+  std::vector<float> upd2 = {10, 20, 30, 40, 50, 60}, out2(12);                 // [3,2]
+  run("cpc.scatter_nd",
+      {ref(data, {3, 2, 2}, DType::F32), ref(idx2, {3, 2}, DType::I64), ref(upd2, {3, 2}, DType::F32)},
+      {ref(out2, {3, 2, 2}, DType::F32)}, {{"reduction", "add"}});
+  EXPECT_EQ(out2, (std::vector<float>{0, 1, 2 + 10 + 30, 3 + 20 + 40, 4, 5, 6, 7, 8 + 50, 9 + 60, 10, 11}));
+
+  std::vector<int32_t> iv = {1, 1}; // mul on i32, [1,2] full index tuple
+  std::vector<int32_t> d3 = {1, 2, 3, 4}, u3 = {5}, o3(4);
+  run("cpc.scatter_nd", {ref(d3, {2, 2}, DType::I32), ref(iv, {1, 2}, DType::I32), ref(u3, {1}, DType::I32)},
+      {ref(o3, {2, 2}, DType::I32)}, {{"reduction", "mul"}});
+  EXPECT_EQ(o3, (std::vector<int32_t>{1, 2, 3, 20}));
+
+  idx = {3, 0};
+  EXPECT_THROW(run("cpc.scatter_nd",
+                   {ref(data, {3, 2, 2}, DType::F32), ref(idx, {2, 1}, DType::I64),
+                    ref(upd, {2, 2, 2}, DType::F32)},
+                   {ref(out, {3, 2, 2}, DType::F32)}, nlohmann::json::object()),
+               RuntimeError);
+}
+
+TEST(IndexingKernels, TopKLargestAndSmallestWithTies) {
+  std::vector<float> in = {3, 1, 3, 2, 5, 1}; // one row of 6
+  std::vector<float> v(3);
+  std::vector<int64_t> i(3);
+  run("cpc.topk", {ref(in, {6}, DType::F32)}, {ref(v, {3}, DType::F32), ref(i, {3}, DType::I64)},
+      {{"k", 3}, {"axis", 0}, {"largest", true}, {"sorted", true}});
+  EXPECT_EQ(v, (std::vector<float>{5, 3, 3}));
+  EXPECT_EQ(i, (std::vector<int64_t>{4, 0, 2}));
+
+  run("cpc.topk", {ref(in, {6}, DType::F32)}, {ref(v, {3}, DType::F32), ref(i, {3}, DType::I64)},
+      {{"k", 3}, {"axis", -1}, {"largest", false}, {"sorted", true}});
+  EXPECT_EQ(v, (std::vector<float>{1, 1, 2}));
+  EXPECT_EQ(i, (std::vector<int64_t>{1, 5, 3}));
+}
+
+TEST(IndexingKernels, TopKAlongAxis0FullAndNaN) {
+  // [3,2], k = 3 = full length along axis 0: an argsort of each column.
+  std::vector<int32_t> in = {4, 7, 9, 7, 4, 1};
+  std::vector<int32_t> v(6);
+  std::vector<int64_t> i(6);
+  run("cpc.topk", {ref(in, {3, 2}, DType::I32)}, {ref(v, {3, 2}, DType::I32), ref(i, {3, 2}, DType::I64)},
+      {{"k", 3}, {"axis", 0}});
+  EXPECT_EQ(v, (std::vector<int32_t>{9, 7, 4, 7, 4, 1}));
+  EXPECT_EQ(i, (std::vector<int64_t>{1, 0, 0, 1, 2, 2}));
+
+  float nan = std::nanf("");
+  std::vector<float> f = {1, nan, 3}, fv(2);
+  std::vector<int64_t> fi(2);
+  run("cpc.topk", {ref(f, {3}, DType::F32)}, {ref(fv, {2}, DType::F32), ref(fi, {2}, DType::I64)},
+      {{"k", 2}, {"axis", 0}, {"largest", true}});
+  EXPECT_TRUE(std::isnan(fv[0]));
+  EXPECT_EQ(fi, (std::vector<int64_t>{1, 2}));
+  run("cpc.topk", {ref(f, {3}, DType::F32)}, {ref(fv, {2}, DType::F32), ref(fi, {2}, DType::I64)},
+      {{"k", 2}, {"axis", 0}, {"largest", false}});
+  EXPECT_EQ(fi, (std::vector<int64_t>{0, 2}));
+}
+
+TEST(IndexingKernels, ArgSortStableWithDuplicates) {
+  std::vector<double> in = {2, 1, 2, 0, 1, 2};
+  std::vector<int64_t> out(6);
+  run("cpc.argsort", {ref(in, {6}, DType::F64)}, {ref(out, {6}, DType::I64)}, {{"axis", 0}});
+  EXPECT_EQ(out, (std::vector<int64_t>{3, 1, 4, 0, 2, 5}));
+  run("cpc.argsort", {ref(in, {6}, DType::F64)}, {ref(out, {6}, DType::I64)},
+      {{"axis", 0}, {"descending", true}});
+  EXPECT_EQ(out, (std::vector<int64_t>{0, 2, 5, 1, 4, 3}));
+
+  // Along axis 0 of a [3,2] u8 tensor.
+  std::vector<uint8_t> u = {5, 0, 5, 9, 1, 0};
+  std::vector<int64_t> o2(6);
+  run("cpc.argsort", {ref(u, {3, 2}, DType::U8)}, {ref(o2, {3, 2}, DType::I64)}, {{"axis", 0}});
+  EXPECT_EQ(o2, (std::vector<int64_t>{2, 0, 0, 2, 1, 1}));
+}

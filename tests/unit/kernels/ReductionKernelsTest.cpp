@@ -1,0 +1,167 @@
+//===- ReductionKernelsTest.cpp - reduce_* kernels -------------------------===//
+#include "kernels/cpu/Kernel.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+using namespace cpc;
+using namespace cpc::kernels;
+
+namespace {
+
+template <typename T> TensorRef ref(std::vector<T> &v, DType t, std::vector<int64_t> shape) {
+  return TensorRef{v.data(), t, std::move(shape)};
+}
+
+void run(const char *op, TensorRef in, TensorRef out, std::vector<int64_t> axes, bool keepdims,
+         int threads = 1) {
+  KernelFn fn = KernelRegistry::cpu().find(op);
+  ASSERT_NE(fn, nullptr) << op;
+  nlohmann::json attrs = {{"axes", axes}, {"keepdims", keepdims}};
+  KernelContext ctx;
+  ctx.op = op;
+  ctx.inputs = {std::move(in)};
+  ctx.outputs = {std::move(out)};
+  ctx.attrs = &attrs;
+  ctx.threads = threads;
+  fn(ctx);
+}
+
+// x[i][j][k] = 100 i + 10 j + k over [2,3,4].
+std::vector<double> iota234() {
+  std::vector<double> x(24);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k)
+        x[(i * 3 + j) * 4 + k] = 100 * i + 10 * j + k;
+  return x;
+}
+
+using D = std::vector<double>;
+
+} // namespace
+
+TEST(ReductionKernels, SumFirstAxis) {
+  D x = iota234(), y(12);
+  run("cpc.reduce_sum", ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {3, 4}), {0}, false);
+  for (int j = 0; j < 3; ++j)
+    for (int k = 0; k < 4; ++k)
+      EXPECT_EQ(y[j * 4 + k], 100 + 2 * (10 * j + k));
+}
+
+TEST(ReductionKernels, SumMiddleAxisKeepdims) {
+  D x = iota234(), y(8);
+  run("cpc.reduce_sum", ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {2, 1, 4}), {1}, true);
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 4; ++k)
+      EXPECT_EQ(y[i * 4 + k], 300 * i + 30 + 3 * k);
+}
+
+TEST(ReductionKernels, MaxLastAxis) {
+  D x = iota234(), y(6);
+  run("cpc.reduce_max", ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {2, 3}), {2}, false);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      EXPECT_EQ(y[i * 3 + j], 100 * i + 10 * j + 3);
+}
+
+TEST(ReductionKernels, MinNonContiguousAxes) {
+  D x = iota234(), y(3), yk(3);
+  run("cpc.reduce_min", ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {3}), {0, 2}, false);
+  EXPECT_EQ(y, (D{0, 10, 20}));
+  run("cpc.reduce_sum", ref(x, DType::F64, {2, 3, 4}), ref(yk, DType::F64, {1, 3, 1}), {0, 2}, true);
+  for (int j = 0; j < 3; ++j)
+    EXPECT_EQ(yk[j], 4 * 100 + 8 * 10 * j + 2 * 6);
+}
+
+TEST(ReductionKernels, MeanMultipleTrailingAxes) {
+  D x = iota234(), y(2);
+  run("cpc.reduce_mean", ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {2}), {1, 2}, false);
+  EXPECT_DOUBLE_EQ(y[0], 11.5);
+  EXPECT_DOUBLE_EQ(y[1], 111.5);
+}
+
+TEST(ReductionKernels, AllAxesWithAndWithoutKeepdims) {
+  D x = iota234(), y(1), yk(1);
+  run("cpc.reduce_sum", ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {}), {0, 1, 2}, false);
+  EXPECT_EQ(y[0], 12 * 100 + 8 * 30 + 6 * 6);
+  run("cpc.reduce_max", ref(x, DType::F64, {2, 3, 4}), ref(yk, DType::F64, {1, 1, 1}), {0, 1, 2}, true);
+  EXPECT_EQ(yk[0], 123);
+}
+
+TEST(ReductionKernels, EmptyAxesCopies) {
+  D x = iota234(), y(24);
+  run("cpc.reduce_sum", ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {2, 3, 4}), {}, false);
+  EXPECT_EQ(y, x);
+}
+
+TEST(ReductionKernels, SizeOneDimsAndRank4General) {
+  // [2,1,3,2] over axes {1,3}: the size-1 axis is a no-op, leaving a [2,3] sum over pairs.
+  D x(12), y(6);
+  for (int i = 0; i < 12; ++i)
+    x[i] = i;
+  run("cpc.reduce_sum", ref(x, DType::F64, {2, 1, 3, 2}), ref(y, DType::F64, {2, 3}), {1, 3}, false);
+  EXPECT_EQ(y, (D{1, 5, 9, 13, 17, 21}));
+  // [2,3,2,2] over {0,2}: kept dims 1 and 3 interleave with reduced ones.
+  D z(24), w(6);
+  for (int i = 0; i < 24; ++i)
+    z[i] = i;
+  run("cpc.reduce_sum", ref(z, DType::F64, {2, 3, 2, 2}), ref(w, DType::F64, {3, 2}), {0, 2}, false);
+  for (int b = 0; b < 3; ++b)
+    for (int d = 0; d < 2; ++d) {
+      double expect = 0;
+      for (int a = 0; a < 2; ++a)
+        for (int c = 0; c < 2; ++c)
+          expect += z[((a * 3 + b) * 2 + c) * 2 + d];
+      EXPECT_EQ(w[b * 2 + d], expect);
+    }
+}
+
+TEST(ReductionKernels, IntSumAndProd) {
+  std::vector<int32_t> x{1, 2, 3, 4, 5, 6}, s(2), p(3);
+  run("cpc.reduce_sum", ref(x, DType::I32, {2, 3}), ref(s, DType::I32, {2}), {1}, false);
+  EXPECT_EQ(s, (std::vector<int32_t>{6, 15}));
+  run("cpc.reduce_prod", ref(x, DType::I32, {2, 3}), ref(p, DType::I32, {3}), {0}, false);
+  EXPECT_EQ(p, (std::vector<int32_t>{4, 10, 18}));
+}
+
+TEST(ReductionKernels, MaxPropagatesNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x{1, nan, 3, 4, 5, 6}, y(2);
+  run("cpc.reduce_max", ref(x, DType::F32, {2, 3}), ref(y, DType::F32, {2}), {1}, false);
+  EXPECT_TRUE(std::isnan(y[0]));
+  EXPECT_EQ(y[1], 6);
+}
+
+TEST(ReductionKernels, LargeF32SumIsAccurateAndThreadIndependent) {
+  // 2^20 copies of 0.1f: a float accumulator would drift far from the exact sum.
+  const int64_t n = 1 << 20;
+  std::vector<float> x(n, 0.1f), y1(1), y8(1);
+  run("cpc.reduce_sum", ref(x, DType::F32, {n}), ref(y1, DType::F32, {}), {0}, false, 1);
+  run("cpc.reduce_sum", ref(x, DType::F32, {n}), ref(y8, DType::F32, {}), {0}, false, 8);
+  EXPECT_NEAR(y1[0], double(0.1f) * n, 1e-2);
+  EXPECT_EQ(y1[0], y8[0]);
+  // Column sums of a tall matrix, split across threads.
+  const int64_t rows = 4096, cols = 40;
+  std::vector<float> m(rows * cols), c1(cols), c4(cols);
+  for (int64_t i = 0; i < rows * cols; ++i)
+    m[i] = float(i % cols);
+  run("cpc.reduce_sum", ref(m, DType::F32, {rows, cols}), ref(c1, DType::F32, {cols}), {0}, false, 1);
+  run("cpc.reduce_sum", ref(m, DType::F32, {rows, cols}), ref(c4, DType::F32, {cols}), {0}, false, 4);
+  EXPECT_EQ(c1, c4);
+  EXPECT_EQ(c1[7], 7.f * rows);
+}
+
+TEST(ReductionKernels, BadShapeOrDtypeFails) {
+  D x = iota234(), y(6);
+  EXPECT_THROW(run("cpc.reduce_sum", ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {2, 3}), {1}, false),
+               RuntimeError);
+  std::vector<int64_t> i(6), o(2);
+  EXPECT_THROW(run("cpc.reduce_mean", ref(i, DType::I64, {2, 3}), ref(o, DType::I64, {2}), {1}, false),
+               RuntimeError);
+  std::vector<uint16_t> h(6), ho(2);
+  EXPECT_THROW(run("cpc.reduce_sum", ref(h, DType::BF16, {2, 3}), ref(ho, DType::BF16, {2}), {1}, false),
+               RuntimeError);
+}

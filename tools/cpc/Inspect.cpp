@@ -1,0 +1,97 @@
+//===- Inspect.cpp - cpc inspect: describe a plan -------------------------===//
+#include "runtime/Plan.h"
+#include "tools/cpc/Commands.h"
+
+#include <iomanip>
+#include <iostream>
+#include <map>
+
+namespace cpc::tools {
+
+namespace {
+const char *kInspectUsage = R"(Usage: cpc inspect PLAN.bin [--json]
+
+Prints what a plan holds: ranks, ops by kind, buffers, predicted peak memory, parameter bytes,
+inputs and outputs with shapes. --json prints the same as one JSON object (with every step).
+)";
+
+std::string mib(int64_t bytes) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2) << bytes / 1048576.0 << " MiB (" << bytes << " B)";
+  return os.str();
+}
+} // namespace
+
+int runInspect(int argc, char **argv) {
+  std::string path;
+  bool json = false;
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kInspectUsage;
+      return 0;
+    } else if (arg == "--json") {
+      json = true;
+    } else if (!arg.empty() && arg[0] == '-') {
+      throw UsageError("unknown option '" + arg + "' for 'cpc inspect'");
+    } else if (path.empty()) {
+      path = arg;
+    } else {
+      throw UsageError("more than one plan given");
+    }
+  }
+  if (path.empty())
+    throw UsageError("'cpc inspect' needs a plan file");
+  Plan plan = readPlan(path);
+
+  std::map<std::string, int> opCounts;
+  for (const auto &program : plan.programs)
+    for (const auto &step : program.steps)
+      opCounts[step.op]++;
+  std::map<std::string, int> bufferCounts;
+  for (const auto &b : plan.buffers)
+    bufferCounts[b.aliasOf >= 0 ? "view" : bufferKindName(b.kind)]++;
+  int64_t trainable = 0;
+  for (const auto &b : plan.buffers)
+    if (b.kind == BufferKind::Parameter && b.aliasOf < 0 && b.trainable)
+      trainable += numElements(b.shape);
+
+  if (json) {
+    nlohmann::json j = plan.metadata();
+    j["summary"] = {{"ops", opCounts},
+                    {"buffers", bufferCounts},
+                    {"parameter_bytes", plan.bytesOfKind(BufferKind::Parameter)},
+                    {"constant_bytes", plan.bytesOfKind(BufferKind::Constant)},
+                    {"trainable_parameters", trainable}};
+    std::cout << j.dump(1) << "\n";
+    return 0;
+  }
+  auto describe = [&](const NamedBuffer &n) {
+    const BufferDesc &b = plan.buffers[n.buffer];
+    return n.name + ": " + dtypeName(b.dtype) + shapeString(b.shape);
+  };
+  std::cout << "plan " << path << " (format version " << plan.version << ")\n"
+            << "  source: " << plan.source << "\n  mode: " << plan.mode << "\n  ranks: " << plan.worldSize << "\n";
+  std::cout << "  inputs:\n";
+  for (const auto &n : plan.inputs)
+    std::cout << "    " << describe(n) << "\n";
+  std::cout << "  outputs:\n";
+  for (const auto &n : plan.outputs)
+    std::cout << "    " << describe(n) << "\n";
+  for (const auto &program : plan.programs) {
+    std::cout << "  rank " << program.rank << ": " << program.steps.size() << " steps, arena "
+              << mib(program.arenaBytes) << "\n";
+  }
+  std::cout << "  ops by kind:\n";
+  for (const auto &[op, count] : opCounts)
+    std::cout << "    " << op << ": " << count << "\n";
+  std::cout << "  buffers:";
+  for (const auto &[kind, count] : bufferCounts)
+    std::cout << " " << kind << " " << count;
+  std::cout << "\n  parameters: " << mib(plan.bytesOfKind(BufferKind::Parameter)) << ", " << trainable
+            << " trainable elements\n  constants: " << mib(plan.bytesOfKind(BufferKind::Constant))
+            << "\n  predicted peak memory per rank: " << mib(plan.predictedPeakBytes) << "\n";
+  return 0;
+}
+
+} // namespace cpc::tools

@@ -1,0 +1,44 @@
+//===- Main.cpp - the cpc driver: dispatch to subcommands -----------------===//
+#include "tools/cpc/Commands.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <map>
+
+namespace {
+const char *kUsage = R"(cpc - compile ONNX training graphs into parallel plans
+
+Usage: cpc <command> [options]
+
+Commands:
+  import MODEL.onnx          Import an ONNX model (binary .onnx or text .onnxtext) into the cpc
+                             dialect and print it (or write it with -o)
+  compile MODEL.onnx -o PLAN Compile a model into an execution plan for cpc-run
+  inspect PLAN               Describe a plan: ranks, ops by kind, buffers, memory, inputs, outputs
+
+Run 'cpc <command> --help' for the options of a command.
+)";
+} // namespace
+
+int main(int argc, char **argv) {
+  using namespace cpc::tools;
+  std::map<std::string, std::function<int(int, char **)>> commands = {
+      {"import", runImport}, {"compile", runCompile}, {"inspect", runInspect}};
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    std::cout << kUsage;
+    return argc < 2 ? 1 : 0;
+  }
+  auto it = commands.find(argv[1]);
+  try {
+    if (it == commands.end())
+      throw UsageError(std::string("unknown command '") + argv[1] + "' (see cpc --help)");
+    return it->second(argc, argv);
+  } catch (const std::exception &e) {
+    std::string message = e.what();
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    std::cerr << "cpc: error: " << message << "\n";
+    return 1;
+  }
+}
