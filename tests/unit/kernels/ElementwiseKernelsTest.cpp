@@ -264,3 +264,39 @@ TEST(ElementwiseKernels, PowAndIntegerOps) {
   run("cpc.max", {ref(s, DType::I16, {2}), ref(t, DType::I16, {2})}, {ref(m, DType::I16, {2})});
   EXPECT_EQ(m, (std::vector<int16_t>{3, 7}));
 }
+
+TEST(ElementwiseKernels, RandomBroadcastsMatchNaiveReference) {
+  // Every rank-3 pair of shapes drawn from {1, n} per dim (and dropped leading dims),
+  // against a direct index computation; sizes big enough to go parallel too.
+  const std::vector<int64_t> full{33, 31, 37};
+  for (int mask = 0; mask < 64; ++mask)
+    for (int drop = 0; drop < 3; ++drop) {
+      std::vector<int64_t> sa(3), sb(3);
+      for (int d = 0; d < 3; ++d) {
+        sa[d] = (mask >> d) & 1 ? full[d] : 1;
+        sb[d] = (mask >> (d + 3)) & 1 ? full[d] : 1;
+      }
+      std::vector<int64_t> out(3);
+      for (int d = 0; d < 3; ++d)
+        out[d] = std::max(sa[d], sb[d]);
+      std::vector<int64_t> sbDropped(sb.begin() + drop, sb.end());
+      F a(numElements(sa)), b(numElements(sb)), y(numElements(out));
+      for (size_t i = 0; i < a.size(); ++i)
+        a[i] = float(i % 101);
+      for (size_t i = 0; i < b.size(); ++i)
+        b[i] = float(i % 89) * 1000;
+      if (drop && numElements(sbDropped) != (int64_t)b.size())
+        continue; // dropping a non-1 leading dim changes the shape's meaning
+      run("cpc.add", {ref(a, DType::F32, sa), ref(b, DType::F32, sbDropped)}, {ref(y, DType::F32, out)},
+          nlohmann::json::object(), 3);
+      for (int64_t i = 0; i < out[0]; ++i)
+        for (int64_t j = 0; j < out[1]; ++j)
+          for (int64_t k = 0; k < out[2]; ++k) {
+            auto at = [&](const std::vector<int64_t> &s, int64_t i, int64_t j, int64_t k) {
+              return ((s[0] == 1 ? 0 : i) * s[1] + (s[1] == 1 ? 0 : j)) * s[2] + (s[2] == 1 ? 0 : k);
+            };
+            float expect = a[at(sa, i, j, k)] + b[at(sb, i, j, k)];
+            ASSERT_EQ(y[(i * out[1] + j) * out[2] + k], expect) << mask << " " << drop;
+          }
+    }
+}

@@ -165,3 +165,50 @@ TEST(ReductionKernels, BadShapeOrDtypeFails) {
   EXPECT_THROW(run("cpc.reduce_sum", ref(h, DType::BF16, {2, 3}), ref(ho, DType::BF16, {2}), {1}, false),
                RuntimeError);
 }
+
+TEST(ReductionKernels, EveryAxisSubsetMatchesNaiveReference) {
+  const std::vector<int64_t> shape{3, 1, 4, 5};
+  D x(60);
+  for (int i = 0; i < 60; ++i)
+    x[i] = double((i * 37) % 23) - 11;
+  for (int mask = 0; mask < 16; ++mask)
+    for (bool keep : {false, true}) {
+      std::vector<int64_t> axes, outShape;
+      for (int d = 0; d < 4; ++d) {
+        if (mask >> d & 1)
+          axes.push_back(d);
+        if (!(mask >> d & 1))
+          outShape.push_back(shape[d]);
+        else if (keep)
+          outShape.push_back(1);
+      }
+      // Naive: map each input element to its output index.
+      std::vector<int64_t> keptDims;
+      for (int d = 0; d < 4; ++d)
+        if (!(mask >> d & 1))
+          keptDims.push_back(d);
+      D sum(60, 0), mx(60, -1e300);
+      int64_t outN = 1;
+      for (int64_t d : keptDims)
+        outN *= shape[d];
+      for (int64_t flat = 0; flat < 60; ++flat) {
+        int64_t idx[4], rem = flat;
+        for (int d = 3; d >= 0; --d) {
+          idx[d] = rem % shape[d];
+          rem /= shape[d];
+        }
+        int64_t o = 0;
+        for (int64_t d : keptDims)
+          o = o * shape[d] + idx[d];
+        sum[o] += x[flat];
+        mx[o] = std::max(mx[o], x[flat]);
+      }
+      D ys(outN), ym(outN);
+      run("cpc.reduce_sum", ref(x, DType::F64, shape), ref(ys, DType::F64, outShape), axes, keep);
+      run("cpc.reduce_max", ref(x, DType::F64, shape), ref(ym, DType::F64, outShape), axes, keep, 2);
+      for (int64_t o = 0; o < outN; ++o) {
+        ASSERT_EQ(ys[o], sum[o]) << mask << " " << keep;
+        ASSERT_EQ(ym[o], mx[o]) << mask << " " << keep;
+      }
+    }
+}
