@@ -8,6 +8,7 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <cstring>
+#include <map>
 
 using namespace mlir;
 
@@ -107,38 +108,41 @@ class Builder {
 public:
   Builder(const WeightStore &weights, const PlanOptions &options) : weights_(weights), options_(options) {}
 
-  Plan build(func::FuncOp func, const std::string &source) {
+  Plan build(ModuleOp module, const std::string &source) {
     plan_.mode = options_.mode;
     plan_.source = source;
-    plan_.programs.resize(1);
-    for (BlockArgument arg : func.getArguments()) {
-      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cpc.name");
-      std::string n = name ? name.getValue().str() : "arg" + std::to_string(arg.getArgNumber());
-      int b = addBuffer(arg, n, BufferKind::Input, func);
-      plan_.inputs.push_back({n, b});
+    for (const std::string &name : options_.functions) {
+      auto func = module.lookupSymbol<func::FuncOp>(name);
+      if (!func)
+        throw RuntimeError("the module has no function @" + name);
+      lowerFunction(func);
     }
-    for (Operation &op : func.getBody().front())
-      lower(&op, func);
-    finishMemory();
-    plan_.predictedPeakBytes = plan_.programs[0].arenaBytes + plan_.bytesOfKind(BufferKind::Parameter) +
+    int64_t arena = plan_.arenaBytesOfRank(0);
+    plan_.predictedPeakBytes = arena + plan_.bytesOfKind(BufferKind::Parameter) + plan_.bytesOfKind(BufferKind::State) +
                                plan_.bytesOfKind(BufferKind::Constant) + plan_.bytesOfKind(BufferKind::Input);
     plan_.validate();
     return std::move(plan_);
   }
 
 private:
-  int addBuffer(Value v, const std::string &name, BufferKind kind, Operation *where) {
-    auto type = llvm::cast<RankedTensorType>(v.getType());
+  /// Per-function lowering state.
+  struct Program {
+    RankProgram desc;
+    llvm::DenseMap<Value, int> bufferOf;
+    std::vector<int> defStep;   // per plan buffer: the step of this program that writes it, or -1
+    std::vector<bool> inPlaceCandidate;
+    std::vector<std::pair<int, int>> assigns; // (step index of the copy, variable buffer)
+  };
+
+  int newBuffer(Type t, const std::string &name, BufferKind kind, Operation *where) {
+    auto type = llvm::cast<RankedTensorType>(t);
     BufferDesc b;
     b.name = name;
     b.dtype = dtypeOf(type.getElementType(), where);
     b.shape.assign(type.getShape().begin(), type.getShape().end());
     b.kind = kind;
     plan_.buffers.push_back(b);
-    int id = plan_.buffers.size() - 1;
-    bufferOf_[v] = id;
-    defStep_.push_back(-1);
-    return id;
+    return plan_.buffers.size() - 1;
   }
 
   size_t appendToBlob(size_t bytes) {
@@ -147,134 +151,251 @@ private:
     return offset;
   }
 
-  int bufferOf(Value v) {
-    auto it = bufferOf_.find(v);
-    if (it == bufferOf_.end())
+  int bufferOf(Program &p, Value v) {
+    auto it = p.bufferOf.find(v);
+    if (it == p.bufferOf.end())
       throw RuntimeError("value used before it is defined");
     return it->second;
   }
 
-  void lower(Operation *op, func::FuncOp func) {
+  /// The persistent buffer of parameter `name`, created (with its initial value) on first use.
+  int parameterBuffer(ParameterOp param) {
+    std::string name = param.getName().str();
+    auto it = variables_.find(name);
+    if (it != variables_.end())
+      return checkVariable(it->second, param, name);
+    int b = newBuffer(param.getType(), name, BufferKind::Parameter, param);
+    BufferDesc &desc = plan_.buffers[b];
+    desc.trainable = param.getTrainable();
+    if (!weights_.contains(name))
+      throw RuntimeError("parameter '" + name + "' has no initial value in the model");
+    if (weights_.byteSize(name) != desc.bytes())
+      throw RuntimeError("parameter '" + name + "' holds " + std::to_string(weights_.byteSize(name)) +
+                         " bytes, its type needs " + std::to_string(desc.bytes()));
+    size_t bytes = desc.bytes();
+    desc.offset = appendToBlob(bytes);
+    weights_.read(name, plan_.blob.data() + desc.offset);
+    return variables_[name] = b;
+  }
+
+  int stateBuffer(StateOp state) {
+    std::string name = state.getName().str();
+    auto it = variables_.find(name);
+    if (it != variables_.end())
+      return checkVariable(it->second, state, name);
+    return variables_[name] = newBuffer(state.getType(), name, BufferKind::State, state);
+  }
+
+  int checkVariable(int b, Operation *op, const std::string &name) {
+    auto type = llvm::cast<RankedTensorType>(op->getResult(0).getType());
+    const BufferDesc &d = plan_.buffers[b];
+    if (std::vector<int64_t>(type.getShape().begin(), type.getShape().end()) != d.shape)
+      throw RuntimeError("variable '" + name + "' is used with two different shapes");
+    return b;
+  }
+
+  void lowerFunction(func::FuncOp func) {
+    Program p;
+    p.desc.name = func.getSymName().str();
+    p.defStep.assign(plan_.buffers.size(), -1);
+    auto grow = [&] { p.defStep.resize(plan_.buffers.size(), -1); };
+    for (BlockArgument arg : func.getArguments()) {
+      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cpc.name");
+      std::string n = name ? name.getValue().str() : "arg" + std::to_string(arg.getArgNumber());
+      int b = newBuffer(arg.getType(), n, BufferKind::Input, func);
+      p.bufferOf[arg] = b;
+      plan_.inputs.push_back({n, b, p.desc.name});
+    }
+    for (Operation &op : func.getBody().front()) {
+      lower(p, &op, func);
+      grow();
+    }
+    finishMemory(p);
+    plan_.programs.push_back(std::move(p.desc));
+  }
+
+  void lower(Program &p, Operation *op, func::FuncOp func) {
     std::string name = locName(op->getLoc());
     if (auto param = llvm::dyn_cast<ParameterOp>(op)) {
-      std::string pname = param.getName().str();
-      int b = addBuffer(param, pname, BufferKind::Parameter, op);
-      BufferDesc &desc = plan_.buffers[b];
-      desc.trainable = param.getTrainable();
-      if (!weights_.contains(pname))
-        throw RuntimeError("parameter '" + pname + "' has no initial value in the model");
-      if (weights_.byteSize(pname) != desc.bytes())
-        throw RuntimeError("parameter '" + pname + "' holds " + std::to_string(weights_.byteSize(pname)) +
-                           " bytes, its type needs " + std::to_string(desc.bytes()));
-      size_t bytes = desc.bytes();
-      desc.offset = appendToBlob(bytes);
-      weights_.read(pname, plan_.blob.data() + desc.offset);
+      p.bufferOf[param] = parameterBuffer(param);
+      return;
+    }
+    if (auto state = llvm::dyn_cast<StateOp>(op)) {
+      p.bufferOf[state] = stateBuffer(state);
       return;
     }
     if (auto constant = llvm::dyn_cast<ConstantOp>(op)) {
       auto dense = llvm::dyn_cast<DenseElementsAttr>(constant.getValue());
       if (!dense)
         throw RuntimeError("constant at " + name + " is not a dense tensor");
-      int b = addBuffer(constant, name.empty() ? "const" : name, BufferKind::Constant, op);
+      int b = newBuffer(constant.getType(), name.empty() ? "const" : name, BufferKind::Constant, op);
       std::vector<uint8_t> bytes;
       appendElements(dense, bytes);
       size_t offset = appendToBlob(bytes.size());
       std::memcpy(plan_.blob.data() + offset, bytes.data(), bytes.size());
       plan_.buffers[b].offset = offset;
+      p.bufferOf[constant] = b;
       return;
     }
     if (auto reshape = llvm::dyn_cast<ReshapeOp>(op)) {
-      int in = bufferOf(reshape.getInput());
-      int b = addBuffer(reshape, name, plan_.buffers[plan_.rootOf(in)].kind, op);
+      int in = bufferOf(p, reshape.getInput());
+      int b = newBuffer(reshape.getType(), name, plan_.buffers[plan_.rootOf(in)].kind, op);
       plan_.buffers[b].aliasOf = in; // a view: same bytes, new shape
+      p.bufferOf[reshape] = b;
       return;
     }
     if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
         auto n = func.getResultAttrOfType<StringAttr>(i, "cpc.name");
-        plan_.outputs.push_back({n ? n.getValue().str() : "output" + std::to_string(i), bufferOf(v)});
+        plan_.outputs.push_back({n ? n.getValue().str() : "output" + std::to_string(i), bufferOf(p, v), p.desc.name});
       }
+      return;
+    }
+    StepDesc step;
+    step.loc = name.empty() ? op->getName().getStringRef().str() : name;
+    if (auto assign = llvm::dyn_cast<AssignOp>(op)) {
+      auto it = variables_.find(assign.getName().str());
+      if (it == variables_.end())
+        throw RuntimeError("assign to '" + assign.getName().str() + "', which is no parameter or state read before");
+      step.op = "cpc.assign";
+      step.inputs.push_back(bufferOf(p, assign.getValue()));
+      step.outputs.push_back(it->second);
+      p.assigns.push_back({(int)p.desc.steps.size(), it->second});
+      p.inPlaceCandidate.push_back(false);
+      p.desc.steps.push_back(std::move(step));
       return;
     }
     if (!llvm::isa<CpcDialect>(op->getDialect()))
       throw RuntimeError("cannot lower " + op->getName().getStringRef().str() + " at " + name);
-    StepDesc step;
     step.op = op->getName().getStringRef().str();
-    step.loc = name.empty() ? step.op : name;
     step.attrs = opAttrs(op);
     for (Value v : op->getOperands())
-      step.inputs.push_back(bufferOf(v));
-    int index = plan_.programs[0].steps.size();
+      step.inputs.push_back(bufferOf(p, v));
+    int index = p.desc.steps.size();
     for (auto [i, r] : llvm::enumerate(op->getResults())) {
-      int b = addBuffer(r, op->getNumResults() > 1 ? step.loc + "#" + std::to_string(i) : step.loc, BufferKind::Arena, op);
-      defStep_[b] = index;
+      int b = newBuffer(r.getType(), op->getNumResults() > 1 ? step.loc + "#" + std::to_string(i) : step.loc,
+                        BufferKind::Arena, op);
+      p.defStep.resize(plan_.buffers.size(), -1);
+      p.defStep[b] = index;
+      p.bufferOf[r] = b;
       step.outputs.push_back(b);
     }
-    inPlaceCandidate_.push_back(options_.inPlace && mayRunInPlace(op));
-    plan_.programs[0].steps.push_back(std::move(step));
+    p.inPlaceCandidate.push_back(options_.inPlace && (mayRunInPlace(op) || llvm::isa<AdamWOp>(op)));
+    p.desc.steps.push_back(std::move(step));
   }
 
-  /// Lifetimes, in-place reuse, then the arena layout.
-  void finishMemory() {
-    auto &steps = plan_.programs[0].steps;
+  /// Lifetimes, direct writes into variables, in-place reuse, then the arena layout.
+  void finishMemory(Program &p) {
+    auto &steps = p.desc.steps;
     int end = steps.size();
-    std::vector<int> lastUse(plan_.buffers.size(), -1);
+    size_t n = plan_.buffers.size();
+    std::vector<int> lastUse(n, -1);
     for (int s = 0; s < end; ++s)
       for (int b : steps[s].inputs)
         lastUse[b] = std::max(lastUse[b], s);
     for (const auto &out : plan_.outputs)
-      lastUse[out.buffer] = end;
-    // Root-level last use: a view keeps the memory it looks at alive.
-    std::vector<int> rootLast(plan_.buffers.size(), -1);
-    for (size_t b = 0; b < plan_.buffers.size(); ++b) {
-      int r = plan_.rootOf(b);
-      rootLast[r] = std::max({rootLast[r], lastUse[b], defStep_[b]});
+      if (out.program == p.desc.name)
+        lastUse[out.buffer] = end;
+    auto rootLast = [&](std::vector<int> &last) {
+      std::vector<int> rl(n, -1);
+      for (size_t b = 0; b < n; ++b) {
+        int r = plan_.rootOf(b);
+        rl[r] = std::max({rl[r], last[b], p.defStep[b]});
+      }
+      return rl;
+    };
+    std::vector<int> rl = rootLast(lastUse);
+
+    // A variable must not be read after it is assigned (the plan has one buffer per variable).
+    for (auto [assignStep, var] : p.assigns)
+      for (int s = assignStep + 1; s < end; ++s)
+        for (int b : steps[s].inputs)
+          if (plan_.rootOf(b) == var)
+            throw RuntimeError("'" + plan_.buffers[var].name + "' is read after it is assigned");
+
+    // Let the producer of an assigned value write the variable itself when nothing reads the
+    // variable's old value afterwards and the producer may run in place (or does not read it).
+    std::vector<bool> dropped(end, false);
+    if (options_.inPlace) {
+      for (auto [assignStep, var] : p.assigns) {
+        int value = steps[assignStep].inputs[0];
+        if (plan_.buffers[value].aliasOf >= 0 || plan_.buffers[value].kind != BufferKind::Arena)
+          continue;
+        int producer = p.defStep[value];
+        if (producer < 0 || rl[value] != assignStep)
+          continue;
+        int lastVarRead = -1;
+        for (int s = 0; s < assignStep; ++s)
+          for (int b : steps[s].inputs)
+            if (plan_.rootOf(b) == var)
+              lastVarRead = s;
+        bool readsVar = lastVarRead == producer;
+        if (lastVarRead > producer || (readsVar && !p.inPlaceCandidate[producer]))
+          continue;
+        plan_.buffers[value].aliasOf = var;
+        dropped[assignStep] = true;
+      }
     }
+
     for (int s = 0; s < end; ++s) {
-      if (!inPlaceCandidate_[s] || steps[s].outputs.size() != 1)
+      if (!p.inPlaceCandidate[s] || steps[s].outputs.size() != 1 || plan_.buffers[steps[s].outputs[0]].aliasOf >= 0)
         continue;
       int out = steps[s].outputs[0];
       for (int in : steps[s].inputs) {
         int r = plan_.rootOf(in);
         const BufferDesc &rb = plan_.buffers[r];
-        if (rb.kind != BufferKind::Arena || rootLast[r] != s || rb.bytes() != plan_.buffers[out].bytes() ||
+        if (rb.kind != BufferKind::Arena || rl[r] != s || rb.bytes() != plan_.buffers[out].bytes() ||
             plan_.buffers[in].shape != plan_.buffers[out].shape)
           continue;
         plan_.buffers[out].aliasOf = r;
-        rootLast[r] = std::max(rootLast[r], rootLast[out]);
+        rl[r] = std::max(rl[r], rl[out]);
         break;
       }
     }
+
+    // Drop the copies that became direct writes, renumbering steps.
+    if (std::find(dropped.begin(), dropped.end(), true) != dropped.end()) {
+      std::vector<StepDesc> kept;
+      std::vector<int> newIndex(end, -1);
+      for (int s = 0; s < end; ++s)
+        if (!dropped[s]) {
+          newIndex[s] = kept.size();
+          kept.push_back(std::move(steps[s]));
+        }
+      steps = std::move(kept);
+      for (int &d : p.defStep)
+        if (d >= 0)
+          d = newIndex[d];
+      for (int &r : rl)
+        if (r >= 0)
+          r = r >= end ? (int)steps.size() : (newIndex[r] >= 0 ? newIndex[r] : r);
+    }
+
     std::vector<int> roots;
     std::vector<LiveRange> ranges;
-    for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+    for (size_t b = 0; b < n; ++b) {
       const BufferDesc &d = plan_.buffers[b];
-      if (d.kind != BufferKind::Arena || d.aliasOf >= 0)
+      if (d.kind != BufferKind::Arena || d.aliasOf >= 0 || p.defStep[b] < 0)
         continue;
       roots.push_back(b);
-      ranges.push_back({(int64_t)d.bytes(), defStep_[b], std::max(defStep_[b], rootLast[b])});
+      ranges.push_back({(int64_t)d.bytes(), p.defStep[b], std::max(p.defStep[b], rl[b])});
     }
     ArenaLayout layout = planArena(ranges, kPlanAlignment);
     for (size_t i = 0; i < roots.size(); ++i)
       plan_.buffers[roots[i]].offset = layout.offsets[i];
-    plan_.programs[0].arenaBytes = layout.totalBytes;
+    p.desc.arenaBytes = layout.totalBytes;
   }
 
   const WeightStore &weights_;
   PlanOptions options_;
   Plan plan_;
-  llvm::DenseMap<Value, int> bufferOf_;
-  std::vector<int> defStep_;
-  std::vector<bool> inPlaceCandidate_;
+  std::map<std::string, int> variables_; // parameter/state name -> persistent buffer
 };
 
 } // namespace
 
 Plan buildPlan(ModuleOp module, const WeightStore &weights, const std::string &source, const PlanOptions &options) {
-  auto func = module.lookupSymbol<func::FuncOp>("main");
-  if (!func)
-    throw RuntimeError("the module has no function @main");
-  return Builder(weights, options).build(func, source);
+  return Builder(weights, options).build(module, source);
 }
 
 } // namespace cpc

@@ -11,13 +11,17 @@ namespace cpc {
 
 struct PlanOptions {
   std::string mode = "infer";
-  /// Let elementwise ops write over an input that dies at that op.
+  /// The functions to lower, each into one program of the same name (run in this order).
+  std::vector<std::string> functions = {"main"};
+  /// Let elementwise ops write over an input that dies at that op, and producers of assigned
+  /// values write straight into the variable.
   bool inPlace = true;
 };
 
-/// Lowers `@main` of `module` to a one-rank plan: a linear schedule of kernel steps, reshapes as
-/// views, a liveness-based arena layout, and the parameters' initial values (read from `weights`)
-/// and constants in the blob. Throws RuntimeError on IR it cannot lower.
+/// Lowers the functions of `module` to a one-rank plan: per function a linear schedule of kernel
+/// steps, reshapes as views, a liveness-based arena layout; parameters (initial values read from
+/// `weights`) and states are persistent buffers shared by all programs; constants live in the
+/// blob. Throws RuntimeError on IR it cannot lower.
 Plan buildPlan(mlir::ModuleOp module, const WeightStore &weights, const std::string &source,
                const PlanOptions &options = {});
 

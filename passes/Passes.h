@@ -3,6 +3,8 @@
 #define CPC_PASSES_PASSES_H
 
 #include "dialects/cpc/CpcDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace cpc {

@@ -23,4 +23,20 @@ def CpcFoldLayerNorm : Pass<"cpc-fold-layer-norm"> {
   let dependentDialects = ["::cpc::CpcDialect"];
 }
 
+def CpcAutodiff : Pass<"cpc-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Reverse-mode differentiation of a loss function with respect to its trainable parameters";
+  let description = [{
+    For `@<func>` whose first result is a scalar float loss, adds `@<func>_grad` returning the
+    loss and then one gradient per trainable `cpc.parameter` (result attribute `cpc.grad_of`),
+    in the order the parameters appear. Only values that depend on a trainable parameter and
+    that the loss depends on get gradients (activity analysis): frozen parameters, integer paths
+    (indices, masks) and constants get none. Forward values the backward needs stay ordinary
+    SSA values (the saved activations). Each op's rule comes from its VJPOpInterface.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", /*default=*/"\"main\"", "The loss function to differentiate">,
+  ];
+  let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif

@@ -1,8 +1,11 @@
 //===- Executor.cpp -------------------------------------------------------===//
 #include "runtime/Executor.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 namespace cpc {
 
@@ -37,11 +40,12 @@ struct Executor::Memory {
 
 Executor::Executor(const Plan &plan, ExecutorOptions options)
     : plan_(plan), options_(options), mem_(std::make_unique<Memory>()) {
-  if (options.rank < 0 || options.rank >= (int)plan.programs.size())
-    throw RuntimeError("rank " + std::to_string(options.rank) + " has no program in this plan");
-  const RankProgram &program = plan.programs[options.rank];
-  mem_->arena = std::make_unique<AlignedBuffer>(program.arenaBytes);
-  memory_.arenaBytes = program.arenaBytes;
+  if (options.rank < 0 || options.rank >= plan.worldSize)
+    throw RuntimeError("rank " + std::to_string(options.rank) + " is outside this plan's " +
+                       std::to_string(plan.worldSize) + " ranks");
+  int64_t arenaBytes = plan.arenaBytesOfRank(options.rank);
+  mem_->arena = std::make_unique<AlignedBuffer>(arenaBytes);
+  memory_.arenaBytes = arenaBytes;
 
   // Memory of every root buffer, then views (aliases) on top.
   views_.resize(plan.buffers.size());
@@ -60,13 +64,22 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
       memory_.constantBytes += b.bytes();
       break;
     case BufferKind::Parameter: {
-      // Parameters are owned: training updates them in place.
+      memory_.parameterBytes += b.bytes();
+      if (plan.mode != "train") { // read-only at inference: run from the plan's blob, no copy
+        views_[i].data = const_cast<uint8_t *>(plan.blob.data()) + b.offset;
+        break;
+      }
+      // Training updates parameters in place: they get memory of their own.
       mem_->owned.push_back(std::make_unique<AlignedBuffer>(b.bytes()));
       views_[i].data = mem_->owned.back()->ptr;
       std::memcpy(views_[i].data, plan.blob.data() + b.offset, b.bytes());
-      memory_.parameterBytes += b.bytes();
       break;
     }
+    case BufferKind::State: // zero-initialized by AlignedBuffer
+      mem_->owned.push_back(std::make_unique<AlignedBuffer>(b.bytes()));
+      views_[i].data = mem_->owned.back()->ptr;
+      memory_.stateBytes += b.bytes();
+      break;
     case BufferKind::Input:
       mem_->owned.push_back(std::make_unique<AlignedBuffer>(b.bytes()));
       views_[i].data = mem_->owned.back()->ptr;
@@ -79,20 +92,26 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
       views_[i].data = views_[plan.rootOf(i)].data;
 
   const kernels::KernelRegistry &registry = kernels::KernelRegistry::cpu();
-  for (const StepDesc &step : program.steps) {
-    kernels::KernelFn fn = registry.find(step.op);
-    if (!fn)
-      throw RuntimeError("no CPU kernel for " + step.op + " (step at " + step.loc + ")");
-    kernels::KernelContext ctx;
-    ctx.op = step.op;
-    for (int b : step.inputs)
-      ctx.inputs.push_back(views_[b]);
-    for (int b : step.outputs)
-      ctx.outputs.push_back(views_[b]);
-    ctx.attrs = &step.attrs;
-    ctx.threads = options.threads;
-    contexts_.push_back(std::move(ctx));
-    kernels_.push_back(fn);
+  for (const RankProgram &desc : plan.programs) {
+    if (desc.rank != options.rank)
+      continue;
+    Program program{&desc, {}, {}, {}, 0};
+    for (const StepDesc &step : desc.steps) {
+      kernels::KernelFn fn = registry.find(step.op);
+      if (!fn)
+        throw RuntimeError("no CPU kernel for " + step.op + " (step at " + step.loc + ")");
+      kernels::KernelContext ctx;
+      ctx.op = step.op;
+      for (int b : step.inputs)
+        ctx.inputs.push_back(views_[b]);
+      for (int b : step.outputs)
+        ctx.outputs.push_back(views_[b]);
+      ctx.attrs = &step.attrs;
+      ctx.threads = options.threads;
+      program.contexts.push_back(std::move(ctx));
+      program.kernels.push_back(fn);
+    }
+    programs_.push_back(std::move(program));
   }
   bound_.assign(plan.inputs.size(), false);
 }
@@ -100,6 +119,7 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
 Executor::~Executor() = default;
 
 void Executor::bindInput(const std::string &name, const HostTensor &tensor) {
+  bool found = false;
   for (size_t i = 0; i < plan_.inputs.size(); ++i) {
     if (plan_.inputs[i].name != name)
       continue;
@@ -109,8 +129,10 @@ void Executor::bindInput(const std::string &name, const HostTensor &tensor) {
                          ", got " + dtypeName(tensor.dtype) + shapeString(tensor.shape));
     std::memcpy(dst.data, tensor.data.data(), dst.bytes());
     bound_[i] = true;
-    return;
+    found = true;
   }
+  if (found)
+    return;
   std::string names;
   for (const auto &in : plan_.inputs)
     names += (names.empty() ? "" : ", ") + in.name;
@@ -143,27 +165,62 @@ std::vector<std::string> Executor::unboundInputs() const {
   return names;
 }
 
-void Executor::run() {
-  auto missing = unboundInputs();
-  if (!missing.empty())
-    throw RuntimeError("input '" + missing.front() + "' is not bound (pass --input " + missing.front() + "=FILE)");
-  const RankProgram &program = plan_.programs[options_.rank];
-  for (size_t i = 0; i < contexts_.size(); ++i) {
-    contexts_[i].step = runs_;
+bool Executor::hasProgram(const std::string &name) const {
+  return std::any_of(programs_.begin(), programs_.end(), [&](const Program &p) { return p.desc->name == name; });
+}
+
+void Executor::run(const std::string &name) {
+  auto program = std::find_if(programs_.begin(), programs_.end(), [&](const Program &p) { return p.desc->name == name; });
+  if (program == programs_.end())
+    throw RuntimeError("the plan has no program '" + name + "' for rank " + std::to_string(options_.rank));
+  for (size_t i = 0; i < plan_.inputs.size(); ++i)
+    if (!bound_[i] && plan_.inputs[i].program == name)
+      throw RuntimeError("input '" + plan_.inputs[i].name + "' is not bound (pass --input " + plan_.inputs[i].name +
+                         "=FILE)");
+  if (options_.profile)
+    program->stepSeconds.resize(program->contexts.size(), 0.0);
+  for (size_t i = 0; i < program->contexts.size(); ++i) {
+    program->contexts[i].step = program->runs;
     try {
-      kernels_[i](contexts_[i]);
+      if (!options_.profile) {
+        program->kernels[i](program->contexts[i]);
+        continue;
+      }
+      auto start = std::chrono::steady_clock::now();
+      program->kernels[i](program->contexts[i]);
+      program->stepSeconds[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     } catch (const RuntimeError &e) {
-      throw RuntimeError("step " + std::to_string(i) + " (" + program.steps[i].loc + "): " + e.what());
+      throw RuntimeError("program " + name + ", step " + std::to_string(i) + " (" + program->desc->steps[i].loc +
+                         "): " + e.what());
     }
   }
-  ++runs_;
+  ++program->runs;
+}
+
+std::vector<std::pair<std::string, double>> Executor::profile() const {
+  std::map<std::string, double> byOp;
+  for (const Program &p : programs_)
+    for (size_t i = 0; i < p.stepSeconds.size(); ++i)
+      byOp[p.desc->steps[i].op] += p.stepSeconds[i];
+  std::vector<std::pair<std::string, double>> out(byOp.begin(), byOp.end());
+  std::sort(out.begin(), out.end(), [](auto &a, auto &b) { return a.second > b.second; });
+  return out;
 }
 
 TensorRef Executor::output(const std::string &name) const {
-  for (const auto &out : plan_.outputs)
-    if (out.name == name)
-      return views_[out.buffer];
+  for (auto it = plan_.outputs.rbegin(); it != plan_.outputs.rend(); ++it)
+    if (it->name == name)
+      return views_[it->buffer];
   throw RuntimeError("the plan has no output '" + name + "'");
+}
+
+TensorRef Executor::variable(const std::string &name) const {
+  for (size_t i = 0; i < plan_.buffers.size(); ++i) {
+    const BufferDesc &b = plan_.buffers[i];
+    if ((b.kind == BufferKind::Parameter || b.kind == BufferKind::State) && b.aliasOf < 0 && b.name == name)
+      return views_[i];
+  }
+  throw RuntimeError("the plan has no parameter or state '" + name + "'");
 }
 
 } // namespace cpc

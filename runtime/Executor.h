@@ -15,48 +15,62 @@ namespace cpc {
 struct ExecutorOptions {
   int rank = 0;
   int threads = 1;
+  bool profile = false; // time every step, summed by op (see profile())
 };
 
 /// Bytes the executor holds, by purpose (what the plan's predicted peak accounts for).
 struct MemoryStats {
   int64_t arenaBytes = 0;
   int64_t parameterBytes = 0;
+  int64_t stateBytes = 0;
   int64_t constantBytes = 0;
   int64_t inputBytes = 0;
-  int64_t total() const { return arenaBytes + parameterBytes + constantBytes + inputBytes; }
+  int64_t total() const { return arenaBytes + parameterBytes + stateBytes + constantBytes + inputBytes; }
 };
 
 class Executor {
 public:
-  /// Prepares the program of `options.rank`: allocates the arena and parameter memory and resolves
-  /// every step's kernel. `plan` must outlive the executor. Throws RuntimeError.
+  /// Prepares the programs of `options.rank`: allocates the arena, parameter and state memory and
+  /// resolves every step's kernel. `plan` must outlive the executor. Throws RuntimeError.
   Executor(const Plan &plan, ExecutorOptions options);
   ~Executor();
 
-  /// Copies `tensor` into input `name`; shape and type must match. Throws RuntimeError.
+  /// Copies `tensor` into input `name` (of every program that has one); shape and type must
+  /// match. Throws RuntimeError.
   void bindInput(const std::string &name, const HostTensor &tensor);
   /// Fills every unbound input with deterministic synthetic data.
   void bindSyntheticInputs(uint64_t seed = 0);
   std::vector<std::string> unboundInputs() const;
 
-  /// Runs the program once. Throws RuntimeError naming the failing step.
-  void run();
+  /// Runs program `name` once. Throws RuntimeError naming the failing step.
+  void run(const std::string &name = "main");
+  bool hasProgram(const std::string &name) const;
 
+  /// Output `name` of the programs (the last program that produces it).
   TensorRef output(const std::string &name) const;
+  /// Current value of a parameter or state variable.
+  TensorRef variable(const std::string &name) const;
   const std::vector<NamedBuffer> &outputs() const { return plan_.outputs; }
   MemoryStats memoryStats() const { return memory_; }
+  /// Seconds spent per op kind over all runs (only with ExecutorOptions::profile).
+  std::vector<std::pair<std::string, double>> profile() const;
 
 private:
   struct Memory;
   const Plan &plan_;
   ExecutorOptions options_;
   std::unique_ptr<Memory> mem_;
+  struct Program {
+    const RankProgram *desc;
+    std::vector<kernels::KernelContext> contexts;
+    std::vector<kernels::KernelFn> kernels;
+    std::vector<double> stepSeconds;
+    uint64_t runs = 0;
+  };
   std::vector<TensorRef> views_;  // one per plan buffer
-  std::vector<kernels::KernelContext> contexts_;
-  std::vector<kernels::KernelFn> kernels_;
+  std::vector<Program> programs_;
   std::vector<bool> bound_;       // per plan input
   MemoryStats memory_;
-  uint64_t runs_ = 0;
 };
 
 } // namespace cpc

@@ -1,6 +1,7 @@
 //===- Plan.cpp - plan (de)serialization and validation -------------------===//
 #include "runtime/Plan.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sys/stat.h>
@@ -27,7 +28,8 @@ static_assert(sizeof(Header) == kHeaderSize, "plan header must be 64 bytes");
 size_t alignUp(size_t v) { return (v + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment; }
 
 BufferKind parseKind(const std::string &s) {
-  for (BufferKind k : {BufferKind::Arena, BufferKind::Parameter, BufferKind::Constant, BufferKind::Input})
+  for (BufferKind k : {BufferKind::Arena, BufferKind::Parameter, BufferKind::State, BufferKind::Constant,
+                       BufferKind::Input})
     if (s == bufferKindName(k))
       return k;
   throw RuntimeError("unknown buffer kind '" + s + "'");
@@ -38,6 +40,7 @@ const char *bufferKindName(BufferKind kind) {
   switch (kind) {
   case BufferKind::Arena: return "arena";
   case BufferKind::Parameter: return "parameter";
+  case BufferKind::State: return "state";
   case BufferKind::Constant: return "constant";
   case BufferKind::Input: return "input";
   }
@@ -75,6 +78,14 @@ int Plan::rootOf(int buffer) const {
   return b;
 }
 
+int64_t Plan::arenaBytesOfRank(int rank) const {
+  int64_t bytes = 0;
+  for (const auto &p : programs)
+    if (p.rank == rank)
+      bytes = std::max(bytes, p.arenaBytes);
+  return bytes;
+}
+
 int64_t Plan::bytesOfKind(BufferKind kind) const {
   int64_t total = 0;
   for (const auto &b : buffers)
@@ -91,6 +102,7 @@ nlohmann::json Plan::metadata() const {
   j["source"] = source;
   j["world_size"] = worldSize;
   j["predicted_peak_bytes"] = predictedPeakBytes;
+  j["training"] = training;
   json bufs = json::array();
   for (const auto &b : buffers)
     bufs.push_back({{"name", b.name}, {"dtype", dtypeName(b.dtype)}, {"shape", b.shape},
@@ -100,7 +112,7 @@ nlohmann::json Plan::metadata() const {
   auto named = [](const std::vector<NamedBuffer> &v) {
     json a = json::array();
     for (const auto &n : v)
-      a.push_back({{"name", n.name}, {"buffer", n.buffer}});
+      a.push_back({{"name", n.name}, {"buffer", n.buffer}, {"program", n.program}});
     return a;
   };
   j["inputs"] = named(inputs);
@@ -110,7 +122,7 @@ nlohmann::json Plan::metadata() const {
     json steps = json::array();
     for (const auto &s : p.steps)
       steps.push_back({{"op", s.op}, {"in", s.inputs}, {"out", s.outputs}, {"attrs", s.attrs}, {"loc", s.loc}});
-    progs.push_back({{"rank", p.rank}, {"arena_bytes", p.arenaBytes}, {"steps", steps}});
+    progs.push_back({{"rank", p.rank}, {"name", p.name}, {"arena_bytes", p.arenaBytes}, {"steps", steps}});
   }
   j["programs"] = progs;
   return j;
@@ -118,8 +130,14 @@ nlohmann::json Plan::metadata() const {
 
 void Plan::validate() const {
   auto fail = [](const std::string &m) { throw RuntimeError("invalid plan: " + m); };
-  if (worldSize < 1 || (int)programs.size() != worldSize)
-    fail("world size " + std::to_string(worldSize) + " but " + std::to_string(programs.size()) + " programs");
+  if (worldSize < 1)
+    fail("world size " + std::to_string(worldSize));
+  for (int r = 0; r < worldSize; ++r)
+    if (std::none_of(programs.begin(), programs.end(), [&](const RankProgram &p) { return p.rank == r; }))
+      fail("rank " + std::to_string(r) + " has no program");
+  for (const auto &p : programs)
+    if (p.rank < 0 || p.rank >= worldSize)
+      fail("a program belongs to rank " + std::to_string(p.rank) + " of " + std::to_string(worldSize));
   for (size_t i = 0; i < buffers.size(); ++i) {
     const BufferDesc &b = buffers[i];
     for (int64_t d : b.shape)
@@ -221,6 +239,7 @@ Plan readPlan(const std::string &path) {
     plan.source = j.at("source");
     plan.worldSize = j.at("world_size");
     plan.predictedPeakBytes = j.at("predicted_peak_bytes");
+    plan.training = j.at("training");
     for (const auto &b : j.at("buffers")) {
       BufferDesc d;
       d.name = b.at("name");
@@ -237,10 +256,11 @@ Plan readPlan(const std::string &path) {
     }
     for (const char *key : {"inputs", "outputs"})
       for (const auto &n : j.at(key))
-        (std::string(key) == "inputs" ? plan.inputs : plan.outputs).push_back({n.at("name"), n.at("buffer")});
+        (std::string(key) == "inputs" ? plan.inputs : plan.outputs).push_back({n.at("name"), n.at("buffer"), n.at("program")});
     for (const auto &p : j.at("programs")) {
       RankProgram prog;
       prog.rank = p.at("rank");
+      prog.name = p.at("name");
       prog.arenaBytes = p.at("arena_bytes");
       for (const auto &s : p.at("steps"))
         prog.steps.push_back({s.at("op"), s.at("in").get<std::vector<int>>(), s.at("out").get<std::vector<int>>(),

@@ -1,7 +1,10 @@
 //===- Plan.h - the execution plan: what cpc compile writes, cpc-run runs --===//
 //
 // A plan is a set of per-rank programs (linear schedules of kernel steps over buffers) plus the
-// buffers' static memory layout and the initial values of parameters and constants.
+// buffers' static memory layout and the initial values of parameters and constants. A rank may
+// have several named programs (an inference plan has "main"; a training plan has the step's
+// phases); they run one after another, share the persistent buffers (parameters, optimizer state)
+// and reuse one arena.
 //
 // File layout (little endian):
 //   [0, 64)      header: magic "CPCPLAN\0", u32 version, u32 header size, u64 metadata size,
@@ -26,7 +29,10 @@ namespace cpc {
 constexpr uint32_t kPlanVersion = 1;
 constexpr size_t kPlanAlignment = 64;
 
-enum class BufferKind { Arena, Parameter, Constant, Input };
+/// Arena: temporaries of one program; Parameter: initialized from the blob, persistent;
+/// State: zero-initialized, persistent (optimizer moments, gradient accumulators);
+/// Constant: read-only blob data; Input: bound by the runtime before a program runs.
+enum class BufferKind { Arena, Parameter, State, Constant, Input };
 const char *bufferKindName(BufferKind kind);
 
 struct BufferDesc {
@@ -52,10 +58,12 @@ struct StepDesc {
 struct NamedBuffer {
   std::string name;
   int buffer = -1;
+  std::string program = "main"; // which program reads (input) or produces (output) it
 };
 
 struct RankProgram {
   int rank = 0;
+  std::string name = "main";
   int64_t arenaBytes = 0;
   std::vector<StepDesc> steps;
 };
@@ -71,7 +79,10 @@ struct Plan {
   std::vector<RankProgram> programs;
   std::vector<uint8_t> blob;
   int64_t predictedPeakBytes = 0;
+  nlohmann::json training = nlohmann::json::object(); // the recipe the runtime drives (train mode)
 
+  /// The arena one rank needs: the largest of its programs' arenas (they run one at a time).
+  int64_t arenaBytesOfRank(int rank) const;
   /// Follows aliasOf to the buffer that owns the memory.
   int rootOf(int buffer) const;
   int64_t bytesOfKind(BufferKind kind) const;

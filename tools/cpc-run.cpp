@@ -20,6 +20,7 @@ Options:
   --output-dir DIR    Write one NAME.npy per graph output into DIR
   --threads T         Threads per rank for kernels (default 1)
   --steps N           Run the plan N times (default 1); prints the mean time per run
+  --profile           Print the time spent per op kind
   --quiet             Print only errors
 )";
 
@@ -53,7 +54,7 @@ int run(int argc, char **argv) {
   std::string planPath, outputDir;
   std::vector<std::pair<std::string, std::string>> inputs;
   int threads = 1, steps = 1;
-  bool quiet = false;
+  bool quiet = false, profile = false;
   auto value = [&](int &i) -> std::string {
     if (i + 1 >= argc)
       throw UsageError(std::string(argv[i]) + " needs a value");
@@ -83,6 +84,8 @@ int run(int argc, char **argv) {
       threads = positive(arg, value(i));
     } else if (arg == "--steps") {
       steps = positive(arg, value(i));
+    } else if (arg == "--profile") {
+      profile = true;
     } else if (arg == "--quiet") {
       quiet = true;
     } else if (!arg.empty() && arg[0] == '-') {
@@ -97,7 +100,7 @@ int run(int argc, char **argv) {
     throw UsageError("needs a plan file (see cpc-run --help)");
 
   cpc::Plan plan = cpc::readPlan(planPath);
-  cpc::Executor executor(plan, cpc::ExecutorOptions{0, threads});
+  cpc::Executor executor(plan, cpc::ExecutorOptions{0, threads, profile});
   for (const auto &[name, file] : inputs)
     executor.bindInput(name, cpc::readTensorFile(file));
   std::vector<std::string> synthetic = executor.unboundInputs();
@@ -138,6 +141,15 @@ int run(int argc, char **argv) {
               << " B (arena " << mem.arenaBytes << ", parameters " << mem.parameterBytes << ", constants "
               << mem.constantBytes << ", inputs " << mem.inputBytes << "), max RSS " << usage.ru_maxrss * 1024
               << " B\n";
+  }
+  if (profile) {
+    double total = 0;
+    for (const auto &[op, secs] : executor.profile())
+      total += secs;
+    std::cout << "profile (all runs):\n";
+    for (const auto &[op, secs] : executor.profile())
+      std::cout << "  " << std::setw(24) << std::left << op << std::right << std::fixed << std::setprecision(2)
+                << std::setw(10) << secs * 1e3 << " ms " << std::setw(6) << 100 * secs / total << "%\n";
   }
   return 0;
 }

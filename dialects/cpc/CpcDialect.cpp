@@ -9,6 +9,7 @@ using namespace mlir;
 using namespace cpc;
 
 #include "dialects/cpc/CpcDialect.cpp.inc"
+#include "dialects/cpc/CpcInterfaces.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/cpc/CpcAttrs.cpp.inc"

@@ -14,6 +14,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "dialects/cpc/CpcDialect.h.inc"
+#include "dialects/cpc/CpcInterfaces.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/cpc/CpcAttrs.h.inc"

@@ -147,6 +147,31 @@ LogicalResult SoftmaxOp::verify() {
   return success();
 }
 
+/// Output shape of a 2-D convolution (NCHW input, OIHW weight), shared by conv2d and its VJPs.
+static FailureOr<SmallVector<int64_t>> convOutputShape(std::optional<Location> loc, RankedTensorType in,
+                                                       RankedTensorType w, ArrayRef<int64_t> strides,
+                                                       ArrayRef<int64_t> pads, ArrayRef<int64_t> dil, int64_t groups) {
+  if (in.getRank() != 4 || w.getRank() != 4)
+    return emitShapeError(loc, "input (NCHW) and weight (OIHW) must have rank 4");
+  if (strides.size() != 2 || pads.size() != 4 || dil.size() != 2)
+    return emitShapeError(loc, "needs 2 strides, 4 paddings and 2 dilations");
+  if (groups < 1 || in.getDimSize(1) % groups || w.getDimSize(0) % groups ||
+      w.getDimSize(1) * groups != in.getDimSize(1))
+    return emitShapeError(loc, "channels " + Twine(in.getDimSize(1)) + " and weight " + shapeStr(w.getShape()) +
+                                   " do not match groups " + Twine(groups));
+  SmallVector<int64_t> shape{in.getDimSize(0), w.getDimSize(0)};
+  for (int i = 0; i < 2; ++i) {
+    if (strides[i] < 1 || dil[i] < 1 || pads[i] < 0 || pads[i + 2] < 0)
+      return emitShapeError(loc, "strides and dilations must be >= 1, paddings >= 0");
+    int64_t extent = in.getDimSize(2 + i) + pads[i] + pads[i + 2];
+    int64_t window = dil[i] * (w.getDimSize(2 + i) - 1) + 1;
+    if (extent < window)
+      return emitShapeError(loc, "kernel larger than the padded input");
+    shape.push_back((extent - window) / strides[i] + 1);
+  }
+  return shape;
+}
+
 LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
   auto in = rankedOrNull(adaptor.getInput().getType());
@@ -158,29 +183,16 @@ LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                                 in.getElementType()))
     return emitShapeError(loc, "input, weight and bias must share the element type");
   auto strides = adaptor.getStrides(), pads = adaptor.getPadding(), dil = adaptor.getDilations();
-  if (strides.size() != 2 || pads.size() != 4 || dil.size() != 2)
-    return emitShapeError(loc, "needs 2 strides, 4 paddings and 2 dilations");
   int64_t groups = adaptor.getGroups();
-  if (groups < 1 || in.getDimSize(1) % groups || w.getDimSize(0) % groups ||
-      w.getDimSize(1) * groups != in.getDimSize(1))
-    return emitShapeError(loc, "channels " + Twine(in.getDimSize(1)) + " and weight " +
-                                   shapeStr(w.getShape()) + " do not match groups " + Twine(groups));
   if (Value bias = adaptor.getBias()) {
     auto b = rankedOrNull(bias.getType());
     if (!b || b.getRank() != 1 || b.getDimSize(0) != w.getDimSize(0))
       return emitShapeError(loc, "bias must have shape [" + Twine(w.getDimSize(0)) + "]");
   }
-  SmallVector<int64_t> shape{in.getDimSize(0), w.getDimSize(0)};
-  for (int i = 0; i < 2; ++i) {
-    if (strides[i] < 1 || dil[i] < 1 || pads[i] < 0 || pads[i + 2] < 0)
-      return emitShapeError(loc, "strides and dilations must be >= 1, paddings >= 0");
-    int64_t extent = in.getDimSize(2 + i) + pads[i] + pads[i + 2];
-    int64_t window = dil[i] * (w.getDimSize(2 + i) - 1) + 1;
-    if (extent < window)
-      return emitShapeError(loc, "kernel larger than the padded input");
-    shape.push_back((extent - window) / strides[i] + 1);
-  }
-  inferred.push_back(RankedTensorType::get(shape, in.getElementType()));
+  auto shape = convOutputShape(loc, in, w, strides, pads, dil, groups);
+  if (failed(shape))
+    return failure();
+  inferred.push_back(RankedTensorType::get(*shape, in.getElementType()));
   return success();
 }
 
@@ -345,6 +357,104 @@ LogicalResult ArgSortOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locati
   if (!in || failed(checkAxis(loc, adaptor.getAxis(), in.getRank())))
     return failure();
   inferred.push_back(RankedTensorType::get(in.getShape(), IntegerType::get(ctx, 64)));
+  return success();
+}
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                      SmallVectorImpl<Type> &inferred) {
+  auto in = rankedOrNull(adaptor.getInput().getType());
+  auto low = adaptor.getLow(), high = adaptor.getHigh(), interior = adaptor.getInterior();
+  if (!in || (int64_t)low.size() != in.getRank() || high.size() != low.size() || interior.size() != low.size())
+    return emitShapeError(loc, "low, high and interior need one entry per input dim");
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    if (low[d] < 0 || high[d] < 0 || interior[d] < 0)
+      return emitShapeError(loc, "padding amounts must be >= 0");
+    int64_t n = in.getDimSize(d);
+    shape.push_back(low[d] + high[d] + n + std::max<int64_t>(n - 1, 0) * interior[d]);
+  }
+  inferred.push_back(RankedTensorType::get(shape, in.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients.
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                                SmallVectorImpl<Type> &inferred) {
+  auto in = rankedOrNull(adaptor.getInput().getType());
+  auto scale = rankedOrNull(adaptor.getScale().getType());
+  auto grad = rankedOrNull(adaptor.getGrad().getType());
+  if (!in || !scale || !grad || grad != in)
+    return emitShapeError(loc, "grad must have the input's type");
+  int64_t axis = adaptor.getAxis();
+  if (failed(checkAxis(loc, axis, in.getRank())))
+    return failure();
+  if (scale.getShape() != in.getShape().drop_front(axis) || scale.getElementType() != in.getElementType())
+    return emitShapeError(loc, "scale must have the normalized shape " + shapeStr(in.getShape().drop_front(axis)));
+  inferred.append({in, scale, scale});
+  return success();
+}
+
+LogicalResult GatherGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                             SmallVectorImpl<Type> &inferred) {
+  auto grad = rankedOrNull(adaptor.getGrad().getType());
+  auto idx = rankedOrNull(adaptor.getIndices().getType());
+  int64_t axis = adaptor.getAxis(), dimSize = adaptor.getDimSize();
+  if (!grad || !idx || axis < 0 || axis + idx.getRank() > grad.getRank() || dimSize < 1)
+    return emitShapeError(loc, "grad must have the shape gather produced with these indices and axis");
+  SmallVector<int64_t> shape(grad.getShape().take_front(axis));
+  shape.push_back(dimSize);
+  llvm::append_range(shape, grad.getShape().drop_front(axis + idx.getRank()));
+  inferred.push_back(RankedTensorType::get(shape, grad.getElementType()));
+  return success();
+}
+
+LogicalResult GatherElementsGradOp::verify() {
+  auto grad = getGrad().getType(), idx = getIndices().getType(), out = getType();
+  int64_t axis = getAxis();
+  if (grad.getShape() != idx.getShape())
+    return emitOpError("grad must have the shape of indices");
+  if (out.getRank() != grad.getRank() || axis < 0 || axis >= out.getRank())
+    return emitOpError("result rank must match and axis must be in range");
+  if (out.getElementType() != grad.getElementType())
+    return emitOpError("result element type must be the grad's");
+  return success();
+}
+
+/// Checks that conv2d(input, weight) with these attributes produces `output`.
+static LogicalResult verifyConvShapes(Operation *op, RankedTensorType input, RankedTensorType weight,
+                                      RankedTensorType output, ArrayRef<int64_t> strides,
+                                      ArrayRef<int64_t> padding, ArrayRef<int64_t> dilations, int64_t groups) {
+  auto shape = convOutputShape(op->getLoc(), input, weight, strides, padding, dilations, groups);
+  if (failed(shape))
+    return failure();
+  if (output.getShape() != ArrayRef<int64_t>(*shape))
+    return op->emitOpError("grad shape ") << shapeStr(output.getShape()) << " is not the conv output shape "
+                                          << shapeStr(*shape);
+  return success();
+}
+
+LogicalResult Conv2DGradInputOp::verify() {
+  return verifyConvShapes(*this, getType(), getWeight().getType(), getGrad().getType(), getStrides(), getPadding(),
+                          getDilations(), getGroups());
+}
+
+LogicalResult Conv2DGradWeightOp::verify() {
+  return verifyConvShapes(*this, getInput().getType(), getType(), getGrad().getType(), getStrides(), getPadding(),
+                          getDilations(), getGroups());
+}
+
+LogicalResult AdamWOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
+  Type p = adaptor.getParam().getType();
+  if (adaptor.getGrad().getType() != p || adaptor.getExpAvg().getType() != p || adaptor.getExpAvgSq().getType() != p)
+    return emitShapeError(loc, "param, grad and moments must have one type");
+  for (Value scalar : {adaptor.getLr(), adaptor.getStep()})
+    if (llvm::cast<RankedTensorType>(scalar.getType()).getRank() != 0)
+      return emitShapeError(loc, "lr and step must be rank-0 tensors");
+  inferred.append({p, p, p});
   return success();
 }
 

@@ -7,6 +7,7 @@
 
 include "dialects/cpc/CpcBase.td"
 include "dialects/cpc/CpcAttrs.td"
+include "dialects/cpc/CpcInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
@@ -56,20 +57,20 @@ class Cpc_UnaryOp<string mnemonic, Type type, list<Trait> traits = []>
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
-def Cpc_NegOp : Cpc_UnaryOp<"neg", Cpc_Tensor> { let summary = "-x"; }
-def Cpc_AbsOp : Cpc_UnaryOp<"abs", Cpc_Tensor> { let summary = "|x|"; }
-def Cpc_ExpOp : Cpc_UnaryOp<"exp", Cpc_FloatTensor> { let summary = "e^x"; }
-def Cpc_LogOp : Cpc_UnaryOp<"log", Cpc_FloatTensor> { let summary = "ln x"; }
-def Cpc_SqrtOp : Cpc_UnaryOp<"sqrt", Cpc_FloatTensor> { let summary = "sqrt(x)"; }
-def Cpc_RsqrtOp : Cpc_UnaryOp<"rsqrt", Cpc_FloatTensor> { let summary = "1/sqrt(x)"; }
-def Cpc_ReciprocalOp : Cpc_UnaryOp<"reciprocal", Cpc_FloatTensor> { let summary = "1/x"; }
-def Cpc_ErfOp : Cpc_UnaryOp<"erf", Cpc_FloatTensor> { let summary = "Gauss error function"; }
-def Cpc_TanhOp : Cpc_UnaryOp<"tanh", Cpc_FloatTensor> { let summary = "tanh(x)"; }
-def Cpc_SigmoidOp : Cpc_UnaryOp<"sigmoid", Cpc_FloatTensor> { let summary = "1/(1+e^-x)"; }
-def Cpc_ReluOp : Cpc_UnaryOp<"relu", Cpc_FloatTensor> { let summary = "max(x, 0)"; }
+def Cpc_NegOp : Cpc_UnaryOp<"neg", Cpc_Tensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "-x"; }
+def Cpc_AbsOp : Cpc_UnaryOp<"abs", Cpc_Tensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "|x|"; }
+def Cpc_ExpOp : Cpc_UnaryOp<"exp", Cpc_FloatTensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "e^x"; }
+def Cpc_LogOp : Cpc_UnaryOp<"log", Cpc_FloatTensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "ln x"; }
+def Cpc_SqrtOp : Cpc_UnaryOp<"sqrt", Cpc_FloatTensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "sqrt(x)"; }
+def Cpc_RsqrtOp : Cpc_UnaryOp<"rsqrt", Cpc_FloatTensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "1/sqrt(x)"; }
+def Cpc_ReciprocalOp : Cpc_UnaryOp<"reciprocal", Cpc_FloatTensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "1/x"; }
+def Cpc_ErfOp : Cpc_UnaryOp<"erf", Cpc_FloatTensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "Gauss error function"; }
+def Cpc_TanhOp : Cpc_UnaryOp<"tanh", Cpc_FloatTensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "tanh(x)"; }
+def Cpc_SigmoidOp : Cpc_UnaryOp<"sigmoid", Cpc_FloatTensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "1/(1+e^-x)"; }
+def Cpc_ReluOp : Cpc_UnaryOp<"relu", Cpc_FloatTensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "max(x, 0)"; }
 def Cpc_NotOp : Cpc_UnaryOp<"not", Cpc_BoolTensor> { let summary = "logical not"; }
 
-def Cpc_GeluOp : Cpc_Op<"gelu", [Pure, Elementwise, SameOperandsAndResultType]> {
+def Cpc_GeluOp : Cpc_Op<"gelu", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, Elementwise, SameOperandsAndResultType]> {
   let summary = "GELU: exact (erf) or its tanh approximation";
   let arguments = (ins Cpc_FloatTensor:$input, DefaultValuedStrAttr<StrAttr, "none">:$approximate);
   let results = (outs Cpc_FloatTensor:$result);
@@ -77,7 +78,7 @@ def Cpc_GeluOp : Cpc_Op<"gelu", [Pure, Elementwise, SameOperandsAndResultType]> 
   let hasVerifier = 1;
 }
 
-def Cpc_CastOp : Cpc_Op<"cast", [Pure, Elementwise, SameOperandsAndResultShape]> {
+def Cpc_CastOp : Cpc_Op<"cast", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, Elementwise, SameOperandsAndResultShape]> {
   let summary = "Element type conversion (round to nearest even, float to int truncates)";
   let arguments = (ins Cpc_Tensor:$input);
   let results = (outs Cpc_Tensor:$result);
@@ -102,15 +103,15 @@ class Cpc_BinaryOp<string mnemonic, Type type, bit boolResult = 0, list<Trait> t
   }];
 }
 
-def Cpc_AddOp : Cpc_BinaryOp<"add", Cpc_Tensor, 0, [Commutative]> { let summary = "a + b"; }
-def Cpc_SubOp : Cpc_BinaryOp<"sub", Cpc_Tensor> { let summary = "a - b"; }
-def Cpc_MulOp : Cpc_BinaryOp<"mul", Cpc_Tensor, 0, [Commutative]> { let summary = "a * b"; }
-def Cpc_DivOp : Cpc_BinaryOp<"div", Cpc_Tensor> {
+def Cpc_AddOp : Cpc_BinaryOp<"add", Cpc_Tensor, 0, [Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "a + b"; }
+def Cpc_SubOp : Cpc_BinaryOp<"sub", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "a - b"; }
+def Cpc_MulOp : Cpc_BinaryOp<"mul", Cpc_Tensor, 0, [Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "a * b"; }
+def Cpc_DivOp : Cpc_BinaryOp<"div", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> {
   let summary = "a / b (integers truncate toward zero)";
 }
-def Cpc_PowOp : Cpc_BinaryOp<"pow", Cpc_FloatTensor> { let summary = "a ^ b"; }
-def Cpc_MaxOp : Cpc_BinaryOp<"max", Cpc_Tensor, 0, [Commutative]> { let summary = "max(a, b)"; }
-def Cpc_MinOp : Cpc_BinaryOp<"min", Cpc_Tensor, 0, [Commutative]> { let summary = "min(a, b)"; }
+def Cpc_PowOp : Cpc_BinaryOp<"pow", Cpc_FloatTensor, 0, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "a ^ b"; }
+def Cpc_MaxOp : Cpc_BinaryOp<"max", Cpc_Tensor, 0, [Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "max(a, b)"; }
+def Cpc_MinOp : Cpc_BinaryOp<"min", Cpc_Tensor, 0, [Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "min(a, b)"; }
 def Cpc_EqualOp : Cpc_BinaryOp<"equal", Cpc_Tensor, 1, [Commutative]> { let summary = "a == b"; }
 def Cpc_LessOp : Cpc_BinaryOp<"less", Cpc_Tensor, 1> { let summary = "a < b"; }
 def Cpc_LessEqualOp : Cpc_BinaryOp<"less_equal", Cpc_Tensor, 1> { let summary = "a <= b"; }
@@ -119,7 +120,7 @@ def Cpc_GreaterEqualOp : Cpc_BinaryOp<"greater_equal", Cpc_Tensor, 1> { let summ
 def Cpc_AndOp : Cpc_BinaryOp<"and", Cpc_BoolTensor, 1, [Commutative]> { let summary = "a && b"; }
 def Cpc_OrOp : Cpc_BinaryOp<"or", Cpc_BoolTensor, 1, [Commutative]> { let summary = "a || b"; }
 
-def Cpc_WhereOp : Cpc_Op<"where", [Pure, InferTypeOpAdaptor]> {
+def Cpc_WhereOp : Cpc_Op<"where", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "cond ? a : b, broadcasting all three";
   let arguments = (ins Cpc_BoolTensor:$condition, Cpc_Tensor:$on_true, Cpc_Tensor:$on_false);
   let results = (outs Cpc_Tensor:$result);
@@ -132,7 +133,7 @@ def Cpc_WhereOp : Cpc_Op<"where", [Pure, InferTypeOpAdaptor]> {
 // Contractions, reductions and normalizations.
 //===----------------------------------------------------------------------===//
 
-def Cpc_MatMulOp : Cpc_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+def Cpc_MatMulOp : Cpc_Op<"matmul", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "numpy matmul: batched, with broadcast batch dims";
   let description = [{
     Rank-1 operands are promoted (lhs gets a leading, rhs a trailing 1) and the promoted
@@ -144,7 +145,7 @@ def Cpc_MatMulOp : Cpc_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
 }
 
 class Cpc_ReduceOp<string mnemonic, Type type>
-    : Cpc_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : Cpc_Op<mnemonic, [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> {
   let arguments = (ins type:$input, DenseI64ArrayAttr:$axes,
                        DefaultValuedAttr<BoolAttr, "false">:$keepdims);
   let results = (outs type:$result);
@@ -165,7 +166,7 @@ def Cpc_ReduceMaxOp : Cpc_ReduceOp<"reduce_max", Cpc_Tensor> { let summary = "ma
 def Cpc_ReduceMinOp : Cpc_ReduceOp<"reduce_min", Cpc_Tensor> { let summary = "min over axes"; }
 def Cpc_ReduceProdOp : Cpc_ReduceOp<"reduce_prod", Cpc_Tensor> { let summary = "product over axes"; }
 
-def Cpc_LayerNormOp : Cpc_Op<"layer_norm", [Pure, InferTypeOpAdaptor]> {
+def Cpc_LayerNormOp : Cpc_Op<"layer_norm", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "(x - mean) / sqrt(var + epsilon) * scale + bias over dims [axis, rank)";
   let arguments = (ins Cpc_FloatTensor:$input, Cpc_FloatTensor:$scale, Cpc_FloatTensor:$bias,
                        I64Attr:$axis, F64Attr:$epsilon);
@@ -175,7 +176,7 @@ def Cpc_LayerNormOp : Cpc_Op<"layer_norm", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Cpc_SoftmaxOp : Cpc_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+def Cpc_SoftmaxOp : Cpc_Op<"softmax", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, SameOperandsAndResultType]> {
   let summary = "exp(x) / sum(exp(x)) along axis";
   let arguments = (ins Cpc_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Cpc_FloatTensor:$result);
@@ -183,7 +184,7 @@ def Cpc_SoftmaxOp : Cpc_Op<"softmax", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def Cpc_Conv2DOp : Cpc_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {
+def Cpc_Conv2DOp : Cpc_Op<"conv2d", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "2-D convolution, NCHW input, OIHW weight, optional bias [O]";
   let arguments = (ins Cpc_FloatTensor:$input, Cpc_FloatTensor:$weight,
                        Optional<Cpc_FloatTensor>:$bias,
@@ -201,7 +202,7 @@ def Cpc_Conv2DOp : Cpc_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {
 // Data movement.
 //===----------------------------------------------------------------------===//
 
-def Cpc_ReshapeOp : Cpc_Op<"reshape", [Pure]> {
+def Cpc_ReshapeOp : Cpc_Op<"reshape", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure]> {
   let summary = "Same elements, row-major, new static shape";
   let arguments = (ins Cpc_Tensor:$input);
   let results = (outs Cpc_Tensor:$result);
@@ -209,14 +210,14 @@ def Cpc_ReshapeOp : Cpc_Op<"reshape", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Cpc_TransposeOp : Cpc_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+def Cpc_TransposeOp : Cpc_Op<"transpose", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "Permute dims: result dim i is input dim permutation[i]";
   let arguments = (ins Cpc_Tensor:$input, DenseI64ArrayAttr:$permutation);
   let results = (outs Cpc_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def Cpc_SliceOp : Cpc_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+def Cpc_SliceOp : Cpc_Op<"slice", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "Strided slice: per dim, elements start, start+stride, ... < limit";
   let arguments = (ins Cpc_Tensor:$input, DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$limits,
                        DenseI64ArrayAttr:$strides);
@@ -224,14 +225,14 @@ def Cpc_SliceOp : Cpc_Op<"slice", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def Cpc_ConcatOp : Cpc_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+def Cpc_ConcatOp : Cpc_Op<"concat", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "Join tensors along axis";
   let arguments = (ins Variadic<Cpc_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs Cpc_Tensor:$result);
   let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
 }
 
-def Cpc_BroadcastOp : Cpc_Op<"broadcast", [Pure]> {
+def Cpc_BroadcastOp : Cpc_Op<"broadcast", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure]> {
   let summary = "numpy broadcast to the result shape (ONNX Expand)";
   let arguments = (ins Cpc_Tensor:$input);
   let results = (outs Cpc_Tensor:$result);
@@ -239,7 +240,7 @@ def Cpc_BroadcastOp : Cpc_Op<"broadcast", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Cpc_GatherOp : Cpc_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+def Cpc_GatherOp : Cpc_Op<"gather", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "ONNX Gather: take slices of data along axis at indices";
   let description = [{
     Result shape is data.shape[:axis] + indices.shape + data.shape[axis+1:]. Negative
@@ -250,14 +251,14 @@ def Cpc_GatherOp : Cpc_Op<"gather", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
 }
 
-def Cpc_GatherElementsOp : Cpc_Op<"gather_elements", [Pure, InferTypeOpAdaptor]> {
+def Cpc_GatherElementsOp : Cpc_Op<"gather_elements", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "ONNX GatherElements / torch.gather: result has the shape of indices";
   let arguments = (ins Cpc_Tensor:$data, Cpc_IndexTensor:$indices, I64Attr:$axis);
   let results = (outs Cpc_Tensor:$result);
   let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
 }
 
-def Cpc_ScatterNDOp : Cpc_Op<"scatter_nd", [Pure, InferTypeOpAdaptor]> {
+def Cpc_ScatterNDOp : Cpc_Op<"scatter_nd", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "ONNX ScatterND: copy of data with slices at indices replaced by updates";
   let arguments = (ins Cpc_Tensor:$data, Cpc_IndexTensor:$indices, Cpc_Tensor:$updates,
                        DefaultValuedStrAttr<StrAttr, "none">:$reduction);
@@ -267,7 +268,7 @@ def Cpc_ScatterNDOp : Cpc_Op<"scatter_nd", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Cpc_TopKOp : Cpc_Op<"topk", [Pure, InferTypeOpAdaptor]> {
+def Cpc_TopKOp : Cpc_Op<"topk", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "The k largest (or smallest) elements along axis and their indices";
   let description = [{
     Ties keep the lower index first, as ONNX specifies. With `sorted`, results are ordered.
@@ -285,6 +286,127 @@ def Cpc_ArgSortOp : Cpc_Op<"argsort", [Pure, InferTypeOpAdaptor]> {
                        DefaultValuedAttr<BoolAttr, "false">:$descending);
   let results = (outs StaticShapeTensorOf<[I64]>:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Cpc_PadOp : Cpc_Op<"pad", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
+  let summary = "Pad with a constant: `low`/`high` elements at each end, `interior` between elements";
+  let description = [{
+    Result dim = low + high + n + (n - 1) * interior. The VJP of a strided slice is a pad of the
+    gradient with zeros.
+  }];
+  let arguments = (ins Cpc_Tensor:$input, DenseI64ArrayAttr:$low, DenseI64ArrayAttr:$high,
+                       DenseI64ArrayAttr:$interior, DefaultValuedAttr<F64Attr, "0.0">:$value);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients: fused VJPs of ops whose backward is not a short chain of other ops.
+//===----------------------------------------------------------------------===//
+
+def Cpc_GeluGradOp : Cpc_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "grad * gelu'(input)";
+  let arguments = (ins Cpc_FloatTensor:$input, Cpc_FloatTensor:$grad,
+                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs Cpc_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` type($input)";
+}
+
+def Cpc_SoftmaxGradOp : Cpc_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "output * (grad - sum(grad * output, axis)): the VJP of softmax from its output";
+  let arguments = (ins Cpc_FloatTensor:$output, Cpc_FloatTensor:$grad, I64Attr:$axis);
+  let results = (outs Cpc_FloatTensor:$result);
+  let assemblyFormat = "$output `,` $grad attr-dict `:` type($output)";
+}
+
+def Cpc_LayerNormGradOp : Cpc_Op<"layer_norm_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "VJP of layer_norm: gradients of input, scale and bias";
+  let description = [{
+    Recomputes the mean and inverse standard deviation from `input` (cheaper to store than
+    to save), then returns (d input, d scale, d bias).
+  }];
+  let arguments = (ins Cpc_FloatTensor:$input, Cpc_FloatTensor:$scale, Cpc_FloatTensor:$grad,
+                       I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Cpc_FloatTensor:$input_grad, Cpc_FloatTensor:$scale_grad,
+                      Cpc_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Cpc_GatherGradOp : Cpc_Op<"gather_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "VJP of gather: scatter-add grad into zeros of the data's shape";
+  let arguments = (ins Cpc_FloatTensor:$grad, Cpc_IndexTensor:$indices, I64Attr:$axis,
+                       I64Attr:$dim_size);
+  let results = (outs Cpc_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $indices attr-dict `:` functional-type(operands, results)";
+}
+
+def Cpc_GatherElementsGradOp : Cpc_Op<"gather_elements_grad", [Pure]> {
+  let summary = "VJP of gather_elements: scatter-add grad (indices' shape) into zeros (result shape)";
+  let arguments = (ins Cpc_FloatTensor:$grad, Cpc_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs Cpc_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Cpc_Conv2DGradInputOp : Cpc_Op<"conv2d_grad_input", [Pure]> {
+  let summary = "VJP of conv2d with respect to its input (a transposed convolution)";
+  let arguments = (ins Cpc_FloatTensor:$grad, Cpc_FloatTensor:$weight, DenseI64ArrayAttr:$strides,
+                       DenseI64ArrayAttr:$padding, DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Cpc_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $weight attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Cpc_Conv2DGradWeightOp : Cpc_Op<"conv2d_grad_weight", [Pure]> {
+  let summary = "VJP of conv2d with respect to its weight";
+  let arguments = (ins Cpc_FloatTensor:$input, Cpc_FloatTensor:$grad, DenseI64ArrayAttr:$strides,
+                       DenseI64ArrayAttr:$padding, DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Cpc_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Training state: persistent variables and the optimizer.
+//===----------------------------------------------------------------------===//
+
+def Cpc_StateOp : Cpc_Op<"state", []> {
+  let summary = "Reads a persistent, zero-initialized training variable (optimizer moments, gradient accumulators)";
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Cpc_AssignOp : Cpc_Op<"assign", []> {
+  let summary = "Writes a new value into a parameter or state variable";
+  let description = [{
+    The write happens where the op stands; reads after it in the same function see the new
+    value. Training steps end with assigns of the updated parameters and optimizer states.
+  }];
+  let arguments = (ins Cpc_Tensor:$value, StrAttr:$name);
+  let assemblyFormat = "$value `to` $name attr-dict `:` type($value)";
+}
+
+def Cpc_AdamWOp : Cpc_Op<"adamw", [Pure, InferTypeOpAdaptor]> {
+  let summary = "One AdamW step: decoupled weight decay, bias-corrected moments";
+  let description = [{
+    With t = step (>= 1): m' = b1 m + (1-b1) g; v' = b2 v + (1-b2) g^2;
+    p' = p - lr * (m'/(1-b1^t) / (sqrt(v'/(1-b2^t)) + eps) + weight_decay * p), as torch.optim.AdamW.
+    `lr` and `step` are rank-0 f32 values computed by the runtime each step.
+  }];
+  let arguments = (ins Cpc_FloatTensor:$param, Cpc_FloatTensor:$grad, Cpc_FloatTensor:$exp_avg,
+                       Cpc_FloatTensor:$exp_avg_sq, Cpc_FloatTensor:$lr, Cpc_FloatTensor:$step,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon, F64Attr:$weight_decay);
+  let results = (outs Cpc_FloatTensor:$new_param, Cpc_FloatTensor:$new_exp_avg,
+                      Cpc_FloatTensor:$new_exp_avg_sq);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $lr `,` $step attr-dict `:`
+    functional-type(operands, results)
+  }];
 }
 
 //===----------------------------------------------------------------------===//

@@ -32,6 +32,9 @@ const KernelRegistry &KernelRegistry::cpu() {
     registerMovementKernels(r);
     registerIndexingKernels(r);
     registerRandomKernels(r);
+    registerBackwardKernels(r);
+    registerOptimizerKernels(r);
+    registerVariableKernels(r);
     return r;
   }();
   return registry;

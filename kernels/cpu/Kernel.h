@@ -62,6 +62,9 @@ void registerLinalgKernels(KernelRegistry &registry);        // matmul, conv2d
 void registerMovementKernels(KernelRegistry &registry);      // transpose, slice, concat, broadcast, reshape
 void registerIndexingKernels(KernelRegistry &registry);      // gather, gather_elements, scatter_nd, topk, argsort
 void registerRandomKernels(KernelRegistry &registry);        // random_uniform
+void registerBackwardKernels(KernelRegistry &registry);      // pad and the *_grad ops
+void registerOptimizerKernels(KernelRegistry &registry);     // adamw
+void registerVariableKernels(KernelRegistry &registry);      // assign
 
 } // namespace cpc::kernels
 

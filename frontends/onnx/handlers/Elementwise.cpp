@@ -164,7 +164,12 @@ void registerElementwiseHandlers(HandlerRegistry &r) {
   r.add("Sub", binary<SubOp>([](double a, double b) { return a - b; }));
   r.add("Mul", binary<MulOp>([](double a, double b) { return a * b; }));
   r.add("Div", binary<DivOp>(divide));
-  r.add("Pow", binary<PowOp>([](double a, double b) { return std::pow(a, b); }));
+  r.add("Pow", [pow = binary<PowOp>([](double a, double b) { return std::pow(a, b); })](NodeImporter &n) {
+    // cpc.pow is defined on floating-point tensors only; integer powers fold when constant.
+    if (!n.allInputsConstant() && !llvm::isa<FloatType>(n.inputType(0).getElementType()))
+      n.fail("Pow with an integer base is not supported");
+    pow(n);
+  });
   r.add("Equal", binary<EqualOp>([](double a, double b) { return double(a == b); }, true));
   r.add("Less", binary<LessOp>([](double a, double b) { return double(a < b); }, true));
   r.add("LessOrEqual", binary<LessEqualOp>([](double a, double b) { return double(a <= b); }, true));

@@ -33,8 +33,6 @@ void importLogSoftmax(NodeImporter &n) {
 /// Negative log-likelihood of `logProb` [N, C, d...] at `labels` [N, d...], with ONNX's
 /// reduction and ignore_index semantics (mean divides by the number of counted labels).
 Value nllLoss(NodeImporter &n, Value logProb, size_t labelsInput) {
-  if (n.hasInput(labelsInput + 1))
-    n.fail("the class-weight input is not supported");
   auto lpType = llvm::cast<RankedTensorType>(logProb.getType());
   std::vector<int64_t> labelShape = n.inputShape(labelsInput);
   if (lpType.getRank() < 2 || (int64_t)labelShape.size() != lpType.getRank() - 1)
@@ -59,11 +57,20 @@ Value nllLoss(NodeImporter &n, Value logProb, size_t labelsInput) {
   Value picked = n.emit1<GatherElementsOp>({logProb, n.reshape(labels, indexShape)}, {n.namedI64("axis", 1)});
   picked = n.reshape(picked, labelShape);
   Value loss = n.emitTyped<NegOp>(picked.getType(), {picked});
+  // Per-label weights: the class weight of the label (when given) times whether it counts.
   Value weight;
-  if (counted) {
-    weight = n.emitTyped<CastOp>(RankedTensorType::get(labelShape, et), {counted});
-    loss = n.emit1<MulOp>({loss, weight});
+  if (n.hasInput(labelsInput + 1)) {
+    std::vector<int64_t> classWeightShape = n.inputShape(labelsInput + 1);
+    if (classWeightShape.size() != 1 || classWeightShape[0] != lpType.getDimSize(1))
+      n.fail("the class weights must be a vector of C elements");
+    weight = n.emit1<GatherOp>({n.input(labelsInput + 1), labels}, {n.namedI64("axis", 0)});
   }
+  if (counted) {
+    Value countedWeight = n.emitTyped<CastOp>(RankedTensorType::get(labelShape, et), {counted});
+    weight = weight ? n.emit1<MulOp>({weight, countedWeight}) : countedWeight;
+  }
+  if (weight)
+    loss = n.emit1<MulOp>({loss, weight});
   if (reduction == "none")
     return loss;
   std::vector<int64_t> all;

@@ -68,12 +68,40 @@ void importConv(NodeImporter &n) {
 
 void importLayerNormalization(NodeImporter &n) {
   requireFloat(n, 0);
-  for (int i = 1; i < n.node().output_size(); ++i)
-    if (!n.node().output(i).empty())
-      n.fail("the Mean and InvStdDev outputs are not supported");
   std::vector<int64_t> in = n.inputShape(0);
   int64_t axis = n.normalizeAxis(n.attrInt("axis", -1), in.size());
   auto et = n.inputType(0).getElementType();
+  double epsilon = n.attrFloat("epsilon", 1e-5);
+  // Optional outputs Mean and InvStdDev = 1 / sqrt(mean((x - Mean)^2) + epsilon) over the axes
+  // [axis, rank), kept as size-1 dims; their type U is float (stash_type 1).
+  bool wantMean = n.node().output_size() > 1 && !n.node().output(1).empty();
+  bool wantInvStd = n.node().output_size() > 2 && !n.node().output(2).empty();
+  if (wantMean || wantInvStd) {
+    if (n.attrInt("stash_type", onnx::TensorProto_DataType_FLOAT) != onnx::TensorProto_DataType_FLOAT)
+      n.fail("the Mean and InvStdDev outputs with stash_type other than 1 (float) are not supported");
+    std::vector<int64_t> axes;
+    for (int64_t d = axis; d < (int64_t)in.size(); ++d)
+      axes.push_back(d);
+    auto reduceMean = [&](Value v) {
+      return n.emit1<ReduceMeanOp>({v}, {n.namedI64s("axes", axes), n.namedBool("keepdims", true)});
+    };
+    auto stash = [&](Value v) -> Value {
+      auto t = llvm::cast<RankedTensorType>(v.getType());
+      if (t.getElementType().isF32())
+        return v;
+      return n.emitTyped<CastOp>(RankedTensorType::get(t.getShape(), n.builder().getF32Type()), {v});
+    };
+    Value x = n.input(0);
+    Value mean = reduceMean(x);
+    if (wantMean)
+      n.setOutput(1, stash(mean));
+    if (wantInvStd) {
+      Value d = n.emit1<SubOp>({x, mean});
+      Value var = reduceMean(n.emit1<MulOp>({d, d}));
+      Value std = n.emitTyped<SqrtOp>(var.getType(), {n.emit1<AddOp>({var, n.scalar(epsilon, et)})});
+      n.setOutput(2, stash(n.emitTyped<ReciprocalOp>(std.getType(), {std})));
+    }
+  }
   auto normType = RankedTensorType::get(ArrayRef<int64_t>(in).drop_front(axis), et);
   auto fit = [&](Value v) -> Value { // scale/bias may be given in a broadcastable shape
     if (v.getType() == normType)
@@ -86,7 +114,7 @@ void importLayerNormalization(NodeImporter &n) {
   Value scale = fit(n.input(1));
   Value bias = n.hasInput(2) ? fit(n.input(2)) : n.emitTyped<BroadcastOp>(normType, {n.scalar(0.0, et)});
   n.setOutput(0, n.emit1<LayerNormOp>({n.input(0), scale, bias},
-                                      {n.namedI64("axis", axis), n.namedF64("epsilon", n.attrFloat("epsilon", 1e-5))}));
+                                      {n.namedI64("axis", axis), n.namedF64("epsilon", epsilon)}));
 }
 
 void importSoftmax(NodeImporter &n) {
@@ -106,11 +134,21 @@ public:
     for (char c : n_.attrString("equation"))
       if (c != ' ')
         eq += c;
-    size_t arrow = eq.find("->");
-    if (arrow == std::string::npos)
-      n_.fail("equations without '->' are not supported");
     if (eq.find("...") != std::string::npos)
       n_.fail("ellipsis in equations is not supported");
+    size_t arrow = eq.find("->");
+    if (arrow == std::string::npos) {
+      // Implicit output: the labels that appear exactly once, in alphabetical order.
+      std::map<char, int> uses;
+      for (char c : eq)
+        if (c != ',')
+          ++uses[c];
+      arrow = eq.size();
+      eq += "->";
+      for (auto [c, count] : uses)
+        if (count == 1)
+          eq += c;
+    }
     std::string output = eq.substr(arrow + 2);
     std::vector<std::string> inputs;
     std::string lhs = eq.substr(0, arrow);

@@ -1,0 +1,690 @@
+//===- Backward.cpp - pad and the fused VJP kernels -----------------------===//
+//
+// pad, gelu_grad, softmax_grad, layer_norm_grad, gather_grad, gather_elements_grad and the
+// two conv2d gradients. Elementwise and row-wise kernels (gelu_grad, softmax_grad, the dx of
+// layer_norm_grad) read every element they need before writing its own position, so their
+// outputs may alias a same-shaped input. Reductions over rows (dscale, dbias, scatter-adds)
+// use a fixed accumulation order that does not depend on the thread count.
+//
+#include "kernels/cpu/Kernel.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace cpc::kernels {
+namespace {
+
+constexpr int64_t kParallelMin = 1 << 15;
+
+int nthreads(const KernelContext &ctx) { return std::max(1, ctx.threads); }
+
+template <typename F> void dispatchFloat(const KernelContext &ctx, DType t, F &&f) {
+  if (t == DType::F32)
+    return f(float{});
+  if (t == DType::F64)
+    return f(double{});
+  if (t == DType::F16 || t == DType::BF16)
+    ctx.fail(std::string(dtypeName(t)) + " is not supported by the CPU kernels");
+  ctx.fail(std::string("element type ") + dtypeName(t) + " is not supported (f32 or f64 only)");
+}
+
+void checkArity(const KernelContext &ctx, size_t nIn, size_t nOut) {
+  if (ctx.inputs.size() != nIn || ctx.outputs.size() != nOut)
+    ctx.fail("expected " + std::to_string(nIn) + " inputs and " + std::to_string(nOut) + " outputs, got " +
+             std::to_string(ctx.inputs.size()) + " and " + std::to_string(ctx.outputs.size()));
+}
+
+void checkSame(const KernelContext &ctx, const TensorRef &t, const TensorRef &like, const char *what) {
+  if (t.dtype != like.dtype || t.shape != like.shape)
+    ctx.fail(std::string(what) + " is " + dtypeName(t.dtype) + shapeString(t.shape) + ", expected " +
+             dtypeName(like.dtype) + shapeString(like.shape));
+}
+
+/// Indices as i64 with negatives wrapped into [0, size); fails on any outside [-size, size).
+std::vector<int64_t> readIndices(const KernelContext &ctx, const TensorRef &t, int64_t size) {
+  std::vector<int64_t> v(t.numel());
+  if (t.dtype == DType::I64)
+    std::memcpy(v.data(), t.data, v.size() * sizeof(int64_t));
+  else if (t.dtype == DType::I32)
+    std::copy(t.as<int32_t>(), t.as<int32_t>() + v.size(), v.begin());
+  else
+    ctx.fail(std::string("indices must be i64 or i32, not ") + dtypeName(t.dtype));
+  for (int64_t &i : v) {
+    int64_t w = i < 0 ? i + size : i;
+    if (w < 0 || w >= size)
+      ctx.fail("index " + std::to_string(i) + " is out of range for a dim of size " + std::to_string(size));
+    i = w;
+  }
+  return v;
+}
+
+//===----------------------------------------------------------------------===//
+// pad
+//===----------------------------------------------------------------------===//
+
+uint16_t floatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000, mant = x & 0x7FFFFF;
+  int32_t exp = int32_t((x >> 23) & 0xFF);
+  if (exp == 0xFF)
+    return uint16_t(sign | 0x7C00 | (mant ? 0x200 : 0));
+  int32_t e = exp - 127 + 15;
+  if (e >= 0x1F)
+    return uint16_t(sign | 0x7C00);
+  if (e <= 0) { // subnormal half (or zero)
+    if (e < -10)
+      return uint16_t(sign);
+    mant |= 0x800000;
+    uint32_t shift = uint32_t(14 - e), half = mant >> shift, rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1)))
+      ++half;
+    return uint16_t(sign | half);
+  }
+  uint32_t half = (uint32_t(e) << 10) | (mant >> 13), rem = mant & 0x1FFF;
+  if (rem > 0x1000 || (rem == 0x1000 && (half & 1)))
+    ++half; // may carry into the exponent, which is the correct rounding (up to inf)
+  return uint16_t(sign | half);
+}
+
+uint16_t floatToBF16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if (std::isnan(f))
+    return uint16_t((x >> 16) | 0x40);
+  return uint16_t((x + 0x7FFF + ((x >> 16) & 1)) >> 16);
+}
+
+/// The bytes of `value` in element type t.
+uint64_t padPattern(DType t, double value) {
+  uint64_t bits = 0;
+  auto put = [&](auto v) { std::memcpy(&bits, &v, sizeof(v)); };
+  switch (t) {
+  case DType::F32: put(float(value)); break;
+  case DType::F64: put(value); break;
+  case DType::F16: put(floatToHalf(float(value))); break;
+  case DType::BF16: put(floatToBF16(float(value))); break;
+  case DType::I64: put(int64_t(value)); break;
+  case DType::I32: put(int32_t(value)); break;
+  case DType::I16: put(int16_t(value)); break;
+  case DType::I8: put(int8_t(value)); break;
+  case DType::U8: put(uint8_t(value)); break;
+  case DType::I1: put(uint8_t(value != 0)); break;
+  }
+  return bits;
+}
+
+template <typename E>
+void padTyped(const KernelContext &ctx, const TensorRef &in, const TensorRef &out, uint64_t bits,
+              const std::vector<int64_t> &low, const std::vector<int64_t> &interior) {
+  E fillValue;
+  std::memcpy(&fillValue, &bits, sizeof(E));
+  E *dst = out.as<E>();
+  const E *src = in.as<E>();
+  int64_t total = out.numel(), r = in.rank();
+  int threads = nthreads(ctx);
+  if (bits == 0) {
+    std::memset(dst, 0, total * sizeof(E));
+  } else {
+#pragma omp parallel for num_threads(threads) if (total > kParallelMin) schedule(static)
+    for (int64_t i = 0; i < total; ++i)
+      dst[i] = fillValue;
+  }
+  if (in.numel() == 0)
+    return;
+  if (r == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  std::vector<int64_t> ostride(r);
+  for (int64_t d = r - 1, acc = 1; d >= 0; --d) {
+    ostride[d] = acc;
+    acc *= out.shape[d];
+  }
+  int64_t len = in.shape[r - 1], rows = in.numel() / len, step = interior[r - 1] + 1;
+#pragma omp parallel for num_threads(threads) if (in.numel() > kParallelMin) schedule(static)
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t off = low[r - 1];
+    for (int64_t d = r - 2, rem = row; d >= 0; --d) {
+      int64_t c = rem % in.shape[d];
+      rem /= in.shape[d];
+      off += (low[d] + c * (interior[d] + 1)) * ostride[d];
+    }
+    const E *s = src + row * len;
+    E *o = dst + off;
+    if (step == 1)
+      std::memcpy(o, s, len * sizeof(E));
+    else
+      for (int64_t j = 0; j < len; ++j)
+        o[j * step] = s[j];
+  }
+}
+
+void padKernel(KernelContext &ctx) {
+  checkArity(ctx, 1, 1);
+  const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
+  auto low = ctx.attrInts("low"), high = ctx.attrInts("high"), interior = ctx.attrInts("interior");
+  double value = ctx.attrs->contains("value") ? ctx.attrFloat("value") : 0.0;
+  int64_t r = in.rank();
+  if ((int64_t)low.size() != r || (int64_t)high.size() != r || (int64_t)interior.size() != r)
+    ctx.fail("low, high and interior need one entry per input dim");
+  std::vector<int64_t> expect(r);
+  for (int64_t d = 0; d < r; ++d) {
+    if (low[d] < 0 || high[d] < 0 || interior[d] < 0)
+      ctx.fail("padding amounts must be >= 0");
+    int64_t n = in.shape[d];
+    expect[d] = low[d] + high[d] + n + std::max<int64_t>(n - 1, 0) * interior[d];
+  }
+  if (out.shape != expect || out.dtype != in.dtype)
+    ctx.fail("result is " + std::string(dtypeName(out.dtype)) + shapeString(out.shape) + ", expected " +
+             dtypeName(in.dtype) + shapeString(expect));
+  uint64_t bits = padPattern(in.dtype, value);
+  switch (dtypeSize(in.dtype)) {
+  case 1: return padTyped<uint8_t>(ctx, in, out, bits, low, interior);
+  case 2: return padTyped<uint16_t>(ctx, in, out, bits, low, interior);
+  case 4: return padTyped<uint32_t>(ctx, in, out, bits, low, interior);
+  case 8: return padTyped<uint64_t>(ctx, in, out, bits, low, interior);
+  default: ctx.fail(std::string("unsupported element type ") + dtypeName(in.dtype));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// gelu_grad, softmax_grad
+//===----------------------------------------------------------------------===//
+
+template <typename T> T geluErfGrad(T x) {
+  const T invSqrt2 = T(0.70710678118654752440), invSqrt2Pi = T(0.39894228040143267794);
+  T cdf = T(0.5) * (T(1) + std::erf(x * invSqrt2));
+  return cdf + x * invSqrt2Pi * std::exp(T(-0.5) * x * x);
+}
+
+template <typename T> T geluTanhGrad(T x) {
+  const T k = T(0.79788456080286535588), c = T(0.044715);
+  T x2 = x * x, t = std::tanh(k * (x + c * x2 * x));
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3) * c * x2);
+}
+
+void geluGradKernel(KernelContext &ctx) {
+  checkArity(ctx, 2, 1);
+  const TensorRef &x = ctx.inputs[0], &g = ctx.inputs[1], &out = ctx.outputs[0];
+  checkSame(ctx, g, x, "grad");
+  checkSame(ctx, out, x, "result");
+  std::string mode = ctx.attrString("approximate", "none");
+  if (mode != "none" && mode != "tanh")
+    ctx.fail("unknown approximate mode '" + mode + "' (expected none or tanh)");
+  bool tanhMode = mode == "tanh";
+  int64_t n = x.numel();
+  int threads = nthreads(ctx);
+  dispatchFloat(ctx, x.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    const T *xp = x.as<T>(), *gp = g.as<T>();
+    T *yp = out.as<T>();
+    if (tanhMode) {
+#pragma omp parallel for num_threads(threads) if (n > kParallelMin) schedule(static)
+      for (int64_t i = 0; i < n; ++i)
+        yp[i] = gp[i] * geluTanhGrad(xp[i]);
+    } else {
+#pragma omp parallel for num_threads(threads) if (n > kParallelMin) schedule(static)
+      for (int64_t i = 0; i < n; ++i)
+        yp[i] = gp[i] * geluErfGrad(xp[i]);
+    }
+  });
+}
+
+// Over [outer, len, inner]: out = y * (g - sum_len(g * y)), the sum in double.
+template <typename T>
+void softmaxGrad(const KernelContext &ctx, const T *y, const T *g, T *out, int64_t outer, int64_t len,
+                 int64_t inner) {
+  int threads = nthreads(ctx);
+  int64_t total = outer * len * inner;
+  constexpr int64_t kBlock = 256;
+  int64_t block = inner == 1 ? 1 : std::min<int64_t>(kBlock, inner);
+  int64_t blocks = (inner + block - 1) / block;
+#pragma omp parallel for num_threads(threads) if (total > kParallelMin) schedule(static)
+  for (int64_t task = 0; task < outer * blocks; ++task) {
+    int64_t o = task / blocks, i0 = (task % blocks) * block, n = std::min(block, inner - i0);
+    int64_t base = o * len * inner + i0;
+    double sum[kBlock];
+    for (int64_t i = 0; i < n; ++i)
+      sum[i] = 0;
+    for (int64_t j = 0; j < len; ++j)
+      for (int64_t i = 0; i < n; ++i)
+        sum[i] += double(g[base + j * inner + i]) * double(y[base + j * inner + i]);
+    T s[kBlock];
+    for (int64_t i = 0; i < n; ++i)
+      s[i] = T(sum[i]);
+    for (int64_t j = 0; j < len; ++j)
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t e = base + j * inner + i;
+        out[e] = y[e] * (g[e] - s[i]);
+      }
+  }
+}
+
+void softmaxGradKernel(KernelContext &ctx) {
+  checkArity(ctx, 2, 1);
+  const TensorRef &y = ctx.inputs[0], &g = ctx.inputs[1], &out = ctx.outputs[0];
+  checkSame(ctx, g, y, "grad");
+  checkSame(ctx, out, y, "result");
+  int64_t axis = ctx.attrInt("axis");
+  if (axis < 0)
+    axis += y.rank();
+  if (axis < 0 || axis >= y.rank())
+    ctx.fail("axis " + std::to_string(ctx.attrInt("axis")) + " out of range for rank " + std::to_string(y.rank()));
+  int64_t outer = numElements({y.shape.begin(), y.shape.begin() + axis}), len = y.shape[axis];
+  int64_t inner = numElements({y.shape.begin() + axis + 1, y.shape.end()});
+  if (outer * len * inner == 0)
+    return;
+  dispatchFloat(ctx, y.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    softmaxGrad<T>(ctx, y.as<T>(), g.as<T>(), out.as<T>(), outer, len, inner);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// layer_norm_grad
+//===----------------------------------------------------------------------===//
+
+// Rows are split into fixed blocks (a function of the row count only); each block sums its
+// rows' dscale/dbias contributions in row order, and blocks are combined in block order.
+template <typename T>
+void layerNormGrad(const KernelContext &ctx, const T *x, const T *scale, const T *g, T *dx, T *dscale,
+                   T *dbias, int64_t rows, int64_t n, double eps) {
+  int threads = nthreads(ctx);
+  int64_t blockRows = std::max<int64_t>(8, (rows + 255) / 256);
+  int64_t blocks = (rows + blockRows - 1) / blockRows;
+  std::vector<double> partial(2 * blocks * n, 0.0); // [block][dscale n | dbias n]
+#pragma omp parallel for num_threads(threads) if (rows * n > kParallelMin) schedule(dynamic, 1)
+  for (int64_t b = 0; b < blocks; ++b) {
+    double *ps = partial.data() + 2 * b * n, *pb = ps + n;
+    for (int64_t row = b * blockRows; row < std::min(rows, (b + 1) * blockRows); ++row) {
+      const T *xr = x + row * n, *gr = g + row * n;
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j)
+        sum += xr[j];
+      double mean = sum / double(n), sq = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        double d = double(xr[j]) - mean;
+        sq += d * d;
+      }
+      double rstd = 1.0 / std::sqrt(sq / double(n) + eps);
+      double sumGs = 0, sumGsX = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        double xhat = (double(xr[j]) - mean) * rstd, gj = gr[j], gs = gj * double(scale[j]);
+        sumGs += gs;
+        sumGsX += gs * xhat;
+        ps[j] += gj * xhat;
+        pb[j] += gj;
+      }
+      double a = sumGs / double(n), c = sumGsX / double(n);
+      T *dr = dx + row * n; // may alias x or g: position j is read above/here before written
+      for (int64_t j = 0; j < n; ++j) {
+        double xhat = (double(xr[j]) - mean) * rstd;
+        dr[j] = T(rstd * (double(gr[j]) * double(scale[j]) - a - xhat * c));
+      }
+    }
+  }
+#pragma omp parallel for num_threads(threads) if (blocks * n > kParallelMin) schedule(static)
+  for (int64_t j = 0; j < n; ++j) {
+    double s = 0, t = 0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      s += partial[2 * b * n + j];
+      t += partial[(2 * b + 1) * n + j];
+    }
+    dscale[j] = T(s);
+    dbias[j] = T(t);
+  }
+}
+
+void layerNormGradKernel(KernelContext &ctx) {
+  checkArity(ctx, 3, 3);
+  const TensorRef &x = ctx.inputs[0], &scale = ctx.inputs[1], &g = ctx.inputs[2];
+  int64_t axis = ctx.attrInt("axis");
+  if (axis < 0 || axis >= x.rank())
+    ctx.fail("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(x.rank()));
+  double eps = ctx.attrFloat("epsilon");
+  TensorRef normalized{nullptr, x.dtype, std::vector<int64_t>(x.shape.begin() + axis, x.shape.end())};
+  checkSame(ctx, g, x, "grad");
+  checkSame(ctx, scale, normalized, "scale");
+  checkSame(ctx, ctx.outputs[0], x, "input_grad");
+  checkSame(ctx, ctx.outputs[1], normalized, "scale_grad");
+  checkSame(ctx, ctx.outputs[2], normalized, "bias_grad");
+  int64_t n = normalized.numel(), rows = n ? x.numel() / n : 0;
+  dispatchFloat(ctx, x.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    if (n == 0)
+      return;
+    layerNormGrad<T>(ctx, x.as<T>(), scale.as<T>(), g.as<T>(), ctx.outputs[0].as<T>(), ctx.outputs[1].as<T>(),
+                     ctx.outputs[2].as<T>(), rows, n, eps);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// gather_grad, gather_elements_grad
+//===----------------------------------------------------------------------===//
+
+// out[o, idx[i], k] += grad[o, i, k]. Tasks are (o, column block): each owns disjoint output
+// elements and adds the gathered rows in index order, so duplicates accumulate deterministically.
+void gatherGradKernel(KernelContext &ctx) {
+  checkArity(ctx, 2, 1);
+  const TensorRef &grad = ctx.inputs[0], &indices = ctx.inputs[1], &out = ctx.outputs[0];
+  int64_t r = out.rank(), axis = ctx.attrInt("axis");
+  if (axis < 0)
+    axis += r;
+  if (axis < 0 || axis >= r)
+    ctx.fail("axis " + std::to_string(ctx.attrInt("axis")) + " out of range for rank " + std::to_string(r));
+  if (ctx.attrs->contains("dim_size") && ctx.attrInt("dim_size") != out.shape[axis])
+    ctx.fail("result dim " + std::to_string(axis) + " is not dim_size " + std::to_string(ctx.attrInt("dim_size")));
+  std::vector<int64_t> expect(out.shape.begin(), out.shape.begin() + axis);
+  expect.insert(expect.end(), indices.shape.begin(), indices.shape.end());
+  expect.insert(expect.end(), out.shape.begin() + axis + 1, out.shape.end());
+  if (grad.shape != expect || grad.dtype != out.dtype)
+    ctx.fail("grad is " + shapeString(grad.shape) + ", expected " + shapeString(expect) + " of the result's type");
+  int64_t size = out.shape[axis];
+  std::vector<int64_t> idx = readIndices(ctx, indices, size);
+  int64_t outer = numElements({out.shape.begin(), out.shape.begin() + axis});
+  int64_t inner = numElements({out.shape.begin() + axis + 1, out.shape.end()});
+  int64_t n = (int64_t)idx.size();
+  int threads = nthreads(ctx);
+  dispatchFloat(ctx, out.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    T *dst = out.as<T>();
+    const T *src = grad.as<T>();
+    std::fill(dst, dst + out.numel(), T(0));
+    if (grad.numel() == 0)
+      return;
+    int64_t want = std::max<int64_t>(1, 4 * threads / std::max<int64_t>(1, outer));
+    int64_t block = std::max<int64_t>(16, (inner + want - 1) / want), blocks = (inner + block - 1) / block;
+#pragma omp parallel for num_threads(threads) if (grad.numel() > kParallelMin) schedule(static)
+    for (int64_t task = 0; task < outer * blocks; ++task) {
+      int64_t o = task / blocks, k0 = (task % blocks) * block, k1 = std::min(inner, k0 + block);
+      for (int64_t i = 0; i < n; ++i) {
+        const T *s = src + (o * n + i) * inner;
+        T *d = dst + (o * size + idx[i]) * inner;
+        for (int64_t k = k0; k < k1; ++k)
+          d[k] += s[k];
+      }
+    }
+  });
+}
+
+// out[coords with axis -> indices[e]] += grad[e]. Elements differing in a non-axis coordinate
+// never collide, so tasks over (outer, inner block) are race-free; each walks the axis in order.
+void gatherElementsGradKernel(KernelContext &ctx) {
+  checkArity(ctx, 2, 1);
+  const TensorRef &grad = ctx.inputs[0], &indices = ctx.inputs[1], &out = ctx.outputs[0];
+  int64_t r = out.rank(), axis = ctx.attrInt("axis");
+  if (axis < 0)
+    axis += r;
+  if (axis < 0 || axis >= r)
+    ctx.fail("axis " + std::to_string(ctx.attrInt("axis")) + " out of range for rank " + std::to_string(r));
+  if (grad.shape != indices.shape || indices.rank() != r || grad.dtype != out.dtype)
+    ctx.fail("grad must have the indices' shape and the result's rank and type");
+  for (int64_t d = 0; d < r; ++d)
+    if (d != axis && indices.shape[d] > out.shape[d])
+      ctx.fail("indices " + shapeString(indices.shape) + " exceed result " + shapeString(out.shape) + " in dim " +
+               std::to_string(d));
+  std::vector<int64_t> idx = readIndices(ctx, indices, out.shape[axis]);
+  std::vector<int64_t> ostride(r);
+  for (int64_t d = r - 1, acc = 1; d >= 0; --d) {
+    ostride[d] = acc;
+    acc *= out.shape[d];
+  }
+  const auto &is = indices.shape;
+  int64_t outer = numElements({is.begin(), is.begin() + axis}), len = is[axis];
+  int64_t inner = numElements({is.begin() + axis + 1, is.end()});
+  // Output offsets of the inner positions (dims after axis) and of the outer positions.
+  std::vector<int64_t> innerOff(inner), outerOff(outer);
+  for (int64_t k = 0; k < inner; ++k) {
+    int64_t off = 0;
+    for (int64_t d = r - 1, rem = k; d > axis; --d) {
+      off += (rem % is[d]) * ostride[d];
+      rem /= is[d];
+    }
+    innerOff[k] = off;
+  }
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t off = 0;
+    for (int64_t d = axis - 1, rem = o; d >= 0; --d) {
+      off += (rem % is[d]) * ostride[d];
+      rem /= is[d];
+    }
+    outerOff[o] = off;
+  }
+  int threads = nthreads(ctx);
+  dispatchFloat(ctx, out.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    T *dst = out.as<T>();
+    const T *src = grad.as<T>();
+    std::fill(dst, dst + out.numel(), T(0));
+    if (grad.numel() == 0)
+      return;
+    int64_t want = std::max<int64_t>(1, 4 * threads / std::max<int64_t>(1, outer));
+    int64_t block = std::max<int64_t>(16, (inner + want - 1) / want), blocks = (inner + block - 1) / block;
+#pragma omp parallel for num_threads(threads) if (grad.numel() > kParallelMin) schedule(static)
+    for (int64_t task = 0; task < outer * blocks; ++task) {
+      int64_t o = task / blocks, k0 = (task % blocks) * block, k1 = std::min(inner, k0 + block);
+      for (int64_t j = 0; j < len; ++j) {
+        int64_t e0 = (o * len + j) * inner;
+        for (int64_t k = k0; k < k1; ++k)
+          dst[outerOff[o] + idx[e0 + k] * ostride[axis] + innerOff[k]] += src[e0 + k];
+      }
+    }
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// conv2d_grad_input, conv2d_grad_weight
+//===----------------------------------------------------------------------===//
+
+/// OpenBLAS's thread count is process-global; other kernel files set it too, so compare
+/// against the live value instead of a cached one.
+void setBlasThreads(int threads) {
+  threads = std::max(threads, 1);
+  if (openblas_get_num_threads() != threads)
+    openblas_set_num_threads(threads);
+}
+
+// Row-major C[M,N] = op(A)[M,K] * op(B)[K,N] + beta*C.
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+          int64_t ldb, float beta, float *C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+              (int)K, 1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double *A, int64_t lda, const double *B,
+          int64_t ldb, double beta, double *C, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+              (int)K, 1.0, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+
+struct ConvGeom {
+  int64_t N, C, H, W, O, KH, KW, OH, OW, G;
+  int64_t sh, sw, pt, pl, dh, dw;
+  bool direct, patches; // 1x1/stride 1/no padding; stride == kernel, no padding, dilation 1
+};
+
+/// Geometry of conv2d(x: xs, w: ws) -> ys, checked against the attributes.
+ConvGeom convGeom(const KernelContext &ctx, const std::vector<int64_t> &xs, const std::vector<int64_t> &ws,
+                  const std::vector<int64_t> &ys) {
+  if (xs.size() != 4 || ws.size() != 4 || ys.size() != 4)
+    ctx.fail("expects NCHW input, OIHW weight and an NCHW gradient");
+  auto st = ctx.attrInts("strides"), pad = ctx.attrInts("padding"), dil = ctx.attrInts("dilations");
+  int64_t groups = ctx.attrs->contains("groups") ? ctx.attrInt("groups") : 1;
+  if (st.size() != 2 || pad.size() != 4 || dil.size() != 2)
+    ctx.fail("strides/dilations need 2 values and padding 4");
+  ConvGeom g{xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], ys[2], ys[3], groups,
+             st[0], st[1], pad[0], pad[1], dil[0], dil[1], false, false};
+  if (g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1)
+    ctx.fail("strides and dilations must be >= 1");
+  if (g.G < 1 || g.C % g.G || g.O % g.G || ws[1] != g.C / g.G)
+    ctx.fail("weight " + shapeString(ws) + " does not fit input " + shapeString(xs) + " with groups=" +
+             std::to_string(g.G));
+  int64_t oh = (g.H + pad[0] + pad[2] - g.dh * (g.KH - 1) - 1) / g.sh + 1;
+  int64_t ow = (g.W + pad[1] + pad[3] - g.dw * (g.KW - 1) - 1) / g.sw + 1;
+  if (ys[0] != g.N || ys[1] != g.O || g.OH != oh || g.OW != ow)
+    ctx.fail("gradient " + shapeString(ys) + " is not the conv output shape for input " + shapeString(xs) +
+             " and weight " + shapeString(ws));
+  bool noPad = pad[0] == 0 && pad[1] == 0 && pad[2] == 0 && pad[3] == 0;
+  g.direct = g.KH == 1 && g.KW == 1 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && noPad;
+  g.patches = !g.direct && g.sh == g.KH && g.sw == g.KW && g.dh == 1 && g.dw == 1 && noPad;
+  return g;
+}
+
+/// col[(c,kh,kw), (oh,ow)] of one image and group, zero outside the input.
+template <typename T> void im2col(const ConvGeom &g, const T *in, int64_t Cg, T *col, int threads) {
+  int64_t rows = Cg * g.KH * g.KW, P = g.OH * g.OW;
+#pragma omp parallel for num_threads(threads) if (rows * P > (1 << 16)) schedule(static)
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t kw = row % g.KW, kh = (row / g.KW) % g.KH, c = row / (g.KW * g.KH);
+    const T *plane = in + c * g.H * g.W;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      int64_t ih = oh * g.sh - g.pt + kh * g.dh;
+      T *d = col + row * P + oh * g.OW;
+      if (ih < 0 || ih >= g.H) {
+        std::fill(d, d + g.OW, T(0));
+        continue;
+      }
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        int64_t iw = kw * g.dw - g.pl + ow * g.sw;
+        d[ow] = (iw >= 0 && iw < g.W) ? plane[ih * g.W + iw] : T(0);
+      }
+    }
+  }
+}
+
+/// The adjoint of im2col: in[c, ih, iw] += col[(c,kh,kw), (oh,ow)]. One task per channel, as
+/// the rows of a channel overlap.
+template <typename T> void col2im(const ConvGeom &g, const T *col, int64_t Cg, T *in, int threads) {
+  int64_t P = g.OH * g.OW;
+#pragma omp parallel for num_threads(threads) if (Cg * g.KH * g.KW * P > (1 << 16)) schedule(static)
+  for (int64_t c = 0; c < Cg; ++c) {
+    T *plane = in + c * g.H * g.W;
+    for (int64_t kh = 0; kh < g.KH; ++kh)
+      for (int64_t kw = 0; kw < g.KW; ++kw) {
+        const T *src = col + ((c * g.KH + kh) * g.KW + kw) * P;
+        for (int64_t oh = 0; oh < g.OH; ++oh) {
+          int64_t ih = oh * g.sh - g.pt + kh * g.dh;
+          if (ih < 0 || ih >= g.H)
+            continue;
+          T *drow = plane + ih * g.W;
+          const T *s = src + oh * g.OW;
+          for (int64_t ow = 0; ow < g.OW; ++ow) {
+            int64_t iw = kw * g.dw - g.pl + ow * g.sw;
+            if (iw >= 0 && iw < g.W)
+              drow[iw] += s[ow];
+          }
+        }
+      }
+  }
+}
+
+/// Patch embedding (stride == kernel, no padding): patches tile the image without overlap, so
+/// im2col and its adjoint are pure reshuffles. toCol: in -> col; otherwise col -> in (assign).
+template <typename T>
+void patchShuffle(const ConvGeom &g, T *in, int64_t Cg, T *col, bool toCol, int threads) {
+  int64_t rows = Cg * g.KH * g.KW, P = g.OH * g.OW;
+#pragma omp parallel for num_threads(threads) if (rows * P > (1 << 16)) schedule(static)
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t kw = row % g.KW, kh = (row / g.KW) % g.KH, c = row / (g.KW * g.KH);
+    T *d = col + row * P;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      T *s = in + (c * g.H + oh * g.KH + kh) * g.W + kw;
+      if (toCol)
+        for (int64_t ow = 0; ow < g.OW; ++ow)
+          d[oh * g.OW + ow] = s[ow * g.KW];
+      else
+        for (int64_t ow = 0; ow < g.OW; ++ow)
+          s[ow * g.KW] = d[oh * g.OW + ow];
+    }
+  }
+}
+
+// dW_g[Og, Kc] = sum_n dy[n,g][Og, P] * col(x[n,g])^T[P, Kc].
+template <typename T> void convGradWeight(KernelContext &ctx) {
+  const TensorRef &x = ctx.inputs[0], &dy = ctx.inputs[1], &dw = ctx.outputs[0];
+  ConvGeom g = convGeom(ctx, x.shape, dw.shape, dy.shape);
+  T *DW = dw.as<T>();
+  std::fill(DW, DW + dw.numel(), T(0));
+  int64_t Cg = g.C / g.G, Og = g.O / g.G, Kc = Cg * g.KH * g.KW, P = g.OH * g.OW;
+  if (dw.numel() == 0 || g.N == 0 || P == 0)
+    return;
+  int threads = nthreads(ctx);
+  setBlasThreads(threads);
+  std::vector<T> col(g.direct ? 0 : Kc * P);
+  const T *X = x.as<T>(), *DY = dy.as<T>();
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      const T *in = X + (n * g.C + gi * Cg) * g.H * g.W;
+      const T *B = in; // 1x1, stride 1: the image is its own [Cg, H*W] column matrix
+      if (!g.direct) {
+        if (g.patches)
+          patchShuffle(g, const_cast<T *>(in), Cg, col.data(), true, threads);
+        else
+          im2col(g, in, Cg, col.data(), threads);
+        B = col.data();
+      }
+      gemm(false, true, Og, Kc, P, DY + (n * g.O + gi * Og) * P, P, B, P, T(1), DW + gi * Og * Kc, Kc);
+    }
+}
+
+// col[Kc, P] = W_g^T[Kc, Og] * dy[n,g][Og, P]; dx[n,g] = col2im(col).
+template <typename T> void convGradInput(KernelContext &ctx) {
+  const TensorRef &dy = ctx.inputs[0], &w = ctx.inputs[1], &dx = ctx.outputs[0];
+  ConvGeom g = convGeom(ctx, dx.shape, w.shape, dy.shape);
+  T *DX = dx.as<T>();
+  std::fill(DX, DX + dx.numel(), T(0));
+  int64_t Cg = g.C / g.G, Og = g.O / g.G, Kc = Cg * g.KH * g.KW, P = g.OH * g.OW;
+  if (dx.numel() == 0 || Og == 0 || P == 0)
+    return;
+  int threads = nthreads(ctx);
+  setBlasThreads(threads);
+  std::vector<T> col(g.direct ? 0 : Kc * P);
+  const T *Wt = w.as<T>(), *DY = dy.as<T>();
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t gi = 0; gi < g.G; ++gi) {
+      T *out = DX + (n * g.C + gi * Cg) * g.H * g.W;
+      const T *A = Wt + gi * Og * Kc, *B = DY + (n * g.O + gi * Og) * P;
+      if (g.direct) {
+        gemm(true, false, Kc, P, Og, A, Kc, B, P, T(0), out, P);
+        continue;
+      }
+      gemm(true, false, Kc, P, Og, A, Kc, B, P, T(0), col.data(), P);
+      if (g.patches)
+        patchShuffle(g, out, Cg, col.data(), false, threads);
+      else
+        col2im(g, col.data(), Cg, out, threads);
+    }
+}
+
+template <bool Weight> void convGradKernel(KernelContext &ctx) {
+  checkArity(ctx, 2, 1);
+  DType t = ctx.inputs[0].dtype;
+  if (ctx.inputs[1].dtype != t || ctx.outputs[0].dtype != t)
+    ctx.fail("operand and result element types differ");
+  dispatchFloat(ctx, t, [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (Weight)
+      convGradWeight<T>(ctx);
+    else
+      convGradInput<T>(ctx);
+  });
+}
+
+} // namespace
+
+void registerBackwardKernels(KernelRegistry &r) {
+  r.add("cpc.pad", padKernel);
+  r.add("cpc.gelu_grad", geluGradKernel);
+  r.add("cpc.softmax_grad", softmaxGradKernel);
+  r.add("cpc.layer_norm_grad", layerNormGradKernel);
+  r.add("cpc.gather_grad", gatherGradKernel);
+  r.add("cpc.gather_elements_grad", gatherElementsGradKernel);
+  r.add("cpc.conv2d_grad_input", convGradKernel<false>);
+  r.add("cpc.conv2d_grad_weight", convGradKernel<true>);
+}
+
+} // namespace cpc::kernels

@@ -1,0 +1,112 @@
+//===- Optimizer.cpp - the AdamW kernel -----------------------------------===//
+//
+// cpc.adamw(param, grad, exp_avg, exp_avg_sq, lr, step) -> (param', exp_avg', exp_avg_sq'),
+// bit-for-bit the arithmetic of torch.optim.AdamW's single-tensor (non-foreach) CPU path:
+//
+//   param.mul_(1 - lr * weight_decay)
+//   exp_avg.lerp_(grad, 1 - beta1)
+//   exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+//   bias_correction1 = 1 - beta1 ** step;  bias_correction2 = 1 - beta2 ** step
+//   step_size = lr / bias_correction1;     bias_correction2_sqrt = sqrt(bias_correction2)
+//   denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+//   param.addcdiv_(exp_avg, denom, value=-step_size)
+//
+// The scalars are Python floats (double) there and become the tensor's type when they meet
+// it; the tensor arithmetic is per element in the tensor's type, in the order written.
+// torch's vectorized lerp is fmadd(weight, end - self, self); for f32 that fused multiply-add
+// is reproduced exactly enough in double (the product of two floats is exact in double; the
+// one double rounding before the float rounding differs from a true fma in rare ties only).
+// This file must not be built with FP contraction onto FMA hardware (the kernels library
+// targets x86-64-v2, which has none), or the other steps would fuse differently from torch.
+//
+// All four tensors are read at an index before any output is written there, and nothing else
+// is touched, so every output may alias its input (the plan runs the update in place).
+//
+#include "kernels/cpu/Kernel.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace cpc::kernels {
+namespace {
+
+constexpr int64_t kParallelMin = 1 << 14;
+
+inline float fmadd(float a, float b, float c) { return float(double(a) * double(b) + double(c)); }
+inline double fmadd(double a, double b, double c) { return std::fma(a, b, c); }
+
+double readScalar(const KernelContext &ctx, const TensorRef &t, const char *what) {
+  if (t.numel() != 1)
+    ctx.fail(std::string(what) + " must be a single value, got " + shapeString(t.shape));
+  if (t.dtype == DType::F32)
+    return *t.as<float>();
+  if (t.dtype == DType::F64)
+    return *t.as<double>();
+  ctx.fail(std::string(what) + " must be f32 or f64, not " + dtypeName(t.dtype));
+}
+
+template <typename T>
+void adamw(const KernelContext &ctx, int64_t n, double lr, double step, double beta1, double beta2, double eps,
+           double wd) {
+  const T *p = ctx.inputs[0].as<T>(), *g = ctx.inputs[1].as<T>(), *m = ctx.inputs[2].as<T>(),
+          *v = ctx.inputs[3].as<T>();
+  T *pOut = ctx.outputs[0].as<T>(), *mOut = ctx.outputs[1].as<T>(), *vOut = ctx.outputs[2].as<T>();
+
+  const double bc1 = 1.0 - std::pow(beta1, step), bc2 = 1.0 - std::pow(beta2, step);
+  const T decay = T(1.0 - lr * wd);
+  const double w1d = 1.0 - beta1;
+  const T w1 = T(w1d);
+  const bool smallWeight = std::abs(w1) < T(0.5); // torch's lerp picks its formula by |weight|
+  const T w1m1 = w1 - T(1);
+  const T b2 = T(beta2), w2 = T(1.0 - beta2);
+  const T negStepSize = T(-(lr / bc1)), bc2Sqrt = T(std::sqrt(bc2)), epsT = T(eps);
+
+  int threads = std::max(1, ctx.threads);
+#pragma omp parallel for num_threads(threads) if (n > kParallelMin) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    T pi = p[i], gi = g[i], mi = m[i], vi = v[i];
+    pi = pi * decay;
+    T diff = gi - mi;
+    mi = smallWeight ? fmadd(w1, diff, mi) : fmadd(w1m1, diff, gi);
+    vi = vi * b2;
+    vi = vi + w2 * gi * gi;
+    T denom = std::sqrt(vi) / bc2Sqrt + epsT;
+    pi = pi + negStepSize * mi / denom;
+    pOut[i] = pi;
+    mOut[i] = mi;
+    vOut[i] = vi;
+  }
+}
+
+void adamwKernel(KernelContext &ctx) {
+  if (ctx.inputs.size() != 6 || ctx.outputs.size() != 3)
+    ctx.fail("expects 6 inputs (param, grad, exp_avg, exp_avg_sq, lr, step) and 3 outputs");
+  const TensorRef &param = ctx.inputs[0];
+  static const char *names[] = {"param", "grad", "exp_avg", "exp_avg_sq", "new_param", "new_exp_avg",
+                                "new_exp_avg_sq"};
+  for (int k = 1; k < 7; ++k) {
+    const TensorRef &t = k < 4 ? ctx.inputs[k] : ctx.outputs[k - 4];
+    if (t.dtype != param.dtype || t.shape != param.shape)
+      ctx.fail(std::string(names[k]) + " is " + dtypeName(t.dtype) + shapeString(t.shape) + ", expected " +
+               dtypeName(param.dtype) + shapeString(param.shape));
+  }
+  double lr = readScalar(ctx, ctx.inputs[4], "lr"), step = readScalar(ctx, ctx.inputs[5], "step");
+  if (!(step >= 1))
+    ctx.fail("step must be >= 1, got " + std::to_string(step));
+  double beta1 = ctx.attrFloat("beta1"), beta2 = ctx.attrFloat("beta2"), eps = ctx.attrFloat("epsilon"),
+         wd = ctx.attrFloat("weight_decay");
+  int64_t n = param.numel();
+  if (n == 0)
+    return;
+  if (param.dtype == DType::F32)
+    return adamw<float>(ctx, n, lr, step, beta1, beta2, eps, wd);
+  if (param.dtype == DType::F64)
+    return adamw<double>(ctx, n, lr, step, beta1, beta2, eps, wd);
+  ctx.fail(std::string("element type ") + dtypeName(param.dtype) + " is not supported (f32 or f64 only)");
+}
+
+} // namespace
+
+void registerOptimizerKernels(KernelRegistry &r) { r.add("cpc.adamw", adamwKernel); }
+
+} // namespace cpc::kernels
