@@ -207,9 +207,9 @@ std::vector<std::pair<std::string, double>> Executor::profile() const {
   return out;
 }
 
-TensorRef Executor::output(const std::string &name) const {
+TensorRef Executor::output(const std::string &name, const std::string &program) const {
   for (auto it = plan_.outputs.rbegin(); it != plan_.outputs.rend(); ++it)
-    if (it->name == name)
+    if (it->name == name && (program.empty() || it->program == program))
       return views_[it->buffer];
   throw RuntimeError("the plan has no output '" + name + "'");
 }

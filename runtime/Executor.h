@@ -46,8 +46,8 @@ public:
   void run(const std::string &name = "main");
   bool hasProgram(const std::string &name) const;
 
-  /// Output `name` of the programs (the last program that produces it).
-  TensorRef output(const std::string &name) const;
+  /// Output `name` of program `program` (any program, the last that has it, when empty).
+  TensorRef output(const std::string &name, const std::string &program = "") const;
   /// Current value of a parameter or state variable.
   TensorRef variable(const std::string &name) const;
   const std::vector<NamedBuffer> &outputs() const { return plan_.outputs; }

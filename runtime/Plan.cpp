@@ -155,10 +155,13 @@ void Plan::validate() const {
         fail("buffer '" + b.name + "' lies outside the data blob");
     }
   }
+  int64_t arena = 0; // programs of a rank share one arena, as large as the largest of them
+  for (const auto &p : programs)
+    arena = std::max(arena, p.arenaBytes);
+  for (const auto &b : buffers)
+    if (b.kind == BufferKind::Arena && b.aliasOf < 0 && (b.offset < 0 || b.offset + (int64_t)b.bytes() > arena))
+      fail("arena buffer '" + b.name + "' lies outside the arena");
   for (const auto &p : programs) {
-    for (const auto &b : buffers)
-      if (b.kind == BufferKind::Arena && b.aliasOf < 0 && (b.offset < 0 || b.offset + (int64_t)b.bytes() > p.arenaBytes))
-        fail("arena buffer '" + b.name + "' lies outside the arena");
     for (const auto &s : p.steps)
       for (const auto *list : {&s.inputs, &s.outputs})
         for (int b : *list)

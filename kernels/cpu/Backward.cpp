@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace cpc::kernels {
@@ -44,6 +46,28 @@ void checkSame(const KernelContext &ctx, const TensorRef &t, const TensorRef &li
              dtypeName(like.dtype) + shapeString(like.shape));
 }
 
+/// body(o, k0, k1) over tasks (o < outer, column block [k0, k1) of inner): enough tasks for the
+/// threads even when outer is 1, each a fixed range, so per-element order is thread-independent.
+template <typename F>
+void forColumnBlocks(const KernelContext &ctx, int64_t outer, int64_t inner, int64_t work, F &&body) {
+  int threads = nthreads(ctx);
+  int64_t want = std::max<int64_t>(1, 4 * threads / std::max<int64_t>(1, outer));
+  int64_t block = std::max<int64_t>(16, (inner + want - 1) / want), blocks = (inner + block - 1) / block;
+#pragma omp parallel for num_threads(threads) if (work > kParallelMin) schedule(static)
+  for (int64_t task = 0; task < outer * blocks; ++task) {
+    int64_t k0 = (task % blocks) * block;
+    body(task / blocks, k0, std::min(inner, k0 + block));
+  }
+}
+
+/// axis in [-rank, rank) made non-negative.
+int64_t normAxis(const KernelContext &ctx, int64_t rank) {
+  int64_t axis = ctx.attrInt("axis"), a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank)
+    ctx.fail("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+  return a;
+}
+
 /// Indices as i64 with negatives wrapped into [0, size); fails on any outside [-size, size).
 std::vector<int64_t> readIndices(const KernelContext &ctx, const TensorRef &t, int64_t size) {
   std::vector<int64_t> v(t.numel());
@@ -66,37 +90,23 @@ std::vector<int64_t> readIndices(const KernelContext &ctx, const TensorRef &t, i
 // pad
 //===----------------------------------------------------------------------===//
 
-uint16_t floatToHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000, mant = x & 0x7FFFFF;
-  int32_t exp = int32_t((x >> 23) & 0xFF);
-  if (exp == 0xFF)
-    return uint16_t(sign | 0x7C00 | (mant ? 0x200 : 0));
-  int32_t e = exp - 127 + 15;
-  if (e >= 0x1F)
-    return uint16_t(sign | 0x7C00);
-  if (e <= 0) { // subnormal half (or zero)
-    if (e < -10)
-      return uint16_t(sign);
-    mant |= 0x800000;
-    uint32_t shift = uint32_t(14 - e), half = mant >> shift, rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1)))
-      ++half;
-    return uint16_t(sign | half);
-  }
-  uint32_t half = (uint32_t(e) << 10) | (mant >> 13), rem = mant & 0x1FFF;
-  if (rem > 0x1000 || (rem == 0x1000 && (half & 1)))
-    ++half; // may carry into the exponent, which is the correct rounding (up to inf)
-  return uint16_t(sign | half);
-}
-
 uint16_t floatToBF16(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
   if (std::isnan(f))
     return uint16_t((x >> 16) | 0x40);
   return uint16_t((x + 0x7FFF + ((x >> 16) & 1)) >> 16);
+}
+
+/// value converted to an integer type, saturating (-inf/+inf pad values become min/max; NaN 0).
+template <typename I> I saturate(double value) {
+  if (std::isnan(value))
+    return I(0);
+  if (value <= double(std::numeric_limits<I>::min()))
+    return std::numeric_limits<I>::min();
+  if (value >= double(std::numeric_limits<I>::max()))
+    return std::numeric_limits<I>::max();
+  return I(value);
 }
 
 /// The bytes of `value` in element type t.
@@ -106,13 +116,13 @@ uint64_t padPattern(DType t, double value) {
   switch (t) {
   case DType::F32: put(float(value)); break;
   case DType::F64: put(value); break;
-  case DType::F16: put(floatToHalf(float(value))); break;
+  case DType::F16: put(_Float16(value)); break; // GCC >= 12, clang >= 15 on x86
   case DType::BF16: put(floatToBF16(float(value))); break;
-  case DType::I64: put(int64_t(value)); break;
-  case DType::I32: put(int32_t(value)); break;
-  case DType::I16: put(int16_t(value)); break;
-  case DType::I8: put(int8_t(value)); break;
-  case DType::U8: put(uint8_t(value)); break;
+  case DType::I64: put(saturate<int64_t>(value)); break;
+  case DType::I32: put(saturate<int32_t>(value)); break;
+  case DType::I16: put(saturate<int16_t>(value)); break;
+  case DType::I8: put(saturate<int8_t>(value)); break;
+  case DType::U8: put(saturate<uint8_t>(value)); break;
   case DType::I1: put(uint8_t(value != 0)); break;
   }
   return bits;
@@ -270,11 +280,7 @@ void softmaxGradKernel(KernelContext &ctx) {
   const TensorRef &y = ctx.inputs[0], &g = ctx.inputs[1], &out = ctx.outputs[0];
   checkSame(ctx, g, y, "grad");
   checkSame(ctx, out, y, "result");
-  int64_t axis = ctx.attrInt("axis");
-  if (axis < 0)
-    axis += y.rank();
-  if (axis < 0 || axis >= y.rank())
-    ctx.fail("axis " + std::to_string(ctx.attrInt("axis")) + " out of range for rank " + std::to_string(y.rank()));
+  int64_t axis = normAxis(ctx, y.rank());
   int64_t outer = numElements({y.shape.begin(), y.shape.begin() + axis}), len = y.shape[axis];
   int64_t inner = numElements({y.shape.begin() + axis + 1, y.shape.end()});
   if (outer * len * inner == 0)
@@ -343,9 +349,7 @@ void layerNormGrad(const KernelContext &ctx, const T *x, const T *scale, const T
 void layerNormGradKernel(KernelContext &ctx) {
   checkArity(ctx, 3, 3);
   const TensorRef &x = ctx.inputs[0], &scale = ctx.inputs[1], &g = ctx.inputs[2];
-  int64_t axis = ctx.attrInt("axis");
-  if (axis < 0 || axis >= x.rank())
-    ctx.fail("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(x.rank()));
+  int64_t axis = normAxis(ctx, x.rank());
   double eps = ctx.attrFloat("epsilon");
   TensorRef normalized{nullptr, x.dtype, std::vector<int64_t>(x.shape.begin() + axis, x.shape.end())};
   checkSame(ctx, g, x, "grad");
@@ -372,11 +376,7 @@ void layerNormGradKernel(KernelContext &ctx) {
 void gatherGradKernel(KernelContext &ctx) {
   checkArity(ctx, 2, 1);
   const TensorRef &grad = ctx.inputs[0], &indices = ctx.inputs[1], &out = ctx.outputs[0];
-  int64_t r = out.rank(), axis = ctx.attrInt("axis");
-  if (axis < 0)
-    axis += r;
-  if (axis < 0 || axis >= r)
-    ctx.fail("axis " + std::to_string(ctx.attrInt("axis")) + " out of range for rank " + std::to_string(r));
+  int64_t r = out.rank(), axis = normAxis(ctx, r);
   if (ctx.attrs->contains("dim_size") && ctx.attrInt("dim_size") != out.shape[axis])
     ctx.fail("result dim " + std::to_string(axis) + " is not dim_size " + std::to_string(ctx.attrInt("dim_size")));
   std::vector<int64_t> expect(out.shape.begin(), out.shape.begin() + axis);
@@ -389,7 +389,6 @@ void gatherGradKernel(KernelContext &ctx) {
   int64_t outer = numElements({out.shape.begin(), out.shape.begin() + axis});
   int64_t inner = numElements({out.shape.begin() + axis + 1, out.shape.end()});
   int64_t n = (int64_t)idx.size();
-  int threads = nthreads(ctx);
   dispatchFloat(ctx, out.dtype, [&](auto zero) {
     using T = decltype(zero);
     T *dst = out.as<T>();
@@ -397,18 +396,14 @@ void gatherGradKernel(KernelContext &ctx) {
     std::fill(dst, dst + out.numel(), T(0));
     if (grad.numel() == 0)
       return;
-    int64_t want = std::max<int64_t>(1, 4 * threads / std::max<int64_t>(1, outer));
-    int64_t block = std::max<int64_t>(16, (inner + want - 1) / want), blocks = (inner + block - 1) / block;
-#pragma omp parallel for num_threads(threads) if (grad.numel() > kParallelMin) schedule(static)
-    for (int64_t task = 0; task < outer * blocks; ++task) {
-      int64_t o = task / blocks, k0 = (task % blocks) * block, k1 = std::min(inner, k0 + block);
+    forColumnBlocks(ctx, outer, inner, grad.numel(), [&](int64_t o, int64_t k0, int64_t k1) {
       for (int64_t i = 0; i < n; ++i) {
         const T *s = src + (o * n + i) * inner;
         T *d = dst + (o * size + idx[i]) * inner;
         for (int64_t k = k0; k < k1; ++k)
           d[k] += s[k];
       }
-    }
+    });
   });
 }
 
@@ -417,11 +412,7 @@ void gatherGradKernel(KernelContext &ctx) {
 void gatherElementsGradKernel(KernelContext &ctx) {
   checkArity(ctx, 2, 1);
   const TensorRef &grad = ctx.inputs[0], &indices = ctx.inputs[1], &out = ctx.outputs[0];
-  int64_t r = out.rank(), axis = ctx.attrInt("axis");
-  if (axis < 0)
-    axis += r;
-  if (axis < 0 || axis >= r)
-    ctx.fail("axis " + std::to_string(ctx.attrInt("axis")) + " out of range for rank " + std::to_string(r));
+  int64_t r = out.rank(), axis = normAxis(ctx, r);
   if (grad.shape != indices.shape || indices.rank() != r || grad.dtype != out.dtype)
     ctx.fail("grad must have the indices' shape and the result's rank and type");
   for (int64_t d = 0; d < r; ++d)
@@ -437,25 +428,15 @@ void gatherElementsGradKernel(KernelContext &ctx) {
   const auto &is = indices.shape;
   int64_t outer = numElements({is.begin(), is.begin() + axis}), len = is[axis];
   int64_t inner = numElements({is.begin() + axis + 1, is.end()});
-  // Output offsets of the inner positions (dims after axis) and of the outer positions.
-  std::vector<int64_t> innerOff(inner), outerOff(outer);
-  for (int64_t k = 0; k < inner; ++k) {
-    int64_t off = 0;
-    for (int64_t d = r - 1, rem = k; d > axis; --d) {
-      off += (rem % is[d]) * ostride[d];
-      rem /= is[d];
-    }
-    innerOff[k] = off;
-  }
-  for (int64_t o = 0; o < outer; ++o) {
-    int64_t off = 0;
-    for (int64_t d = axis - 1, rem = o; d >= 0; --d) {
-      off += (rem % is[d]) * ostride[d];
-      rem /= is[d];
-    }
-    outerOff[o] = off;
-  }
-  int threads = nthreads(ctx);
+  // Output offsets of the positions over index dims [lo, hi) (those before / after the axis).
+  auto offsets = [&](int64_t count, int64_t lo, int64_t hi) {
+    std::vector<int64_t> off(count, 0);
+    for (int64_t e = 0; e < count; ++e)
+      for (int64_t d = hi - 1, rem = e; d >= lo; rem /= is[d], --d)
+        off[e] += (rem % is[d]) * ostride[d];
+    return off;
+  };
+  std::vector<int64_t> outerOff = offsets(outer, 0, axis), innerOff = offsets(inner, axis + 1, r);
   dispatchFloat(ctx, out.dtype, [&](auto zero) {
     using T = decltype(zero);
     T *dst = out.as<T>();
@@ -463,17 +444,13 @@ void gatherElementsGradKernel(KernelContext &ctx) {
     std::fill(dst, dst + out.numel(), T(0));
     if (grad.numel() == 0)
       return;
-    int64_t want = std::max<int64_t>(1, 4 * threads / std::max<int64_t>(1, outer));
-    int64_t block = std::max<int64_t>(16, (inner + want - 1) / want), blocks = (inner + block - 1) / block;
-#pragma omp parallel for num_threads(threads) if (grad.numel() > kParallelMin) schedule(static)
-    for (int64_t task = 0; task < outer * blocks; ++task) {
-      int64_t o = task / blocks, k0 = (task % blocks) * block, k1 = std::min(inner, k0 + block);
+    forColumnBlocks(ctx, outer, inner, grad.numel(), [&](int64_t o, int64_t k0, int64_t k1) {
       for (int64_t j = 0; j < len; ++j) {
         int64_t e0 = (o * len + j) * inner;
         for (int64_t k = k0; k < k1; ++k)
           dst[outerOff[o] + idx[e0 + k] * ostride[axis] + innerOff[k]] += src[e0 + k];
       }
-    }
+    });
   });
 }
 
@@ -490,15 +467,12 @@ void setBlasThreads(int threads) {
 }
 
 // Row-major C[M,N] = op(A)[M,K] * op(B)[K,N] + beta*C.
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
-          int64_t ldb, float beta, float *C, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
-              (int)K, 1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
-}
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double *A, int64_t lda, const double *B,
-          int64_t ldb, double beta, double *C, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
-              (int)K, 1.0, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+template <typename T>
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T *A, int64_t lda, const T *B, int64_t ldb,
+          T beta, T *C, int64_t ldc) {
+  auto fn = [] { if constexpr (std::is_same_v<T, float>) return cblas_sgemm; else return cblas_dgemm; }();
+  fn(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, T(1),
+     A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
 
 struct ConvGeom {
@@ -534,52 +508,30 @@ ConvGeom convGeom(const KernelContext &ctx, const std::vector<int64_t> &xs, cons
   return g;
 }
 
-/// col[(c,kh,kw), (oh,ow)] of one image and group, zero outside the input.
-template <typename T> void im2col(const ConvGeom &g, const T *in, int64_t Cg, T *col, int threads) {
-  int64_t rows = Cg * g.KH * g.KW, P = g.OH * g.OW;
-#pragma omp parallel for num_threads(threads) if (rows * P > (1 << 16)) schedule(static)
-  for (int64_t row = 0; row < rows; ++row) {
-    int64_t kw = row % g.KW, kh = (row / g.KW) % g.KH, c = row / (g.KW * g.KH);
-    const T *plane = in + c * g.H * g.W;
-    for (int64_t oh = 0; oh < g.OH; ++oh) {
-      int64_t ih = oh * g.sh - g.pt + kh * g.dh;
-      T *d = col + row * P + oh * g.OW;
-      if (ih < 0 || ih >= g.H) {
-        std::fill(d, d + g.OW, T(0));
-        continue;
-      }
-      for (int64_t ow = 0; ow < g.OW; ++ow) {
-        int64_t iw = kw * g.dw - g.pl + ow * g.sw;
-        d[ow] = (iw >= 0 && iw < g.W) ? plane[ih * g.W + iw] : T(0);
-      }
-    }
-  }
-}
-
-/// The adjoint of im2col: in[c, ih, iw] += col[(c,kh,kw), (oh,ow)]. One task per channel, as
-/// the rows of a channel overlap.
-template <typename T> void col2im(const ConvGeom &g, const T *col, int64_t Cg, T *in, int threads) {
+/// ToCol (im2col): col[(c,kh,kw), (oh,ow)] = in[c, ih, iw], zero outside the input. Otherwise
+/// its adjoint (col2im): in[c, ih, iw] += col[...]. One task per channel, whose rows overlap.
+template <bool ToCol, typename T>
+void imageCols(const ConvGeom &g, std::conditional_t<ToCol, const T, T> *in, int64_t Cg,
+               std::conditional_t<ToCol, T, const T> *col, int threads) {
   int64_t P = g.OH * g.OW;
 #pragma omp parallel for num_threads(threads) if (Cg * g.KH * g.KW * P > (1 << 16)) schedule(static)
-  for (int64_t c = 0; c < Cg; ++c) {
-    T *plane = in + c * g.H * g.W;
+  for (int64_t c = 0; c < Cg; ++c)
     for (int64_t kh = 0; kh < g.KH; ++kh)
       for (int64_t kw = 0; kw < g.KW; ++kw) {
-        const T *src = col + ((c * g.KH + kh) * g.KW + kw) * P;
+        auto *cr = col + ((c * g.KH + kh) * g.KW + kw) * P;
         for (int64_t oh = 0; oh < g.OH; ++oh) {
           int64_t ih = oh * g.sh - g.pt + kh * g.dh;
-          if (ih < 0 || ih >= g.H)
-            continue;
-          T *drow = plane + ih * g.W;
-          const T *s = src + oh * g.OW;
-          for (int64_t ow = 0; ow < g.OW; ++ow) {
-            int64_t iw = kw * g.dw - g.pl + ow * g.sw;
-            if (iw >= 0 && iw < g.W)
-              drow[iw] += s[ow];
+          bool inside = ih >= 0 && ih < g.H;
+          auto *row = in + (c * g.H + (inside ? ih : 0)) * g.W;
+          for (int64_t ow = 0, iw = kw * g.dw - g.pl; ow < g.OW; ++ow, iw += g.sw) {
+            bool ok = inside && iw >= 0 && iw < g.W;
+            if constexpr (ToCol)
+              cr[oh * g.OW + ow] = ok ? row[iw] : T(0);
+            else if (ok)
+              row[iw] += cr[oh * g.OW + ow];
           }
         }
       }
-  }
 }
 
 /// Patch embedding (stride == kernel, no padding): patches tile the image without overlap, so
@@ -624,7 +576,7 @@ template <typename T> void convGradWeight(KernelContext &ctx) {
         if (g.patches)
           patchShuffle(g, const_cast<T *>(in), Cg, col.data(), true, threads);
         else
-          im2col(g, in, Cg, col.data(), threads);
+          imageCols<true, T>(g, in, Cg, col.data(), threads);
         B = col.data();
       }
       gemm(false, true, Og, Kc, P, DY + (n * g.O + gi * Og) * P, P, B, P, T(1), DW + gi * Og * Kc, Kc);
@@ -656,7 +608,7 @@ template <typename T> void convGradInput(KernelContext &ctx) {
       if (g.patches)
         patchShuffle(g, out, Cg, col.data(), false, threads);
       else
-        col2im(g, col.data(), Cg, out, threads);
+        imageCols<false, T>(g, out, Cg, col.data(), threads);
     }
 }
 

@@ -160,6 +160,11 @@ TEST(BackwardKernels, PadOtherElementTypes) {
       {{"low", {0}}, {"high", {1}}, {"interior", {0}}, {"value", 1.0}});
   EXPECT_EQ(bo, (std::vector<uint8_t>{1, 0, 1, 1}));
 
+  std::vector<int8_t> i8 = {5}, i8o(3);
+  run("cpc.pad", {ref(i8, {1}, DType::I8)}, {ref(i8o, {3}, DType::I8)},
+      {{"low", {1}}, {"high", {1}}, {"interior", {0}}, {"value", -1e300}}); // saturates
+  EXPECT_EQ(i8o, (std::vector<int8_t>{-128, 5, -128}));
+
   std::vector<double> d = {2.5}, dout(1);
   run("cpc.pad", {ref(d, {}, DType::F64)}, {ref(dout, {}, DType::F64)},
       {{"low", nlohmann::json::array()}, {"high", nlohmann::json::array()}, {"interior", nlohmann::json::array()}});
