@@ -204,7 +204,8 @@ private:
       std::string n = name ? name.getValue().str() : "arg" + std::to_string(arg.getArgNumber());
       int b = newBuffer(arg.getType(), n, BufferKind::Input, func);
       p.bufferOf[arg] = b;
-      plan_.inputs.push_back({n, b, p.desc.name});
+      bool runtime = bool(func.getArgAttr(arg.getArgNumber(), "cpc.runtime"));
+      plan_.inputs.push_back({n, b, p.desc.name, runtime});
     }
     for (Operation &op : func.getBody().front()) {
       lower(p, &op, func);

@@ -39,4 +39,31 @@ def CpcAutodiff : Pass<"cpc-autodiff", "::mlir::ModuleOp"> {
   let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
 }
 
+def CpcBuildTrainStep : Pass<"cpc-build-train-step", "::mlir::ModuleOp"> {
+  let summary = "Build the training step from a differentiated loss: accumulation, clipping, AdamW";
+  let description = [{
+    Consumes `@main_grad` (from cpc-autodiff) and adds the functions the runtime runs each step.
+    With accumulation 1: `@train_step(inputs..., lr, step) -> (loss, grad_norm)`. With
+    accumulation k > 1: `@accumulate(inputs...) -> loss`, run once per microbatch, adds the
+    gradients into `grad_acc.<param>` states, and `@apply(lr, step) -> grad_norm` averages them,
+    clips by global norm (clip 0 = off, as torch.nn.utils.clip_grad_norm_), runs AdamW with
+    moments in `adamw.exp_avg.<param>` / `adamw.exp_avg_sq.<param>` states, assigns the new
+    parameters and zeroes the accumulators. Parameters matching `no-weight-decay` regexes, and
+    with `default-no-decay` all 1-D parameters and names ending in ".bias", get no weight decay.
+    `lr` and `step` are rank-0 f32 arguments the runtime supplies (attribute `cpc.runtime`).
+  }];
+  let options = [
+    Option<"accumulation", "accumulation", "int64_t", /*default=*/"1", "Microbatches per step">,
+    Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0.0", "Global-norm clip (0 = off)">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"epsilon", "epsilon", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0", "Decoupled weight decay">,
+    ListOption<"noWeightDecay", "no-weight-decay", "std::string", "Regexes of parameters without weight decay">,
+    Option<"defaultNoDecay", "default-no-decay", "bool", /*default=*/"true",
+           "No weight decay on 1-D parameters and names ending in .bias">,
+  ];
+  let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif

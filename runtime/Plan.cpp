@@ -112,7 +112,7 @@ nlohmann::json Plan::metadata() const {
   auto named = [](const std::vector<NamedBuffer> &v) {
     json a = json::array();
     for (const auto &n : v)
-      a.push_back({{"name", n.name}, {"buffer", n.buffer}, {"program", n.program}});
+      a.push_back({{"name", n.name}, {"buffer", n.buffer}, {"program", n.program}, {"runtime", n.runtime}});
     return a;
   };
   j["inputs"] = named(inputs);
@@ -259,7 +259,8 @@ Plan readPlan(const std::string &path) {
     }
     for (const char *key : {"inputs", "outputs"})
       for (const auto &n : j.at(key))
-        (std::string(key) == "inputs" ? plan.inputs : plan.outputs).push_back({n.at("name"), n.at("buffer"), n.at("program")});
+        (std::string(key) == "inputs" ? plan.inputs : plan.outputs)
+            .push_back({n.at("name"), n.at("buffer"), n.at("program"), n.at("runtime")});
     for (const auto &p : j.at("programs")) {
       RankProgram prog;
       prog.rank = p.at("rank");

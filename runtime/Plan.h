@@ -59,6 +59,7 @@ struct NamedBuffer {
   std::string name;
   int buffer = -1;
   std::string program = "main"; // which program reads (input) or produces (output) it
+  bool runtime = false;          // an input the runtime computes itself (lr, step), not user data
 };
 
 struct RankProgram {

@@ -1,10 +1,13 @@
 //===- cpc-run.cpp - run a cpc plan ---------------------------------------===//
 #include "runtime/Executor.h"
 #include "runtime/TensorIO.h"
+#include "runtime/Trainer.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sys/resource.h>
@@ -16,10 +19,15 @@ const char *kUsage = R"(Usage: cpc-run PLAN.bin [options]
 
 Options:
   --input NAME=FILE   Bind graph input NAME to FILE (.npy, or an ONNX TensorProto .pb); the file
-                      holds the global batch. Inputs without --input get deterministic synthetic data.
-  --output-dir DIR    Write one NAME.npy per graph output into DIR
+                      holds the global batch (used every step). Inputs without --input get
+                      deterministic synthetic data.
+  --output-dir DIR    Inference: one NAME.npy per graph output; training: the final value of
+                      every parameter, as PARAM.npy
+  --metrics FILE      Training: append one JSON object per step (step, loss, lr, grad_norm,
+                      loss_scale, step_s, samples_per_s, peak_bytes) to FILE (JSON lines)
   --threads T         Threads per rank for kernels (default 1)
-  --steps N           Run the plan N times (default 1); prints the mean time per run
+  --steps N           Training: optimizer steps to run; inference: runs (mean time printed).
+                      Default 1
   --profile           Print the time spent per op kind
   --quiet             Print only errors
 )";
@@ -50,8 +58,60 @@ std::string formatValues(const cpc::TensorRef &t, int64_t count) {
   return os.str();
 }
 
+void printProfile(const cpc::Executor &executor) {
+  double total = 0;
+  for (const auto &[op, secs] : executor.profile())
+    total += secs;
+  std::cout << "profile (all runs):\n";
+  for (const auto &[op, secs] : executor.profile())
+    std::cout << "  " << std::setw(24) << std::left << op << std::right << std::fixed << std::setprecision(2)
+              << std::setw(10) << secs * 1e3 << " ms " << std::setw(6) << 100 * secs / total << "%\n";
+}
+
+/// Runs `steps` optimizer steps of a training plan, printing one progress line per step.
+int train(const cpc::Plan &plan, cpc::Executor &executor,
+          const std::vector<std::pair<std::string, std::string>> &inputs, int steps, const std::string &outputDir,
+          const std::string &metricsPath, bool quiet, bool profile) {
+  cpc::Trainer trainer(plan, executor);
+  for (const auto &[name, file] : inputs)
+    trainer.setBatchInput(name, cpc::readTensorFile(file));
+  trainer.useSyntheticData();
+  std::ofstream metrics;
+  if (!metricsPath.empty()) {
+    metrics.open(metricsPath, std::ios::app);
+    if (!metrics)
+      throw cpc::RuntimeError(metricsPath + ": cannot write metrics");
+  }
+  const cpc::TrainRecipe &recipe = trainer.recipe();
+  if (!quiet)
+    std::cout << "training " << plan.source << ": " << steps << " steps, global batch " << recipe.totalBatchSize
+              << " (" << recipe.accumulation << " x " << trainer.microbatch() << "), lr " << recipe.learningRate()
+              << " (" << recipe.lrSchedule << ")\n";
+  for (int s = 0; s < steps; ++s) {
+    cpc::StepMetrics m = trainer.step(s);
+    if (!std::isfinite(m.loss))
+      throw cpc::RuntimeError("step " + std::to_string(m.step) + ": the loss is not finite (" + std::to_string(m.loss) +
+                              ")");
+    if (metrics.is_open())
+      metrics << m.toJson().dump() << "\n" << std::flush;
+    if (!quiet)
+      std::cout << "step " << std::setw(5) << m.step << "/" << steps << "  loss " << std::setprecision(6)
+                << std::fixed << m.loss << std::defaultfloat << "  lr " << std::setprecision(4) << m.lr
+                << "  grad_norm " << m.gradNorm << "  " << std::setprecision(3) << m.seconds << " s  "
+                << std::setprecision(4) << m.samplesPerSecond << " samples/s\n"
+                << std::flush;
+  }
+  if (!outputDir.empty())
+    for (const auto &b : plan.buffers)
+      if (b.kind == cpc::BufferKind::Parameter && b.aliasOf < 0)
+        cpc::writeNpy(outputDir + "/" + b.name + ".npy", executor.variable(b.name));
+  if (profile)
+    printProfile(executor);
+  return 0;
+}
+
 int run(int argc, char **argv) {
-  std::string planPath, outputDir;
+  std::string planPath, outputDir, metricsPath;
   std::vector<std::pair<std::string, std::string>> inputs;
   int threads = 1, steps = 1;
   bool quiet = false, profile = false;
@@ -80,6 +140,8 @@ int run(int argc, char **argv) {
       inputs.push_back({spec.substr(0, eq), spec.substr(eq + 1)});
     } else if (arg == "--output-dir") {
       outputDir = value(i);
+    } else if (arg == "--metrics") {
+      metricsPath = value(i);
     } else if (arg == "--threads") {
       threads = positive(arg, value(i));
     } else if (arg == "--steps") {
@@ -101,6 +163,16 @@ int run(int argc, char **argv) {
 
   cpc::Plan plan = cpc::readPlan(planPath);
   cpc::Executor executor(plan, cpc::ExecutorOptions{0, threads, profile});
+  if (!outputDir.empty()) {
+    mkdir(outputDir.c_str(), 0755);
+    struct stat st;
+    if (stat(outputDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      throw cpc::RuntimeError(outputDir + ": cannot create the output directory");
+  }
+  if (plan.mode == "train")
+    return train(plan, executor, inputs, steps, outputDir, metricsPath, quiet, profile);
+  if (!metricsPath.empty())
+    throw UsageError("--metrics records training steps; this plan is for inference");
   for (const auto &[name, file] : inputs)
     executor.bindInput(name, cpc::readTensorFile(file));
   std::vector<std::string> synthetic = executor.unboundInputs();
@@ -117,12 +189,6 @@ int run(int argc, char **argv) {
     executor.run();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  if (!outputDir.empty()) {
-    mkdir(outputDir.c_str(), 0755);
-    struct stat st;
-    if (stat(outputDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-      throw cpc::RuntimeError(outputDir + ": cannot create the output directory");
-  }
   for (const auto &out : executor.outputs()) {
     cpc::TensorRef t = executor.output(out.name);
     if (!quiet)
@@ -142,15 +208,8 @@ int run(int argc, char **argv) {
               << mem.constantBytes << ", inputs " << mem.inputBytes << "), max RSS " << usage.ru_maxrss * 1024
               << " B\n";
   }
-  if (profile) {
-    double total = 0;
-    for (const auto &[op, secs] : executor.profile())
-      total += secs;
-    std::cout << "profile (all runs):\n";
-    for (const auto &[op, secs] : executor.profile())
-      std::cout << "  " << std::setw(24) << std::left << op << std::right << std::fixed << std::setprecision(2)
-                << std::setw(10) << secs * 1e3 << " ms " << std::setw(6) << 100 * secs / total << "%\n";
-  }
+  if (profile)
+    printProfile(executor);
   return 0;
 }
 

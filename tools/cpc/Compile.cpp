@@ -1,8 +1,12 @@
 //===- Compile.cpp - cpc compile: ONNX -> execution plan ------------------===//
 #include "compiler/PlanBuilder.h"
+#include "passes/Passes.h"
+#include "runtime/TrainRecipe.h"
 #include "tools/cpc/Commands.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 
 #include <chrono>
 #include <iostream>
@@ -14,15 +18,72 @@ const char *kCompileUsage = R"(Usage: cpc compile MODEL.onnx -o PLAN.bin [option
 
 Options:
   -o FILE                    Where to write the plan (required)
-  --mode infer               What to compile: the forward computation of the graph
+  --mode train|infer         train: the training step (default when the graph's first output is
+                             a scalar loss); infer: the forward computation
+  --config CFG.json          Training recipe (Colossal-AI keys: TOTAL_BATCH_SIZE, LR, WEIGHT_DECAY,
+                             NUM_EPOCHS, WARMUP_EPOCHS, gradient_accumulation, clip_grad_norm,
+                             parallel, fp16; cpc keys: BETAS, EPS, MIN_LR, lr_schedule,
+                             STEPS_PER_EPOCH, frozen, no_weight_decay)
+  --set KEY=VALUE            Override one config key (VALUE is JSON, e.g. --set LR=1e-3); repeatable
   --input-shape NAME=AxBxC   Static shape for a graph input with symbolic dims (repeatable)
   --frozen REGEX             Treat matching parameters as frozen (repeatable)
   --no-inplace               Never let an op write its result over an input
 )";
+
+/// Whether @main's first result is a scalar float (a loss): then training is the default.
+bool returnsScalarLoss(mlir::ModuleOp module) {
+  auto main = module.lookupSymbol<mlir::func::FuncOp>("main");
+  if (!main || main.getNumResults() == 0)
+    return false;
+  auto t = llvm::dyn_cast<mlir::RankedTensorType>(main.getResultTypes()[0]);
+  return t && t.getRank() == 0 && llvm::isa<mlir::FloatType>(t.getElementType());
+}
+
+/// The batch size of the graph: dim 0 shared by its (non-scalar) inputs.
+int64_t graphBatch(mlir::ModuleOp module) {
+  auto main = module.lookupSymbol<mlir::func::FuncOp>("main");
+  int64_t batch = -1;
+  for (mlir::Type t : main.getArgumentTypes()) {
+    auto rt = llvm::cast<mlir::RankedTensorType>(t);
+    if (rt.getRank() == 0)
+      continue;
+    if (batch >= 0 && rt.getDimSize(0) != batch)
+      throw UsageError("graph inputs disagree on the batch size (dim 0): " + std::to_string(batch) + " and " +
+                       std::to_string(rt.getDimSize(0)));
+    batch = rt.getDimSize(0);
+  }
+  return batch;
+}
+
+/// Turns the imported forward graph into the training step: autodiff, then the optimizer.
+void buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module, const TrainRecipe &recipe) {
+  mlir::PassManager pm(&context);
+  pm.addPass(createCpcAutodiff());
+  CpcBuildTrainStepOptions options;
+  options.accumulation = recipe.accumulation;
+  options.clipGradNorm = recipe.clipGradNorm;
+  options.beta1 = recipe.beta1;
+  options.beta2 = recipe.beta2;
+  options.epsilon = recipe.epsilon;
+  options.weightDecay = recipe.weightDecay;
+  options.noWeightDecay = recipe.noWeightDecay;
+  pm.addPass(createCpcBuildTrainStep(options));
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
+  std::string diagnostic;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
+    if (diagnostic.empty())
+      diagnostic = diag.str();
+    return mlir::success();
+  });
+  if (mlir::failed(pm.run(module)))
+    throw std::runtime_error("building the training step failed: " + diagnostic);
+}
 } // namespace
 
 int runCompile(int argc, char **argv) {
-  std::string input, output, mode = "infer";
+  std::string input, output, mode, configPath;
+  std::vector<std::string> overrides;
   ImportOptions importOptions;
   PlanOptions planOptions;
   for (int i = 2; i < argc; ++i) {
@@ -34,6 +95,10 @@ int runCompile(int argc, char **argv) {
       output = takeValue(argc, argv, i);
     } else if (arg == "--mode") {
       mode = takeValue(argc, argv, i);
+    } else if (arg == "--config") {
+      configPath = takeValue(argc, argv, i);
+    } else if (arg == "--set") {
+      overrides.push_back(takeValue(argc, argv, i));
     } else if (arg == "--no-inplace") {
       planOptions.inPlace = false;
     } else if (parseImportOption(argc, argv, i, importOptions)) {
@@ -49,20 +114,60 @@ int runCompile(int argc, char **argv) {
     throw UsageError("'cpc compile' needs a model file (see cpc compile --help)");
   if (output.empty())
     throw UsageError("'cpc compile' needs -o PLAN.bin");
-  if (mode != "infer")
-    throw UsageError("--mode " + mode + " is not available; this cpc compiles --mode infer");
-  planOptions.mode = mode;
+  if (!mode.empty() && mode != "infer" && mode != "train")
+    throw UsageError("--mode " + mode + " is not a mode (use train or infer)");
+
+  // The recipe: defaults, then the config file, then --set overrides.
+  TrainRecipe recipe;
+  if (!configPath.empty())
+    recipe.loadFile(configPath);
+  for (const std::string &kv : overrides) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw UsageError("--set expects KEY=VALUE, got '" + kv + "'");
+    nlohmann::json value;
+    try {
+      value = nlohmann::json::parse(kv.substr(eq + 1));
+    } catch (const std::exception &) {
+      value = kv.substr(eq + 1); // a bare string such as cosine
+    }
+    recipe.apply({{kv.substr(0, eq), value}}, "--set " + kv.substr(0, eq));
+  }
+  for (const auto &pattern : recipe.frozen)
+    importOptions.frozenPatterns.push_back(pattern);
 
   auto start = std::chrono::steady_clock::now();
   mlir::MLIRContext context;
   context.disableMultithreading();
   ImportedModel model = importOnnxFile(context, input, importOptions);
+  if (mode.empty())
+    mode = returnsScalarLoss(*model.module) ? "train" : "infer";
+  planOptions.mode = mode;
+  nlohmann::json training;
+  if (mode == "train") {
+    if (!returnsScalarLoss(*model.module))
+      throw UsageError("--mode train needs a graph whose first output is a scalar loss");
+    int64_t microbatch = graphBatch(*model.module);
+    if (recipe.totalBatchSize == 0)
+      recipe.totalBatchSize = std::max<int64_t>(microbatch, 1) * recipe.accumulation;
+    recipe.validate(microbatch, configPath.empty() ? "config" : configPath);
+    buildTrainingStep(context, *model.module, recipe);
+    planOptions.functions = recipe.accumulation == 1 ? std::vector<std::string>{"train_step"}
+                                                     : std::vector<std::string>{"accumulate", "apply"};
+    training = {{"recipe", recipe.toJson()}, {"microbatch", microbatch}, {"programs", planOptions.functions}};
+  } else if (!configPath.empty() || !overrides.empty()) {
+    throw UsageError("--config and --set describe training; they do not apply to --mode infer");
+  }
   Plan plan = buildPlan(*model.module, *model.weights, input, planOptions);
+  plan.training = training;
   writePlan(plan, output);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cout << "compiled " << input << " -> " << output << ": " << plan.programs[0].steps.size() << " steps, arena "
-            << plan.programs[0].arenaBytes << " B, predicted peak " << plan.predictedPeakBytes << " B ("
-            << seconds << " s)\n";
+  size_t steps = 0;
+  for (const auto &p : plan.programs)
+    steps += p.steps.size();
+  std::cout << "compiled " << input << " -> " << output << " (" << mode << "): " << steps << " steps, arena "
+            << plan.arenaBytesOfRank(0) << " B, predicted peak " << plan.predictedPeakBytes << " B (" << seconds
+            << " s)\n";
   return 0;
 }
 

@@ -1,0 +1,188 @@
+//===- TrainRecipe.cpp ----------------------------------------------------===//
+#include "runtime/TrainRecipe.h"
+
+#include <cmath>
+#include <fstream>
+#include <regex>
+
+namespace cpc {
+
+namespace {
+[[noreturn]] void fail(const std::string &origin, const std::string &key, const std::string &message) {
+  throw ConfigError(origin + ": " + (key.empty() ? "" : "key '" + key + "': ") + message);
+}
+
+double number(const nlohmann::json &v, const std::string &origin, const std::string &key) {
+  if (!v.is_number())
+    fail(origin, key, "expected a number, got " + v.dump());
+  return v.get<double>();
+}
+
+int64_t integer(const nlohmann::json &v, const std::string &origin, const std::string &key, int64_t min) {
+  if (!v.is_number_integer() && !(v.is_number() && std::floor(v.get<double>()) == v.get<double>()))
+    fail(origin, key, "expected an integer, got " + v.dump());
+  int64_t i = v.get<int64_t>();
+  if (i < min)
+    fail(origin, key, "must be >= " + std::to_string(min) + ", got " + std::to_string(i));
+  return i;
+}
+
+std::vector<std::string> regexList(const nlohmann::json &v, const std::string &origin, const std::string &key) {
+  if (!v.is_array())
+    fail(origin, key, "expected a list of regular expressions");
+  std::vector<std::string> out;
+  for (const auto &e : v) {
+    if (!e.is_string())
+      fail(origin, key, "expected strings, got " + e.dump());
+    try {
+      std::regex re(e.get<std::string>());
+    } catch (const std::regex_error &) {
+      fail(origin, key, "'" + e.get<std::string>() + "' is not a valid regular expression");
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+} // namespace
+
+void TrainRecipe::loadFile(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    throw ConfigError(path + ": cannot open the config file");
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(in, nullptr, true, /*ignore_comments=*/true);
+  } catch (const nlohmann::json::parse_error &e) {
+    throw ConfigError(path + ": not valid JSON (" + std::string(e.what()).substr(std::string(e.what()).find(']') + 2) + ")");
+  }
+  apply(config, path);
+}
+
+void TrainRecipe::apply(const nlohmann::json &config, const std::string &origin) {
+  if (!config.is_object())
+    fail(origin, "", "the config must be a JSON object");
+  for (const auto &[key, v] : config.items()) {
+    if (key == "TOTAL_BATCH_SIZE") {
+      totalBatchSize = integer(v, origin, key, 1);
+    } else if (key == "LR") {
+      baseLr = number(v, origin, key);
+      if (!(baseLr > 0))
+        fail(origin, key, "must be > 0");
+    } else if (key == "MIN_LR") {
+      minLr = number(v, origin, key);
+      if (minLr < 0)
+        fail(origin, key, "must be >= 0");
+    } else if (key == "WEIGHT_DECAY") {
+      weightDecay = number(v, origin, key);
+      if (weightDecay < 0)
+        fail(origin, key, "must be >= 0");
+    } else if (key == "NUM_EPOCHS") {
+      numEpochs = integer(v, origin, key, 1);
+    } else if (key == "WARMUP_EPOCHS") {
+      warmupEpochs = number(v, origin, key);
+      if (warmupEpochs < 0)
+        fail(origin, key, "must be >= 0");
+    } else if (key == "STEPS_PER_EPOCH") {
+      stepsPerEpoch = integer(v, origin, key, 1);
+    } else if (key == "lr_schedule") {
+      if (!v.is_string() || (v != "cosine" && v != "constant"))
+        fail(origin, key, "must be \"cosine\" or \"constant\"");
+      lrSchedule = v;
+    } else if (key == "gradient_accumulation") {
+      accumulation = integer(v, origin, key, 1);
+    } else if (key == "clip_grad_norm") {
+      clipGradNorm = number(v, origin, key);
+      if (clipGradNorm < 0)
+        fail(origin, key, "must be >= 0 (0 turns clipping off)");
+    } else if (key == "BETAS") {
+      if (!v.is_array() || v.size() != 2)
+        fail(origin, key, "expected [beta1, beta2]");
+      beta1 = number(v[0], origin, key);
+      beta2 = number(v[1], origin, key);
+      if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1)
+        fail(origin, key, "betas must be in [0, 1)");
+    } else if (key == "EPS") {
+      epsilon = number(v, origin, key);
+      if (!(epsilon > 0))
+        fail(origin, key, "must be > 0");
+    } else if (key == "frozen") {
+      frozen = regexList(v, origin, key);
+    } else if (key == "no_weight_decay") {
+      noWeightDecay = regexList(v, origin, key);
+    } else if (key == "parallel") {
+      if (!v.is_object())
+        fail(origin, key, "expected an object like {\"pipeline\": 1, \"tensor\": {\"mode\": null, \"size\": 1}}");
+      for (const auto &[pk, pv] : v.items()) {
+        if (pk == "pipeline") {
+          if (integer(pv, origin, "parallel.pipeline", 1) != 1)
+            fail(origin, "parallel.pipeline", "pipeline parallelism is not available yet (use 1)");
+        } else if (pk == "tensor") {
+          if (!pv.is_object())
+            fail(origin, "parallel.tensor", "expected {\"mode\": ..., \"size\": ...}");
+          for (const auto &[tk, tv] : pv.items()) {
+            if (tk == "size") {
+              if (integer(tv, origin, "parallel.tensor.size", 1) != 1)
+                fail(origin, "parallel.tensor.size", "tensor parallelism is not available yet (use 1)");
+            } else if (tk != "mode") {
+              fail(origin, "parallel.tensor." + tk, "unknown key");
+            }
+          }
+        } else {
+          fail(origin, "parallel." + pk, "unknown key");
+        }
+      }
+    } else if (key == "fp16") {
+      if (!v.is_object())
+        fail(origin, key, "expected an object like {\"mode\": null}");
+      for (const auto &[fk, fv] : v.items()) {
+        if (fk != "mode")
+          fail(origin, "fp16." + fk, "unknown key");
+        if (!fv.is_null() && fv != "None" && fv != "fp32")
+          fail(origin, "fp16.mode", "mixed precision is not available yet (use null for fp32)");
+      }
+    } else {
+      fail(origin, key, "unknown key");
+    }
+  }
+}
+
+void TrainRecipe::validate(int64_t microbatch, const std::string &origin) const {
+  if (warmupEpochs > numEpochs)
+    fail(origin, "WARMUP_EPOCHS", "exceeds NUM_EPOCHS");
+  if (totalBatchSize % accumulation)
+    fail(origin, "gradient_accumulation", std::to_string(accumulation) + " does not divide TOTAL_BATCH_SIZE " +
+                                              std::to_string(totalBatchSize));
+  if (microbatch > 0 && totalBatchSize / accumulation != microbatch)
+    fail(origin, "TOTAL_BATCH_SIZE", std::to_string(totalBatchSize) + " / gradient_accumulation " +
+                                         std::to_string(accumulation) + " = " +
+                                         std::to_string(totalBatchSize / accumulation) +
+                                         " samples per microbatch, but the model's batch is " +
+                                         std::to_string(microbatch) + " (export it with that batch)");
+}
+
+double TrainRecipe::lrAt(int64_t step) const {
+  double lr = learningRate();
+  if (lrSchedule == "constant")
+    return lr;
+  double epoch = (double)step / stepsPerEpoch;
+  if (epoch < warmupEpochs)
+    return lr * epoch / warmupEpochs;
+  double span = numEpochs - warmupEpochs;
+  double progress = span > 0 ? (epoch - warmupEpochs) / span : 1.0;
+  return minLr + (lr - minLr) * 0.5 * (1.0 + std::cos(M_PI * progress));
+}
+
+nlohmann::json TrainRecipe::toJson() const {
+  return {{"TOTAL_BATCH_SIZE", totalBatchSize}, {"LR", baseLr}, {"MIN_LR", minLr}, {"WEIGHT_DECAY", weightDecay},
+          {"NUM_EPOCHS", numEpochs}, {"WARMUP_EPOCHS", warmupEpochs}, {"STEPS_PER_EPOCH", stepsPerEpoch},
+          {"lr_schedule", lrSchedule}, {"gradient_accumulation", accumulation}, {"clip_grad_norm", clipGradNorm},
+          {"BETAS", {beta1, beta2}}, {"EPS", epsilon}, {"frozen", frozen}, {"no_weight_decay", noWeightDecay}};
+}
+
+TrainRecipe TrainRecipe::fromJson(const nlohmann::json &j) {
+  TrainRecipe r;
+  r.apply(j, "plan");
+  return r;
+}
+
+} // namespace cpc

@@ -1,0 +1,56 @@
+//===- TrainRecipe.h - the training recipe: JSON config + flags -----------===//
+//
+// Colossal-AI's config keys (TOTAL_BATCH_SIZE, LR, WEIGHT_DECAY, NUM_EPOCHS, WARMUP_EPOCHS,
+// parallel, fp16, gradient_accumulation, clip_grad_norm) plus cpc's own (BETAS, EPS, MIN_LR,
+// lr_schedule, STEPS_PER_EPOCH, frozen, no_weight_decay). LR is the base rate per 256 samples:
+// the rate used is LR * TOTAL_BATCH_SIZE / 256, as in MAE.
+//
+#ifndef CPC_RUNTIME_TRAINRECIPE_H
+#define CPC_RUNTIME_TRAINRECIPE_H
+
+#include <nlohmann/json.hpp>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace cpc {
+
+/// A bad config file or flag: one line naming the file and key.
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct TrainRecipe {
+  int64_t totalBatchSize = 0; // 0: the model's batch times gradient_accumulation
+  double baseLr = 1.5e-4;     // per 256 samples
+  double minLr = 0.0;
+  double weightDecay = 0.05;
+  int64_t numEpochs = 1;
+  double warmupEpochs = 0;
+  int64_t stepsPerEpoch = 1;
+  std::string lrSchedule = "constant"; // "constant" | "cosine"
+  int64_t accumulation = 1;
+  double clipGradNorm = 0.0;
+  double beta1 = 0.9, beta2 = 0.95, epsilon = 1e-8;
+  std::vector<std::string> frozen;
+  std::vector<std::string> noWeightDecay;
+
+  /// Reads `path` over the current values; throws ConfigError naming the file and key.
+  void loadFile(const std::string &path);
+  /// Applies one JSON object of config keys; `origin` names it in errors.
+  void apply(const nlohmann::json &config, const std::string &origin);
+  /// Checks values that depend on each other (and on the model's microbatch size).
+  void validate(int64_t microbatch, const std::string &origin) const;
+
+  double learningRate() const { return baseLr * totalBatchSize / 256.0; }
+  /// The learning rate of optimizer step `step` (0-based): linear warmup, then half-cycle cosine
+  /// down to MIN_LR over the remaining epochs, per iteration as MAE does; or constant.
+  double lrAt(int64_t step) const;
+  nlohmann::json toJson() const;
+  static TrainRecipe fromJson(const nlohmann::json &j);
+};
+
+} // namespace cpc
+
+#endif

@@ -1,0 +1,95 @@
+//===- Trainer.cpp --------------------------------------------------------===//
+#include "runtime/Trainer.h"
+
+#include <chrono>
+#include <cstring>
+#include <sys/resource.h>
+
+namespace cpc {
+
+nlohmann::json StepMetrics::toJson() const {
+  return {{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", gradNorm}, {"loss_scale", 1.0},
+          {"step_s", seconds}, {"samples_per_s", samplesPerSecond}, {"peak_bytes", peakBytes}};
+}
+
+Trainer::Trainer(const Plan &plan, Executor &executor) : plan_(plan), exec_(executor) {
+  if (plan.mode != "train")
+    throw RuntimeError("not a training plan (mode '" + plan.mode + "')");
+  recipe_ = TrainRecipe::fromJson(plan.training.at("recipe"));
+  microbatch_ = plan.training.at("microbatch");
+  gradProgram_ = recipe_.accumulation == 1 ? "train_step" : "accumulate";
+}
+
+void Trainer::setBatchInput(const std::string &name, HostTensor global) {
+  const NamedBuffer *input = nullptr;
+  for (const auto &in : plan_.inputs)
+    if (in.name == name && in.program == gradProgram_ && !in.runtime)
+      input = &in;
+  if (!input) {
+    std::string names;
+    for (const auto &in : plan_.inputs)
+      if (in.program == gradProgram_ && !in.runtime)
+        names += (names.empty() ? "" : ", ") + in.name;
+    throw RuntimeError("the plan has no input '" + name + "' (inputs: " + names + ")");
+  }
+  const BufferDesc &b = plan_.buffers[input->buffer];
+  int64_t k = recipe_.accumulation;
+  std::vector<int64_t> expected = b.shape;
+  if (!expected.empty())
+    expected[0] *= k;
+  if (global.dtype != b.dtype || global.shape != expected)
+    throw RuntimeError("input '" + name + "' expects the global batch " + dtypeName(b.dtype) + shapeString(expected) +
+                       " (" + std::to_string(k) + " microbatch" + (k > 1 ? "es" : "") + " of " +
+                       shapeString(b.shape) + "), got " + dtypeName(global.dtype) + shapeString(global.shape));
+  size_t sliceBytes = b.bytes();
+  std::vector<HostTensor> slices;
+  for (int64_t m = 0; m < k; ++m) {
+    HostTensor s{b.dtype, b.shape, {}};
+    s.data.assign(global.data.begin() + m * sliceBytes, global.data.begin() + (m + 1) * sliceBytes);
+    slices.push_back(std::move(s));
+  }
+  slices_[name] = std::move(slices);
+}
+
+void Trainer::useSyntheticData() { exec_.bindSyntheticInputs(); }
+
+void Trainer::bindMicrobatch(int64_t m) {
+  for (auto &[name, slices] : slices_)
+    exec_.bindInput(name, slices[m]);
+}
+
+void Trainer::bindScalar(const std::string &name, float value) {
+  HostTensor t{DType::F32, {}, std::vector<uint8_t>(4)};
+  std::memcpy(t.data.data(), &value, 4);
+  exec_.bindInput(name, t);
+}
+
+StepMetrics Trainer::step(int64_t index) {
+  auto start = std::chrono::steady_clock::now();
+  StepMetrics m;
+  m.step = index + 1;
+  m.lr = recipe_.lrAt(index);
+  bindScalar("lr", (float)m.lr);
+  bindScalar("step", (float)(index + 1));
+  double lossSum = 0;
+  for (int64_t micro = 0; micro < recipe_.accumulation; ++micro) {
+    bindMicrobatch(micro);
+    exec_.run(gradProgram_);
+    lossSum += *exec_.output("loss", gradProgram_).as<float>();
+  }
+  std::string normProgram = gradProgram_;
+  if (recipe_.accumulation > 1) {
+    exec_.run("apply");
+    normProgram = "apply";
+  }
+  m.loss = lossSum / recipe_.accumulation;
+  m.gradNorm = *exec_.output("grad_norm", normProgram).as<float>();
+  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  m.samplesPerSecond = microbatch_ * recipe_.accumulation / m.seconds;
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  m.peakBytes = usage.ru_maxrss * 1024;
+  return m;
+}
+
+} // namespace cpc

@@ -1,0 +1,55 @@
+//===- Trainer.h - drives a training plan: microbatches, LR, metrics ------===//
+#ifndef CPC_RUNTIME_TRAINER_H
+#define CPC_RUNTIME_TRAINER_H
+
+#include "runtime/Executor.h"
+#include "runtime/TrainRecipe.h"
+
+#include <map>
+#include <string>
+
+namespace cpc {
+
+struct StepMetrics {
+  int64_t step = 0;        // 1-based optimizer step
+  double loss = 0;         // mean over the step's microbatches (the global-batch loss)
+  double lr = 0;
+  double gradNorm = 0;     // before clipping
+  double seconds = 0;
+  double samplesPerSecond = 0;
+  int64_t peakBytes = 0;   // process max RSS so far
+  nlohmann::json toJson() const;
+};
+
+class Trainer {
+public:
+  /// `plan` must be a training plan ("train" mode); `executor` runs it.
+  Trainer(const Plan &plan, Executor &executor);
+
+  /// Binds batch input `name` from a tensor holding the global batch; dim 0 must be
+  /// microbatch x gradient_accumulation. Throws RuntimeError.
+  void setBatchInput(const std::string &name, HostTensor global);
+  /// Uses deterministic synthetic data for batch inputs without setBatchInput.
+  void useSyntheticData();
+
+  /// Runs optimizer step `index` (0-based): every microbatch, then the update.
+  StepMetrics step(int64_t index);
+
+  const TrainRecipe &recipe() const { return recipe_; }
+  int64_t microbatch() const { return microbatch_; }
+
+private:
+  void bindMicrobatch(int64_t m);
+  void bindScalar(const std::string &name, float value);
+
+  const Plan &plan_;
+  Executor &exec_;
+  TrainRecipe recipe_;
+  int64_t microbatch_ = 0;
+  std::string gradProgram_;   // "train_step" (one microbatch) or "accumulate"
+  std::map<std::string, std::vector<HostTensor>> slices_; // input -> one tensor per microbatch
+};
+
+} // namespace cpc
+
+#endif
