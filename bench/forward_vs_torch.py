@@ -43,7 +43,7 @@ def main():
     prefix = model_path[:-len(".onnx")]
     plan = stem + ".plan"
     t0 = time.perf_counter()
-    subprocess.run([os.path.join(SOURCE, "build", "bin", "cpc"), "compile", model_path, "-o", plan], check=True,
+    subprocess.run([os.path.join(SOURCE, "build", "bin", "cpc"), "compile", model_path, "--mode", "infer", "-o", plan], check=True,
                    stdout=subprocess.DEVNULL)
     compile_s = time.perf_counter() - t0
 

@@ -354,7 +354,7 @@ def run_test(test_dir, work_root, verbose=False):
                 for i in range(0, len(shape_flags), 2):
                     if shape_flags[i + 1].split("=", 1)[0] not in folded:
                         flags += shape_flags[i:i + 2]
-                proc = run_tool([cpc, "compile", set_model_path, "-o", plan] + flags)
+                proc = run_tool([cpc, "compile", set_model_path, "--mode", "infer", "-o", plan] + flags)
                 if proc.returncode == 0:
                     plans[key] = plan
                     break

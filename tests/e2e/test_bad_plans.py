@@ -23,7 +23,7 @@ with tempdir() as work:
     model = export_mae("tiny", 17, work, extra=["--save-inputs"])
     stem = model[:-len(".onnx")]
     plan = os.path.join(work, "good.plan")
-    run([tool("cpc"), "compile", model, "-o", plan])
+    run([tool("cpc"), "compile", model, "--mode", "infer", "-o", plan])
     data = open(plan, "rb").read()
 
     def variant(name, content):

@@ -20,7 +20,7 @@ def check_opset(opset, work):
     expected = float(np.load(stem + ".loss.npy"))
     for inplace in (True, False):
         plan = os.path.join(work, "tiny-%d-%s.plan" % (opset, inplace))
-        run([tool("cpc"), "compile", model, "-o", plan] + ([] if inplace else ["--no-inplace"]))
+        run([tool("cpc"), "compile", model, "--mode", "infer", "-o", plan] + ([] if inplace else ["--no-inplace"]))
         out = os.path.join(work, "out-%d-%s" % (opset, inplace))
         run([tool("cpc-run"), plan, "--input", "imgs=" + stem + ".imgs.npy", "--input",
              "noise=" + stem + ".noise.npy", "--output-dir", out])
@@ -40,7 +40,7 @@ def check_pb_inputs(work):
             f.write(numpy_helper.from_array(np.load(stem + ".%s.npy" % name), name).SerializeToString())
         pbs += ["--input", "%s=%s" % (name, pb)]
     plan = os.path.join(work, "pb.plan")
-    run([tool("cpc"), "compile", model, "-o", plan])
+    run([tool("cpc"), "compile", model, "--mode", "infer", "-o", plan])
     out = os.path.join(work, "out-pb")
     run([tool("cpc-run"), plan, *pbs, "--output-dir", out])
     got, expected = float(np.load(os.path.join(out, "loss.npy"))), float(np.load(stem + ".loss.npy"))
