@@ -7,6 +7,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
@@ -97,6 +98,12 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   if (lt.getElementType() != rt.getElementType())
     return emitShapeError(loc, "operand element types differ");
   SmallVector<int64_t> l(lt.getShape()), r(rt.getShape());
+  if ((adaptor.getTransposeLhs() && l.size() < 2) || (adaptor.getTransposeRhs() && r.size() < 2))
+    return emitShapeError(loc, "only operands of rank >= 2 can be transposed");
+  if (adaptor.getTransposeLhs())
+    std::swap(l[l.size() - 1], l[l.size() - 2]);
+  if (adaptor.getTransposeRhs())
+    std::swap(r[r.size() - 1], r[r.size() - 2]);
   bool lhsVector = l.size() == 1, rhsVector = r.size() == 1;
   if (lhsVector)
     l.insert(l.begin(), 1);
@@ -116,6 +123,49 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
     shape.push_back(r.back());
   inferred.push_back(RankedTensorType::get(shape, lt.getElementType()));
   return success();
+}
+
+namespace {
+/// Is `v` a transpose that swaps only the last two dims? Returns its input.
+Value swappedLastTwo(Value v) {
+  auto t = v.getDefiningOp<TransposeOp>();
+  if (!t)
+    return {};
+  ArrayRef<int64_t> perm = t.getPermutation();
+  int64_t r = perm.size();
+  if (r < 2 || perm[r - 1] != r - 2 || perm[r - 2] != r - 1)
+    return {};
+  for (int64_t d = 0; d < r - 2; ++d)
+    if (perm[d] != d)
+      return {};
+  return t.getInput();
+}
+
+/// matmul(transpose(a), b) -> matmul(a, b) {transpose_lhs}: GEMM reads operands transposed for
+/// free, while the transpose op copies them.
+struct FoldTransposeIntoMatMul : OpRewritePattern<MatMulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatMulOp op, PatternRewriter &rewriter) const override {
+    Value lhs = swappedLastTwo(op.getLhs()), rhs = swappedLastTwo(op.getRhs());
+    if (!lhs && !rhs)
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] {
+      if (lhs) {
+        op.getLhsMutable().assign(lhs);
+        op.setTransposeLhs(!op.getTransposeLhs());
+      }
+      if (rhs) {
+        op.getRhsMutable().assign(rhs);
+        op.setTransposeRhs(!op.getTransposeRhs());
+      }
+    });
+    return success();
+  }
+};
+} // namespace
+
+void MatMulOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContext *context) {
+  results.add<FoldTransposeIntoMatMul>(context);
 }
 
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,

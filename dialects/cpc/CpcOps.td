@@ -134,14 +134,19 @@ def Cpc_WhereOp : Cpc_Op<"where", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>
 //===----------------------------------------------------------------------===//
 
 def Cpc_MatMulOp : Cpc_Op<"matmul", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
-  let summary = "numpy matmul: batched, with broadcast batch dims";
+  let summary = "numpy matmul: batched, with broadcast batch dims, optionally transposed operands";
   let description = [{
     Rank-1 operands are promoted (lhs gets a leading, rhs a trailing 1) and the promoted
-    dim is dropped from the result, as in numpy. Batch dims broadcast.
+    dim is dropped from the result, as in numpy. Batch dims broadcast. `transpose_lhs` /
+    `transpose_rhs` swap the last two dims of an operand (rank >= 2) before multiplying, so
+    that x @ W^T needs no transposed copy of W (GEMM reads it transposed).
   }];
-  let arguments = (ins Cpc_FloatTensor:$lhs, Cpc_FloatTensor:$rhs);
+  let arguments = (ins Cpc_FloatTensor:$lhs, Cpc_FloatTensor:$rhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
   let results = (outs Cpc_FloatTensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasCanonicalizer = 1;
 }
 
 class Cpc_ReduceOp<string mnemonic, Type type>

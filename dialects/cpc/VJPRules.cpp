@@ -259,7 +259,13 @@ LogicalResult MatMulOp::buildVJP(OpBuilder &b, ArrayRef<Value> rg, ArrayRef<bool
     return success();
   }
   GradBuilder gb{b, getLoc()};
-  // Promote rank-1 operands as numpy does, so every product below is a plain (batched) matmul.
+  auto mm = [&](Value x, Value y, bool tx, bool ty) -> Value {
+    return b.create<MatMulOp>(getLoc(), x, y, b.getBoolAttr(tx), b.getBoolAttr(ty));
+  };
+  // Promote rank-1 operands as numpy does (they are never transposed), so every product below
+  // is a plain (batched) matmul. With A' = op(A), B' = op(B): dA' = g B'^T and dB' = A'^T g, and
+  // the transpose flags let GEMM read every operand as stored.
+  bool tA = getTransposeLhs(), tB = getTransposeRhs();
   Value a = getLhs(), w = getRhs();
   SmallVector<int64_t> aShape(typeOf(a).getShape()), wShape(typeOf(w).getShape());
   bool aVector = aShape.size() == 1, wVector = wShape.size() == 1;
@@ -274,21 +280,20 @@ LogicalResult MatMulOp::buildVJP(OpBuilder &b, ArrayRef<Value> rg, ArrayRef<bool
   if (wVector)
     gShape.push_back(1);
   Value g2 = gb.reshape(g, gShape);
-  int64_t k = aShape.back();
   Value da, dw;
   if (need[0]) {
-    da = b.create<MatMulOp>(getLoc(), g2, gb.swapLastTwo(w2));
+    da = tA ? mm(w2, g2, tB, true) : mm(g2, w2, false, !tB);
     da = gb.reshape(gb.sumTo(da, a2.getType()), typeOf(a).getShape());
   }
   if (need[1]) {
-    if (wShape.size() == 2 && aShape.size() > 2) {
-      // dW = x^T g summed over the batch: flatten the batch into the contraction, one matmul.
-      int64_t n = wShape.back();
+    if (wShape.size() == 2 && aShape.size() > 2 && !tA) {
+      // x[.., M, K] @ W: dW sums x^T g over the batch: flatten the batch into the contraction.
+      int64_t k = aShape.back(), n = gShape.back();
       Value aFlat = gb.reshape(a2, {typeOf(a2).getNumElements() / k, k});
       Value gFlat = gb.reshape(g2, {typeOf(g2).getNumElements() / n, n});
-      dw = b.create<MatMulOp>(getLoc(), gb.swapLastTwo(aFlat), gFlat);
+      dw = tB ? mm(gFlat, aFlat, true, false) : mm(aFlat, gFlat, true, false);
     } else {
-      dw = b.create<MatMulOp>(getLoc(), gb.swapLastTwo(a2), g2);
+      dw = tB ? mm(g2, a2, true, tA) : mm(a2, g2, !tA, false);
       dw = gb.sumTo(dw, w2.getType());
     }
     dw = gb.reshape(dw, typeOf(w).getShape());

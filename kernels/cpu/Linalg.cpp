@@ -20,16 +20,16 @@ void setBlasThreads(int threads) {
     openblas_set_num_threads(threads);
 }
 
-// Row-major C[M,N] = A[M,K] * B[K,N] (+ beta*C).
+// Row-major C[M,N] = op(A)[M,K] * op(B)[K,N] (+ beta*C), op = optional transpose of the stored matrix.
 void gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-          float beta, float *C, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B,
-              (int)ldb, beta, C, (int)ldc);
+          float beta, float *C, int64_t ldc, bool tA = false, bool tB = false) {
+  cblas_sgemm(CblasRowMajor, tA ? CblasTrans : CblasNoTrans, tB ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K,
+              1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
 void gemm(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda, const double *B, int64_t ldb,
-          double beta, double *C, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0, A, (int)lda, B,
-              (int)ldb, beta, C, (int)ldc);
+          double beta, double *C, int64_t ldc, bool tA = false, bool tB = false) {
+  cblas_dgemm(CblasRowMajor, tA ? CblasTrans : CblasNoTrans, tB ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K,
+              1.0, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
 }
 
 //===----------------------------------------------------------------------===//
@@ -42,6 +42,14 @@ template <typename T> void matmulTyped(KernelContext &ctx) {
   std::vector<int64_t> a = lhs.shape, b = rhs.shape;
   if (a.empty() || b.empty())
     ctx.fail("operands must have rank >= 1");
+  // Transposed operands are stored [.., K, M] / [.., N, K]; GEMM reads them transposed.
+  bool tA = ctx.attrBool("transpose_lhs", false), tB = ctx.attrBool("transpose_rhs", false);
+  if ((tA && a.size() < 2) || (tB && b.size() < 2))
+    ctx.fail("only operands of rank >= 2 can be transposed");
+  if (tA)
+    std::swap(a[a.size() - 1], a[a.size() - 2]);
+  if (tB)
+    std::swap(b[b.size() - 1], b[b.size() - 2]);
   if (a.size() == 1)
     a.insert(a.begin(), 1);
   if (b.size() == 1)
@@ -76,9 +84,10 @@ template <typename T> void matmulTyped(KernelContext &ctx) {
   setBlasThreads(ctx.threads);
 
   int64_t aBatchN = numElements(aBatch), bBatchN = numElements(bBatch);
+  int64_t lda = tA ? M : K, ldb = tB ? K : N;
   // x[B,S,K] @ W[K,N]: the lhs batches are contiguous rows, so one big GEMM does it all.
-  if (bBatchN == 1 && aBatchN == nBatch) {
-    gemm(nBatch * M, N, K, A, K, B, N, T(0), C, N);
+  if (bBatchN == 1 && aBatchN == nBatch && !tA) {
+    gemm(nBatch * M, N, K, A, K, B, ldb, T(0), C, N, false, tB);
     return;
   }
   // Element strides of each operand's batch dims (0 where broadcast).
@@ -97,7 +106,7 @@ template <typename T> void matmulTyped(KernelContext &ctx) {
       aOff += c * aStride[i];
       bOff += c * bStride[i];
     }
-    gemm(M, N, K, A + aOff, K, B + bOff, N, T(0), C + bi * M * N, N);
+    gemm(M, N, K, A + aOff, lda, B + bOff, ldb, T(0), C + bi * M * N, N, tA, tB);
   }
 }
 

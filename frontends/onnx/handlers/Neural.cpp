@@ -247,12 +247,23 @@ private:
     std::vector<int64_t> batchShape;
     for (char c : batch)
       batchShape.push_back(sizeOf(a, c));
-    Term at = permuteTo(a, batch + freeA + contracted);
-    Term bt = permuteTo(b, batch + contracted + freeB);
+    // An operand already stored as [batch, K, M] / [batch, N, K] is read transposed by the matmul
+    // instead of being copied into a transposed layout (e.g. the keys in q @ k^T).
+    bool tA = a.labels == batch + contracted + freeA && freeA.size() == 1 && contracted.size() == 1;
+    bool tB = b.labels == batch + freeB + contracted && freeB.size() == 1 && contracted.size() == 1;
+    Term at = tA ? a : permuteTo(a, batch + freeA + contracted);
+    Term bt = tB ? b : permuteTo(b, batch + contracted + freeB);
     std::vector<int64_t> aShape(batchShape), bShape(batchShape);
-    aShape.insert(aShape.end(), {prod(a, freeA), prod(a, contracted)});
-    bShape.insert(bShape.end(), {prod(b, contracted), prod(b, freeB)});
-    Value y = n_.emit1<MatMulOp>({n_.reshape(at.value, aShape), n_.reshape(bt.value, bShape)});
+    if (tA)
+      aShape.insert(aShape.end(), {prod(a, contracted), prod(a, freeA)});
+    else
+      aShape.insert(aShape.end(), {prod(a, freeA), prod(a, contracted)});
+    if (tB)
+      bShape.insert(bShape.end(), {prod(b, freeB), prod(b, contracted)});
+    else
+      bShape.insert(bShape.end(), {prod(b, contracted), prod(b, freeB)});
+    Value y = n_.emit1<MatMulOp>({n_.reshape(at.value, aShape), n_.reshape(bt.value, bShape)},
+                                 {n_.namedBool("transpose_lhs", tA), n_.namedBool("transpose_rhs", tB)});
     std::vector<int64_t> shape(batchShape);
     for (char c : freeA)
       shape.push_back(sizeOf(a, c));

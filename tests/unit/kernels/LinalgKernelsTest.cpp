@@ -200,3 +200,28 @@ TEST(LinalgKernels, Conv2DPatchEmbedding) {
   checkConv({2, 3, 16, 16, 8, 4, 4, 4, 4, 0, 0, 0, 0, 1, 1, 1, true}, 80);
   checkConv({1, 3, 10, 11, 5, 3, 2, 3, 2, 0, 0, 0, 0, 1, 1, 1, false}, 90);
 }
+
+// Tests that transpose_lhs / transpose_rhs read stored operands transposed, batched and not.
+TEST(LinalgKernels, MatMulTransposeFlagsMatchExplicitTranspose) {
+  const int64_t B = 2, M = 3, K = 4, N = 5;
+  std::vector<float> a(B * K * M), w(N * K), out(B * M * N);
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = 0.1f * (float)((i * 7) % 11) - 0.5f;
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = 0.05f * (float)((i * 5) % 13) - 0.3f;
+  nlohmann::json attrs = {{"transpose_lhs", true}, {"transpose_rhs", true}};
+  cpc::kernels::KernelContext ctx;
+  ctx.op = "cpc.matmul";
+  ctx.inputs = {{a.data(), cpc::DType::F32, {B, K, M}}, {w.data(), cpc::DType::F32, {N, K}}};
+  ctx.outputs = {{out.data(), cpc::DType::F32, {B, M, N}}};
+  ctx.attrs = &attrs;
+  cpc::kernels::KernelRegistry::cpu().find("cpc.matmul")(ctx);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double ref = 0;
+        for (int64_t k = 0; k < K; ++k)
+          ref += (double)a[b * K * M + k * M + m] * w[n * K + k];
+        EXPECT_NEAR(out[(b * M + m) * N + n], ref, 1e-5) << b << " " << m << " " << n;
+      }
+}
