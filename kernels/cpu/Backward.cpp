@@ -6,6 +6,7 @@
 // outputs may alias a same-shaped input. Reductions over rows (dscale, dbias, scatter-adds)
 // use a fixed accumulation order that does not depend on the thread count.
 //
+#include "kernels/cpu/FastMath.h"
 #include "kernels/cpu/Kernel.h"
 
 #include <cblas.h>
@@ -208,8 +209,8 @@ void padKernel(KernelContext &ctx) {
 
 template <typename T> T geluErfGrad(T x) {
   const T invSqrt2 = T(0.70710678118654752440), invSqrt2Pi = T(0.39894228040143267794);
-  T cdf = T(0.5) * (T(1) + std::erf(x * invSqrt2));
-  return cdf + x * invSqrt2Pi * std::exp(T(-0.5) * x * x);
+  T cdf = T(0.5) * (T(1) + fastErf(x * invSqrt2));
+  return cdf + x * invSqrt2Pi * fastExp(T(-0.5) * x * x);
 }
 
 template <typename T> T geluTanhGrad(T x) {

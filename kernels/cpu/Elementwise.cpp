@@ -6,6 +6,7 @@
 // broadcasts walk rows of the innermost collapsed dim. Outputs may alias a same-shaped
 // input: every element is read before its own position is written and nothing else is.
 //
+#include "kernels/cpu/FastMath.h"
 #include "kernels/cpu/Kernel.h"
 
 #include <algorithm>
@@ -90,7 +91,7 @@ struct Log { template <class T> T operator()(T x) const { return std::log(x); } 
 struct Sqrt { template <class T> T operator()(T x) const { return std::sqrt(x); } };
 struct Rsqrt { template <class T> T operator()(T x) const { return T(1) / std::sqrt(x); } };
 struct Reciprocal { template <class T> T operator()(T x) const { return T(1) / x; } };
-struct Erf { template <class T> T operator()(T x) const { return std::erf(x); } };
+struct Erf { template <class T> T operator()(T x) const { return fastErf(x); } };
 struct Tanh { template <class T> T operator()(T x) const { return std::tanh(x); } };
 struct Sigmoid { template <class T> T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); } };
 // Written so that NaN passes through, as max(x, 0) does in numpy.
@@ -98,7 +99,7 @@ struct Relu { template <class T> T operator()(T x) const { return x < T(0) ? T(0
 struct Not { bool operator()(bool x) const { return !x; } };
 struct GeluErf {
   template <class T> T operator()(T x) const {
-    return x * T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+    return x * T(0.5) * (T(1) + fastErf(x * T(0.70710678118654752440)));
   }
 };
 struct GeluTanh {
@@ -314,7 +315,8 @@ struct Div {
     return T(a / b);
   }
 };
-struct Pow { template <class T> T operator()(T a, T b) const { return std::pow(a, b); } };
+// Squares (the norm_pix variance, the MSE) are most of the pows in training graphs: skip powf.
+struct Pow { template <class T> T operator()(T a, T b) const { return b == T(2) ? a * a : std::pow(a, b); } };
 // A NaN in either operand wins, like numpy.maximum / numpy.minimum.
 struct Max { template <class T> T operator()(T a, T b) const { return (a > b || a != a) ? a : b; } };
 struct Min { template <class T> T operator()(T a, T b) const { return (a < b || a != a) ? a : b; } };
