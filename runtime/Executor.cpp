@@ -197,11 +197,20 @@ void Executor::run(const std::string &name) {
   ++program->runs;
 }
 
-std::vector<std::pair<std::string, double>> Executor::profile() const {
+std::vector<std::pair<std::string, double>> Executor::profile(bool byShape) const {
   std::map<std::string, double> byOp;
   for (const Program &p : programs_)
-    for (size_t i = 0; i < p.stepSeconds.size(); ++i)
-      byOp[p.desc->steps[i].op] += p.stepSeconds[i];
+    for (size_t i = 0; i < p.stepSeconds.size(); ++i) {
+      std::string key = p.desc->steps[i].op;
+      if (byShape) {
+        for (const TensorRef &t : p.contexts[i].inputs)
+          key += " " + shapeString(t.shape);
+        for (const char *flag : {"transpose_lhs", "transpose_rhs"})
+          if (p.desc->steps[i].attrs.value(flag, false))
+            key += std::string(" ") + flag;
+      }
+      byOp[key] += p.stepSeconds[i];
+    }
   std::vector<std::pair<std::string, double>> out(byOp.begin(), byOp.end());
   std::sort(out.begin(), out.end(), [](auto &a, auto &b) { return a.second > b.second; });
   return out;

@@ -52,8 +52,9 @@ public:
   TensorRef variable(const std::string &name) const;
   const std::vector<NamedBuffer> &outputs() const { return plan_.outputs; }
   MemoryStats memoryStats() const { return memory_; }
-  /// Seconds spent per op kind over all runs (only with ExecutorOptions::profile).
-  std::vector<std::pair<std::string, double>> profile() const;
+  /// Seconds spent per op kind over all runs (only with ExecutorOptions::profile); with
+  /// `byShape`, per op and operand shapes.
+  std::vector<std::pair<std::string, double>> profile(bool byShape = false) const;
 
 private:
   struct Memory;

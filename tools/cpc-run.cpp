@@ -28,7 +28,7 @@ Options:
   --threads T         Threads per rank for kernels (default 1)
   --steps N           Training: optimizer steps to run; inference: runs (mean time printed).
                       Default 1
-  --profile           Print the time spent per op kind
+  --profile           Print the time spent per op kind (--profile-shapes: per op and shapes)
   --quiet             Print only errors
 )";
 
@@ -58,13 +58,16 @@ std::string formatValues(const cpc::TensorRef &t, int64_t count) {
   return os.str();
 }
 
+bool byShape = false; // --profile-shapes
+
 void printProfile(const cpc::Executor &executor) {
   double total = 0;
-  for (const auto &[op, secs] : executor.profile())
+  auto rows = executor.profile(byShape);
+  for (const auto &[op, secs] : rows)
     total += secs;
   std::cout << "profile (all runs):\n";
-  for (const auto &[op, secs] : executor.profile())
-    std::cout << "  " << std::setw(24) << std::left << op << std::right << std::fixed << std::setprecision(2)
+  for (const auto &[op, secs] : rows)
+    std::cout << "  " << std::setw(byShape ? 60 : 24) << std::left << op << std::right << std::fixed << std::setprecision(2)
               << std::setw(10) << secs * 1e3 << " ms " << std::setw(6) << 100 * secs / total << "%\n";
 }
 
@@ -148,6 +151,8 @@ int run(int argc, char **argv) {
       steps = positive(arg, value(i));
     } else if (arg == "--profile") {
       profile = true;
+    } else if (arg == "--profile-shapes") {
+      profile = byShape = true;
     } else if (arg == "--quiet") {
       quiet = true;
     } else if (!arg.empty() && arg[0] == '-') {
