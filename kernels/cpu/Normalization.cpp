@@ -3,6 +3,7 @@
 // Both ops read every element before writing its own position, so the output may alias
 // the input (in-place execution).
 //
+#include "kernels/cpu/FastMath.h"
 #include "kernels/cpu/Kernel.h"
 
 #include <algorithm>
@@ -99,12 +100,12 @@ void softmax(const KernelContext &ctx, const T *x, T *y, int64_t outer, int64_t 
       T m = -std::numeric_limits<T>::infinity();
       for (int64_t j = 0; j < len; ++j)
         m = std::max(m, xr[j]);
+      // exp in its own loop so that it vectorizes; the sum stays in double, in order.
+      for (int64_t j = 0; j < len; ++j)
+        yr[j] = fastExp(xr[j] - m);
       double sum = 0;
-      for (int64_t j = 0; j < len; ++j) {
-        T e = std::exp(xr[j] - m);
-        yr[j] = e;
-        sum += e;
-      }
+      for (int64_t j = 0; j < len; ++j)
+        sum += yr[j];
       const T inv = T(1.0 / sum);
       for (int64_t j = 0; j < len; ++j)
         yr[j] *= inv;
@@ -131,7 +132,7 @@ void softmax(const KernelContext &ctx, const T *x, T *y, int64_t outer, int64_t 
         m[i] = std::max(m[i], xb[j * inner + i]);
     for (int64_t j = 0; j < len; ++j)
       for (int64_t i = 0; i < n; ++i) {
-        T e = std::exp(xb[j * inner + i] - m[i]);
+        T e = fastExp(xb[j * inner + i] - m[i]);
         yb[j * inner + i] = e;
         sum[i] += e;
       }
