@@ -6,11 +6,16 @@ thread count, in one script; also cpc's loss vs PyTorch's and predicted vs measu
 
 Prints `ratio cpc/torch` (< 1 means cpc is faster). Timings are the best of --runs.
 """
-import argparse
 import os
+import sys
+
+# Pin BLAS/OpenMP threads before numpy or torch load OpenBLAS (it reads them once, at load).
+_THREADS = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--threads"), "1")
+os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = _THREADS
+
+import argparse  # noqa: E402
 import re
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -59,19 +64,20 @@ def main():
 
     model = build_model(args.size, seed=0)
     imgs, noise = make_inputs(model, args.batch, 0)
-    torch_times = []
+    torch_times, torch_cpu = [], []
     with torch.no_grad():
         for _ in range(args.runs + 1):
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             loss = model(imgs, noise)
             torch_times.append(time.perf_counter() - t0)
+            torch_cpu.append(time.process_time() - c0)
     torch_ms = min(torch_times[1:]) * 1e3  # the first run warms up
     rel = abs(cpc_loss - loss.item()) / abs(loss.item())
 
     print("MAE-%s batch %d, %d thread(s), compile %.2f s" % (args.size, args.batch, args.threads, compile_s))
     print("  loss: cpc %.7f  torch %.7f  rel diff %.2e" % (cpc_loss, loss.item(), rel))
-    print("  forward: cpc %.1f ms (mean of %d)  torch %.1f ms (best of %d)  ratio cpc/torch %.2f" % (
-        cpc_ms, args.runs, torch_ms, args.runs, cpc_ms / torch_ms))
+    print("  forward: cpc %.1f ms (mean of %d)  torch %.1f ms (best of %d; %.2f cores busy)  ratio cpc/torch %.2f" % (
+        cpc_ms, args.runs, torch_ms, args.runs, sum(torch_cpu[1:]) / sum(torch_times[1:]), cpc_ms / torch_ms))
     print("  memory: predicted peak %.1f MiB, allocated by the executor %.1f MiB (ratio %.3f), "
           "process max RSS %.1f MiB" % (predicted / 2**20, allocated / 2**20, allocated / predicted, rss / 2**20))
 

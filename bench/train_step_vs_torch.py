@@ -8,13 +8,18 @@ Prints per case: cpc and torch ms per step (median of the steps after the first)
 cpc/torch (goal: <= 1.0 on MAE-small batch 16), the first-step losses of both, and cpc's
 predicted vs measured peak memory.
 """
-import argparse
-import json
 import os
+import sys
+
+# Pin BLAS/OpenMP threads before numpy or torch load OpenBLAS (it reads them once, at load).
+_THREADS = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--threads"), "1")
+os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = _THREADS
+
+import argparse  # noqa: E402
+import json  # noqa: E402
 import re
 import statistics
 import subprocess
-import sys
 import time
 
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
