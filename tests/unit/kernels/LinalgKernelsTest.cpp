@@ -1,5 +1,6 @@
 //===- LinalgKernelsTest.cpp - matmul and conv2d vs naive loops -----------===//
 #include "kernels/cpu/Kernel.h"
+#include "tests/unit/kernels/KernelTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -8,29 +9,9 @@
 
 using namespace cpc;
 using namespace cpc::kernels;
+using namespace cpc::kernels::testing;
 
 namespace {
-
-template <typename T> TensorRef ref(std::vector<T> &v, std::vector<int64_t> shape, DType t = DType::F32) {
-  TensorRef r;
-  r.data = v.data();
-  r.dtype = t;
-  r.shape = std::move(shape);
-  return r;
-}
-
-void run(const char *op, std::vector<TensorRef> ins, std::vector<TensorRef> outs,
-         const nlohmann::json &attrs = nlohmann::json::object(), int threads = 2) {
-  KernelFn fn = KernelRegistry::cpu().find(op);
-  ASSERT_NE(fn, nullptr) << op;
-  KernelContext ctx;
-  ctx.op = op;
-  ctx.inputs = std::move(ins);
-  ctx.outputs = std::move(outs);
-  ctx.attrs = &attrs;
-  ctx.threads = threads;
-  fn(ctx);
-}
 
 std::vector<float> randomVec(size_t n, unsigned seed) {
   std::mt19937 gen(seed);
