@@ -79,9 +79,12 @@ int runInspect(int argc, char **argv) {
   for (const auto &n : plan.outputs)
     std::cout << "    " << describe(n) << "\n";
   for (const auto &program : plan.programs) {
-    std::cout << "  rank " << program.rank << ": " << program.steps.size() << " steps, arena "
-              << mib(program.arenaBytes) << "\n";
+    std::cout << "  rank " << program.rank << ", program " << program.name << ": " << program.steps.size()
+              << " steps, arena " << mib(program.arenaBytes) << "\n";
   }
+  if (plan.mode == "train" && plan.training.contains("recipe"))
+    std::cout << "  training: microbatch " << plan.training.value("microbatch", 0) << ", recipe "
+              << plan.training["recipe"].dump() << "\n";
   std::cout << "  ops by kind:\n";
   for (const auto &[op, count] : opCounts)
     std::cout << "    " << op << ": " << count << "\n";
@@ -89,7 +92,8 @@ int runInspect(int argc, char **argv) {
   for (const auto &[kind, count] : bufferCounts)
     std::cout << " " << kind << " " << count;
   std::cout << "\n  parameters: " << mib(plan.bytesOfKind(BufferKind::Parameter)) << ", " << trainable
-            << " trainable elements\n  constants: " << mib(plan.bytesOfKind(BufferKind::Constant))
+            << " trainable elements\n  optimizer and accumulator state: " << mib(plan.bytesOfKind(BufferKind::State))
+            << "\n  constants: " << mib(plan.bytesOfKind(BufferKind::Constant))
             << "\n  predicted peak memory per rank: " << mib(plan.predictedPeakBytes) << "\n";
   return 0;
 }
