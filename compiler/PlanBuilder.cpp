@@ -58,6 +58,19 @@ nlohmann::json attrToJson(Attribute attr, Operation *op) {
     return true;
   if (auto sym = llvm::dyn_cast<FlatSymbolRefAttr>(attr))
     return sym.getValue().str();
+  if (auto sharding = llvm::dyn_cast<ShardingAttr>(attr)) {
+    nlohmann::json dims = nlohmann::json::array();
+    for (unsigned d = 0; d < sharding.getDimAxes().size(); ++d) {
+      std::vector<std::string> axes;
+      for (StringRef a : sharding.getAxesOfDim(d))
+        axes.push_back(a.str());
+      dims.push_back(axes);
+    }
+    std::vector<std::string> partial;
+    for (StringRef a : sharding.getPartialAxisNames())
+      partial.push_back(a.str());
+    return {{"mesh", sharding.getMesh().getValue().str()}, {"dim_axes", dims}, {"partial", partial}};
+  }
   if (auto arr = llvm::dyn_cast<ArrayAttr>(attr)) {
     nlohmann::json j = nlohmann::json::array();
     for (Attribute a : arr)
@@ -111,6 +124,14 @@ public:
   Plan build(ModuleOp module, const std::string &source) {
     plan_.mode = options_.mode;
     plan_.source = source;
+    // A module with a mesh compiles to one SPMD program per function, run by every rank.
+    if (auto mesh = module.lookupSymbol<MeshOp>("mesh")) {
+      plan_.meshShape.assign(mesh.getShape().begin(), mesh.getShape().end());
+      for (Attribute a : mesh.getAxisNames())
+        plan_.meshAxes.push_back(llvm::cast<StringAttr>(a).getValue().str());
+      plan_.worldSize = mesh.getNumRanks();
+      spmd_ = true;
+    }
     for (const std::string &name : options_.functions) {
       auto func = module.lookupSymbol<func::FuncOp>(name);
       if (!func)
@@ -197,6 +218,7 @@ private:
   void lowerFunction(func::FuncOp func) {
     Program p;
     p.desc.name = func.getSymName().str();
+    p.desc.rank = spmd_ ? -1 : 0;
     p.defStep.assign(plan_.buffers.size(), -1);
     auto grow = [&] { p.defStep.resize(plan_.buffers.size(), -1); };
     for (BlockArgument arg : func.getArguments()) {
@@ -391,6 +413,7 @@ private:
   PlanOptions options_;
   Plan plan_;
   std::map<std::string, int> variables_; // parameter/state name -> persistent buffer
+  bool spmd_ = false;
 };
 
 } // namespace

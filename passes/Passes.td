@@ -66,4 +66,22 @@ def CpcBuildTrainStep : Pass<"cpc-build-train-step", "::mlir::ModuleOp"> {
   let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
 }
 
+def CpcDataParallel : Pass<"cpc-data-parallel", "::mlir::ModuleOp"> {
+  let summary = "Shard the batch of the given functions over a `dp` mesh axis and partition them";
+  let description = [{
+    Adds `cpc.mesh @mesh shape = [size] axes = ["dp"]`, marks dim 0 of every non-runtime input
+    of `funcs` as split over dp, propagates shardings over the ops' factor rules (both
+    directions, to a fixpoint; parameters and states stay whole), then rewrites the functions
+    into the per-rank program: local shapes, `cpc.shard_slice` for whole values (constants)
+    that meet split ones, and `cpc.all_reduce` where a partial sum (e.g. a weight gradient
+    contracted over the split batch) reaches an op that is not linear in it, a result or an
+    assign. The gradient all-reduce of data parallelism comes out of this rule.
+  }];
+  let options = [
+    Option<"size", "size", "int64_t", /*default=*/"1", "Data-parallel ranks">,
+    ListOption<"funcs", "funcs", "std::string", "Functions whose batch inputs are split">,
+  ];
+  let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif

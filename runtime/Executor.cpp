@@ -1,5 +1,6 @@
 //===- Executor.cpp -------------------------------------------------------===//
 #include "runtime/Executor.h"
+#include "runtime/CollectiveKernels.h"
 
 #include <algorithm>
 #include <chrono>
@@ -93,11 +94,13 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
 
   const kernels::KernelRegistry &registry = kernels::KernelRegistry::cpu();
   for (const RankProgram &desc : plan.programs) {
-    if (desc.rank != options.rank)
+    if (!Plan::runsOn(desc, options.rank))
       continue;
     Program program{&desc, {}, {}, {}, 0};
     for (const StepDesc &step : desc.steps) {
-      kernels::KernelFn fn = registry.find(step.op);
+      kernels::KernelFn fn = findCollectiveKernel(step.op);
+      if (!fn)
+        fn = registry.find(step.op);
       if (!fn)
         throw RuntimeError("no CPU kernel for " + step.op + " (step at " + step.loc + ")");
       kernels::KernelContext ctx;
@@ -108,6 +111,10 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
         ctx.outputs.push_back(views_[b]);
       ctx.attrs = &step.attrs;
       ctx.threads = options.threads;
+      ctx.comm = options.comm;
+      ctx.rank = options.rank;
+      ctx.meshShape = &plan.meshShape;
+      ctx.meshAxes = &plan.meshAxes;
       program.contexts.push_back(std::move(ctx));
       program.kernels.push_back(fn);
     }

@@ -12,10 +12,13 @@
 
 namespace cpc {
 
+class Communicator;
+
 struct ExecutorOptions {
   int rank = 0;
   int threads = 1;
   bool profile = false; // time every step, summed by op (see profile())
+  Communicator *comm = nullptr; // collectives; required when the plan has more than one rank
 };
 
 /// Bytes the executor holds, by purpose (what the plan's predicted peak accounts for).

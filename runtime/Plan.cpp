@@ -81,7 +81,7 @@ int Plan::rootOf(int buffer) const {
 int64_t Plan::arenaBytesOfRank(int rank) const {
   int64_t bytes = 0;
   for (const auto &p : programs)
-    if (p.rank == rank)
+    if (runsOn(p, rank))
       bytes = std::max(bytes, p.arenaBytes);
   return bytes;
 }
@@ -101,6 +101,7 @@ nlohmann::json Plan::metadata() const {
   j["mode"] = mode;
   j["source"] = source;
   j["world_size"] = worldSize;
+  j["mesh"] = {{"shape", meshShape}, {"axes", meshAxes}};
   j["predicted_peak_bytes"] = predictedPeakBytes;
   j["training"] = training;
   json bufs = json::array();
@@ -133,10 +134,15 @@ void Plan::validate() const {
   if (worldSize < 1)
     fail("world size " + std::to_string(worldSize));
   for (int r = 0; r < worldSize; ++r)
-    if (std::none_of(programs.begin(), programs.end(), [&](const RankProgram &p) { return p.rank == r; }))
+    if (std::none_of(programs.begin(), programs.end(), [&](const RankProgram &p) { return runsOn(p, r); }))
       fail("rank " + std::to_string(r) + " has no program");
+  int64_t meshRanks = 1;
+  for (int64_t d : meshShape)
+    meshRanks *= d;
+  if (meshShape.size() != meshAxes.size() || (!meshShape.empty() && meshRanks != worldSize))
+    fail("the mesh does not match the world size");
   for (const auto &p : programs)
-    if (p.rank < 0 || p.rank >= worldSize)
+    if (p.rank < -1 || p.rank >= worldSize)
       fail("a program belongs to rank " + std::to_string(p.rank) + " of " + std::to_string(worldSize));
   for (size_t i = 0; i < buffers.size(); ++i) {
     const BufferDesc &b = buffers[i];
@@ -241,6 +247,8 @@ Plan readPlan(const std::string &path) {
     plan.mode = j.at("mode");
     plan.source = j.at("source");
     plan.worldSize = j.at("world_size");
+    plan.meshShape = j.at("mesh").at("shape").get<std::vector<int64_t>>();
+    plan.meshAxes = j.at("mesh").at("axes").get<std::vector<std::string>>();
     plan.predictedPeakBytes = j.at("predicted_peak_bytes");
     plan.training = j.at("training");
     for (const auto &b : j.at("buffers")) {

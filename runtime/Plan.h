@@ -63,7 +63,7 @@ struct NamedBuffer {
 };
 
 struct RankProgram {
-  int rank = 0;
+  int rank = 0; // -1: every rank runs it (SPMD)
   std::string name = "main";
   int64_t arenaBytes = 0;
   std::vector<StepDesc> steps;
@@ -74,6 +74,8 @@ struct Plan {
   std::string mode = "infer";
   std::string source;           // the model it was compiled from
   int worldSize = 1;
+  std::vector<int64_t> meshShape;     // the device mesh (empty: one rank)
+  std::vector<std::string> meshAxes;  // its axis names, e.g. {"dp"}
   std::vector<BufferDesc> buffers;
   std::vector<NamedBuffer> inputs;
   std::vector<NamedBuffer> outputs;
@@ -82,6 +84,8 @@ struct Plan {
   int64_t predictedPeakBytes = 0;
   nlohmann::json training = nlohmann::json::object(); // the recipe the runtime drives (train mode)
 
+  /// Whether program `p` runs on `rank`.
+  static bool runsOn(const RankProgram &p, int rank) { return p.rank == -1 || p.rank == rank; }
   /// The arena one rank needs: the largest of its programs' arenas (they run one at a time).
   int64_t arenaBytesOfRank(int rank) const;
   /// Follows aliasOf to the buffer that owns the memory.

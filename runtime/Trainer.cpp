@@ -8,15 +8,19 @@
 namespace cpc {
 
 nlohmann::json StepMetrics::toJson() const {
-  return {{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", gradNorm}, {"loss_scale", 1.0},
-          {"step_s", seconds}, {"samples_per_s", samplesPerSecond}, {"peak_bytes", peakBytes}};
+  nlohmann::json j = {{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", gradNorm}, {"loss_scale", 1.0},
+                      {"step_s", seconds}, {"samples_per_s", samplesPerSecond}, {"peak_bytes", peakBytes}};
+  j.update(comm);
+  return j;
 }
 
-Trainer::Trainer(const Plan &plan, Executor &executor) : plan_(plan), exec_(executor) {
+Trainer::Trainer(const Plan &plan, Executor &executor, int rank, Communicator *comm)
+    : plan_(plan), exec_(executor), rank_(rank), comm_(comm) {
   if (plan.mode != "train")
     throw RuntimeError("not a training plan (mode '" + plan.mode + "')");
   recipe_ = TrainRecipe::fromJson(plan.training.at("recipe"));
   microbatch_ = plan.training.at("microbatch");
+  dataParallel_ = plan.training.value("data_parallel", 1);
   gradProgram_ = recipe_.accumulation == 1 ? "train_step" : "accumulate";
 }
 
@@ -32,20 +36,24 @@ void Trainer::setBatchInput(const std::string &name, HostTensor global) {
         names += (names.empty() ? "" : ", ") + in.name;
     throw RuntimeError("the plan has no input '" + name + "' (inputs: " + names + ")");
   }
-  const BufferDesc &b = plan_.buffers[input->buffer];
+  const BufferDesc &b = plan_.buffers[input->buffer]; // this rank's part of one microbatch
   int64_t k = recipe_.accumulation;
-  std::vector<int64_t> expected = b.shape;
-  if (!expected.empty())
-    expected[0] *= k;
+  std::vector<int64_t> expected = b.shape, micro = b.shape;
+  if (!expected.empty()) {
+    micro[0] *= dataParallel_;
+    expected[0] = micro[0] * k;
+  }
   if (global.dtype != b.dtype || global.shape != expected)
     throw RuntimeError("input '" + name + "' expects the global batch " + dtypeName(b.dtype) + shapeString(expected) +
-                       " (" + std::to_string(k) + " microbatch" + (k > 1 ? "es" : "") + " of " +
-                       shapeString(b.shape) + "), got " + dtypeName(global.dtype) + shapeString(global.shape));
-  size_t sliceBytes = b.bytes();
+                       " (" + std::to_string(k) + " microbatch" + (k > 1 ? "es" : "") + " of " + shapeString(micro) +
+                       "), got " + dtypeName(global.dtype) + shapeString(global.shape));
+  // Microbatch m is rows [m*M, (m+1)*M); data-parallel rank r keeps its contiguous share.
+  size_t localBytes = b.bytes();
   std::vector<HostTensor> slices;
   for (int64_t m = 0; m < k; ++m) {
     HostTensor s{b.dtype, b.shape, {}};
-    s.data.assign(global.data.begin() + m * sliceBytes, global.data.begin() + (m + 1) * sliceBytes);
+    size_t begin = (m * dataParallel_ + rank_) * localBytes;
+    s.data.assign(global.data.begin() + begin, global.data.begin() + begin + localBytes);
     slices.push_back(std::move(s));
   }
   slices_[name] = std::move(slices);
@@ -86,6 +94,11 @@ StepMetrics Trainer::step(int64_t index) {
   m.gradNorm = *exec_.output("grad_norm", normProgram).as<float>();
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.samplesPerSecond = microbatch_ * recipe_.accumulation / m.seconds;
+  if (comm_) {
+    m.comm = commCountsJson(*comm_);
+    m.commSummary = formatCommCounts(*comm_);
+    comm_->resetCounts();
+  }
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
   m.peakBytes = usage.ru_maxrss * 1024;

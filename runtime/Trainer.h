@@ -2,6 +2,7 @@
 #ifndef CPC_RUNTIME_TRAINER_H
 #define CPC_RUNTIME_TRAINER_H
 
+#include "runtime/Communicator.h"
 #include "runtime/Executor.h"
 #include "runtime/TrainRecipe.h"
 
@@ -18,16 +19,20 @@ struct StepMetrics {
   double seconds = 0;
   double samplesPerSecond = 0;
   int64_t peakBytes = 0;   // process max RSS so far
+  nlohmann::json comm = nlohmann::json::object(); // collectives of this step (calls, bytes per rank)
+  std::string commSummary; // the same, for the progress line
   nlohmann::json toJson() const;
 };
 
 class Trainer {
 public:
-  /// `plan` must be a training plan ("train" mode); `executor` runs it.
-  Trainer(const Plan &plan, Executor &executor);
+  /// `plan` must be a training plan ("train" mode); `executor` runs it as rank `rank`, whose
+  /// collectives go through `comm` (null on one rank).
+  Trainer(const Plan &plan, Executor &executor, int rank = 0, Communicator *comm = nullptr);
 
   /// Binds batch input `name` from a tensor holding the global batch; dim 0 must be
-  /// microbatch x gradient_accumulation. Throws RuntimeError.
+  /// microbatch x gradient_accumulation. Each data-parallel rank keeps its rows of every
+  /// microbatch. Throws RuntimeError.
   void setBatchInput(const std::string &name, HostTensor global);
   /// Uses deterministic synthetic data for batch inputs without setBatchInput.
   void useSyntheticData();
@@ -45,7 +50,10 @@ private:
   const Plan &plan_;
   Executor &exec_;
   TrainRecipe recipe_;
-  int64_t microbatch_ = 0;
+  int64_t microbatch_ = 0;   // samples per microbatch, all ranks together
+  int64_t dataParallel_ = 1; // ranks splitting each microbatch
+  int rank_ = 0;
+  Communicator *comm_ = nullptr;
   std::string gradProgram_;   // "train_step" (one microbatch) or "accumulate"
   std::map<std::string, std::vector<HostTensor>> slices_; // input -> one tensor per microbatch
 };

@@ -1,5 +1,6 @@
 //===- cpc-run.cpp - run a cpc plan ---------------------------------------===//
 #include "runtime/Executor.h"
+#include "runtime/Launcher.h"
 #include "runtime/TensorIO.h"
 #include "runtime/Trainer.h"
 
@@ -12,6 +13,8 @@
 #include <iostream>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
 
 namespace {
 
@@ -30,7 +33,13 @@ Options:
                       Default 1
   --profile           Print the time spent per op kind (--profile-shapes: per op and shapes)
   --quiet             Print only errors
+  --verbose           Multi-rank plans: keep the ranks' stderr log and print its path
 )";
+
+// Internal options, for tests only (not in --help): `cpc-run FILE --self-test-world N` skips the
+// plan and exercises the multi-process layer: launch N ranks, handshake on FILE's hash, then
+// --steps steps of one all-reduce each. --self-test-fail-rank K --self-test-fail-step S make rank K
+// throw at step S; --self-test-pid-file P appends "RANK PID" per rank to P.
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -113,61 +122,34 @@ int train(const cpc::Plan &plan, cpc::Executor &executor,
   return 0;
 }
 
-int run(int argc, char **argv) {
-  std::string planPath, outputDir, metricsPath;
-  std::vector<std::pair<std::string, std::string>> inputs;
-  int threads = 1, steps = 1;
-  bool quiet = false, profile = false;
-  auto value = [&](int &i) -> std::string {
-    if (i + 1 >= argc)
-      throw UsageError(std::string(argv[i]) + " needs a value");
-    return argv[++i];
-  };
-  auto positive = [](const std::string &flag, const std::string &v) {
-    char *end = nullptr;
-    long n = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end || n < 1 || n > 1 << 20)
-      throw UsageError(flag + " expects a positive integer, got '" + v + "'");
-    return (int)n;
-  };
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage;
-      return 0;
-    } else if (arg == "--input") {
-      std::string spec = value(i);
-      size_t eq = spec.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-        throw UsageError("--input expects NAME=FILE, got '" + spec + "'");
-      inputs.push_back({spec.substr(0, eq), spec.substr(eq + 1)});
-    } else if (arg == "--output-dir") {
-      outputDir = value(i);
-    } else if (arg == "--metrics") {
-      metricsPath = value(i);
-    } else if (arg == "--threads") {
-      threads = positive(arg, value(i));
-    } else if (arg == "--steps") {
-      steps = positive(arg, value(i));
-    } else if (arg == "--profile") {
-      profile = true;
-    } else if (arg == "--profile-shapes") {
-      profile = byShape = true;
-    } else if (arg == "--quiet") {
-      quiet = true;
-    } else if (!arg.empty() && arg[0] == '-') {
-      throw UsageError("unknown option '" + arg + "' (see cpc-run --help)");
-    } else if (planPath.empty()) {
-      planPath = arg;
-    } else {
-      throw UsageError("more than one plan given");
-    }
+/// See the internal options above.
+int selfTest(cpc::Communicator &comm, int steps, int failRank, int failStep, const std::string &pidFile, bool quiet) {
+  if (!pidFile.empty()) {
+    std::ofstream(pidFile, std::ios::app) << comm.rank() << " " << getpid() << "\n" << std::flush;
   }
-  if (planPath.empty())
-    throw UsageError("needs a plan file (see cpc-run --help)");
+  for (int s = 1; s <= steps; ++s) {
+    if (comm.rank() == failRank && s == failStep)
+      throw cpc::RuntimeError("self-test failure at step " + std::to_string(s));
+    double value = comm.rank() + 1;
+    comm.allReduceSum(&value, 1, cpc::DType::F64, {});
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (comm.rank() == 0 && !quiet)
+      std::cout << "step " << s << "/" << steps << "  all_reduce " << value << "  " << cpc::formatCommCounts(comm)
+                << "\n" << std::flush;
+    comm.resetCounts();
+  }
+  return 0;
+}
 
-  cpc::Plan plan = cpc::readPlan(planPath);
-  cpc::Executor executor(plan, cpc::ExecutorOptions{0, threads, profile});
+/// Runs a plan on this process's rank: training or inference, printing from rank 0 only.
+int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<std::pair<std::string, std::string>> &inputs,
+            int threads, int steps, std::string outputDir, const std::string &metricsPath, bool quiet, bool profile) {
+  // Hook for the data-parallel runtime: the executor and trainer will take `comm`.
+  if (comm.rank() != 0) {
+    quiet = true;
+    outputDir.clear();
+  }
+  cpc::Executor executor(plan, cpc::ExecutorOptions{comm.rank(), threads, profile});
   if (!outputDir.empty()) {
     mkdir(outputDir.c_str(), 0755);
     struct stat st;
@@ -216,6 +198,93 @@ int run(int argc, char **argv) {
   if (profile)
     printProfile(executor);
   return 0;
+}
+
+int run(int argc, char **argv) {
+  std::string planPath, outputDir, metricsPath, pidFile;
+  std::vector<std::pair<std::string, std::string>> inputs;
+  int threads = 1, steps = 1, selfTestWorld = 0, failRank = -1, failStep = 0;
+  bool quiet = false, profile = false, verbose = false;
+  auto value = [&](int &i) -> std::string {
+    if (i + 1 >= argc)
+      throw UsageError(std::string(argv[i]) + " needs a value");
+    return argv[++i];
+  };
+  auto positive = [](const std::string &flag, const std::string &v) {
+    char *end = nullptr;
+    long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end || n < 1 || n > 1 << 20)
+      throw UsageError(flag + " expects a positive integer, got '" + v + "'");
+    return (int)n;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else if (arg == "--input") {
+      std::string spec = value(i);
+      size_t eq = spec.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+        throw UsageError("--input expects NAME=FILE, got '" + spec + "'");
+      inputs.push_back({spec.substr(0, eq), spec.substr(eq + 1)});
+    } else if (arg == "--output-dir") {
+      outputDir = value(i);
+    } else if (arg == "--metrics") {
+      metricsPath = value(i);
+    } else if (arg == "--threads") {
+      threads = positive(arg, value(i));
+    } else if (arg == "--steps") {
+      steps = positive(arg, value(i));
+    } else if (arg == "--profile") {
+      profile = true;
+    } else if (arg == "--profile-shapes") {
+      profile = byShape = true;
+    } else if (arg == "--quiet") {
+      quiet = true;
+    } else if (arg == "--verbose") {
+      verbose = true;
+    } else if (arg == "--self-test-world") {
+      selfTestWorld = positive(arg, value(i));
+    } else if (arg == "--self-test-fail-rank") {
+      std::string v = value(i);
+      failRank = v == "0" ? 0 : positive(arg, v);
+    } else if (arg == "--self-test-fail-step") {
+      failStep = positive(arg, value(i));
+    } else if (arg == "--self-test-pid-file") {
+      pidFile = value(i);
+    } else if (!arg.empty() && arg[0] == '-') {
+      throw UsageError("unknown option '" + arg + "' (see cpc-run --help)");
+    } else if (planPath.empty()) {
+      planPath = arg;
+    } else {
+      throw UsageError("more than one plan given");
+    }
+  }
+  if (planPath.empty())
+    throw UsageError("needs a plan file (see cpc-run --help)");
+
+  if (selfTestWorld > 0) {
+    if (!cpc::launchedByMpi())
+      return cpc::launchUnderMpi(selfTestWorld, argc, argv, verbose);
+    return cpc::runRank(selfTestWorld, planPath, [&](cpc::Communicator &comm) {
+      return selfTest(comm, steps, failRank, failStep, pidFile, quiet);
+    });
+  }
+
+  // Read (and validate) the plan before starting ranks, so that a bad plan fails once, here.
+  auto plan = std::make_unique<cpc::Plan>(cpc::readPlan(planPath));
+  const int world = plan->worldSize;
+  if (cpc::needsMpiLaunch(world)) {
+    plan.reset(); // the ranks load their own copy
+    return cpc::launchUnderMpi(world, argc, argv, verbose);
+  }
+  if (cpc::launchedByMpi())
+    return cpc::runRank(world, planPath, [&](cpc::Communicator &comm) {
+      return runPlan(*plan, comm, inputs, threads, steps, outputDir, metricsPath, quiet, profile);
+    });
+  return runPlan(*plan, *cpc::makeSingleRankCommunicator(), inputs, threads, steps, outputDir, metricsPath, quiet,
+                 profile);
 }
 
 } // namespace

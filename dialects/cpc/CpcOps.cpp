@@ -564,5 +564,39 @@ LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return success();
 }
 
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(*this, getMeshAttr());
+  if (!mesh)
+    return emitOpError("refers to unknown mesh ") << getMeshAttr();
+  for (Attribute a : getAxes())
+    if (mesh.getAxisSize(llvm::cast<StringAttr>(a).getValue()) < 0)
+      return emitOpError("mesh '") << mesh.getSymName() << "' has no axis " << a;
+  return success();
+}
+
+LogicalResult ShardSliceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  ShardingAttr sharding = getSharding();
+  auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(*this, sharding.getMesh());
+  if (!mesh)
+    return emitOpError("refers to unknown mesh ") << sharding.getMesh();
+  auto in = getInput().getType(), out = getType();
+  if (in.getRank() != out.getRank() || (int64_t)sharding.getDimAxes().size() != in.getRank() ||
+      in.getElementType() != out.getElementType())
+    return emitOpError("sharding, input and result must have one rank and element type");
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    int64_t parts = 1;
+    for (StringRef axis : sharding.getAxesOfDim(d)) {
+      int64_t size = mesh.getAxisSize(axis);
+      if (size < 0)
+        return emitOpError("mesh '") << mesh.getSymName() << "' has no axis '" << axis << "'";
+      parts *= size;
+    }
+    if (in.getDimSize(d) % parts || out.getDimSize(d) != in.getDimSize(d) / parts)
+      return emitOpError("dim ") << d << " of size " << in.getDimSize(d) << " split into " << parts
+                                 << " blocks is not " << out.getDimSize(d);
+  }
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/cpc/CpcOps.cpp.inc"

@@ -439,4 +439,28 @@ def Cpc_ShardOp : Cpc_Op<"shard", [Pure, SameOperandsAndResultType,
   let assemblyFormat = "$input `to` $sharding attr-dict `:` type($input)";
 }
 
+def Cpc_AllReduceOp : Cpc_Op<"all_reduce", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Sums a value over mesh axes: partial sums become the full value on every rank";
+  let description = [{
+    A collective: every rank of a group (the ranks that differ only in `axes`) must issue the
+    same all_reduce in the same order. Not Pure, so that it is never reordered or dropped.
+  }];
+  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$input `over` $mesh $axes attr-dict `:` type($input)";
+}
+
+def Cpc_ShardSliceOp : Cpc_Op<"shard_slice", [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "This rank's block of a value that every rank holds whole";
+  let description = [{
+    Splits each dim over the mesh axes that `sharding` assigns to it and keeps the block of
+    this rank's mesh coordinate (e.g. its rows of a constant with a batch dim). Needs no
+    communication.
+  }];
+  let arguments = (ins Cpc_Tensor:$input, Cpc_ShardingAttr:$sharding);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$input `to` $sharding attr-dict `:` type($input) `->` type($result)";
+}
+
 #endif // CPC_OPS_TD

@@ -18,6 +18,10 @@
 #include <string>
 #include <vector>
 
+namespace cpc {
+class Communicator;
+}
+
 namespace cpc::kernels {
 
 struct KernelContext {
@@ -27,6 +31,11 @@ struct KernelContext {
   const nlohmann::json *attrs;     // never null; {} when the op has none
   int threads = 1;                 // threads the kernel may use
   uint64_t step = 0;               // execution counter, for random ops that differ per step
+  // Collective steps (all_reduce, shard_slice) also need the ranks: set by the executor.
+  Communicator *comm = nullptr;
+  int rank = 0;
+  const std::vector<int64_t> *meshShape = nullptr;
+  const std::vector<std::string> *meshAxes = nullptr;
 
   const nlohmann::json &attr(const char *name) const;
   int64_t attrInt(const char *name) const { return attr(name).get<int64_t>(); }

@@ -27,6 +27,8 @@ Options:
   --set KEY=VALUE            Override one config key (VALUE is JSON, e.g. --set LR=1e-3); repeatable
   --input-shape NAME=AxBxC   Static shape for a graph input with symbolic dims (repeatable)
   --frozen REGEX             Treat matching parameters as frozen (repeatable)
+  --dp N                     Data parallelism over N ranks (training): each rank takes 1/N of
+                             every microbatch; gradients are all-reduced
   --no-inplace               Never let an op write its result over an input
 )";
 
@@ -79,10 +81,28 @@ void buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module, const 
   if (mlir::failed(pm.run(module)))
     throw std::runtime_error("building the training step failed: " + diagnostic);
 }
+/// Splits the batch of `gradFunction` over `size` data-parallel ranks (sharding + partitioning).
+void splitBatch(mlir::MLIRContext &context, mlir::ModuleOp module, int64_t size, const std::string &gradFunction) {
+  mlir::PassManager pm(&context);
+  CpcDataParallelOptions options;
+  options.size = size;
+  std::vector<std::string> funcs{gradFunction}; // options.funcs is a view: keep the storage alive
+  options.funcs = funcs;
+  pm.addPass(createCpcDataParallel(options));
+  std::string diagnostic;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
+    if (diagnostic.empty())
+      diagnostic = diag.str();
+    return mlir::success();
+  });
+  if (mlir::failed(pm.run(module)))
+    throw std::runtime_error("data parallelism failed: " + diagnostic);
+}
 } // namespace
 
 int runCompile(int argc, char **argv) {
   std::string input, output, mode, configPath;
+  int64_t dataParallel = 1;
   std::vector<std::string> overrides;
   ImportOptions importOptions;
   PlanOptions planOptions;
@@ -97,6 +117,12 @@ int runCompile(int argc, char **argv) {
       mode = takeValue(argc, argv, i);
     } else if (arg == "--config") {
       configPath = takeValue(argc, argv, i);
+    } else if (arg == "--dp") {
+      std::string v = takeValue(argc, argv, i);
+      char *end = nullptr;
+      dataParallel = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end || dataParallel < 1 || dataParallel > 4096)
+        throw UsageError("--dp expects a positive number of ranks, got '" + v + "'");
     } else if (arg == "--set") {
       overrides.push_back(takeValue(argc, argv, i));
     } else if (arg == "--no-inplace") {
@@ -154,7 +180,16 @@ int runCompile(int argc, char **argv) {
     buildTrainingStep(context, *model.module, recipe);
     planOptions.functions = recipe.accumulation == 1 ? std::vector<std::string>{"train_step"}
                                                      : std::vector<std::string>{"accumulate", "apply"};
-    training = {{"recipe", recipe.toJson()}, {"microbatch", microbatch}, {"programs", planOptions.functions}};
+    if (dataParallel > 1) {
+      if (microbatch % dataParallel)
+        throw UsageError("--dp " + std::to_string(dataParallel) + " does not divide the microbatch of " +
+                         std::to_string(microbatch) + " samples");
+      splitBatch(context, *model.module, dataParallel, planOptions.functions.front());
+    }
+    training = {{"recipe", recipe.toJson()}, {"microbatch", microbatch}, {"programs", planOptions.functions},
+                {"data_parallel", dataParallel}};
+  } else if (dataParallel > 1) {
+    throw UsageError("--dp applies to training plans (--mode train)");
   } else if (!configPath.empty() || !overrides.empty()) {
     throw UsageError("--config and --set describe training; they do not apply to --mode infer");
   }

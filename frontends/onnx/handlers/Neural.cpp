@@ -298,8 +298,41 @@ void importGatherElements(NodeImporter &n) {
   n.setOutput(0, n.emit1<GatherElementsOp>({n.input(0), n.input(1)}, {n.namedI64("axis", axis)}));
 }
 
+/// ScatterND of constants (e.g. MAE's `mask[:, :len_keep] = 0` on a ones tensor) folds on the host:
+/// the mask is then a plain constant, which data parallelism can split along the batch.
+bool foldScatterND(NodeImporter &n, const std::string &reduction) {
+  const ConstTensor *data = n.constInput(0), *indices = n.constInput(1), *updates = n.constInput(2);
+  if (!data || !indices || !updates || data->numElements() > (1 << 16))
+    return false;
+  ConstTensor out = *data;
+  int64_t k = indices->shape().back(), rows = indices->numElements() / std::max<int64_t>(k, 1);
+  std::vector<int64_t> strides = stridesOf(data->shape());
+  int64_t slice = numElementsOf({data->shape().begin() + k, data->shape().end()});
+  if (updates->numElements() != rows * slice)
+    n.fail("updates do not match the indexed slices");
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t idx = indices->getInt(r * k + d), dim = data->shape()[d];
+      if (idx < 0)
+        idx += dim;
+      if (idx < 0 || idx >= dim)
+        n.fail("index " + std::to_string(indices->getInt(r * k + d)) + " out of range for dim " + std::to_string(dim));
+      offset += idx * strides[d];
+    }
+    for (int64_t e = 0; e < slice; ++e) {
+      double u = updates->getDouble(r * slice + e), v = out.getDouble(offset + e);
+      out.set(offset + e, reduction == "add" ? v + u : reduction == "mul" ? v * u : u);
+    }
+  }
+  n.setOutput(0, out);
+  return true;
+}
+
 void importScatterND(NodeImporter &n) {
   std::string reduction = n.attrString("reduction", "none");
+  if ((reduction == "none" || reduction == "add" || reduction == "mul") && foldScatterND(n, reduction))
+    return;
   n.setOutput(0, n.emit1<ScatterNDOp>({n.input(0), n.input(1), n.input(2)}, {n.namedStr("reduction", reduction)}));
 }
 

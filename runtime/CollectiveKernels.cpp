@@ -1,0 +1,112 @@
+//===- CollectiveKernels.cpp ----------------------------------------------===//
+#include "runtime/CollectiveKernels.h"
+#include "runtime/Communicator.h"
+
+#include <cstring>
+
+namespace cpc {
+
+namespace {
+
+/// Coordinates of `rank` on a row-major mesh.
+std::vector<int64_t> coordinates(int64_t rank, const std::vector<int64_t> &shape) {
+  std::vector<int64_t> c(shape.size());
+  for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+    c[d] = rank % shape[d];
+    rank /= shape[d];
+  }
+  return c;
+}
+
+int64_t axisIndex(const kernels::KernelContext &ctx, const std::string &name) {
+  for (size_t i = 0; i < ctx.meshAxes->size(); ++i)
+    if ((*ctx.meshAxes)[i] == name)
+      return i;
+  ctx.fail("the mesh has no axis '" + name + "'");
+}
+
+/// The world ranks that differ from ctx.rank only along `axes` (the group of a collective).
+std::vector<int> groupOf(const kernels::KernelContext &ctx, const std::vector<std::string> &axes) {
+  const std::vector<int64_t> &shape = *ctx.meshShape;
+  std::vector<bool> along(shape.size(), false);
+  for (const auto &a : axes)
+    along[axisIndex(ctx, a)] = true;
+  if (std::all_of(along.begin(), along.end(), [](bool b) { return b; }))
+    return {}; // the whole world
+  std::vector<int64_t> mine = coordinates(ctx.rank, shape);
+  int64_t world = numElements(shape);
+  std::vector<int> group;
+  for (int64_t r = 0; r < world; ++r) {
+    std::vector<int64_t> c = coordinates(r, shape);
+    bool same = true;
+    for (size_t d = 0; d < shape.size(); ++d)
+      same &= along[d] || c[d] == mine[d];
+    if (same)
+      group.push_back(r);
+  }
+  return group;
+}
+
+void checkMesh(const kernels::KernelContext &ctx) {
+  if (!ctx.meshShape || !ctx.meshAxes || ctx.meshShape->empty())
+    ctx.fail("a collective step in a plan without a mesh");
+}
+
+/// Sums the input over the mesh axes (in place in the output buffer).
+void allReduceKernel(kernels::KernelContext &ctx) {
+  const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
+  if (in.data != out.data)
+    std::memcpy(out.data, in.data, in.bytes());
+  if (!ctx.comm)
+    ctx.fail("needs a communicator (run the plan with cpc-run)");
+  checkMesh(ctx);
+  ctx.comm->allReduceSum(out.data, out.numel(), out.dtype, groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>()));
+}
+
+/// Copies this rank's block: dim d is split into the product of its axes' sizes.
+void shardSliceKernel(kernels::KernelContext &ctx) {
+  const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
+  checkMesh(ctx);
+  auto dimAxes = ctx.attr("sharding").at("dim_axes").get<std::vector<std::vector<std::string>>>();
+  std::vector<int64_t> mine = coordinates(ctx.rank, *ctx.meshShape);
+  std::vector<int64_t> start(in.rank(), 0);
+  for (int64_t d = 0; d < in.rank(); ++d) {
+    int64_t block = 0;
+    for (const auto &a : dimAxes.at(d)) {
+      int64_t i = axisIndex(ctx, a);
+      block = block * (*ctx.meshShape)[i] + mine[i];
+    }
+    start[d] = block * out.shape[d];
+  }
+  size_t es = dtypeSize(in.dtype);
+  std::vector<int64_t> inStrides(in.rank(), 1);
+  for (int64_t d = in.rank() - 2; d >= 0; --d)
+    inStrides[d] = inStrides[d + 1] * in.shape[d + 1];
+  // Copy row by row along the innermost dim.
+  int64_t inner = in.rank() ? out.shape.back() : 1, rows = out.numel() / std::max<int64_t>(inner, 1);
+  auto *dst = static_cast<char *>(out.data);
+  const auto *src = static_cast<const char *>(in.data);
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t offset = 0, rest = row;
+    for (int64_t d = in.rank() - 2; d >= 0; --d) {
+      int64_t idx = rest % out.shape[d];
+      rest /= out.shape[d];
+      offset += (start[d] + idx) * inStrides[d];
+    }
+    if (in.rank())
+      offset += start.back();
+    std::memcpy(dst + row * inner * es, src + offset * es, inner * es);
+  }
+}
+
+} // namespace
+
+kernels::KernelFn findCollectiveKernel(const std::string &op) {
+  if (op == "cpc.all_reduce")
+    return allReduceKernel;
+  if (op == "cpc.shard_slice")
+    return shardSliceKernel;
+  return nullptr;
+}
+
+} // namespace cpc

@@ -1,0 +1,95 @@
+//===- Communicator.cpp - the single-rank communicator and count reports --===//
+#include "runtime/Communicator.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace cpc {
+namespace {
+
+/// One rank: every collective is an identity, but calls are still counted (0 bytes) so that a
+/// single-rank run reports the same collective calls as a multi-rank one.
+class SingleRankCommunicator final : public Communicator {
+public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+
+  void allReduceSum(void *data, int64_t count, DType type, const std::vector<int> &group) override {
+    check("all_reduce", count, type, group);
+    Communicator::count("all_reduce", 0);
+  }
+  void allGather(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
+    check("all_gather", count, type, group);
+    if (send != recv && count > 0)
+      std::memmove(recv, send, count * dtypeSize(type));
+    Communicator::count("all_gather", 0);
+  }
+  void reduceScatterSum(const void *send, void *recv, int64_t count, DType type,
+                        const std::vector<int> &group) override {
+    check("reduce_scatter", count, type, group);
+    if (send != recv && count > 0)
+      std::memmove(recv, send, count * dtypeSize(type));
+    Communicator::count("reduce_scatter", 0);
+  }
+  void broadcast(void *data, int64_t bytes, int root) override {
+    if (root != 0 || bytes < 0)
+      throw RuntimeError("rank 0: broadcast: invalid root " + std::to_string(root) + " or size " +
+                         std::to_string(bytes) + " (world size 1)");
+    Communicator::count("broadcast", 0);
+  }
+  void barrier() override { Communicator::count("barrier", 0); }
+
+private:
+  // Same checks as the MPI communicator, so that plans fail the same way on one rank.
+  static void check(const char *kind, int64_t count, DType type, const std::vector<int> &group) {
+    if (type != DType::F32 && type != DType::F64 && type != DType::I64)
+      throw RuntimeError(std::string("rank 0: ") + kind + ": unsupported element type " + dtypeName(type));
+    if (count < 0)
+      throw RuntimeError(std::string("rank 0: ") + kind + ": negative count " + std::to_string(count));
+    if (!(group.empty() || (group.size() == 1 && group[0] == 0)))
+      throw RuntimeError(std::string("rank 0: ") + kind + ": the group must be rank 0 alone (world size 1)");
+  }
+};
+
+std::string humanBytes(int64_t bytes) {
+  char buf[32];
+  if (bytes < 1000)
+    std::snprintf(buf, sizeof buf, "%lld B", (long long)bytes);
+  else if (bytes < 1000000)
+    std::snprintf(buf, sizeof buf, "%.1f kB", bytes / 1e3);
+  else if (bytes < 1000000000)
+    std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
+  return buf;
+}
+
+} // namespace
+
+std::unique_ptr<Communicator> makeSingleRankCommunicator() { return std::make_unique<SingleRankCommunicator>(); }
+
+bool launchedByMpi() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+
+std::string formatCommCounts(const Communicator &comm) {
+  int64_t calls = 0, bytes = 0;
+  for (const auto &[kind, c] : comm.counts()) {
+    calls += c.calls;
+    bytes += c.bytes;
+  }
+  std::string s = "comm " + std::to_string(calls) + " call" + (calls == 1 ? "" : "s");
+  return calls ? s + " " + humanBytes(bytes) : s;
+}
+
+nlohmann::json commCountsJson(const Communicator &comm) {
+  int64_t calls = 0, bytes = 0;
+  nlohmann::json kinds = nlohmann::json::object();
+  for (const auto &[kind, c] : comm.counts()) {
+    calls += c.calls;
+    bytes += c.bytes;
+    kinds[kind] = {{"calls", c.calls}, {"bytes", c.bytes}};
+  }
+  return {{"comm_calls", calls}, {"comm_bytes", bytes}, {"comm", kinds}};
+}
+
+} // namespace cpc

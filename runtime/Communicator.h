@@ -1,0 +1,81 @@
+//===- Communicator.h - collectives between the ranks of a plan ----------===//
+//
+// The executor runs collective steps through this interface: MPI between CPU processes now,
+// NCCL between GPUs later. Every call is counted (calls and bytes sent per rank, per kind) so
+// that cpc-run can report communication per step and tests can check it against the analytical
+// volume.
+//
+#ifndef CPC_RUNTIME_COMMUNICATOR_H
+#define CPC_RUNTIME_COMMUNICATOR_H
+
+#include "kernels/Tensor.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cpc {
+
+/// Calls and bytes of one kind of collective (bytes: what this rank sends, as a ring
+/// implementation would: all-reduce 2(n-1)/n of the buffer, all-gather and reduce-scatter
+/// (n-1)/n of the full buffer, broadcast the buffer from the root).
+struct CollectiveCount {
+  int64_t calls = 0;
+  int64_t bytes = 0;
+};
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  /// In-place sum over the ranks of `group` (all ranks when empty). f32/f64/i64.
+  virtual void allReduceSum(void *data, int64_t count, DType type, const std::vector<int> &group) = 0;
+  /// `recv` (count * group size elements) gets every rank's `send` (count elements), in rank order.
+  virtual void allGather(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) = 0;
+  /// Sums `send` (count * group size elements) over the group; rank i of the group keeps block i in `recv`.
+  virtual void reduceScatterSum(const void *send, void *recv, int64_t count, DType type,
+                                const std::vector<int> &group) = 0;
+  virtual void broadcast(void *data, int64_t bytes, int root) = 0;
+  virtual void barrier() = 0;
+
+  /// Counters since the last reset, by kind ("all_reduce", "all_gather", "reduce_scatter", ...).
+  const std::map<std::string, CollectiveCount> &counts() const { return counts_; }
+  void resetCounts() { counts_.clear(); }
+
+protected:
+  void count(const std::string &kind, int64_t bytes) {
+    counts_[kind].calls += 1;
+    counts_[kind].bytes += bytes;
+  }
+
+private:
+  std::map<std::string, CollectiveCount> counts_;
+};
+
+/// A communicator over a single rank (collectives are identities); used without MPI.
+std::unique_ptr<Communicator> makeSingleRankCommunicator();
+
+/// The MPI communicator of this process (MPI_Init on first use). Throws RuntimeError when the
+/// process was not started by mpirun.
+std::unique_ptr<Communicator> makeMpiCommunicator();
+
+/// Whether this process runs under mpirun (OpenMPI sets OMPI_COMM_WORLD_SIZE).
+bool launchedByMpi();
+
+/// Ends every process of the MPI job with `code` (MPI_Abort); a plain exit without MPI.
+[[noreturn]] void abortMpiJob(int code);
+
+/// The counters for a progress line: "comm 4 calls 1.2 MB" ("comm 0 calls" when none).
+std::string formatCommCounts(const Communicator &comm);
+/// The counters for --metrics: {"comm_calls": N, "comm_bytes": N, "comm": {kind: {"calls", "bytes"}}}.
+nlohmann::json commCountsJson(const Communicator &comm);
+
+} // namespace cpc
+
+#endif

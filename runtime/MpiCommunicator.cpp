@@ -1,0 +1,237 @@
+//===- MpiCommunicator.cpp - collectives between processes over MPI -------===//
+//
+// Group communicators are made with MPI_Comm_create_group, which is collective over the group's
+// members only: a rank builds a group's communicator the first time it calls a collective on it,
+// and the ranks outside that group need not take part. The requirement on callers is the usual
+// MPI one: the members of a group call collectives on it in the same order (and, for groups that
+// overlap, every rank creates them in the same relative order, which a plan's fixed schedule
+// gives). Communicators are cached per distinct `group` list; a rank's position in the list is its
+// rank in the group (the block it gets in allGather / reduceScatterSum).
+//
+#include "runtime/Communicator.h"
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+namespace cpc {
+namespace {
+
+std::string mpiErrorString(int rc) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS)
+    return "MPI error " + std::to_string(rc);
+  return std::string(buf, len);
+}
+
+/// MPI_Init_thread on first use, MPI_Finalize when the process exits (a function-local static, so
+/// it is destroyed after main returns; an aborted job never gets here, which MPI allows).
+struct MpiSession {
+  bool owner = false;
+  MpiSession() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      // Only the main thread calls MPI; kernel threads never do.
+      if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        throw RuntimeError("MPI_Init_thread failed");
+      owner = true;
+    }
+    // Errors come back as return codes, which become RuntimeErrors, instead of aborting the job.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  }
+  ~MpiSession() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owner && !finalized)
+      MPI_Finalize();
+  }
+};
+
+void ensureMpi() { static MpiSession session; }
+
+bool mpiActive() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+MPI_Datatype mpiType(DType type) {
+  switch (type) {
+  case DType::F32: return MPI_FLOAT;
+  case DType::F64: return MPI_DOUBLE;
+  case DType::I64: return MPI_INT64_T;
+  default: return MPI_DATATYPE_NULL;
+  }
+}
+
+class MpiCommunicator final : public Communicator {
+public:
+  MpiCommunicator() {
+    ensureMpi();
+    // A private copy of the world, so that our collectives never match anyone else's messages.
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &world_), "init", {});
+    MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(world_, &rank_);
+    MPI_Comm_size(world_, &size_);
+  }
+  ~MpiCommunicator() override {
+    if (!mpiActive())
+      return;
+    for (auto &[group, g] : groups_)
+      MPI_Comm_free(&g.comm);
+    MPI_Comm_free(&world_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void allReduceSum(void *data, int64_t count, DType type, const std::vector<int> &group) override {
+    const Group &g = groupOf("all_reduce", count, type, group);
+    const int64_t es = dtypeSize(type), chunk = INT_MAX / 2;
+    for (int64_t done = 0; done < count; done += chunk) {
+      int n = (int)std::min(chunk, count - done);
+      check(MPI_Allreduce(MPI_IN_PLACE, static_cast<char *>(data) + done * es, n, mpiType(type), MPI_SUM, g.comm),
+            "all_reduce", group);
+    }
+    // Ring all-reduce: a reduce-scatter then an all-gather, each sending (n-1)/n of the buffer.
+    Communicator::count("all_reduce", 2 * (g.size - 1) * (count * es) / g.size);
+  }
+
+  void allGather(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
+    const Group &g = groupOf("all_gather", count, type, group);
+    fitsInt("all_gather", count * g.size, group);
+    const int64_t es = dtypeSize(type);
+    // Gathering in place: this rank's block already sits at its position of `recv`.
+    const void *in = send == static_cast<char *>(recv) + g.rank * count * es ? MPI_IN_PLACE : send;
+    check(MPI_Allgather(in, (int)count, mpiType(type), recv, (int)count, mpiType(type), g.comm), "all_gather", group);
+    Communicator::count("all_gather", (g.size - 1) * count * es);
+  }
+
+  void reduceScatterSum(const void *send, void *recv, int64_t count, DType type,
+                        const std::vector<int> &group) override {
+    const Group &g = groupOf("reduce_scatter", count, type, group);
+    fitsInt("reduce_scatter", count * g.size, group);
+    const void *in = send == recv ? MPI_IN_PLACE : send;
+    check(MPI_Reduce_scatter_block(in, recv, (int)count, mpiType(type), MPI_SUM, g.comm), "reduce_scatter", group);
+    Communicator::count("reduce_scatter", (g.size - 1) * count * (int64_t)dtypeSize(type));
+  }
+
+  void broadcast(void *data, int64_t bytes, int root) override {
+    if (root < 0 || root >= size_ || bytes < 0)
+      throw RuntimeError("rank " + std::to_string(rank_) + ": broadcast: invalid root " + std::to_string(root) +
+                         " or size " + std::to_string(bytes) + " (world size " + std::to_string(size_) + ")");
+    const int64_t chunk = INT_MAX / 2;
+    for (int64_t done = 0; done < bytes; done += chunk)
+      check(MPI_Bcast(static_cast<char *>(data) + done, (int)std::min(chunk, bytes - done), MPI_BYTE, root, world_),
+            "broadcast", {});
+    Communicator::count("broadcast", rank_ == root ? bytes : 0);
+  }
+
+  void barrier() override {
+    check(MPI_Barrier(world_), "barrier", {});
+    Communicator::count("barrier", 0);
+  }
+
+private:
+  struct Group {
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rank = 0; // this process's rank in the group
+    int size = 1;
+  };
+
+  std::string where(const char *kind, const std::vector<int> &group) const {
+    std::string s = "rank " + std::to_string(rank_) + ": " + kind;
+    if (!group.empty()) {
+      s += " over ranks {";
+      for (size_t i = 0; i < group.size(); ++i)
+        s += (i ? "," : "") + std::to_string(group[i]);
+      s += "}";
+    }
+    return s;
+  }
+
+  void check(int rc, const char *kind, const std::vector<int> &group) const {
+    if (rc != MPI_SUCCESS)
+      throw RuntimeError(where(kind, group) + ": " + mpiErrorString(rc));
+  }
+
+  void fitsInt(const char *kind, int64_t elements, const std::vector<int> &group) const {
+    if (elements > INT_MAX)
+      throw RuntimeError(where(kind, group) + ": " + std::to_string(elements) +
+                         " elements exceed MPI's int count");
+  }
+
+  /// Validates a call and returns the group's communicator, creating it on first use.
+  const Group &groupOf(const char *kind, int64_t count, DType type, const std::vector<int> &group) {
+    if (mpiType(type) == MPI_DATATYPE_NULL)
+      throw RuntimeError(where(kind, group) + ": unsupported element type " + dtypeName(type));
+    if (count < 0)
+      throw RuntimeError(where(kind, group) + ": negative count " + std::to_string(count));
+    if (group.empty()) {
+      worldGroup_ = Group{world_, rank_, size_};
+      return worldGroup_;
+    }
+    auto it = groups_.find(group);
+    if (it != groups_.end())
+      return it->second;
+    int position = -1;
+    std::vector<bool> seen(size_, false);
+    for (size_t i = 0; i < group.size(); ++i) {
+      int r = group[i];
+      if (r < 0 || r >= size_ || seen[r])
+        throw RuntimeError(where(kind, group) + ": invalid group (ranks must be distinct, in [0, " +
+                           std::to_string(size_) + "))");
+      seen[r] = true;
+      if (r == rank_)
+        position = (int)i;
+    }
+    if (position < 0)
+      throw RuntimeError(where(kind, group) + ": this rank is not a member of the group");
+    // Ranks of the same group pick the same tag, so that concurrent creations of different
+    // groups cannot match each other.
+    uint64_t h = 1469598103934665603ull;
+    for (int r : group)
+      h = (h ^ (uint64_t)r) * 1099511628211ull;
+    MPI_Group worldGroup, sub;
+    MPI_Comm_group(world_, &worldGroup);
+    MPI_Group_incl(worldGroup, (int)group.size(), group.data(), &sub);
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rc = MPI_Comm_create_group(world_, sub, (int)(h % 32768), &comm);
+    MPI_Group_free(&sub);
+    MPI_Group_free(&worldGroup);
+    check(rc, kind, group);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    return groups_[group] = Group{comm, position, (int)group.size()};
+  }
+
+  MPI_Comm world_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  Group worldGroup_;
+  std::map<std::vector<int>, Group> groups_;
+};
+
+} // namespace
+
+std::unique_ptr<Communicator> makeMpiCommunicator() {
+  if (!launchedByMpi())
+    throw RuntimeError("this process was not started by mpirun (OMPI_COMM_WORLD_SIZE is not set)");
+  return std::make_unique<MpiCommunicator>();
+}
+
+void abortMpiJob(int code) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  if (mpiActive())
+    MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+} // namespace cpc

@@ -1,0 +1,240 @@
+//===- CommunicatorTest.cpp - the MPI communicator, run under mpirun -np N ---===//
+//
+// A plain program (not gtest: every rank must run every check, in the same order, or the
+// collectives would hang). Rank 0 prints the job's totals, "N passed, N failed".
+//
+#include "runtime/Communicator.h"
+#include "runtime/Launcher.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+
+using namespace cpc;
+
+namespace {
+
+int passed = 0, failed = 0, myRank = 0;
+
+void check(bool ok, const std::string &what) {
+  if (ok) {
+    ++passed;
+  } else {
+    ++failed;
+    std::printf("rank %d: FAIL %s\n", myRank, what.c_str());
+    std::fflush(stdout);
+  }
+}
+
+/// `fn` must throw a RuntimeError whose message contains every one of `parts`.
+void expectError(const std::string &what, const std::function<void()> &fn, std::vector<std::string> parts) {
+  try {
+    fn();
+    check(false, what + ": no error");
+  } catch (const RuntimeError &e) {
+    bool ok = true;
+    for (const auto &p : parts)
+      ok = ok && std::string(e.what()).find(p) != std::string::npos;
+    check(ok, what + ": message '" + e.what() + "'");
+  }
+}
+
+CollectiveCount countOf(const Communicator &c, const std::string &kind) {
+  auto it = c.counts().find(kind);
+  return it == c.counts().end() ? CollectiveCount{} : it->second;
+}
+
+template <typename T> void allReduceWorld(Communicator &comm, DType type) {
+  const int n = comm.size(), r = comm.rank();
+  std::vector<T> v(5);
+  for (int i = 0; i < 5; ++i)
+    v[i] = T((r + 1) * (i + 1));
+  comm.resetCounts();
+  comm.allReduceSum(v.data(), 5, type, {});
+  bool ok = true;
+  for (int i = 0; i < 5; ++i)
+    ok = ok && v[i] == T(n * (n + 1) / 2 * (i + 1));
+  check(ok, std::string("all_reduce values ") + dtypeName(type));
+  int64_t bytes = 5 * sizeof(T);
+  check(countOf(comm, "all_reduce").calls == 1 && countOf(comm, "all_reduce").bytes == 2 * (n - 1) * bytes / n,
+        std::string("all_reduce bytes ") + dtypeName(type));
+}
+
+void worldCollectives(Communicator &comm) {
+  const int n = comm.size(), r = comm.rank();
+  allReduceWorld<float>(comm, DType::F32);
+  allReduceWorld<double>(comm, DType::F64);
+  allReduceWorld<int64_t>(comm, DType::I64);
+
+  // all_gather: block k of recv is rank k's send.
+  comm.resetCounts();
+  std::vector<float> send = {r * 10.f, r * 10.f + 1, r * 10.f + 2}, recv(3 * n, -1);
+  comm.allGather(send.data(), recv.data(), 3, DType::F32, {});
+  bool ok = true;
+  for (int k = 0; k < n; ++k)
+    for (int i = 0; i < 3; ++i)
+      ok = ok && recv[k * 3 + i] == k * 10.f + i;
+  check(ok, "all_gather values");
+  check(countOf(comm, "all_gather").bytes == (n - 1) * 3 * 4, "all_gather bytes");
+  // In place: this rank's block already sits in recv.
+  std::vector<int64_t> inPlace(2 * n, -1);
+  inPlace[2 * r] = r;
+  inPlace[2 * r + 1] = 100 + r;
+  comm.allGather(&inPlace[2 * r], inPlace.data(), 2, DType::I64, {});
+  ok = true;
+  for (int k = 0; k < n; ++k)
+    ok = ok && inPlace[2 * k] == k && inPlace[2 * k + 1] == 100 + k;
+  check(ok, "all_gather in place");
+
+  // reduce_scatter: rank k keeps the sum of block k.
+  comm.resetCounts();
+  const int count = 4;
+  std::vector<double> full(count * n), mine(count, -1);
+  for (int j = 0; j < count * n; ++j)
+    full[j] = r + j;
+  comm.reduceScatterSum(full.data(), mine.data(), count, DType::F64, {});
+  ok = true;
+  for (int i = 0; i < count; ++i)
+    ok = ok && mine[i] == n * (n - 1) / 2.0 + n * double(r * count + i);
+  check(ok, "reduce_scatter values");
+  check(countOf(comm, "reduce_scatter").bytes == (n - 1) * count * 8, "reduce_scatter bytes");
+
+  // broadcast from the last rank: only the root sends.
+  comm.resetCounts();
+  char text[24] = {};
+  if (r == n - 1)
+    std::snprintf(text, sizeof text, "from %d", n - 1);
+  comm.broadcast(text, sizeof text, n - 1);
+  check(std::string(text) == "from " + std::to_string(n - 1), "broadcast value");
+  check(countOf(comm, "broadcast").bytes == (r == n - 1 ? 24 : 0), "broadcast bytes");
+
+  comm.barrier();
+  check(countOf(comm, "barrier").calls == 1 && countOf(comm, "barrier").bytes == 0, "barrier counted");
+  nlohmann::json j = commCountsJson(comm);
+  check(j["comm_calls"] == 2 && j["comm_bytes"] == (r == n - 1 ? 24 : 0) && j["comm"]["broadcast"]["calls"] == 1,
+        "counts json " + j.dump());
+  check(formatCommCounts(comm) == (r == n - 1 ? "comm 2 calls 24 B" : "comm 2 calls 0 B"),
+        "counts line '" + formatCommCounts(comm) + "'");
+}
+
+void groupCollectives(Communicator &comm) {
+  const int n = comm.size(), r = comm.rank();
+  // Two groups by parity; the odd group lists its ranks in descending order, which defines the
+  // members' positions (the block order of all_gather).
+  std::vector<int> group;
+  for (int k = r % 2; k < n; k += 2)
+    group.push_back(k);
+  if (r % 2)
+    std::reverse(group.begin(), group.end());
+  const int g = (int)group.size();
+  const int pos = int(std::find(group.begin(), group.end(), r) - group.begin());
+
+  for (int repeat = 0; repeat < 2; ++repeat) { // the second time uses the cached communicator
+    comm.resetCounts();
+    double v = r + 1, expect = 0;
+    for (int k : group)
+      expect += k + 1;
+    comm.allReduceSum(&v, 1, DType::F64, group);
+    check(v == expect, "group all_reduce value (repeat " + std::to_string(repeat) + ")");
+    check(countOf(comm, "all_reduce").bytes == 2 * (g - 1) * 8 / g, "group all_reduce bytes");
+  }
+
+  std::vector<int64_t> recv(g, -1);
+  int64_t mine = r;
+  comm.allGather(&mine, recv.data(), 1, DType::I64, group);
+  check(recv == std::vector<int64_t>(group.begin(), group.end()), "group all_gather follows the group's order");
+
+  std::vector<float> full(2 * g), out(2);
+  for (int j = 0; j < 2 * g; ++j)
+    full[j] = float(j);
+  comm.reduceScatterSum(full.data(), out.data(), 2, DType::F32, group);
+  check(out[0] == g * float(2 * pos) && out[1] == g * float(2 * pos + 1), "group reduce_scatter keeps block pos");
+
+  // A group of the whole world in reverse order, then the world itself again.
+  std::vector<int> reversed;
+  for (int k = n - 1; k >= 0; --k)
+    reversed.push_back(k);
+  std::vector<int64_t> all(n);
+  mine = 1000 + r;
+  comm.allGather(&mine, all.data(), 1, DType::I64, reversed);
+  check(all.front() == 1000 + n - 1 && all.back() == 1000, "reversed world group");
+  double one = 1;
+  comm.allReduceSum(&one, 1, DType::F64, {});
+  check(one == n, "world after groups");
+}
+
+void errorPaths(Communicator &comm) {
+  const int n = comm.size(), r = comm.rank();
+  std::string me = "rank " + std::to_string(r);
+  comm.resetCounts();
+  double v = 0;
+  expectError("non-member group", [&] { comm.allReduceSum(&v, 1, DType::F64, {(r + 1) % n}); },
+              {me, "all_reduce", "not a member"});
+  expectError("out-of-range rank", [&] { comm.allReduceSum(&v, 1, DType::F64, {r, n}); }, {me, "invalid group"});
+  expectError("duplicate rank", [&] { comm.allGather(&v, &v, 1, DType::F64, {r, r}); }, {me, "all_gather", "invalid group"});
+  expectError("f16", [&] { comm.reduceScatterSum(&v, &v, 1, DType::F16, {}); }, {me, "reduce_scatter", "f16"});
+  expectError("negative count", [&] { comm.allReduceSum(&v, -1, DType::F64, {}); }, {me, "negative count"});
+  expectError("broadcast root", [&] { comm.broadcast(&v, 8, n); }, {me, "broadcast", "invalid root"});
+  check(comm.counts().empty(), "failed calls are not counted");
+}
+
+void singleRank() {
+  auto one = makeSingleRankCommunicator();
+  check(one->rank() == 0 && one->size() == 1, "single rank size");
+  float a[3] = {1, 2, 3}, b[3] = {};
+  one->allReduceSum(a, 3, DType::F32, {});
+  one->allGather(a, b, 3, DType::F32, {0});
+  check(a[2] == 3 && b[0] == 1 && b[2] == 3, "single rank identities");
+  one->reduceScatterSum(a, b, 3, DType::F32, {});
+  one->broadcast(a, 12, 0);
+  check(one->counts().size() == 4 && commCountsJson(*one)["comm_bytes"] == 0 &&
+            formatCommCounts(*one) == "comm 4 calls 0 B",
+        "single rank counts '" + formatCommCounts(*one) + "'");
+  expectError("single rank group", [&] { one->allReduceSum(a, 3, DType::F32, {1}); }, {"rank 0", "all_reduce"});
+}
+
+void failureLines() {
+  check(describeMpiFailure("noise\ncpc-run: error: rank 3: boom\nmore\n", 256) == "rank 3: boom", "own line");
+  check(describeMpiFailure("mpirun noticed that process rank 1 with PID 42 on node box exited on signal 9 (Killed).\n",
+                           256) == "rank 1 exited on signal 9 (Killed)",
+        "signal line");
+  check(describeMpiFailure("  Process name: [[123,1],2]\n  Exit code:    3\n", 256) == "rank 2 exited with code 3",
+        "exit code line");
+  check(describeMpiFailure("MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD\nwith errorcode 7.\n", 256) ==
+            "rank 0 aborted the job (MPI_Abort, error code 7)",
+        "abort line");
+}
+
+} // namespace
+
+int main() {
+  std::unique_ptr<Communicator> comm;
+  try {
+    comm = makeMpiCommunicator();
+  } catch (const std::exception &e) {
+    std::printf("cannot make the MPI communicator: %s\n0 passed, 1 failed\n", e.what());
+    return 1;
+  }
+  myRank = comm->rank();
+  check(comm->size() == std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE")), "world size");
+  auto second = makeMpiCommunicator(); // a second communicator (its own MPI_Comm_dup) works too
+  check(second->size() == comm->size(), "second communicator");
+  for (auto *step : {&worldCollectives, &groupCollectives, &errorPaths}) {
+    try {
+      step(*comm);
+    } catch (const std::exception &e) {
+      check(false, std::string("unexpected error: ") + e.what());
+    }
+  }
+  singleRank();
+  failureLines();
+  int64_t totals[2] = {passed, failed};
+  comm->allReduceSum(totals, 2, DType::I64, {});
+  if (comm->rank() == 0)
+    std::printf("%lld passed, %lld failed\n", (long long)totals[0], (long long)totals[1]);
+  return totals[1] ? 1 : 0;
+}
