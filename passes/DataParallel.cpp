@@ -244,6 +244,13 @@ private:
     }
 
     std::optional<ShardingRule> rule = rules_.lookup(op);
+    // A partial sum that was already all-reduced for another user is used whole: it costs nothing
+    // more, while passing the partial on would all-reduce the same data again later.
+    for (OpOperand &use : op->getOpOperands()) {
+      auto it = allReduced_.find(use.get());
+      if (it != allReduced_.end())
+        use.set(it->second);
+    }
     // Operands: partial sums the op is not linear in are reduced first.
     SmallVector<bool> partialIn;
     for (OpOperand &use : op->getOpOperands())

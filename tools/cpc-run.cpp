@@ -81,15 +81,15 @@ void printProfile(const cpc::Executor &executor) {
 }
 
 /// Runs `steps` optimizer steps of a training plan, printing one progress line per step.
-int train(const cpc::Plan &plan, cpc::Executor &executor,
+int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &comm,
           const std::vector<std::pair<std::string, std::string>> &inputs, int steps, const std::string &outputDir,
           const std::string &metricsPath, bool quiet, bool profile) {
-  cpc::Trainer trainer(plan, executor);
+  cpc::Trainer trainer(plan, executor, comm.rank(), &comm);
   for (const auto &[name, file] : inputs)
     trainer.setBatchInput(name, cpc::readTensorFile(file));
   trainer.useSyntheticData();
   std::ofstream metrics;
-  if (!metricsPath.empty()) {
+  if (!metricsPath.empty() && comm.rank() == 0) { // every rank has the same (global) metrics
     metrics.open(metricsPath, std::ios::app);
     if (!metrics)
       throw cpc::RuntimeError(metricsPath + ": cannot write metrics");
@@ -97,7 +97,8 @@ int train(const cpc::Plan &plan, cpc::Executor &executor,
   const cpc::TrainRecipe &recipe = trainer.recipe();
   if (!quiet)
     std::cout << "training " << plan.source << ": " << steps << " steps, global batch " << recipe.totalBatchSize
-              << " (" << recipe.accumulation << " x " << trainer.microbatch() << "), lr " << recipe.learningRate()
+              << " (" << recipe.accumulation << " x " << trainer.microbatch() << "), " << plan.worldSize << " rank"
+              << (plan.worldSize > 1 ? "s" : "") << ", lr " << recipe.learningRate()
               << " (" << recipe.lrSchedule << ")\n";
   for (int s = 0; s < steps; ++s) {
     cpc::StepMetrics m = trainer.step(s);
@@ -110,7 +111,8 @@ int train(const cpc::Plan &plan, cpc::Executor &executor,
       std::cout << "step " << std::setw(5) << m.step << "/" << steps << "  loss " << std::setprecision(6)
                 << std::fixed << m.loss << std::defaultfloat << "  lr " << std::setprecision(4) << m.lr
                 << "  grad_norm " << m.gradNorm << "  " << std::setprecision(3) << m.seconds << " s  "
-                << std::setprecision(4) << m.samplesPerSecond << " samples/s\n"
+                << std::setprecision(4) << m.samplesPerSecond << " samples/s"
+                << (plan.worldSize > 1 ? "  " + m.commSummary : std::string()) << "\n"
                 << std::flush;
   }
   if (!outputDir.empty())
@@ -144,12 +146,11 @@ int selfTest(cpc::Communicator &comm, int steps, int failRank, int failStep, con
 /// Runs a plan on this process's rank: training or inference, printing from rank 0 only.
 int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<std::pair<std::string, std::string>> &inputs,
             int threads, int steps, std::string outputDir, const std::string &metricsPath, bool quiet, bool profile) {
-  // Hook for the data-parallel runtime: the executor and trainer will take `comm`.
   if (comm.rank() != 0) {
     quiet = true;
     outputDir.clear();
   }
-  cpc::Executor executor(plan, cpc::ExecutorOptions{comm.rank(), threads, profile});
+  cpc::Executor executor(plan, cpc::ExecutorOptions{comm.rank(), threads, profile, &comm});
   if (!outputDir.empty()) {
     mkdir(outputDir.c_str(), 0755);
     struct stat st;
@@ -157,7 +158,7 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
       throw cpc::RuntimeError(outputDir + ": cannot create the output directory");
   }
   if (plan.mode == "train")
-    return train(plan, executor, inputs, steps, outputDir, metricsPath, quiet, profile);
+    return train(plan, executor, comm, inputs, steps, outputDir, metricsPath, quiet, profile);
   if (!metricsPath.empty())
     throw UsageError("--metrics records training steps; this plan is for inference");
   for (const auto &[name, file] : inputs)
