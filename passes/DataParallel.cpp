@@ -313,6 +313,8 @@ private:
     for (auto [i, use] : llvm::enumerate(op->getOpOperands()))
       if (partialIn[i])
         passedPartial = currentOf(use.get()).partial;
+    SmallVector<Attribute> recorded;
+    bool anySharded = false;
     for (auto [r, factors] : llvm::zip(op->getResults(), rule->results)) {
       Layout l;
       l.dims.resize(tensorType(r).getRank());
@@ -329,7 +331,12 @@ private:
         return failure();
       r.setType(localType(tensorType(r), l));
       current_[r] = l;
+      recorded.push_back(toAttr(l));
+      anySharded |= l.isSplit() || !l.partial.empty();
     }
+    // The layout of the results, for --dump-sharding and the plan's metadata.
+    if (anySharded)
+      op->setAttr("cpc.shardings", b_.getArrayAttr(recorded));
     return fixReductionMeans(op);
   }
 

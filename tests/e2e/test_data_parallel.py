@@ -4,6 +4,9 @@ gradient all-reduce really runs (counted per step); a plan for 2 ranks refuses 3
 """
 import json
 import os
+import signal
+import subprocess
+import time
 
 import numpy as np
 
@@ -79,8 +82,45 @@ with tempdir() as work:
         assert proc.returncode != 0, "a 2-rank plan ran on 3 ranks"
         assert "compiled for 2 ranks" in proc.stderr + proc.stdout, proc.stderr[-2000:]
 
+    def killed_rank_ends_the_job():
+        # A long run on 2 ranks; kill rank 1 with SIGKILL once it is training.
+        plan = os.path.join(work, "dp2.plan")
+        proc = subprocess.Popen([tool("cpc-run"), plan, "--steps", "100000", "--input", "imgs=" + data + "imgs.npy",
+                                 "--input", "noise=" + data + "noise.npy"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        victim = None
+        deadline = time.time() + 60
+        while victim is None and time.time() < deadline:
+            time.sleep(0.5)
+            for pid in os.listdir("/proc"):
+                if not pid.isdigit():
+                    continue
+                try:
+                    env = open("/proc/%s/environ" % pid, "rb").read().split(b"\0")
+                    cmd = open("/proc/%s/cmdline" % pid, "rb").read()
+                except OSError:
+                    continue
+                if b"OMPI_COMM_WORLD_RANK=1" in env and b"cpc-run" in cmd and plan.encode() in cmd:
+                    victim = int(pid)
+        assert victim, "rank 1 never started"
+        time.sleep(1.0)
+        os.kill(victim, signal.SIGKILL)
+        killed = time.time()
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError("the job did not end within 60 s after rank 1 was killed")
+        elapsed = time.time() - killed
+        lines = err.strip().splitlines()
+        assert proc.returncode == 1, "exit %d" % proc.returncode
+        assert len(lines) == 1 and "rank 1" in lines[0], "want one line naming rank 1, got %r" % err
+        assert elapsed < 30, "took %.1f s" % elapsed
+        print("   the job ended %.1f s after rank 1 was killed: %s" % (elapsed, lines[0]))
+
     os.environ.update(ENV)
     results.check("2 ranks equal one rank (loss per step, final parameters)", layout(2))
     results.check("4 ranks equal one rank (loss per step, final parameters)", layout(4))
     results.check("a plan for 2 ranks refuses to run on 3", wrong_world_size)
+    results.check("killing one rank ends the job within 30 s with one line naming it", killed_rank_ends_the_job)
 results.finish()

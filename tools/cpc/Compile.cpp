@@ -7,8 +7,10 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include <chrono>
+#include <iomanip>
 #include <iostream>
 
 namespace cpc::tools {
@@ -27,6 +29,7 @@ Options:
   --set KEY=VALUE            Override one config key (VALUE is JSON, e.g. --set LR=1e-3); repeatable
   --input-shape NAME=AxBxC   Static shape for a graph input with symbolic dims (repeatable)
   --frozen REGEX             Treat matching parameters as frozen (repeatable)
+  --dump-sharding            Print each split or partial value: global shape, sharding, local shape
   --dp N                     Data parallelism over N ranks (training): each rank takes 1/N of
                              every microbatch; gradients are all-reduced
   --no-inplace               Never let an op write its result over an input
@@ -81,6 +84,89 @@ void buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module, const 
   if (mlir::failed(pm.run(module)))
     throw std::runtime_error("building the training step failed: " + diagnostic);
 }
+std::string typeString(mlir::Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  t.print(os);
+  return s;
+}
+
+/// Global shape of a local value laid out as `sharding` on `mesh`.
+std::string globalShape(mlir::RankedTensorType local, ShardingAttr sharding, MeshOp mesh) {
+  std::string s = "[";
+  for (int64_t d = 0; d < local.getRank(); ++d) {
+    int64_t parts = 1;
+    for (llvm::StringRef axis : sharding.getAxesOfDim(d))
+      parts *= mesh.getAxisSize(axis);
+    s += (d ? "x" : "") + std::to_string(local.getDimSize(d) * parts);
+  }
+  return s + "]";
+}
+
+std::string shardingString(ShardingAttr sharding) {
+  std::string s = "[";
+  for (unsigned d = 0; d < sharding.getDimAxes().size(); ++d) {
+    auto axes = sharding.getAxesOfDim(d);
+    s += d ? ", " : "";
+    s += axes.empty() ? "-" : llvm::join(axes, "*");
+  }
+  s += "]";
+  auto partial = sharding.getPartialAxisNames();
+  if (!partial.empty())
+    s += " partial(" + llvm::join(partial, ",") + ")";
+  return s;
+}
+
+/// The --dump-sharding table: every input and op result that is split or partial.
+void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &functions) {
+  auto mesh = module.lookupSymbol<MeshOp>("mesh");
+  if (mesh) {
+    std::cout << "sharding over mesh @" << mesh.getSymName().str() << " (";
+    for (auto [i, size] : llvm::enumerate(mesh.getShape()))
+      std::cout << (i ? " x " : "") << llvm::cast<mlir::StringAttr>(mesh.getAxisNames()[i]).getValue().str() << "="
+                << size;
+    std::cout << ")\n";
+  } else {
+    std::cout << "sharding:\n";
+    std::cout << "  one rank: every value is whole\n";
+    return;
+  }
+  auto row = [](const std::string &fn, const std::string &value, const std::string &global, const std::string &sh,
+                const std::string &local) {
+    std::cout << "  " << std::left << std::setw(12) << fn << std::setw(34) << value.substr(0, 33) << std::setw(18)
+              << global << std::setw(22) << sh << local << "\n";
+  };
+  row("function", "value", "global shape", "sharding", "local shape");
+  for (const std::string &name : functions) {
+    auto func = module.lookupSymbol<mlir::func::FuncOp>(name);
+    if (!func)
+      continue;
+    for (auto arg : func.getArguments()) {
+      auto sharding = func.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(), "cpc.sharding");
+      auto argName = func.getArgAttrOfType<mlir::StringAttr>(arg.getArgNumber(), "cpc.name");
+      if (!sharding)
+        continue;
+      auto t = llvm::cast<mlir::RankedTensorType>(arg.getType());
+      row(name, "input " + (argName ? argName.getValue().str() : std::string("?")), globalShape(t, sharding, mesh),
+          shardingString(sharding), typeString(t));
+    }
+    func.walk([&](mlir::Operation *op) {
+      auto shardings = op->getAttrOfType<mlir::ArrayAttr>("cpc.shardings");
+      if (!shardings)
+        return;
+      std::string loc;
+      if (auto nameLoc = llvm::dyn_cast<mlir::NameLoc>(op->getLoc()))
+        loc = nameLoc.getName().str();
+      for (auto [i, attr] : llvm::enumerate(shardings)) {
+        auto sharding = llvm::cast<ShardingAttr>(attr);
+        auto t = llvm::cast<mlir::RankedTensorType>(op->getResult(i).getType());
+        row(name, op->getName().getStringRef().str() + (loc.empty() ? "" : " " + loc), globalShape(t, sharding, mesh),
+            shardingString(sharding), typeString(t));
+      }
+    });
+  }
+}
+
 /// Splits the batch of `gradFunction` over `size` data-parallel ranks (sharding + partitioning).
 void splitBatch(mlir::MLIRContext &context, mlir::ModuleOp module, int64_t size, const std::string &gradFunction) {
   mlir::PassManager pm(&context);
@@ -103,6 +189,7 @@ void splitBatch(mlir::MLIRContext &context, mlir::ModuleOp module, int64_t size,
 int runCompile(int argc, char **argv) {
   std::string input, output, mode, configPath;
   int64_t dataParallel = 1;
+  bool dumpSharding = false;
   std::vector<std::string> overrides;
   ImportOptions importOptions;
   PlanOptions planOptions;
@@ -117,6 +204,8 @@ int runCompile(int argc, char **argv) {
       mode = takeValue(argc, argv, i);
     } else if (arg == "--config") {
       configPath = takeValue(argc, argv, i);
+    } else if (arg == "--dump-sharding") {
+      dumpSharding = true;
     } else if (arg == "--dp") {
       std::string v = takeValue(argc, argv, i);
       char *end = nullptr;
@@ -193,6 +282,8 @@ int runCompile(int argc, char **argv) {
   } else if (!configPath.empty() || !overrides.empty()) {
     throw UsageError("--config and --set describe training; they do not apply to --mode infer");
   }
+  if (dumpSharding)
+    printShardingTable(*model.module, planOptions.functions);
   Plan plan = buildPlan(*model.module, *model.weights, input, planOptions);
   plan.training = training;
   writePlan(plan, output);
