@@ -84,4 +84,19 @@ def CpcDataParallel : Pass<"cpc-data-parallel", "::mlir::ModuleOp"> {
   let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
 }
 
+def CpcZero : Pass<"cpc-zero", "::mlir::ModuleOp"> {
+  let summary = "ZeRO stage 1: shard the optimizer states (and the update) over the dp axis";
+  let description = [{
+    Runs after cpc-data-parallel. Every AdamW of a parameter whose element count divides by the
+    dp size works on this rank's 1/N of the flattened parameter: the gradient and parameter are
+    sliced, the moments are states of 1/N the size, and the updated shards are all-gathered into
+    the parameter. Optimizer-state memory per rank drops from 8 to 8/N bytes per fp32 parameter.
+  }];
+  let options = [
+    Option<"stage", "stage", "int64_t", /*default=*/"1", "ZeRO stage (1)">,
+    ListOption<"funcs", "funcs", "std::string", "Functions whose AdamW updates are sharded">,
+  ];
+  let dependentDialects = ["::cpc::CpcDialect"];
+}
+
 #endif

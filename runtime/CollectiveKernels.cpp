@@ -63,6 +63,15 @@ void allReduceKernel(kernels::KernelContext &ctx) {
   ctx.comm->allReduceSum(out.data, out.numel(), out.dtype, groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>()));
 }
 
+/// Concatenates every group member's input along dim 0 (rank order in the group).
+void allGatherKernel(kernels::KernelContext &ctx) {
+  const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
+  if (!ctx.comm)
+    ctx.fail("needs a communicator (run the plan with cpc-run)");
+  checkMesh(ctx);
+  ctx.comm->allGather(in.data, out.data, in.numel(), in.dtype, groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>()));
+}
+
 /// Copies this rank's block: dim d is split into the product of its axes' sizes.
 void shardSliceKernel(kernels::KernelContext &ctx) {
   const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
@@ -106,6 +115,8 @@ kernels::KernelFn findCollectiveKernel(const std::string &op) {
     return allReduceKernel;
   if (op == "cpc.shard_slice")
     return shardSliceKernel;
+  if (op == "cpc.all_gather")
+    return allGatherKernel;
   return nullptr;
 }
 

@@ -574,6 +574,30 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return success();
 }
 
+LogicalResult AllGatherOp::verify() {
+  auto in = getInput().getType(), out = getType();
+  if (in.getRank() < 1 || in.getRank() != out.getRank() || in.getElementType() != out.getElementType() ||
+      in.getShape().drop_front() != out.getShape().drop_front() || out.getDimSize(0) % in.getDimSize(0))
+    return emitOpError("result must be the input with dim 0 multiplied by the number of ranks");
+  return success();
+}
+
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(*this, getMeshAttr());
+  if (!mesh)
+    return emitOpError("refers to unknown mesh ") << getMeshAttr();
+  int64_t parts = 1;
+  for (Attribute a : getAxes()) {
+    int64_t size = mesh.getAxisSize(llvm::cast<StringAttr>(a).getValue());
+    if (size < 0)
+      return emitOpError("mesh '") << mesh.getSymName() << "' has no axis " << a;
+    parts *= size;
+  }
+  if (getType().getDimSize(0) != getInput().getType().getDimSize(0) * parts)
+    return emitOpError("gathers ") << parts << " blocks, so dim 0 must grow by that factor";
+  return success();
+}
+
 LogicalResult ShardSliceOp::verifySymbolUses(SymbolTableCollection &symbols) {
   ShardingAttr sharding = getSharding();
   auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(*this, sharding.getMesh());

@@ -451,6 +451,18 @@ def Cpc_AllReduceOp : Cpc_Op<"all_reduce", [SameOperandsAndResultType,
   let assemblyFormat = "$input `over` $mesh $axes attr-dict `:` type($input)";
 }
 
+def Cpc_AllGatherOp : Cpc_Op<"all_gather", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Concatenates every rank's block along dim 0, in rank order over the mesh axes";
+  let description = [{
+    The inverse of a shard_slice along dim 0: each rank contributes its block and all get the
+    whole value (e.g. ZeRO's parameter shards after the optimizer step). A collective.
+  }];
+  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$input `over` $mesh $axes attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Cpc_ShardSliceOp : Cpc_Op<"shard_slice", [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "This rank's block of a value that every rank holds whole";
   let description = [{

@@ -26,11 +26,11 @@ def load_jsonl(path):
         return [json.loads(line) for line in f]
 
 
-def train(work, model, name, dp, data):
+def train(work, model, name, dp, data, zero=0):
     plan = os.path.join(work, name + ".plan")
     cmd = [tool("cpc"), "compile", model, "--config", os.path.join(work, "recipe.json"), "-o", plan]
     if dp > 1:
-        cmd += ["--dp", str(dp)]
+        cmd += ["--dp", str(dp), "--zero", str(zero)]
     run(cmd)
     metrics = os.path.join(work, name + ".jsonl")
     params = os.path.join(work, name + "-params")
@@ -62,9 +62,15 @@ with tempdir() as work:
     np.save(data + "noise.npy", rng.random((8, 16)).astype(np.float32))
     single, single_params, _ = train(work, model, "single", 1, data)
 
-    def layout(dp):
+    def state_bytes(plan):
+        """Bytes of the plan's state buffers (all f32 here): what each rank holds."""
+        buffers = json.loads(run([tool("cpc"), "inspect", plan, "--json"]).stdout)["buffers"]
+        return sum(4 * int(np.prod(b["shape"])) for b in buffers if b["kind"] == "state" and b["alias_of"] < 0)
+
+    def layout(dp, zero=0):
         def check():
-            ours, params, out = train(work, model, "dp%d" % dp, dp, data)
+            name = "dp%d" % dp + ("-zero%d" % zero if zero else "")
+            ours, params, out = train(work, model, name, dp, data, zero)
             assert len(ours) == STEPS, "rank 0 wrote %d metric lines" % len(ours)
             worst = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(ours, single))
             assert worst <= 1e-5, "dp=%d: per-step loss differs by %.2e:\n%s" % (
@@ -72,7 +78,15 @@ with tempdir() as work:
             compare_params(params, single_params, atol=1e-5)
             calls = [m.get("comm_calls", 0) for m in ours]
             assert all(c > 0 for c in calls), "no collective ran: %s" % calls
-            print("   dp=%d: worst per-step loss difference %.2e, %d collectives per step" % (dp, worst, calls[-1]))
+            if zero:
+                # fp32 AdamW moments: 8 bytes per trainable parameter, 1/dp of them on each rank.
+                trainable = sum(np.load(os.path.join(params, f)).size for f in os.listdir(params)
+                                if "pos_embed" not in f)
+                got = state_bytes(os.path.join(work, name + ".plan"))
+                assert got == 8 * trainable // dp, "optimizer state %d B per rank, expected 8*%d/%d" % (
+                    got, trainable, dp)
+            print("   dp=%d zero=%d: worst per-step loss difference %.2e, %d collectives per step" % (
+                dp, zero, worst, calls[-1]))
         return check
 
     def wrong_world_size():
@@ -121,6 +135,8 @@ with tempdir() as work:
     os.environ.update(ENV)
     results.check("2 ranks equal one rank (loss per step, final parameters)", layout(2))
     results.check("4 ranks equal one rank (loss per step, final parameters)", layout(4))
+    results.check("2 ranks with ZeRO-1 equal one rank; optimizer state is 8/2 bytes per parameter", layout(2, 1))
+    results.check("4 ranks with ZeRO-1 equal one rank; optimizer state is 8/4 bytes per parameter", layout(4, 1))
     results.check("a plan for 2 ranks refuses to run on 3", wrong_world_size)
     results.check("killing one rank ends the job within 30 s with one line naming it", killed_rank_ends_the_job)
 results.finish()

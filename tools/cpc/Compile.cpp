@@ -29,6 +29,8 @@ Options:
   --set KEY=VALUE            Override one config key (VALUE is JSON, e.g. --set LR=1e-3); repeatable
   --input-shape NAME=AxBxC   Static shape for a graph input with symbolic dims (repeatable)
   --frozen REGEX             Treat matching parameters as frozen (repeatable)
+  --zero 0|1                 ZeRO stage with --dp: 1 shards the optimizer states and the update over
+                             the data-parallel ranks (stages 2 and 3 are not available yet)
   --dump-sharding            Print each split or partial value: global shape, sharding, local shape
   --dp N                     Data parallelism over N ranks (training): each rank takes 1/N of
                              every microbatch; gradients are all-reduced
@@ -167,14 +169,22 @@ void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &f
   }
 }
 
-/// Splits the batch of `gradFunction` over `size` data-parallel ranks (sharding + partitioning).
-void splitBatch(mlir::MLIRContext &context, mlir::ModuleOp module, int64_t size, const std::string &gradFunction) {
+/// Splits the batch of `gradFunction` over `size` data-parallel ranks (sharding + partitioning),
+/// then, with a ZeRO stage, shards the optimizer of `updateFunction`.
+void splitBatch(mlir::MLIRContext &context, mlir::ModuleOp module, int64_t size, const std::string &gradFunction,
+                const std::string &updateFunction, int64_t zeroStage) {
   mlir::PassManager pm(&context);
   CpcDataParallelOptions options;
   options.size = size;
-  std::vector<std::string> funcs{gradFunction}; // options.funcs is a view: keep the storage alive
+  std::vector<std::string> funcs{gradFunction}, updates{updateFunction}; // options hold views of these
   options.funcs = funcs;
   pm.addPass(createCpcDataParallel(options));
+  if (zeroStage > 0) {
+    CpcZeroOptions zero;
+    zero.stage = zeroStage;
+    zero.funcs = updates;
+    pm.addPass(createCpcZero(zero));
+  }
   std::string diagnostic;
   mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
     if (diagnostic.empty())
@@ -190,6 +200,7 @@ int runCompile(int argc, char **argv) {
   std::string input, output, mode, configPath;
   int64_t dataParallel = 1;
   bool dumpSharding = false;
+  int64_t zeroStage = 0;
   std::vector<std::string> overrides;
   ImportOptions importOptions;
   PlanOptions planOptions;
@@ -204,6 +215,13 @@ int runCompile(int argc, char **argv) {
       mode = takeValue(argc, argv, i);
     } else if (arg == "--config") {
       configPath = takeValue(argc, argv, i);
+    } else if (arg == "--zero") {
+      std::string v = takeValue(argc, argv, i);
+      if (v != "0" && v != "1" && v != "2" && v != "3")
+        throw UsageError("--zero expects 0, 1, 2 or 3, got '" + v + "'");
+      zeroStage = std::stoi(v);
+      if (zeroStage > 1)
+        throw UsageError("--zero " + v + " is not available yet (ZeRO stage 1 is)");
     } else if (arg == "--dump-sharding") {
       dumpSharding = true;
     } else if (arg == "--dp") {
@@ -273,10 +291,13 @@ int runCompile(int argc, char **argv) {
       if (microbatch % dataParallel)
         throw UsageError("--dp " + std::to_string(dataParallel) + " does not divide the microbatch of " +
                          std::to_string(microbatch) + " samples");
-      splitBatch(context, *model.module, dataParallel, planOptions.functions.front());
+      splitBatch(context, *model.module, dataParallel, planOptions.functions.front(),
+                 zeroStage ? planOptions.functions.back() : std::string(), zeroStage);
+    } else if (zeroStage > 0) {
+      throw UsageError("--zero shards over data-parallel ranks: use it with --dp N (N > 1)");
     }
     training = {{"recipe", recipe.toJson()}, {"microbatch", microbatch}, {"programs", planOptions.functions},
-                {"data_parallel", dataParallel}};
+                {"data_parallel", dataParallel}, {"zero", zeroStage}};
   } else if (dataParallel > 1) {
     throw UsageError("--dp applies to training plans (--mode train)");
   } else if (!configPath.empty() || !overrides.empty()) {

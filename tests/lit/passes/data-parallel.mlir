@@ -8,11 +8,11 @@
 // CHECK-LABEL: func.func @step
 // CHECK-SAME: %[[X:.*]]: tensor<2x3xf32> {cpc.name = "x", cpc.sharding = #cpc.sharding<@mesh, {{\[\[}}"dp"], []]>}
 // CHECK-SAME: %{{.*}}: tensor<f32> {cpc.runtime = "lr"}) -> tensor<f32>
-// CHECK: %[[Y:.*]] = cpc.matmul %[[X]], %{{.*}} : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
-// CHECK: %[[MEAN:.*]] = cpc.reduce_mean %[[Y]] {axes = array<i64: 0, 1>} : tensor<2x2xf32> -> tensor<f32>
+// CHECK: %[[Y:.*]] = cpc.matmul %[[X]], %{{[^ ]*}} {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"dp"], []]>]} : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
+// CHECK: %[[MEAN:.*]] = cpc.reduce_mean %[[Y]] {axes = array<i64: 0, 1>, cpc.shardings = [#cpc.sharding<@mesh, [], partial = ["dp"]>]} : tensor<2x2xf32> -> tensor<f32>
 // CHECK: %[[HALF:.*]] = cpc.mul %[[MEAN]], %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // CHECK: %[[G:.*]] = cpc.shard_slice %{{.*}} to <@mesh, {{\[\[}}"dp"], []]> : tensor<4x2xf32> -> tensor<2x2xf32>
-// CHECK: %[[DW:.*]] = cpc.matmul %[[X]], %[[G]] {transpose_lhs = true} : (tensor<2x3xf32>, tensor<2x2xf32>) -> tensor<3x2xf32>
+// CHECK: %[[DW:.*]] = cpc.matmul %[[X]], %[[G]] {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], []], partial = ["dp"]>], transpose_lhs = true} : (tensor<2x3xf32>, tensor<2x2xf32>) -> tensor<3x2xf32>
 // CHECK: %[[SUM:.*]] = cpc.all_reduce %[[DW]] over @mesh ["dp"] : tensor<3x2xf32>
 // CHECK: cpc.sub %{{.*}}, %[[SUM]] : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
 // CHECK: %[[LOSS:.*]] = cpc.all_reduce %[[HALF]] over @mesh ["dp"] : tensor<f32>
@@ -33,7 +33,7 @@ func.func @step(%x: tensor<4x3xf32> {cpc.name = "x"}, %lr: tensor<f32> {cpc.runt
 // Tests that a layer_norm gradient splits along the batch and its scale/bias gradients (sums
 // over the batch) are partial, all-reduced once before the update, while dx stays split.
 // CHECK-LABEL: func.func @step
-// CHECK: %[[DX:.*]], %[[DS:.*]], %[[DB:.*]] = cpc.layer_norm_grad {{.*}} : (tensor<2x5x8xf32>, tensor<8xf32>, tensor<2x5x8xf32>) -> (tensor<2x5x8xf32>, tensor<8xf32>, tensor<8xf32>)
+// CHECK: %[[DX:.*]], %[[DS:.*]], %[[DB:.*]] = cpc.layer_norm_grad {{.*}}partial = ["dp"]>{{.*}} : (tensor<2x5x8xf32>, tensor<8xf32>, tensor<2x5x8xf32>) -> (tensor<2x5x8xf32>, tensor<8xf32>, tensor<8xf32>)
 // CHECK-DAG: cpc.all_reduce %[[DS]] over @mesh ["dp"] : tensor<8xf32>
 // CHECK-DAG: cpc.all_reduce %[[DB]] over @mesh ["dp"] : tensor<8xf32>
 // CHECK-NOT: cpc.all_reduce %[[DX]]
