@@ -337,7 +337,23 @@ private:
     // The layout of the results, for --dump-sharding and the plan's metadata.
     if (anySharded)
       op->setAttr("cpc.shardings", b_.getArrayAttr(recorded));
+    // A partial sum that some user will need whole is reduced right where it is produced: the
+    // gradient all-reduces then go out in the order backward produces them, not all at the end.
+    for (Value r : op->getResults())
+      if (!currentOf(r).partial.empty() && llvm::any_of(r.getUses(), [](OpOperand &use) { return needsWhole(use); }))
+        reduced(r, op->getNextNode());
     return fixReductionMeans(op);
+  }
+
+  /// Whether the user of `use` certainly needs the value whole (not a partial sum).
+  static bool needsWhole(OpOperand &use) {
+    Operation *user = use.getOwner();
+    if (llvm::isa<func::ReturnOp, AssignOp>(user))
+      return true;
+    if (!propagatesPartialSums(user, use.getOperandNumber()))
+      return true;
+    // x * x (a squared norm) is not linear in x.
+    return llvm::isa<MulOp, MatMulOp>(user) && user->getOperand(0) == user->getOperand(1);
   }
 
   /// Shape-carrying attributes of split ops.
