@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace cpc {
 #define GEN_PASS_DEF_CPCDATAPARALLEL
@@ -173,8 +174,9 @@ private:
     if (it != allReduced_.end())
       return it->second;
     b_.setInsertionPoint(before);
-    Value r = b_.create<AllReduceOp>(before->getLoc(), v, FlatSymbolRefAttr::get(b_.getContext(), "mesh"),
-                                     b_.getStrArrayAttr({"dp"}));
+    Value r = b_.create<AllReduceOp>(before->getLoc(), ValueRange{v}, FlatSymbolRefAttr::get(b_.getContext(), "mesh"),
+                                     b_.getStrArrayAttr({"dp"}))
+                  .getResult(0);
     Layout l = layoutOf(v);
     l.partial.clear();
     current_[r] = l;
@@ -337,12 +339,18 @@ private:
     // The layout of the results, for --dump-sharding and the plan's metadata.
     if (anySharded)
       op->setAttr("cpc.shardings", b_.getArrayAttr(recorded));
+    if (failed(fixReductionMeans(op)))
+      return failure();
     // A partial sum that some user will need whole is reduced right where it is produced: the
     // gradient all-reduces then go out in the order backward produces them, not all at the end.
     for (Value r : op->getResults())
-      if (!currentOf(r).partial.empty() && llvm::any_of(r.getUses(), [](OpOperand &use) { return needsWhole(use); }))
-        reduced(r, op->getNextNode());
-    return fixReductionMeans(op);
+      reduceEagerly(r);
+    return success();
+  }
+
+  void reduceEagerly(Value v) {
+    if (!currentOf(v).partial.empty() && llvm::any_of(v.getUses(), [](OpOperand &use) { return needsWhole(use); }))
+      reduced(v, v.getDefiningOp()->getNextNode());
   }
 
   /// Whether the user of `use` certainly needs the value whole (not a partial sum).
@@ -386,6 +394,7 @@ private:
     auto scaled = b_.create<MulOp>(mean.getLoc(), mean.getResult(), scale);
     mean.getResult().replaceAllUsesExcept(scaled, scaled);
     current_[scaled] = currentOf(mean);
+    reduceEagerly(scaled);
     return success();
   }
 
@@ -397,6 +406,53 @@ private:
   llvm::DenseMap<Value, Value> allReduced_;
   llvm::DenseMap<Operation *, std::optional<ShardingRule>> rules_;
 };
+
+/// Merges the single-value all-reduces of `func` into buckets of at most `limit` bytes. A bucket
+/// is closed before an op that uses one of its members (so every use still sees the sum) and
+/// when the element type changes; it is issued where its last member stood.
+void bucketAllReduces(func::FuncOp func, int64_t limit) {
+  SmallVector<AllReduceOp> bucket;
+  int64_t bytes = 0;
+  llvm::SmallPtrSet<Operation *, 16> members;
+  auto flush = [&]() {
+    if (bucket.size() > 1) {
+      AllReduceOp last = bucket.back();
+      OpBuilder b(last);
+      b.setInsertionPointAfter(last);
+      SmallVector<Value> inputs;
+      for (AllReduceOp op : bucket)
+        inputs.push_back(op.getInputs().front());
+      auto merged = b.create<AllReduceOp>(last.getLoc(), inputs, last.getMeshAttr(), last.getAxesAttr());
+      for (auto [i, op] : llvm::enumerate(bucket)) {
+        op.getResult(0).replaceAllUsesWith(merged.getResult(i));
+        op.erase();
+      }
+    }
+    bucket.clear();
+    members.clear();
+    bytes = 0;
+  };
+  SmallVector<Operation *> ops;
+  for (Operation &op : func.getBody().front())
+    ops.push_back(&op);
+  for (Operation *op : ops) {
+    // An op using a pending member needs the sum now.
+    if (llvm::any_of(op->getOperands(), [&](Value v) { return v.getDefiningOp() && members.count(v.getDefiningOp()); }))
+      flush();
+    auto ar = llvm::dyn_cast<AllReduceOp>(op);
+    if (!ar || ar.getInputs().size() != 1)
+      continue;
+    auto type = llvm::cast<RankedTensorType>(ar.getInputs().front().getType());
+    int64_t size = type.getNumElements() * std::max<int64_t>(type.getElementTypeBitWidth() / 8, 1);
+    if (!bucket.empty() && (bytes + size > limit || bucket.front().getInputs().front().getType().cast<RankedTensorType>().getElementType() != type.getElementType() ||
+                            bucket.front().getAxesAttr() != ar.getAxesAttr()))
+      flush();
+    bucket.push_back(ar);
+    members.insert(ar);
+    bytes += size;
+  }
+  flush();
+}
 
 struct CpcDataParallelPass : cpc::impl::CpcDataParallelBase<CpcDataParallelPass> {
   using CpcDataParallelBase::CpcDataParallelBase;
@@ -419,6 +475,8 @@ struct CpcDataParallelPass : cpc::impl::CpcDataParallelBase<CpcDataParallelPass>
       }
       if (failed(Partitioner(module, size).run(func)))
         return signalPassFailure();
+      if (bucketBytes > 0)
+        bucketAllReduces(func, bucketBytes);
     }
   }
 };

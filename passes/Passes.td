@@ -75,11 +75,15 @@ def CpcDataParallel : Pass<"cpc-data-parallel", "::mlir::ModuleOp"> {
     into the per-rank program: local shapes, `cpc.shard_slice` for whole values (constants)
     that meet split ones, and `cpc.all_reduce` where a partial sum (e.g. a weight gradient
     contracted over the split batch) reaches an op that is not linear in it, a result or an
-    assign. The gradient all-reduce of data parallelism comes out of this rule.
+    assign. The gradient all-reduce of data parallelism comes out of this rule. Gradients are
+    reduced where backward produces them; consecutive all-reduces are then merged into buckets
+    (one collective call each), closed before the first use of a member.
   }];
   let options = [
     Option<"size", "size", "int64_t", /*default=*/"1", "Data-parallel ranks">,
     ListOption<"funcs", "funcs", "std::string", "Functions whose batch inputs are split">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
+           "Consecutive all-reduces are merged into buckets of up to this many bytes (0: never)">,
   ];
   let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
 }

@@ -52,15 +52,41 @@ void checkMesh(const kernels::KernelContext &ctx) {
     ctx.fail("a collective step in a plan without a mesh");
 }
 
-/// Sums the input over the mesh axes (in place in the output buffer).
+/// Sums the inputs over the mesh axes. One input is reduced in place in its output buffer; a
+/// bucket of several is packed into one buffer so that it costs one collective call.
 void allReduceKernel(kernels::KernelContext &ctx) {
-  const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
-  if (in.data != out.data)
-    std::memcpy(out.data, in.data, in.bytes());
   if (!ctx.comm)
     ctx.fail("needs a communicator (run the plan with cpc-run)");
   checkMesh(ctx);
-  ctx.comm->allReduceSum(out.data, out.numel(), out.dtype, groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>()));
+  if (ctx.inputs.empty() || ctx.inputs.size() != ctx.outputs.size())
+    ctx.fail("needs one output per input");
+  std::vector<int> group = groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>());
+  DType type = ctx.inputs[0].dtype;
+  if (ctx.inputs.size() == 1) {
+    const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
+    if (in.data != out.data)
+      std::memcpy(out.data, in.data, in.bytes());
+    ctx.comm->allReduceSum(out.data, out.numel(), type, group);
+    return;
+  }
+  int64_t count = 0;
+  for (const TensorRef &t : ctx.inputs) {
+    if (t.dtype != type)
+      ctx.fail("a bucket must hold one element type");
+    count += t.numel();
+  }
+  std::vector<uint8_t> bucket(count * dtypeSize(type));
+  size_t offset = 0;
+  for (const TensorRef &t : ctx.inputs) {
+    std::memcpy(bucket.data() + offset, t.data, t.bytes());
+    offset += t.bytes();
+  }
+  ctx.comm->allReduceSum(bucket.data(), count, type, group);
+  offset = 0;
+  for (const TensorRef &t : ctx.outputs) {
+    std::memcpy(t.data, bucket.data() + offset, t.bytes());
+    offset += t.bytes();
+  }
 }
 
 /// Concatenates every group member's input along dim 0 (rank order in the group).

@@ -564,6 +564,15 @@ LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return success();
 }
 
+LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  if (adaptor.getInputs().empty())
+    return emitShapeError(loc, "needs at least one value");
+  for (Value v : adaptor.getInputs())
+    inferred.push_back(v.getType());
+  return success();
+}
+
 LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
   auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(*this, getMeshAttr());
   if (!mesh)

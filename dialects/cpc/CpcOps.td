@@ -439,16 +439,17 @@ def Cpc_ShardOp : Cpc_Op<"shard", [Pure, SameOperandsAndResultType,
   let assemblyFormat = "$input `to` $sharding attr-dict `:` type($input)";
 }
 
-def Cpc_AllReduceOp : Cpc_Op<"all_reduce", [SameOperandsAndResultType,
+def Cpc_AllReduceOp : Cpc_Op<"all_reduce", [InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "Sums a value over mesh axes: partial sums become the full value on every rank";
+  let summary = "Sums values over mesh axes: partial sums become the full values on every rank";
   let description = [{
     A collective: every rank of a group (the ranks that differ only in `axes`) must issue the
-    same all_reduce in the same order. Not Pure, so that it is never reordered or dropped.
+    same all_reduce in the same order. Several operands form one bucket, reduced in one call.
+    Not Pure, so that it is never reordered or dropped.
   }];
-  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
-  let results = (outs Cpc_Tensor:$result);
-  let assemblyFormat = "$input `over` $mesh $axes attr-dict `:` type($input)";
+  let arguments = (ins Variadic<Cpc_Tensor>:$inputs, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let results = (outs Variadic<Cpc_Tensor>:$results);
+  let assemblyFormat = "$inputs `over` $mesh $axes attr-dict `:` type($inputs)";
 }
 
 def Cpc_AllGatherOp : Cpc_Op<"all_gather", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {

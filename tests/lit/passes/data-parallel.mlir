@@ -1,4 +1,5 @@
-// RUN: cpc-opt %s --split-input-file --cpc-data-parallel="size=2 funcs=step" | FileCheck %s
+// RUN: cpc-opt %s --split-input-file --cpc-data-parallel="size=2 funcs=step bucket-bytes=0" | FileCheck %s
+// RUN: cpc-opt %s --split-input-file --cpc-data-parallel="size=2 funcs=step" | FileCheck %s --check-prefix=BUCKET
 
 // Tests that splitting the batch of x over dp makes every batch-shaped value local, slices a
 // whole constant that meets split values, turns a mean over the split batch into a scaled
@@ -11,12 +12,19 @@
 // CHECK: %[[Y:.*]] = cpc.matmul %[[X]], %{{[^ ]*}} {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"dp"], []]>]} : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
 // CHECK: %[[MEAN:.*]] = cpc.reduce_mean %[[Y]] {axes = array<i64: 0, 1>, cpc.shardings = [#cpc.sharding<@mesh, [], partial = ["dp"]>]} : tensor<2x2xf32> -> tensor<f32>
 // CHECK: %[[HALF:.*]] = cpc.mul %[[MEAN]], %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// CHECK: %[[LOSS:.*]] = cpc.all_reduce %[[HALF]] over @mesh ["dp"] : tensor<f32>
 // CHECK: %[[G:.*]] = cpc.shard_slice %{{.*}} to <@mesh, {{\[\[}}"dp"], []]> : tensor<4x2xf32> -> tensor<2x2xf32>
 // CHECK: %[[DW:.*]] = cpc.matmul %[[X]], %[[G]] {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], []], partial = ["dp"]>], transpose_lhs = true} : (tensor<2x3xf32>, tensor<2x2xf32>) -> tensor<3x2xf32>
 // CHECK: %[[SUM:.*]] = cpc.all_reduce %[[DW]] over @mesh ["dp"] : tensor<3x2xf32>
 // CHECK: cpc.sub %{{.*}}, %[[SUM]] : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
-// CHECK: %[[LOSS:.*]] = cpc.all_reduce %[[HALF]] over @mesh ["dp"] : tensor<f32>
 // CHECK: return %[[LOSS]] : tensor<f32>
+
+// Tests that with buckets the loss and weight-gradient reductions become one collective, issued
+// before the first use of either.
+// BUCKET-LABEL: func.func @step
+// BUCKET: %[[B:.*]]:2 = cpc.all_reduce %{{.*}}, %{{.*}} over @mesh ["dp"] : tensor<f32>, tensor<3x2xf32>
+// BUCKET-NEXT: cpc.sub %{{.*}}, %[[B]]#1
+// BUCKET: return %[[B]]#0 : tensor<f32>
 func.func @step(%x: tensor<4x3xf32> {cpc.name = "x"}, %lr: tensor<f32> {cpc.runtime = "lr"}) -> tensor<f32> {
   %w = cpc.parameter "w" trainable : tensor<3x2xf32>
   %y = cpc.matmul %x, %w : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32>
@@ -29,6 +37,8 @@ func.func @step(%x: tensor<4x3xf32> {cpc.name = "x"}, %lr: tensor<f32> {cpc.runt
 }
 
 // -----
+
+// BUCKET-LABEL: func.func @step
 
 // Tests that a layer_norm gradient splits along the batch and its scale/bias gradients (sums
 // over the batch) are partial, all-reduced once before the update, while dx stays split.
