@@ -111,6 +111,14 @@ LogicalResult binaryRule(OpT op, OpBuilder &b, ArrayRef<Value> resultGrads, Arra
   return success();
 }
 
+/// Gradients of max/min(l, r): to the winner (`lWins` where l wins), split evenly on ties as
+/// torch.maximum/minimum do.
+std::pair<Value, Value> extremumGrads(GradBuilder &gb, Value lWins, Value l, Value r, Value g) {
+  Value half = gb.mul(g, gb.scalar(0.5, g)), zero = gb.scalar(0.0, g);
+  Value tie = gb.b.create<EqualOp>(gb.loc, l, r);
+  return {gb.where(tie, half, gb.where(lWins, g, zero)), gb.where(tie, half, gb.where(lWins, zero, g))};
+}
+
 } // namespace
 
 #define CPC_UNARY_VJP(OP, ...)                                                                    \
@@ -218,23 +226,8 @@ CPC_BINARY_VJP(PowOp, {
     dr = gb.mul(g, gb.mul(y, gb.b.create<LogOp>(gb.loc, l.getType(), l)));
   return {dl, dr};
 })
-CPC_BINARY_VJP(MaxOp, {
-  // Ties split the gradient evenly, as torch.maximum does.
-  Value half = gb.mul(g, gb.scalar(0.5, g)), zero = gb.scalar(0.0, g);
-  Value tie = gb.b.create<EqualOp>(gb.loc, l, r);
-  Value lWins = gb.b.create<GreaterOp>(gb.loc, l, r);
-  Value dl = gb.where(tie, half, gb.where(lWins, g, zero));
-  Value dr = gb.where(tie, half, gb.where(lWins, zero, g));
-  return {dl, dr};
-})
-CPC_BINARY_VJP(MinOp, {
-  Value half = gb.mul(g, gb.scalar(0.5, g)), zero = gb.scalar(0.0, g);
-  Value tie = gb.b.create<EqualOp>(gb.loc, l, r);
-  Value lWins = gb.b.create<LessOp>(gb.loc, l, r);
-  Value dl = gb.where(tie, half, gb.where(lWins, g, zero));
-  Value dr = gb.where(tie, half, gb.where(lWins, zero, g));
-  return {dl, dr};
-})
+CPC_BINARY_VJP(MaxOp, { return extremumGrads(gb, gb.b.create<GreaterOp>(gb.loc, l, r), l, r, g); })
+CPC_BINARY_VJP(MinOp, { return extremumGrads(gb, gb.b.create<LessOp>(gb.loc, l, r), l, r, g); })
 
 #undef CPC_BINARY_VJP
 

@@ -7,6 +7,7 @@
 // input: every element is read before its own position is written and nothing else is.
 //
 #include "kernels/cpu/FastMath.h"
+#include "kernels/cpu/Dispatch.h"
 #include "kernels/cpu/Kernel.h"
 
 #include <algorithm>
@@ -18,34 +19,6 @@
 
 namespace cpc::kernels {
 namespace {
-
-template <typename T> struct Tag { using type = T; };
-
-// Element-type families an op accepts; checked at compile time so that, e.g., exp is
-// never instantiated for integers.
-enum : unsigned { kFloat = 1, kInt = 2, kBool = 4, kNum = kFloat | kInt, kAny = 7 };
-
-[[noreturn]] void unsupported(const KernelContext &ctx, DType t) {
-  if (t == DType::F16 || t == DType::BF16)
-    ctx.fail(std::string(dtypeName(t)) + " is not supported by the CPU kernels");
-  ctx.fail(std::string("element type ") + dtypeName(t) + " is not supported by this op");
-}
-
-// i1 is one byte holding 0 or 1, which is exactly bool's representation.
-template <unsigned K, typename F> void dispatch(const KernelContext &ctx, DType t, F &&f) {
-  switch (t) {
-  case DType::F32: if constexpr ((K & kFloat) != 0) return f(Tag<float>{}); break;
-  case DType::F64: if constexpr ((K & kFloat) != 0) return f(Tag<double>{}); break;
-  case DType::I64: if constexpr ((K & kInt) != 0) return f(Tag<int64_t>{}); break;
-  case DType::I32: if constexpr ((K & kInt) != 0) return f(Tag<int32_t>{}); break;
-  case DType::I16: if constexpr ((K & kInt) != 0) return f(Tag<int16_t>{}); break;
-  case DType::I8: if constexpr ((K & kInt) != 0) return f(Tag<int8_t>{}); break;
-  case DType::U8: if constexpr ((K & kInt) != 0) return f(Tag<uint8_t>{}); break;
-  case DType::I1: if constexpr ((K & kBool) != 0) return f(Tag<bool>{}); break;
-  default: break;
-  }
-  unsupported(ctx, t);
-}
 
 void checkArity(const KernelContext &ctx, size_t nIn, size_t nOut) {
   if (ctx.inputs.size() != nIn || ctx.outputs.size() != nOut)

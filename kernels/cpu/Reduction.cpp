@@ -9,6 +9,7 @@
 // precomputed table otherwise. Every output accumulates in the same order whatever the
 // thread count, so results do not depend on ctx.threads.
 //
+#include "kernels/cpu/Dispatch.h"
 #include "kernels/cpu/Kernel.h"
 
 #include <algorithm>
@@ -19,26 +20,6 @@
 
 namespace cpc::kernels {
 namespace {
-
-template <typename T> struct Tag { using type = T; };
-enum : unsigned { kFloat = 1, kInt = 2, kBool = 4, kNum = kFloat | kInt, kAny = 7 };
-
-template <unsigned K, typename F> void dispatch(const KernelContext &ctx, DType t, F &&f) {
-  switch (t) {
-  case DType::F32: if constexpr ((K & kFloat) != 0) return f(Tag<float>{}); break;
-  case DType::F64: if constexpr ((K & kFloat) != 0) return f(Tag<double>{}); break;
-  case DType::I64: if constexpr ((K & kInt) != 0) return f(Tag<int64_t>{}); break;
-  case DType::I32: if constexpr ((K & kInt) != 0) return f(Tag<int32_t>{}); break;
-  case DType::I16: if constexpr ((K & kInt) != 0) return f(Tag<int16_t>{}); break;
-  case DType::I8: if constexpr ((K & kInt) != 0) return f(Tag<int8_t>{}); break;
-  case DType::U8: if constexpr ((K & kInt) != 0) return f(Tag<uint8_t>{}); break;
-  case DType::I1: if constexpr ((K & kBool) != 0) return f(Tag<bool>{}); break;
-  default: break;
-  }
-  if (t == DType::F16 || t == DType::BF16)
-    ctx.fail(std::string(dtypeName(t)) + " is not supported by the CPU kernels");
-  ctx.fail(std::string("element type ") + dtypeName(t) + " is not supported by this op");
-}
 
 // Sums and products accumulate floats in double and integers in int64.
 template <typename T>
