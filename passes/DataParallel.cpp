@@ -227,6 +227,11 @@ private:
   LogicalResult partitionOp(Operation *op) {
     // Results and assigns take whole values.
     if (llvm::isa<func::ReturnOp, AssignOp>(op)) {
+      // Gradient accumulators hold partial sums: each microbatch adds its local gradients and the
+      // sum is reduced once per step, where the update reads it.
+      auto assign = llvm::dyn_cast<AssignOp>(op);
+      if (assign && isAccumulator(assign.getName()) && !currentOf(assign.getValue()).isSplit())
+        return success();
       for (OpOperand &use : op->getOpOperands()) {
         Layout l = currentOf(use.get());
         if (!l.partial.empty())
@@ -238,6 +243,14 @@ private:
     }
     if (op->getNumResults() == 0)
       return success();
+    // Reads of gradient accumulators are partial sums (see the assign case above).
+    if (auto state = llvm::dyn_cast<StateOp>(op); state && isAccumulator(state.getName())) {
+      Layout l;
+      l.dims.resize(tensorType(state).getRank());
+      l.partial = {"dp"};
+      current_[state] = l;
+      return success();
+    }
     // Values with no operands: constants and random tensors stay whole here; users slice them.
     if (op->getNumOperands() == 0) {
       for (Value r : op->getResults())
@@ -352,6 +365,8 @@ private:
     if (!currentOf(v).partial.empty() && llvm::any_of(v.getUses(), [](OpOperand &use) { return needsWhole(use); }))
       reduced(v, v.getDefiningOp()->getNextNode());
   }
+
+  static bool isAccumulator(StringRef name) { return name.starts_with("grad_acc."); }
 
   /// Whether the user of `use` certainly needs the value whole (not a partial sum).
   static bool needsWhole(OpOperand &use) {

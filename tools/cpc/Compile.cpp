@@ -176,7 +176,10 @@ void splitBatch(mlir::MLIRContext &context, mlir::ModuleOp module, int64_t size,
   mlir::PassManager pm(&context);
   CpcDataParallelOptions options;
   options.size = size;
+  // The update function joins the split when it reads accumulators of partial gradient sums.
   std::vector<std::string> funcs{gradFunction}, updates{updateFunction}; // options hold views of these
+  if (!updateFunction.empty() && updateFunction != gradFunction)
+    funcs.push_back(updateFunction);
   options.funcs = funcs;
   pm.addPass(createCpcDataParallel(options));
   if (zeroStage > 0) {
@@ -291,8 +294,8 @@ int runCompile(int argc, char **argv) {
       if (microbatch % dataParallel)
         throw UsageError("--dp " + std::to_string(dataParallel) + " does not divide the microbatch of " +
                          std::to_string(microbatch) + " samples");
-      splitBatch(context, *model.module, dataParallel, planOptions.functions.front(),
-                 zeroStage ? planOptions.functions.back() : std::string(), zeroStage);
+      splitBatch(context, *model.module, dataParallel, planOptions.functions.front(), planOptions.functions.back(),
+                 zeroStage);
     } else if (zeroStage > 0) {
       throw UsageError("--zero shards over data-parallel ranks: use it with --dp N (N > 1)");
     }
