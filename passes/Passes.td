@@ -76,14 +76,11 @@ def CpcDataParallel : Pass<"cpc-data-parallel", "::mlir::ModuleOp"> {
     that meet split ones, and `cpc.all_reduce` where a partial sum (e.g. a weight gradient
     contracted over the split batch) reaches an op that is not linear in it, a result or an
     assign. The gradient all-reduce of data parallelism comes out of this rule. Gradients are
-    reduced where backward produces them; consecutive all-reduces are then merged into buckets
-    (one collective call each), closed before the first use of a member.
+    reduced where backward produces them (cpc-bucket-all-reduce then merges them).
   }];
   let options = [
     Option<"size", "size", "int64_t", /*default=*/"1", "Data-parallel ranks">,
     ListOption<"funcs", "funcs", "std::string", "Functions whose batch inputs are split">,
-    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
-           "Consecutive all-reduces are merged into buckets of up to this many bytes (0: never)">,
   ];
   let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
 }
@@ -99,6 +96,19 @@ def CpcZero : Pass<"cpc-zero", "::mlir::ModuleOp"> {
   let options = [
     Option<"stage", "stage", "int64_t", /*default=*/"1", "ZeRO stage (1)">,
     ListOption<"funcs", "funcs", "std::string", "Functions whose AdamW updates are sharded">,
+  ];
+  let dependentDialects = ["::cpc::CpcDialect"];
+}
+
+def CpcBucketAllReduce : Pass<"cpc-bucket-all-reduce", "::mlir::ModuleOp"> {
+  let summary = "Merge consecutive all-reduces into buckets, one collective call each";
+  let description = [{
+    Walks each function in order, collecting single-value all-reduces over the same axes and
+    element type; a bucket is closed before the first op that uses one of its members, or when
+    it would exceed `bucket-bytes`, and is issued where its last member stood.
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400", "Largest bucket (0: no merging)">,
   ];
   let dependentDialects = ["::cpc::CpcDialect"];
 }

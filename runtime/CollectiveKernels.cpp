@@ -98,6 +98,16 @@ void allGatherKernel(kernels::KernelContext &ctx) {
   ctx.comm->allGather(in.data, out.data, in.numel(), in.dtype, groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>()));
 }
 
+/// Sums the input over the group; this rank keeps block (its index in the group) of dim 0.
+void reduceScatterKernel(kernels::KernelContext &ctx) {
+  const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
+  if (!ctx.comm)
+    ctx.fail("needs a communicator (run the plan with cpc-run)");
+  checkMesh(ctx);
+  ctx.comm->reduceScatterSum(in.data, out.data, out.numel(), in.dtype,
+                             groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>()));
+}
+
 /// Copies this rank's block: dim d is split into the product of its axes' sizes.
 void shardSliceKernel(kernels::KernelContext &ctx) {
   const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
@@ -143,6 +153,8 @@ kernels::KernelFn findCollectiveKernel(const std::string &op) {
     return shardSliceKernel;
   if (op == "cpc.all_gather")
     return allGatherKernel;
+  if (op == "cpc.reduce_scatter")
+    return reduceScatterKernel;
   return nullptr;
 }
 

@@ -607,6 +607,24 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return success();
 }
 
+LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(*this, getMeshAttr());
+  if (!mesh)
+    return emitOpError("refers to unknown mesh ") << getMeshAttr();
+  int64_t parts = 1;
+  for (Attribute a : getAxes()) {
+    int64_t size = mesh.getAxisSize(llvm::cast<StringAttr>(a).getValue());
+    if (size < 0)
+      return emitOpError("mesh '") << mesh.getSymName() << "' has no axis " << a;
+    parts *= size;
+  }
+  auto in = getInput().getType(), out = getType();
+  if (in.getRank() < 1 || in.getRank() != out.getRank() || in.getShape().drop_front() != out.getShape().drop_front() ||
+      in.getDimSize(0) != out.getDimSize(0) * parts || in.getElementType() != out.getElementType())
+    return emitOpError("result must be the input with dim 0 divided by the ") << parts << " ranks";
+  return success();
+}
+
 LogicalResult ShardSliceOp::verifySymbolUses(SymbolTableCollection &symbols) {
   ShardingAttr sharding = getSharding();
   auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(*this, sharding.getMesh());

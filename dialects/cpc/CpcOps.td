@@ -464,6 +464,17 @@ def Cpc_AllGatherOp : Cpc_Op<"all_gather", [DeclareOpInterfaceMethods<SymbolUser
   let hasVerifier = 1;
 }
 
+def Cpc_ReduceScatterOp : Cpc_Op<"reduce_scatter", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Sums a value over mesh axes; each rank keeps its block of dim 0 of the sum";
+  let description = [{
+    Half of an all-reduce: with all_gather after it, the same traffic; without, each rank holds
+    only its share of the sum (ZeRO-2's gradient shards). A collective.
+  }];
+  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$input `over` $mesh $axes attr-dict `:` type($input) `->` type($result)";
+}
+
 def Cpc_ShardSliceOp : Cpc_Op<"shard_slice", [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "This rank's block of a value that every rank holds whole";
   let description = [{

@@ -188,6 +188,7 @@ void splitBatch(mlir::MLIRContext &context, mlir::ModuleOp module, int64_t size,
     zero.funcs = updates;
     pm.addPass(createCpcZero(zero));
   }
+  pm.addPass(createCpcBucketAllReduce());
   std::string diagnostic;
   mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
     if (diagnostic.empty())
