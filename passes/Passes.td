@@ -86,15 +86,18 @@ def CpcDataParallel : Pass<"cpc-data-parallel", "::mlir::ModuleOp"> {
 }
 
 def CpcZero : Pass<"cpc-zero", "::mlir::ModuleOp"> {
-  let summary = "ZeRO stage 1: shard the optimizer states (and the update) over the dp axis";
+  let summary = "ZeRO stages 1 and 2: shard the optimizer states and the update (1), and the gradients (2), over dp";
   let description = [{
     Runs after cpc-data-parallel. Every AdamW of a parameter whose element count divides by the
     dp size works on this rank's 1/N of the flattened parameter: the gradient and parameter are
     sliced, the moments are states of 1/N the size, and the updated shards are all-gathered into
     the parameter. Optimizer-state memory per rank drops from 8 to 8/N bytes per fp32 parameter.
+    Stage 2 also replaces the gradient's all-reduce by a reduce-scatter of its partial sum, so
+    that each rank only ever holds its block of the summed gradient; the squared-norm terms
+    become per-rank shares, all-reduced once before the norm's sqrt.
   }];
   let options = [
-    Option<"stage", "stage", "int64_t", /*default=*/"1", "ZeRO stage (1)">,
+    Option<"stage", "stage", "int64_t", /*default=*/"1", "ZeRO stage (1 or 2)">,
     ListOption<"funcs", "funcs", "std::string", "Functions whose AdamW updates are sharded">,
   ];
   let dependentDialects = ["::cpc::CpcDialect"];

@@ -3,6 +3,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace cpc {
 #define GEN_PASS_DEF_CPCZERO
@@ -24,8 +25,8 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
       module.emitError("cpc-zero needs the dp mesh of cpc-data-parallel");
       return signalPassFailure();
     }
-    if (stage != 1) {
-      module.emitError("ZeRO stage ") << stage << " is not available yet (stage 1 is)";
+    if (stage != 1 && stage != 2) {
+      module.emitError("ZeRO stage ") << stage << " is not available yet (stages 1 and 2 are)";
       return signalPassFailure();
     }
     int64_t ranks = mesh.getAxisSize("dp");
@@ -37,15 +38,137 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
       }
       SmallVector<AdamWOp> updates;
       func.walk([&](AdamWOp op) { updates.push_back(op); });
-      for (AdamWOp op : updates)
-        if (failed(shardUpdate(op, ranks)))
+      SmallVector<Value> shardedNormTerms;
+      for (AdamWOp op : updates) {
+        Value original = op.getGrad();
+        Value grad = stage == 2 ? scatterGradient(op, ranks, shardedNormTerms) : original;
+        if (failed(shardUpdate(op, ranks, /*gradIsShard=*/grad != original)))
           return signalPassFailure();
+      }
+      if (!shardedNormTerms.empty() && failed(completeNorm(shardedNormTerms, ranks)))
+        return signalPassFailure();
     }
+  }
+
+  /// ZeRO-2: the gradient of `op` arrives as all_reduce(x), possibly scaled by the clip factor,
+  /// and its squared norm as reduce_sum(all_reduce(x)^2). Replace the all-reduce by a
+  /// reduce-scatter of the flattened x: the update gets this rank's block of the sum, the norm
+  /// term becomes this rank's share (summed over ranks in completeNorm). Returns the gradient
+  /// block, or op's gradient unchanged when the pattern does not hold (ZeRO-1 then applies).
+  Value scatterGradient(AdamWOp op, int64_t ranks, SmallVectorImpl<Value> &normTerms) {
+    Value grad = op.getGrad();
+    int64_t n = op.getParam().getType().getNumElements();
+    if (n % ranks)
+      return grad;
+    Value reducedGrad = grad, scale;
+    if (auto mul = grad.getDefiningOp<MulOp>()) { // clipping: g * coef
+      auto rank0 = [](Value v) { return llvm::cast<RankedTensorType>(v.getType()).getRank() == 0; };
+      if (rank0(mul.getRhs()))
+        reducedGrad = mul.getLhs(), scale = mul.getRhs();
+      else if (rank0(mul.getLhs()))
+        reducedGrad = mul.getRhs(), scale = mul.getLhs();
+    }
+    auto ar = reducedGrad.getDefiningOp<AllReduceOp>();
+    if (!ar || ar.getInputs().size() != 1)
+      return grad;
+    // Every other use must be the norm term reduce_sum(g * g).
+    SmallVector<std::pair<MulOp, ReduceSumOp>> squares;
+    llvm::SmallPtrSet<Operation *, 4> seen; // g * g lists its user twice
+    for (Operation *user : reducedGrad.getUsers()) {
+      if (!seen.insert(user).second)
+        continue;
+      if (user == op || (scale && user == grad.getDefiningOp()))
+        continue;
+      auto sq = llvm::dyn_cast<MulOp>(user);
+      if (!sq || sq.getLhs() != reducedGrad || sq.getRhs() != reducedGrad || !sq->hasOneUse())
+        return grad;
+      auto sum = llvm::dyn_cast<ReduceSumOp>(*sq->user_begin());
+      if (!sum || sum.getType().getRank() != 0)
+        return grad;
+      squares.push_back({sq, sum});
+    }
+    if (squares.size() != 1 || (scale && !grad.hasOneUse()))
+      return grad;
+    OpBuilder b(ar);
+    b.setInsertionPointAfter(ar);
+    Location loc = ar.getLoc();
+    MLIRContext *ctx = op.getContext();
+    auto type = llvm::cast<RankedTensorType>(reducedGrad.getType());
+    auto flat = RankedTensorType::get({n}, type.getElementType());
+    auto block = RankedTensorType::get({n / ranks}, type.getElementType());
+    Value x = b.create<ReshapeOp>(loc, flat, ar.getInputs().front());
+    Value shard = b.create<ReduceScatterOp>(loc, block, x, FlatSymbolRefAttr::get(ctx, "mesh"),
+                                            b.getStrArrayAttr({"dp"}));
+    // The norm term from the block: a share of the sum of squares.
+    auto [sq, sum] = squares.front();
+    b.setInsertionPoint(sum);
+    Value sqShard = b.create<MulOp>(sq.getLoc(), shard, shard);
+    Value share = b.create<ReduceSumOp>(sum.getLoc(), sqShard, b.getDenseI64ArrayAttr({0}), b.getBoolAttr(false));
+    sum.getResult().replaceAllUsesWith(share);
+    normTerms.push_back(share);
+    sum.erase();
+    sq.erase();
+    Value result = shard;
+    if (scale) {
+      auto mul = grad.getDefiningOp<MulOp>();
+      b.setInsertionPoint(mul);
+      result = b.create<MulOp>(mul.getLoc(), shard, scale);
+      op.getGradMutable().assign(result);
+      mul.erase();
+    } else {
+      op.getGradMutable().assign(result);
+    }
+    if (ar->use_empty())
+      ar.erase();
+    return result;
+  }
+
+  /// The squared gradient norm is a sum of terms; after ZeRO-2 some are this rank's shares. Scale
+  /// the whole terms by 1/N (every rank holds them) and all-reduce the total before the sqrt.
+  LogicalResult completeNorm(ArrayRef<Value> shares, int64_t ranks) {
+    // Walk from a share through the adds (and a cast) to the sqrt.
+    Operation *cursor = *shares.front().getUsers().begin();
+    while (cursor && llvm::isa<AddOp, CastOp>(cursor))
+      cursor = cursor->hasOneUse() ? *cursor->getUsers().begin() : nullptr;
+    auto sqrt = llvm::dyn_cast_or_null<SqrtOp>(cursor);
+    if (!sqrt)
+      return shares.front().getDefiningOp()->emitError("ZeRO-2 cannot find the gradient norm of this term");
+    llvm::SmallPtrSet<Value, 32> shareSet(shares.begin(), shares.end());
+    // Leaves of the add tree under the sqrt.
+    SmallVector<Value> stack{sqrt.getInput()};
+    SmallVector<OpOperand *> wholeLeaves;
+    while (!stack.empty()) {
+      Value v = stack.pop_back_val();
+      Operation *def = v.getDefiningOp();
+      if (auto add = llvm::dyn_cast_or_null<AddOp>(def)) {
+        for (OpOperand &operand : add->getOpOperands()) {
+          Value o = operand.get();
+          if (llvm::isa_and_nonnull<AddOp>(o.getDefiningOp()))
+            stack.push_back(o);
+          else if (!shareSet.contains(o))
+            wholeLeaves.push_back(&operand);
+        }
+      }
+    }
+    OpBuilder b(sqrt);
+    for (OpOperand *leaf : wholeLeaves) {
+      b.setInsertionPoint(leaf->getOwner());
+      Type et = llvm::cast<RankedTensorType>(leaf->get().getType()).getElementType();
+      Value inv = b.create<ConstantOp>(leaf->getOwner()->getLoc(),
+                                       DenseElementsAttr::get(RankedTensorType::get({}, et), b.getFloatAttr(et, 1.0 / ranks)));
+      leaf->set(b.create<MulOp>(leaf->getOwner()->getLoc(), leaf->get(), inv));
+    }
+    b.setInsertionPoint(sqrt);
+    Value total = b.create<AllReduceOp>(sqrt.getLoc(), ValueRange{sqrt.getInput()},
+                                        FlatSymbolRefAttr::get(sqrt.getContext(), "mesh"), b.getStrArrayAttr({"dp"}))
+                      .getResult(0);
+    sqrt.getInputMutable().assign(total);
+    return success();
   }
 
   /// adamw(p, g, m, v) -> all_gather(adamw(p[r], g[r], m_r, v_r)): rank r keeps and updates block r
   /// of the flattened parameter; its moments are states of that block's size.
-  LogicalResult shardUpdate(AdamWOp op, int64_t ranks) {
+  LogicalResult shardUpdate(AdamWOp op, int64_t ranks, bool gradIsShard) {
     auto type = op.getParam().getType();
     int64_t n = type.getNumElements();
     if (n % ranks)
@@ -64,7 +187,8 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
       Value f = b.create<ReshapeOp>(loc, flat, v);
       return b.create<ShardSliceOp>(loc, shard, f, sharding).getResult();
     };
-    Value p = slice(op.getParam()), g = slice(op.getGrad());
+    Value p = slice(op.getParam());
+    Value g = gradIsShard ? op.getGrad() : slice(op.getGrad());
     // The moments become shard-sized states (the plan sizes their buffers from these types).
     b.setInsertionPoint(m);
     Value mShard = b.create<StateOp>(m.getLoc(), shard, m.getNameAttr());

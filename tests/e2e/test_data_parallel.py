@@ -78,15 +78,22 @@ with tempdir() as work:
             compare_params(params, single_params, atol=1e-5)
             calls = [m.get("comm_calls", 0) for m in ours]
             assert all(c > 0 for c in calls), "no collective ran: %s" % calls
+            trainable = sum(np.load(os.path.join(params, f)).size for f in os.listdir(params)
+                            if "pos_embed" not in f)
+            # Bytes each rank sends per step (ring volumes): DP all-reduces the fp32 gradients,
+            # 2*4*Psi*(N-1)/N; ZeRO-1 adds the parameter all-gather; ZeRO-2 replaces the all-reduce
+            # by a reduce-scatter, so it is back to DP's volume. A few scalars (loss, norm) on top.
+            ring = 4 * trainable * (dp - 1) / dp
+            expected = {0: 2 * ring, 1: 3 * ring, 2: 2 * ring}[zero]
+            sent = ours[-1]["comm_bytes"]
+            assert expected <= sent <= expected + 64, "sent %d B per step, expected %d" % (sent, expected)
             if zero:
                 # fp32 AdamW moments: 8 bytes per trainable parameter, 1/dp of them on each rank.
-                trainable = sum(np.load(os.path.join(params, f)).size for f in os.listdir(params)
-                                if "pos_embed" not in f)
                 got = state_bytes(os.path.join(work, name + ".plan"))
                 assert got == 8 * trainable // dp, "optimizer state %d B per rank, expected 8*%d/%d" % (
                     got, trainable, dp)
-            print("   dp=%d zero=%d: worst per-step loss difference %.2e, %d collectives per step" % (
-                dp, zero, worst, calls[-1]))
+            print("   dp=%d zero=%d: worst per-step loss difference %.2e, %d collectives, %d B sent per step" % (
+                dp, zero, worst, calls[-1], sent))
         return check
 
     def accumulation_on_ranks():
@@ -152,6 +159,8 @@ with tempdir() as work:
     results.check("4 ranks equal one rank (loss per step, final parameters)", layout(4))
     results.check("2 ranks with ZeRO-1 equal one rank; optimizer state is 8/2 bytes per parameter", layout(2, 1))
     results.check("4 ranks with ZeRO-1 equal one rank; optimizer state is 8/4 bytes per parameter", layout(4, 1))
+    results.check("2 ranks with ZeRO-2 equal one rank; reduce-scatter + all-gather traffic", layout(2, 2))
+    results.check("4 ranks with ZeRO-2 equal one rank; reduce-scatter + all-gather traffic", layout(4, 2))
     results.check("gradient accumulation on 2 ranks equals one rank, one gradient reduction per step",
                   accumulation_on_ranks)
     results.check("a plan for 2 ranks refuses to run on 3", wrong_world_size)

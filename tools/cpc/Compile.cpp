@@ -29,8 +29,9 @@ Options:
   --set KEY=VALUE            Override one config key (VALUE is JSON, e.g. --set LR=1e-3); repeatable
   --input-shape NAME=AxBxC   Static shape for a graph input with symbolic dims (repeatable)
   --frozen REGEX             Treat matching parameters as frozen (repeatable)
-  --zero 0|1                 ZeRO stage with --dp: 1 shards the optimizer states and the update over
-                             the data-parallel ranks (stages 2 and 3 are not available yet)
+  --zero 0|1|2               ZeRO stage with --dp: 1 shards the optimizer states and the update over
+                             the data-parallel ranks, 2 also reduce-scatters the gradients
+                             (stage 3 is not available yet)
   --dump-sharding            Print each split or partial value: global shape, sharding, local shape
   --dp N                     Data parallelism over N ranks (training): each rank takes 1/N of
                              every microbatch; gradients are all-reduced
@@ -224,8 +225,8 @@ int runCompile(int argc, char **argv) {
       if (v != "0" && v != "1" && v != "2" && v != "3")
         throw UsageError("--zero expects 0, 1, 2 or 3, got '" + v + "'");
       zeroStage = std::stoi(v);
-      if (zeroStage > 1)
-        throw UsageError("--zero " + v + " is not available yet (ZeRO stage 1 is)");
+      if (zeroStage > 2)
+        throw UsageError("--zero " + v + " is not available yet (ZeRO stages 1 and 2 are)");
     } else if (arg == "--dump-sharding") {
       dumpSharding = true;
     } else if (arg == "--dp") {
