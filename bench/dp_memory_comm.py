@@ -6,7 +6,8 @@
 For each layout prints, per rank: parameter, optimizer-state and arena bytes (from the plan), the
 ZeRO formula for optimizer state (fp32 AdamW: 8 bytes per trainable parameter, divided by N
 with ZeRO-1), the bytes sent per step (from cpc-run's collective counters) against the ring
-volume 2*4*Psi*(N-1)/N of the gradient all-reduce (+ 4*Psi*(N-1)/N of ZeRO-1's all-gather),
+volume 2*4*Psi*(N-1)/N of the gradient all-reduce (+ 4*Psi*(N-1)/N of ZeRO-1's all-gather;
+ZeRO-2's reduce-scatter + all-gather is 2*4*Psi*(N-1)/N again),
 and rank 0's predicted peak against its measured max RSS.
 """
 import os
@@ -32,7 +33,7 @@ def main():
     ap.add_argument("--size", default="tiny")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--ranks", default="2,4")
-    ap.add_argument("--zero", default="0,1")
+    ap.add_argument("--zero", default="0,1,2")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--work-dir", default=os.path.join(SOURCE, "out", "bench-dp"))
     args = ap.parse_args()
@@ -66,7 +67,8 @@ def main():
                             "--quiet"], check=True)
             steps = [json.loads(line) for line in open(metrics)]
             sent = steps[-1]["comm_bytes"]
-            ring = 2 * 4 * trainable * (n - 1) / n + (4 * trainable * (n - 1) / n if zero else 0)
+            # DP all-reduce 2x; ZeRO-1 adds the parameter all-gather; ZeRO-2 reduce-scatter + all-gather.
+            ring = 4 * trainable * (n - 1) / n * {0: 2, 1: 3, 2: 2}[zero]
             formula_state = 8 * trainable // (n if zero else 1)
             print("%-10s %12d %14d %14d %12d %14d %14d %12d %12d" % (
                 "N=%d z=%d" % (n, zero), params, state, formula_state, arena, sent, ring, meta["predicted_peak_bytes"],
