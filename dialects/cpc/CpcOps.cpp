@@ -573,14 +573,25 @@ LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   return success();
 }
 
-LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(*this, getMeshAttr());
+/// The number of ranks in a collective's group: the product of its mesh axes' sizes. Fails with
+/// a diagnostic on an unknown mesh or axis.
+static FailureOr<int64_t> collectiveGroupSize(Operation *op, FlatSymbolRefAttr meshRef, ArrayAttr axes,
+                                              SymbolTableCollection &symbols) {
+  auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(op, meshRef);
   if (!mesh)
-    return emitOpError("refers to unknown mesh ") << getMeshAttr();
-  for (Attribute a : getAxes())
-    if (mesh.getAxisSize(llvm::cast<StringAttr>(a).getValue()) < 0)
-      return emitOpError("mesh '") << mesh.getSymName() << "' has no axis " << a;
-  return success();
+    return op->emitOpError("refers to unknown mesh ") << meshRef;
+  int64_t parts = 1;
+  for (Attribute a : axes) {
+    int64_t size = mesh.getAxisSize(llvm::cast<StringAttr>(a).getValue());
+    if (size < 0)
+      return op->emitOpError("mesh '") << mesh.getSymName() << "' has no axis " << a;
+    parts *= size;
+  }
+  return parts;
+}
+
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return collectiveGroupSize(*this, getMeshAttr(), getAxes(), symbols);
 }
 
 LogicalResult AllGatherOp::verify() {
@@ -592,32 +603,20 @@ LogicalResult AllGatherOp::verify() {
 }
 
 LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(*this, getMeshAttr());
-  if (!mesh)
-    return emitOpError("refers to unknown mesh ") << getMeshAttr();
-  int64_t parts = 1;
-  for (Attribute a : getAxes()) {
-    int64_t size = mesh.getAxisSize(llvm::cast<StringAttr>(a).getValue());
-    if (size < 0)
-      return emitOpError("mesh '") << mesh.getSymName() << "' has no axis " << a;
-    parts *= size;
-  }
+  FailureOr<int64_t> group = collectiveGroupSize(*this, getMeshAttr(), getAxes(), symbols);
+  if (failed(group))
+    return failure();
+  int64_t parts = *group;
   if (getType().getDimSize(0) != getInput().getType().getDimSize(0) * parts)
     return emitOpError("gathers ") << parts << " blocks, so dim 0 must grow by that factor";
   return success();
 }
 
 LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(*this, getMeshAttr());
-  if (!mesh)
-    return emitOpError("refers to unknown mesh ") << getMeshAttr();
-  int64_t parts = 1;
-  for (Attribute a : getAxes()) {
-    int64_t size = mesh.getAxisSize(llvm::cast<StringAttr>(a).getValue());
-    if (size < 0)
-      return emitOpError("mesh '") << mesh.getSymName() << "' has no axis " << a;
-    parts *= size;
-  }
+  FailureOr<int64_t> group = collectiveGroupSize(*this, getMeshAttr(), getAxes(), symbols);
+  if (failed(group))
+    return failure();
+  int64_t parts = *group;
   auto in = getInput().getType(), out = getType();
   if (in.getRank() < 1 || in.getRank() != out.getRank() || in.getShape().drop_front() != out.getShape().drop_front() ||
       in.getDimSize(0) != out.getDimSize(0) * parts || in.getElementType() != out.getElementType())

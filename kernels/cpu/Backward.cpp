@@ -7,6 +7,7 @@
 // use a fixed accumulation order that does not depend on the thread count.
 //
 #include "kernels/cpu/FastMath.h"
+#include "kernels/cpu/Dispatch.h"
 #include "kernels/cpu/Kernel.h"
 
 #include <cblas.h>
@@ -25,15 +26,6 @@ constexpr int64_t kParallelMin = 1 << 15;
 
 int nthreads(const KernelContext &ctx) { return std::max(1, ctx.threads); }
 
-template <typename F> void dispatchFloat(const KernelContext &ctx, DType t, F &&f) {
-  if (t == DType::F32)
-    return f(float{});
-  if (t == DType::F64)
-    return f(double{});
-  if (t == DType::F16 || t == DType::BF16)
-    ctx.fail(std::string(dtypeName(t)) + " is not supported by the CPU kernels");
-  ctx.fail(std::string("element type ") + dtypeName(t) + " is not supported (f32 or f64 only)");
-}
 
 void checkArity(const KernelContext &ctx, size_t nIn, size_t nOut) {
   if (ctx.inputs.size() != nIn || ctx.outputs.size() != nOut)

@@ -33,6 +33,17 @@ template <unsigned K, typename F> void dispatch(const KernelContext &ctx, DType 
   ctx.fail(std::string("element type ") + dtypeName(t) + " is not supported by this op");
 }
 
+/// Calls f(float{}) or f(double{}) for the float-only kernels, else fails clearly.
+template <typename F> void dispatchFloat(const KernelContext &ctx, DType t, F &&f) {
+  if (t == DType::F32)
+    return f(float{});
+  if (t == DType::F64)
+    return f(double{});
+  if (t == DType::F16 || t == DType::BF16)
+    ctx.fail(std::string(dtypeName(t)) + " is not supported by the CPU kernels");
+  ctx.fail(std::string("element type ") + dtypeName(t) + " is not supported (f32 or f64 only)");
+}
+
 } // namespace cpc::kernels
 
 #endif

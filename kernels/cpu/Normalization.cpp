@@ -4,6 +4,7 @@
 // the input (in-place execution).
 //
 #include "kernels/cpu/FastMath.h"
+#include "kernels/cpu/Dispatch.h"
 #include "kernels/cpu/Kernel.h"
 
 #include <algorithm>
@@ -15,15 +16,6 @@ namespace {
 
 constexpr int64_t kParallelMin = 1 << 15;
 
-template <typename F> void dispatchFloat(const KernelContext &ctx, DType t, F &&f) {
-  if (t == DType::F32)
-    return f(float{});
-  if (t == DType::F64)
-    return f(double{});
-  if (t == DType::F16 || t == DType::BF16)
-    ctx.fail(std::string(dtypeName(t)) + " is not supported by the CPU kernels");
-  ctx.fail(std::string("element type ") + dtypeName(t) + " is not supported (f32 or f64 only)");
-}
 
 void checkSame(const KernelContext &ctx, const TensorRef &t, const TensorRef &like, const char *what) {
   if (t.dtype != like.dtype || t.shape != like.shape)

@@ -5,6 +5,7 @@
 // also against direct loops, and pad against an explicit placement.
 //
 #include "kernels/cpu/Kernel.h"
+#include "tests/unit/kernels/KernelTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -18,21 +19,11 @@ using namespace cpc::kernels;
 
 namespace {
 
-template <typename T> TensorRef ref(std::vector<T> &v, std::vector<int64_t> shape, DType t = DType::F32) {
-  return TensorRef{v.data(), t, std::move(shape)};
-}
+using cpc::kernels::testing::ref;
 
 void run(const char *op, std::vector<TensorRef> ins, std::vector<TensorRef> outs, nlohmann::json attrs,
          int threads = 1) {
-  KernelFn fn = KernelRegistry::cpu().find(op);
-  ASSERT_NE(fn, nullptr) << op;
-  KernelContext ctx;
-  ctx.op = op;
-  ctx.inputs = std::move(ins);
-  ctx.outputs = std::move(outs);
-  ctx.attrs = &attrs;
-  ctx.threads = threads;
-  fn(ctx);
+  cpc::kernels::testing::run(op, std::move(ins), std::move(outs), attrs, threads);
 }
 
 std::vector<float> randomVec(size_t n, unsigned seed, float lo = -1.f, float hi = 1.f) {

@@ -1,5 +1,6 @@
 //===- ElementwiseKernelsTest.cpp - unary, binary, where, cast kernels ----===//
 #include "kernels/cpu/Kernel.h"
+#include "tests/unit/kernels/KernelTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -17,15 +18,7 @@ template <typename T> TensorRef ref(std::vector<T> &v, DType t, std::vector<int6
 
 void run(const char *op, std::vector<TensorRef> ins, std::vector<TensorRef> outs,
          nlohmann::json attrs = nlohmann::json::object(), int threads = 1) {
-  KernelFn fn = KernelRegistry::cpu().find(op);
-  ASSERT_NE(fn, nullptr) << op;
-  KernelContext ctx;
-  ctx.op = op;
-  ctx.inputs = std::move(ins);
-  ctx.outputs = std::move(outs);
-  ctx.attrs = &attrs;
-  ctx.threads = threads;
-  fn(ctx);
+  cpc::kernels::testing::run(op, std::move(ins), std::move(outs), attrs, threads);
 }
 
 using F = std::vector<float>;
