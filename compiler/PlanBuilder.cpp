@@ -188,12 +188,18 @@ private:
     int b = newBuffer(param.getType(), name, BufferKind::Parameter, param);
     BufferDesc &desc = plan_.buffers[b];
     desc.trainable = param.getTrainable();
+    if (ShardingAttr sharding = param.getShardingAttr()) { // ZeRO-3: the blob keeps the whole value
+      desc.globalShape.assign(param.getGlobalShapeAttr().asArrayRef().begin(),
+                              param.getGlobalShapeAttr().asArrayRef().end());
+      for (StringRef axis : sharding.getAxesOfDim(0))
+        desc.shardAxes.push_back(axis.str());
+    }
     if (!weights_.contains(name))
       throw RuntimeError("parameter '" + name + "' has no initial value in the model");
-    if (weights_.byteSize(name) != desc.bytes())
+    if (weights_.byteSize(name) != desc.storedBytes())
       throw RuntimeError("parameter '" + name + "' holds " + std::to_string(weights_.byteSize(name)) +
-                         " bytes, its type needs " + std::to_string(desc.bytes()));
-    size_t bytes = desc.bytes();
+                         " bytes, its type needs " + std::to_string(desc.storedBytes()));
+    size_t bytes = desc.storedBytes();
     desc.offset = appendToBlob(bytes);
     weights_.read(name, plan_.blob.data() + desc.offset);
     return variables_[name] = b;

@@ -86,7 +86,7 @@ def CpcDataParallel : Pass<"cpc-data-parallel", "::mlir::ModuleOp"> {
 }
 
 def CpcZero : Pass<"cpc-zero", "::mlir::ModuleOp"> {
-  let summary = "ZeRO stages 1 and 2: shard the optimizer states and the update (1), and the gradients (2), over dp";
+  let summary = "ZeRO stages 1-3: shard the optimizer states and the update (1), the gradients (2) and the parameters (3) over dp";
   let description = [{
     Runs after cpc-data-parallel. Every AdamW of a parameter whose element count divides by the
     dp size works on this rank's 1/N of the flattened parameter: the gradient and parameter are
@@ -95,9 +95,13 @@ def CpcZero : Pass<"cpc-zero", "::mlir::ModuleOp"> {
     Stage 2 also replaces the gradient's all-reduce by a reduce-scatter of its partial sum, so
     that each rank only ever holds its block of the summed gradient; the squared-norm terms
     become per-rank shares, all-reduced once before the norm's sqrt.
+    Stage 3 also stores each such parameter as blocks (`cpc.parameter` with `global_shape` and
+    `sharding`): the update writes this rank's block back without gathering it, and every other
+    op that reads the parameter (in any function of the module) gets an all-gather of the
+    blocks right before it, so that the whole value lives only from there to that op.
   }];
   let options = [
-    Option<"stage", "stage", "int64_t", /*default=*/"1", "ZeRO stage (1 or 2)">,
+    Option<"stage", "stage", "int64_t", /*default=*/"1", "ZeRO stage (1, 2 or 3)">,
     ListOption<"funcs", "funcs", "std::string", "Functions whose AdamW updates are sharded">,
   ];
   let dependentDialects = ["::cpc::CpcDialect"];

@@ -4,6 +4,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace cpc {
 #define GEN_PASS_DEF_CPCZERO
@@ -25,11 +26,12 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
       module.emitError("cpc-zero needs the dp mesh of cpc-data-parallel");
       return signalPassFailure();
     }
-    if (stage != 1 && stage != 2) {
-      module.emitError("ZeRO stage ") << stage << " is not available yet (stages 1 and 2 are)";
+    if (stage < 1 || stage > 3) {
+      module.emitError("ZeRO stage ") << stage << " does not exist (stages 1, 2 and 3 do)";
       return signalPassFailure();
     }
     int64_t ranks = mesh.getAxisSize("dp");
+    llvm::StringMap<RankedTensorType> shardedParams; // ZeRO-3: name -> global type
     for (const std::string &name : funcs) {
       auto func = module.lookupSymbol<func::FuncOp>(name);
       if (!func) {
@@ -41,12 +43,72 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
       SmallVector<Value> shardedNormTerms;
       for (AdamWOp op : updates) {
         Value original = op.getGrad();
-        Value grad = stage == 2 ? scatterGradient(op, ranks, shardedNormTerms) : original;
-        if (failed(shardUpdate(op, ranks, /*gradIsShard=*/grad != original)))
+        Value grad = stage >= 2 ? scatterGradient(op, ranks, shardedNormTerms) : original;
+        if (failed(shardUpdate(op, ranks, /*gradIsShard=*/grad != original, stage == 3 ? &shardedParams : nullptr)))
           return signalPassFailure();
       }
       if (!shardedNormTerms.empty() && failed(completeNorm(shardedNormTerms, ranks)))
         return signalPassFailure();
+    }
+    if (stage == 3)
+      gatherBeforeUse(module, shardedParams, ranks);
+  }
+
+  /// Marks a value placed as per-rank blocks for --dump-sharding (the layout of its flat view).
+  void recordPlacement(Operation *op) {
+    op->setAttr("cpc.shardings", ArrayAttr::get(op->getContext(), {blockSharding(op->getContext())}));
+  }
+
+  ShardingAttr blockSharding(MLIRContext *ctx) {
+    Builder b(ctx);
+    return ShardingAttr::get(ctx, FlatSymbolRefAttr::get(ctx, "mesh"), b.getArrayAttr({b.getStrArrayAttr({"dp"})}),
+                             ArrayAttr());
+  }
+
+  /// This rank's block of parameter `name` (ZeRO-3 storage), created before `before`.
+  ParameterOp shardedParameter(OpBuilder &b, Location loc, StringAttr name, RankedTensorType global, int64_t ranks,
+                               bool trainable) {
+    auto block = RankedTensorType::get({global.getNumElements() / ranks}, global.getElementType());
+    auto param = b.create<ParameterOp>(loc, block, name, trainable ? b.getUnitAttr() : UnitAttr(),
+                                       b.getDenseI64ArrayAttr(global.getShape()), blockSharding(b.getContext()));
+    recordPlacement(param);
+    return param;
+  }
+
+  /// The whole value of a ZeRO-3 parameter, gathered right before `user`.
+  Value gathered(OpBuilder &b, Location loc, Value block, RankedTensorType global) {
+    auto flat = RankedTensorType::get({global.getNumElements()}, global.getElementType());
+    MLIRContext *ctx = b.getContext();
+    Value whole = b.create<AllGatherOp>(loc, flat, block, FlatSymbolRefAttr::get(ctx, "mesh"), b.getStrArrayAttr({"dp"}));
+    return b.create<ReshapeOp>(loc, global, whole);
+  }
+
+  /// ZeRO-3: every remaining read of a sharded parameter becomes a read of this rank's block
+  /// and an all-gather right before each op that uses it. The whole value is an arena temporary
+  /// that lives only until that op, so it is freed after each use and gathered again for the
+  /// next (forward and backward gather separately: 1.5x the traffic of data parallelism).
+  void gatherBeforeUse(ModuleOp module, const llvm::StringMap<RankedTensorType> &sharded, int64_t ranks) {
+    SmallVector<ParameterOp> reads;
+    module.walk([&](ParameterOp op) {
+      if (!op.getShardingAttr() && sharded.count(op.getName()))
+        reads.push_back(op);
+    });
+    for (ParameterOp op : reads) {
+      RankedTensorType global = sharded.lookup(op.getName());
+      OpBuilder b(op);
+      ParameterOp block = shardedParameter(b, op.getLoc(), op.getNameAttr(), global, ranks, op.getTrainable());
+      SmallVector<Operation *> users;
+      for (Operation *user : op->getUsers())
+        if (!llvm::is_contained(users, user))
+          users.push_back(user);
+      for (Operation *user : users) {
+        b.setInsertionPoint(user);
+        Value whole = gathered(b, user->getLoc(), block, global);
+        user->replaceUsesOfWith(op, whole);
+      }
+      op.erase();
+      if (block->use_empty())
+        block.erase();
     }
   }
 
@@ -167,8 +229,11 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
   }
 
   /// adamw(p, g, m, v) -> all_gather(adamw(p[r], g[r], m_r, v_r)): rank r keeps and updates block r
-  /// of the flattened parameter; its moments are states of that block's size.
-  LogicalResult shardUpdate(AdamWOp op, int64_t ranks, bool gradIsShard) {
+  /// of the flattened parameter; its moments are states of that block's size. ZeRO-3
+  /// (`sharded` set): the parameter itself is stored as blocks, so the update reads and assigns
+  /// this rank's block and nothing is gathered here (readers gather, see gatherBeforeUse).
+  LogicalResult shardUpdate(AdamWOp op, int64_t ranks, bool gradIsShard,
+                            llvm::StringMap<RankedTensorType> *sharded) {
     auto type = op.getParam().getType();
     int64_t n = type.getNumElements();
     if (n % ranks)
@@ -176,31 +241,50 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
     auto m = op.getExpAvg().getDefiningOp<StateOp>(), v = op.getExpAvgSq().getDefiningOp<StateOp>();
     if (!m || !v)
       return op.emitError("ZeRO expects the moments to be states");
+    auto param = op.getParam().getDefiningOp<ParameterOp>();
+    if (sharded && !param)
+      sharded = nullptr; // not a stored parameter: ZeRO-1/2 placement for this update
     OpBuilder b(op);
     Location loc = op.getLoc();
     MLIRContext *ctx = op.getContext();
     auto flat = RankedTensorType::get({n}, type.getElementType());
     auto shard = RankedTensorType::get({n / ranks}, type.getElementType());
-    auto sharding = ShardingAttr::get(ctx, FlatSymbolRefAttr::get(ctx, "mesh"),
-                                      b.getArrayAttr({b.getStrArrayAttr({"dp"})}), ArrayAttr());
     auto slice = [&](Value v) {
       Value f = b.create<ReshapeOp>(loc, flat, v);
-      return b.create<ShardSliceOp>(loc, shard, f, sharding).getResult();
+      return b.create<ShardSliceOp>(loc, shard, f, blockSharding(ctx)).getResult();
     };
-    Value p = slice(op.getParam());
+    Value p = sharded ? shardedParameter(b, loc, param.getNameAttr(), type, ranks, param.getTrainable()).getResult()
+                      : slice(op.getParam());
     Value g = gradIsShard ? op.getGrad() : slice(op.getGrad());
     // The moments become shard-sized states (the plan sizes their buffers from these types).
     b.setInsertionPoint(m);
-    Value mShard = b.create<StateOp>(m.getLoc(), shard, m.getNameAttr());
+    auto mShard = b.create<StateOp>(m.getLoc(), shard, m.getNameAttr());
     b.setInsertionPoint(v);
-    Value vShard = b.create<StateOp>(v.getLoc(), shard, v.getNameAttr());
+    auto vShard = b.create<StateOp>(v.getLoc(), shard, v.getNameAttr());
+    recordPlacement(mShard);
+    recordPlacement(vShard);
     b.setInsertionPoint(op);
     auto update = b.create<AdamWOp>(loc, p, g, mShard, vShard, op.getLr(), op.getStep(), op.getBeta1Attr(),
                                     op.getBeta2Attr(), op.getEpsilonAttr(), op.getWeightDecayAttr());
-    Value gathered = b.create<AllGatherOp>(loc, flat, update.getNewParam(), FlatSymbolRefAttr::get(ctx, "mesh"),
-                                           b.getStrArrayAttr({"dp"}));
-    Value newParam = b.create<ReshapeOp>(loc, type, gathered);
-    op.getNewParam().replaceAllUsesWith(newParam);
+    Value newParam;
+    auto wholeNewParam = [&] {
+      if (!newParam) {
+        b.setInsertionPointAfter(update);
+        Value gatheredParam = b.create<AllGatherOp>(loc, flat, update.getNewParam(),
+                                                    FlatSymbolRefAttr::get(ctx, "mesh"), b.getStrArrayAttr({"dp"}));
+        newParam = b.create<ReshapeOp>(loc, type, gatheredParam);
+      }
+      return newParam;
+    };
+    for (OpOperand &use : llvm::make_early_inc_range(op.getNewParam().getUses())) {
+      auto assign = llvm::dyn_cast<AssignOp>(use.getOwner());
+      if (sharded && assign && assign.getName() == param.getName())
+        use.set(update.getNewParam()); // the stored block is written back as a block
+      else
+        use.set(wholeNewParam());
+    }
+    if (sharded)
+      (*sharded)[param.getName()] = type;
     op.getNewExpAvg().replaceAllUsesWith(update.getNewExpAvg());
     op.getNewExpAvgSq().replaceAllUsesWith(update.getNewExpAvgSq());
     op.erase();
@@ -208,6 +292,8 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
       m.erase();
     if (v->use_empty())
       v.erase();
+    if (param && param->use_empty())
+      param.erase();
     return success();
   }
 };

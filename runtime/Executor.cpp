@@ -1,6 +1,7 @@
 //===- Executor.cpp -------------------------------------------------------===//
 #include "runtime/Executor.h"
 #include "runtime/CollectiveKernels.h"
+#include "runtime/Communicator.h"
 
 #include <algorithm>
 #include <chrono>
@@ -66,14 +67,17 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
       break;
     case BufferKind::Parameter: {
       memory_.parameterBytes += b.bytes();
+      // A sharded parameter's block: this rank's slice of the whole value in the blob.
+      const uint8_t *initial = plan.blob.data() + b.offset +
+                               (b.sharded() ? plan.shardIndex(options.rank, b.shardAxes) * b.bytes() : 0);
       if (plan.mode != "train") { // read-only at inference: run from the plan's blob, no copy
-        views_[i].data = const_cast<uint8_t *>(plan.blob.data()) + b.offset;
+        views_[i].data = const_cast<uint8_t *>(initial);
         break;
       }
       // Training updates parameters in place: they get memory of their own.
       mem_->owned.push_back(std::make_unique<AlignedBuffer>(b.bytes()));
       views_[i].data = mem_->owned.back()->ptr;
-      std::memcpy(views_[i].data, plan.blob.data() + b.offset, b.bytes());
+      std::memcpy(views_[i].data, initial, b.bytes());
       break;
     }
     case BufferKind::State: // zero-initialized by AlignedBuffer
@@ -228,6 +232,28 @@ TensorRef Executor::output(const std::string &name, const std::string &program) 
     if (it->name == name && (program.empty() || it->program == program))
       return views_[it->buffer];
   throw RuntimeError("the plan has no output '" + name + "'");
+}
+
+HostTensor Executor::wholeVariable(const std::string &name) const {
+  TensorRef local = variable(name);
+  const BufferDesc *desc = nullptr;
+  for (const BufferDesc &b : plan_.buffers)
+    if (b.name == name && b.aliasOf < 0 && (b.kind == BufferKind::Parameter || b.kind == BufferKind::State))
+      desc = &b;
+  HostTensor whole;
+  whole.dtype = local.dtype;
+  if (!desc->sharded()) {
+    whole.shape = local.shape;
+    whole.data.assign(static_cast<const uint8_t *>(local.data), static_cast<const uint8_t *>(local.data) + local.bytes());
+    return whole;
+  }
+  if (!options_.comm)
+    throw RuntimeError("gathering the sharded parameter '" + name + "' needs a communicator");
+  whole.shape = desc->globalShape;
+  whole.data.resize(desc->storedBytes());
+  options_.comm->allGather(local.data, whole.data.data(), local.numel(), local.dtype,
+                           plan_.shardGroup(options_.rank, desc->shardAxes));
+  return whole;
 }
 
 TensorRef Executor::variable(const std::string &name) const {

@@ -53,6 +53,9 @@ public:
   TensorRef output(const std::string &name, const std::string &program = "") const;
   /// Current value of a parameter or state variable.
   TensorRef variable(const std::string &name) const;
+  /// The whole value of a parameter or state: a sharded parameter's blocks are all-gathered,
+  /// so every rank of its group must call this together.
+  HostTensor wholeVariable(const std::string &name) const;
   const std::vector<NamedBuffer> &outputs() const { return plan_.outputs; }
   MemoryStats memoryStats() const { return memory_; }
   /// Seconds spent per op kind over all runs (only with ExecutorOptions::profile); with

@@ -109,6 +109,11 @@ nlohmann::json Plan::metadata() const {
     bufs.push_back({{"name", b.name}, {"dtype", dtypeName(b.dtype)}, {"shape", b.shape},
                     {"kind", bufferKindName(b.kind)}, {"offset", b.offset}, {"alias_of", b.aliasOf},
                     {"trainable", b.trainable}});
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].sharded()) {
+      bufs[i]["global_shape"] = buffers[i].globalShape;
+      bufs[i]["shard_axes"] = buffers[i].shardAxes;
+    }
   j["buffers"] = bufs;
   auto named = [](const std::vector<NamedBuffer> &v) {
     json a = json::array();
@@ -127,6 +132,49 @@ nlohmann::json Plan::metadata() const {
   }
   j["programs"] = progs;
   return j;
+}
+
+namespace {
+/// Coordinates of `rank` on a row-major mesh.
+std::vector<int64_t> meshCoordinates(int64_t rank, const std::vector<int64_t> &shape) {
+  std::vector<int64_t> c(shape.size());
+  for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+    c[d] = rank % shape[d];
+    rank /= shape[d];
+  }
+  return c;
+}
+} // namespace
+
+int64_t Plan::shardIndex(int rank, const std::vector<std::string> &axes) const {
+  for (const std::string &axis : axes)
+    if (std::find(meshAxes.begin(), meshAxes.end(), axis) == meshAxes.end())
+      throw RuntimeError("the plan's mesh has no axis '" + axis + "'");
+  // Row-major over the mesh dims in mesh order, as the collectives order their groups.
+  std::vector<int64_t> c = meshCoordinates(rank, meshShape);
+  int64_t index = 0;
+  for (size_t d = 0; d < meshShape.size(); ++d)
+    if (std::find(axes.begin(), axes.end(), meshAxes[d]) != axes.end())
+      index = index * meshShape[d] + c[d];
+  return index;
+}
+
+std::vector<int> Plan::shardGroup(int rank, const std::vector<std::string> &axes) const {
+  std::vector<int64_t> mine = meshCoordinates(rank, meshShape);
+  std::vector<std::pair<int64_t, int>> members;
+  for (int r = 0; r < worldSize; ++r) {
+    std::vector<int64_t> c = meshCoordinates(r, meshShape);
+    bool same = true;
+    for (size_t d = 0; d < meshShape.size(); ++d)
+      same &= std::find(axes.begin(), axes.end(), meshAxes[d]) != axes.end() || c[d] == mine[d];
+    if (same)
+      members.push_back({shardIndex(r, axes), r});
+  }
+  std::sort(members.begin(), members.end());
+  std::vector<int> group;
+  for (auto [index, r] : members)
+    group.push_back(r);
+  return group;
 }
 
 void Plan::validate() const {
@@ -157,8 +205,23 @@ void Plan::validate() const {
     if (b.aliasOf >= 0)
       continue;
     if (b.kind == BufferKind::Parameter || b.kind == BufferKind::Constant) {
-      if (b.offset < 0 || b.offset % kPlanAlignment || b.offset + b.bytes() > blob.size())
+      if (b.offset < 0 || b.offset % kPlanAlignment || b.offset + b.storedBytes() > blob.size())
         fail("buffer '" + b.name + "' lies outside the data blob");
+    }
+    if (b.sharded()) {
+      int64_t parts = 1;
+      for (const std::string &axis : b.shardAxes) {
+        auto it = std::find(meshAxes.begin(), meshAxes.end(), axis);
+        if (it == meshAxes.end())
+          fail("buffer '" + b.name + "' is sharded over '" + axis + "', which the mesh lacks");
+        parts *= meshShape[it - meshAxes.begin()];
+      }
+      for (int64_t d : b.globalShape)
+        if (d < 0)
+          fail("buffer '" + b.name + "' has a negative global dim");
+      if (b.kind != BufferKind::Parameter || b.shape.size() != 1 ||
+          b.shape[0] * parts != numElements(b.globalShape))
+        fail("buffer '" + b.name + "' is not a 1/" + std::to_string(parts) + " block of its global shape");
     }
   }
   int64_t arena = 0; // programs of a rank share one arena, as large as the largest of them
@@ -263,6 +326,10 @@ Plan readPlan(const std::string &path) {
       d.offset = b.at("offset");
       d.aliasOf = b.at("alias_of");
       d.trainable = b.at("trainable");
+      if (b.contains("shard_axes")) {
+        d.globalShape = b.at("global_shape").get<std::vector<int64_t>>();
+        d.shardAxes = b.at("shard_axes").get<std::vector<std::string>>();
+      }
       plan.buffers.push_back(std::move(d));
     }
     for (const char *key : {"inputs", "outputs"})

@@ -43,8 +43,16 @@ struct BufferDesc {
   int64_t offset = 0;           // arena offset (Arena) or blob offset (Parameter, Constant)
   int aliasOf = -1;             // a view of another buffer's memory (reshape, in-place)
   bool trainable = false;       // parameters only
+  // A sharded parameter (ZeRO-3): `shape` is one rank's 1-D block of the flattened parameter of
+  // `globalShape`, split over the mesh axes `shardAxes`. The blob holds the whole initial value;
+  // each rank loads its block.
+  std::vector<int64_t> globalShape;
+  std::vector<std::string> shardAxes;
 
   size_t bytes() const { return numElements(shape) * dtypeSize(dtype); }
+  bool sharded() const { return !shardAxes.empty(); }
+  /// Bytes of its data in the blob (the whole value of a sharded parameter).
+  size_t storedBytes() const { return sharded() ? numElements(globalShape) * dtypeSize(dtype) : bytes(); }
 };
 
 struct StepDesc {
@@ -84,6 +92,11 @@ struct Plan {
   int64_t predictedPeakBytes = 0;
   nlohmann::json training = nlohmann::json::object(); // the recipe the runtime drives (train mode)
 
+  /// Index of `rank` among the ranks that differ from it only along `axes` (row-major over the
+  /// mesh): which block of a value split over those axes the rank holds.
+  int64_t shardIndex(int rank, const std::vector<std::string> &axes) const;
+  /// The world ranks that differ from `rank` only along `axes`, in shardIndex order.
+  std::vector<int> shardGroup(int rank, const std::vector<std::string> &axes) const;
   /// Whether program `p` runs on `rank`.
   static bool runsOn(const RankProgram &p, int rank) { return p.rank == -1 || p.rank == rank; }
   /// The arena one rank needs: the largest of its programs' arenas (they run one at a time).

@@ -1,6 +1,8 @@
 //===- cpc-run.cpp - run a cpc plan ---------------------------------------===//
 #include "runtime/Executor.h"
 #include "runtime/Launcher.h"
+#include "runtime/MemoryProbe.h"
+#include "runtime/ModelState.h"
 #include "runtime/TensorIO.h"
 #include "runtime/Trainer.h"
 
@@ -80,11 +82,30 @@ void printProfile(const cpc::Executor &executor) {
               << std::setw(10) << secs * 1e3 << " ms " << std::setw(6) << 100 * secs / total << "%\n";
 }
 
+/// Tensor memory this rank measured: resident growth since the probe started plus what the
+/// executor reads in place from the plan's blob (loaded before the probe started).
+int64_t measuredPeakBytes(const cpc::Plan &plan, const cpc::Executor &executor, const cpc::MemoryProbe &probe) {
+  cpc::MemoryStats mem = executor.memoryStats();
+  int64_t inBlob = mem.constantBytes + (plan.mode == "train" ? 0 : mem.parameterBytes);
+  return probe.peakSinceStart() + inBlob;
+}
+
+std::string memoryLine(const cpc::Plan &plan, const cpc::Executor &executor, const cpc::MemoryProbe &probe) {
+  int64_t measured = measuredPeakBytes(plan, executor, probe);
+  std::ostringstream os;
+  os << "memory per rank: predicted peak " << plan.predictedPeakBytes << " B, measured " << measured << " B ("
+     << std::showpos << std::setprecision(3)
+     << 100.0 * (measured - plan.predictedPeakBytes) / std::max<int64_t>(plan.predictedPeakBytes, 1) << std::noshowpos
+     << "%)" << (probe.exact() ? "" : " [peak counter not resettable: measured may include earlier peaks]");
+  return os.str();
+}
+
 /// Runs `steps` optimizer steps of a training plan, printing one progress line per step.
 int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &comm,
           const std::vector<std::pair<std::string, std::string>> &inputs, int steps, const std::string &outputDir,
-          const std::string &metricsPath, bool quiet, bool profile) {
+          bool saveParameters, const std::string &metricsPath, bool quiet, bool profile, const cpc::MemoryProbe &probe) {
   cpc::Trainer trainer(plan, executor, comm.rank(), &comm);
+  const cpc::ModelStateBytes modelStates = cpc::modelStateBytes(plan, comm.rank());
   for (const auto &[name, file] : inputs)
     trainer.setBatchInput(name, cpc::readTensorFile(file));
   trainer.useSyntheticData();
@@ -99,14 +120,20 @@ int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &com
     std::cout << "training " << plan.source << ": " << steps << " steps, global batch " << recipe.totalBatchSize
               << " (" << recipe.accumulation << " x " << trainer.microbatch() << "), " << plan.worldSize << " rank"
               << (plan.worldSize > 1 ? "s" : "") << ", lr " << recipe.learningRate()
-              << " (" << recipe.lrSchedule << ")\n";
+              << " (" << recipe.lrSchedule << ")\n"
+              << modelStates.summary() << "\n";
   for (int s = 0; s < steps; ++s) {
     cpc::StepMetrics m = trainer.step(s);
     if (!std::isfinite(m.loss))
       throw cpc::RuntimeError("step " + std::to_string(m.step) + ": the loss is not finite (" + std::to_string(m.loss) +
                               ")");
-    if (metrics.is_open())
-      metrics << m.toJson().dump() << "\n" << std::flush;
+    if (metrics.is_open()) {
+      nlohmann::json j = m.toJson();
+      j["predicted_peak_bytes"] = plan.predictedPeakBytes;
+      j["measured_peak_bytes"] = measuredPeakBytes(plan, executor, probe);
+      j["model_state_bytes"] = modelStates.total();
+      metrics << j.dump() << "\n" << std::flush;
+    }
     if (!quiet)
       std::cout << "step " << std::setw(5) << m.step << "/" << steps << "  loss " << std::setprecision(6)
                 << std::fixed << m.loss << std::defaultfloat << "  lr " << std::setprecision(4) << m.lr
@@ -115,10 +142,16 @@ int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &com
                 << (plan.worldSize > 1 ? "  " + m.commSummary : std::string()) << "\n"
                 << std::flush;
   }
-  if (!outputDir.empty())
+  if (!quiet)
+    std::cout << memoryLine(plan, executor, probe) << "\n";
+  // Sharded parameters are gathered on every rank (a collective); rank 0 writes them.
+  if (saveParameters)
     for (const auto &b : plan.buffers)
-      if (b.kind == cpc::BufferKind::Parameter && b.aliasOf < 0)
-        cpc::writeNpy(outputDir + "/" + b.name + ".npy", executor.variable(b.name));
+      if (b.kind == cpc::BufferKind::Parameter && b.aliasOf < 0) {
+        cpc::HostTensor whole = executor.wholeVariable(b.name);
+        if (!outputDir.empty())
+          cpc::writeNpy(outputDir + "/" + b.name + ".npy", whole.ref());
+      }
   if (profile)
     printProfile(executor);
   return 0;
@@ -146,6 +179,9 @@ int selfTest(cpc::Communicator &comm, int steps, int failRank, int failStep, con
 /// Runs a plan on this process's rank: training or inference, printing from rank 0 only.
 int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<std::pair<std::string, std::string>> &inputs,
             int threads, int steps, std::string outputDir, const std::string &metricsPath, bool quiet, bool profile) {
+  bool saveParameters = !outputDir.empty(); // every rank takes part in gathering sharded ones
+  cpc::MemoryProbe probe;
+  probe.start();
   if (comm.rank() != 0) {
     quiet = true;
     outputDir.clear();
@@ -158,7 +194,7 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
       throw cpc::RuntimeError(outputDir + ": cannot create the output directory");
   }
   if (plan.mode == "train")
-    return train(plan, executor, comm, inputs, steps, outputDir, metricsPath, quiet, profile);
+    return train(plan, executor, comm, inputs, steps, outputDir, saveParameters, metricsPath, quiet, profile, probe);
   if (!metricsPath.empty())
     throw UsageError("--metrics records training steps; this plan is for inference");
   for (const auto &[name, file] : inputs)
@@ -191,6 +227,7 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
     cpc::MemoryStats mem = executor.memoryStats();
     std::cout << "time: " << seconds / steps * 1e3 << " ms per run (" << steps << " run" << (steps > 1 ? "s" : "")
               << ", " << threads << " thread" << (threads > 1 ? "s" : "") << ")\n"
+              << memoryLine(plan, executor, probe) << "\n"
               << "memory: predicted peak " << plan.predictedPeakBytes << " B, allocated " << mem.total()
               << " B (arena " << mem.arenaBytes << ", parameters " << mem.parameterBytes << ", constants "
               << mem.constantBytes << ", inputs " << mem.inputBytes << "), max RSS " << usage.ru_maxrss * 1024

@@ -44,11 +44,37 @@ LogicalResult checkAxis(std::optional<Location> loc, int64_t axis, int64_t rank,
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
+static FailureOr<int64_t> collectiveGroupSize(Operation *op, FlatSymbolRefAttr meshRef, ArrayAttr axes,
+                                              SymbolTableCollection &symbols);
+
 LogicalResult ParameterOp::verify() {
   if (getName().empty())
     return emitOpError("needs a non-empty name");
   if (getTrainable() && !llvm::isa<FloatType>(getType().getElementType()))
     return emitOpError("only floating-point parameters can be trainable");
+  if (bool(getGlobalShapeAttr()) != bool(getShardingAttr()))
+    return emitOpError("a sharded parameter needs both global_shape and sharding");
+  if (ShardingAttr sharding = getShardingAttr()) {
+    if (getType().getRank() != 1 || sharding.getDimAxes().size() != 1 || !sharding.getPartialAxisNames().empty())
+      return emitOpError("a sharded parameter is a 1-D block split along dim 0");
+  }
+  return success();
+}
+
+LogicalResult ParameterOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  ShardingAttr sharding = getShardingAttr();
+  if (!sharding)
+    return success();
+  FailureOr<int64_t> parts =
+      collectiveGroupSize(*this, sharding.getMesh(), llvm::cast<ArrayAttr>(sharding.getDimAxes()[0]), symbols);
+  if (failed(parts))
+    return failure();
+  int64_t global = 1;
+  for (int64_t d : getGlobalShapeAttr().asArrayRef())
+    global *= d;
+  if (getType().getDimSize(0) * *parts != global)
+    return emitOpError("block of ") << getType().getDimSize(0) << " elements times " << *parts
+                                    << " ranks is not the global " << global << " elements";
   return success();
 }
 

@@ -25,16 +25,24 @@ def Cpc_ConstantOp : Cpc_Op<"constant", [ConstantLike, Pure,
   let hasFolder = 1;
 }
 
-def Cpc_ParameterOp : Cpc_Op<"parameter", [Pure]> {
+def Cpc_ParameterOp : Cpc_Op<"parameter", [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "A model parameter (an ONNX initializer), by name";
   let description = [{
     The value lives outside the IR (the weight store of the imported model) under `name`.
     `trainable` marks parameters that training updates; frozen ones (e.g. MAE's fixed
     positional embeddings) are plain inputs to the step.
+
+    A sharded parameter (ZeRO-3) carries `global_shape` and `sharding`: the value is this
+    rank's block of the flattened parameter, whose dim 0 is split over the sharding's mesh
+    axes; every rank stores only its block.
   }];
-  let arguments = (ins StrAttr:$name, UnitAttr:$trainable);
+  let arguments = (ins StrAttr:$name, UnitAttr:$trainable, OptionalAttr<DenseI64ArrayAttr>:$global_shape,
+                   OptionalAttr<Cpc_ShardingAttr>:$sharding);
   let results = (outs Cpc_Tensor:$result);
   let assemblyFormat = "$name (`trainable` $trainable^)? attr-dict `:` type($result)";
+  let builders = [OpBuilder<(ins "::mlir::Type":$type, "::mlir::StringAttr":$name, "::mlir::UnitAttr":$trainable), [{
+    build($_builder, $_state, type, name, trainable, ::mlir::DenseI64ArrayAttr(), ShardingAttr());
+  }]>];
   let hasVerifier = 1;
 }
 

@@ -1,6 +1,8 @@
-"""Data parallelism: MAE-tiny with a global batch of 8 trained on 2 and 4 MPI ranks gives the
-single-rank run's per-step loss (1e-5 relative) and final parameters (1e-5) over 20 steps; the
-gradient all-reduce really runs (counted per step); a plan for 2 ranks refuses 3.
+"""Data parallelism: MAE-tiny with a global batch of 8 trained on 2 and 4 MPI ranks, with ZeRO
+stages 0-3, gives the single-rank run's per-step loss (1e-5 relative) and final parameters (1e-5)
+over 20 steps; the collectives really run (counted per step, bytes equal to the ring volumes);
+model-state bytes per rank equal the ZeRO formulas; a plan for 2 ranks refuses 3; a killed rank
+ends the job.
 """
 import json
 import os
@@ -84,16 +86,38 @@ with tempdir() as work:
             # 2*4*Psi*(N-1)/N; ZeRO-1 adds the parameter all-gather; ZeRO-2 replaces the all-reduce
             # by a reduce-scatter, so it is back to DP's volume. A few scalars (loss, norm) on top.
             ring = 4 * trainable * (dp - 1) / dp
-            expected = {0: 2 * ring, 1: 3 * ring, 2: 2 * ring}[zero]
+            plan = os.path.join(work, name + ".plan")
+            summary = json.loads(run([tool("cpc"), "inspect", plan, "--json"]).stdout)
+            if zero == 3:
+                # ZeRO-3: the gradient reduce-scatter (Psi) plus an all-gather of every block before
+                # each op that reads the parameter: forward (Psi) and again in backward for the
+                # parameters backward reads (matmul weights, norm scales; not biases) — at most
+                # ZeRO's 3 Psi, i.e. 1.5x data parallelism's volume.
+                gathered = sum(int(np.prod(summary["buffers"][s["out"][0]]["shape"]))
+                               for p in summary["programs"] for s in p["steps"] if s["op"] == "cpc.all_gather")
+                expected = 4 * (trainable + gathered) * (dp - 1) / dp
+                assert 2.5 * ring < expected <= 3 * ring, "gathered %d elements for %d parameters" % (
+                    gathered, trainable)
+            else:
+                expected = {0: 2 * ring, 1: 3 * ring, 2: 2 * ring}[zero]
             sent = ours[-1]["comm_bytes"]
             assert expected <= sent <= expected + 64, "sent %d B per step, expected %d" % (sent, expected)
+            # Model states per rank (fp32 AdamW): 16 Psi, 8 Psi + 8 Psi/N, 4 Psi + 12 Psi/N, 16 Psi/N
+            # (every MAE-tiny parameter size divides by 2 and 4, so none is kept whole).
+            states = summary["summary"]["model_states"]
+            formula = {0: 16 * trainable, 1: 8 * trainable + 8 * trainable // dp,
+                       2: 4 * trainable + 12 * trainable // dp, 3: 16 * trainable // dp}[zero]
+            assert states["trainable_elements"] == trainable, states
+            assert states["total"] == formula == states["formula"], "model states %s, formula %d" % (states, formula)
+            assert "model states per rank: parameters %d B" % states["parameters"] in out, out[:2000]
             if zero:
                 # fp32 AdamW moments: 8 bytes per trainable parameter, 1/dp of them on each rank.
                 got = state_bytes(os.path.join(work, name + ".plan"))
                 assert got == 8 * trainable // dp, "optimizer state %d B per rank, expected 8*%d/%d" % (
                     got, trainable, dp)
-            print("   dp=%d zero=%d: worst per-step loss difference %.2e, %d collectives, %d B sent per step" % (
-                dp, zero, worst, calls[-1], sent))
+            print("   dp=%d zero=%d: worst per-step loss difference %.2e, %d collectives, %d B sent per step "
+                  "(%.3fx data parallelism), model states %d B per rank" % (
+                      dp, zero, worst, calls[-1], sent, sent / (2 * ring), states["total"]))
         return check
 
     def accumulation_on_ranks():
@@ -161,6 +185,8 @@ with tempdir() as work:
     results.check("4 ranks with ZeRO-1 equal one rank; optimizer state is 8/4 bytes per parameter", layout(4, 1))
     results.check("2 ranks with ZeRO-2 equal one rank; reduce-scatter + all-gather traffic", layout(2, 2))
     results.check("4 ranks with ZeRO-2 equal one rank; reduce-scatter + all-gather traffic", layout(4, 2))
+    results.check("2 ranks with ZeRO-3 equal one rank; parameters gathered before use", layout(2, 3))
+    results.check("4 ranks with ZeRO-3 equal one rank; parameters gathered before use", layout(4, 3))
     results.check("gradient accumulation on 2 ranks equals one rank, one gradient reduction per step",
                   accumulation_on_ranks)
     results.check("a plan for 2 ranks refuses to run on 3", wrong_world_size)

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <iomanip>
+#include <set>
 #include <iostream>
 
 namespace cpc::tools {
@@ -29,9 +30,9 @@ Options:
   --set KEY=VALUE            Override one config key (VALUE is JSON, e.g. --set LR=1e-3); repeatable
   --input-shape NAME=AxBxC   Static shape for a graph input with symbolic dims (repeatable)
   --frozen REGEX             Treat matching parameters as frozen (repeatable)
-  --zero 0|1|2               ZeRO stage with --dp: 1 shards the optimizer states and the update over
-                             the data-parallel ranks, 2 also reduce-scatters the gradients
-                             (stage 3 is not available yet)
+  --zero 0|1|2|3             ZeRO stage with --dp: 1 shards the optimizer states and the update over
+                             the data-parallel ranks, 2 also reduce-scatters the gradients, 3 also
+                             stores the parameters as per-rank blocks, all-gathered before each use
   --dump-sharding            Print each split or partial value: global shape, sharding, local shape
   --dp N                     Data parallelism over N ranks (training): each rank takes 1/N of
                              every microbatch; gradients are all-reduced
@@ -136,7 +137,7 @@ void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &f
   }
   auto row = [](const std::string &fn, const std::string &value, const std::string &global, const std::string &sh,
                 const std::string &local) {
-    std::cout << "  " << std::left << std::setw(12) << fn << std::setw(34) << value.substr(0, 33) << std::setw(18)
+    std::cout << "  " << std::left << std::setw(12) << fn << std::setw(52) << value.substr(0, 51) << std::setw(18)
               << global << std::setw(22) << sh << local << "\n";
   };
   row("function", "value", "global shape", "sharding", "local shape");
@@ -153,17 +154,25 @@ void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &f
       row(name, "input " + (argName ? argName.getValue().str() : std::string("?")), globalShape(t, sharding, mesh),
           shardingString(sharding), typeString(t));
     }
+    std::set<std::string> variablesShown; // a variable may be read at several places
     func.walk([&](mlir::Operation *op) {
       auto shardings = op->getAttrOfType<mlir::ArrayAttr>("cpc.shardings");
       if (!shardings)
         return;
-      std::string loc;
+      std::string label = op->getName().getStringRef().str();
       if (auto nameLoc = llvm::dyn_cast<mlir::NameLoc>(op->getLoc()))
-        loc = nameLoc.getName().str();
+        label += " " + nameLoc.getName().str();
+      // ZeRO's placement of parameters and optimizer states: per-rank blocks of the flat value.
+      if (auto param = llvm::dyn_cast<ParameterOp>(op))
+        label = "param " + param.getName().str();
+      else if (auto state = llvm::dyn_cast<StateOp>(op))
+        label = "state " + state.getName().str();
+      if (llvm::isa<ParameterOp, StateOp>(op) && !variablesShown.insert(label).second)
+        return;
       for (auto [i, attr] : llvm::enumerate(shardings)) {
         auto sharding = llvm::cast<ShardingAttr>(attr);
         auto t = llvm::cast<mlir::RankedTensorType>(op->getResult(i).getType());
-        row(name, op->getName().getStringRef().str() + (loc.empty() ? "" : " " + loc), globalShape(t, sharding, mesh),
+        row(name, label, globalShape(t, sharding, mesh),
             shardingString(sharding), typeString(t));
       }
     });
@@ -225,8 +234,6 @@ int runCompile(int argc, char **argv) {
       if (v != "0" && v != "1" && v != "2" && v != "3")
         throw UsageError("--zero expects 0, 1, 2 or 3, got '" + v + "'");
       zeroStage = std::stoi(v);
-      if (zeroStage > 2)
-        throw UsageError("--zero " + v + " is not available yet (ZeRO stages 1 and 2 are)");
     } else if (arg == "--dump-sharding") {
       dumpSharding = true;
     } else if (arg == "--dp") {

@@ -1,4 +1,5 @@
 //===- Inspect.cpp - cpc inspect: describe a plan -------------------------===//
+#include "runtime/ModelState.h"
 #include "runtime/Plan.h"
 #include "tools/cpc/Commands.h"
 
@@ -51,10 +52,14 @@ int runInspect(int argc, char **argv) {
   std::map<std::string, int> bufferCounts;
   for (const auto &b : plan.buffers)
     bufferCounts[b.aliasOf >= 0 ? "view" : bufferKindName(b.kind)]++;
-  int64_t trainable = 0;
+  int64_t trainable = 0, sharded = 0, parameterCount = 0;
   for (const auto &b : plan.buffers)
-    if (b.kind == BufferKind::Parameter && b.aliasOf < 0 && b.trainable)
-      trainable += numElements(b.shape);
+    if (b.kind == BufferKind::Parameter && b.aliasOf < 0) {
+      parameterCount++;
+      sharded += b.sharded();
+      if (b.trainable)
+        trainable += numElements(b.sharded() ? b.globalShape : b.shape);
+    }
 
   if (json) {
     nlohmann::json j = plan.metadata();
@@ -63,6 +68,8 @@ int runInspect(int argc, char **argv) {
                     {"parameter_bytes", plan.bytesOfKind(BufferKind::Parameter)},
                     {"constant_bytes", plan.bytesOfKind(BufferKind::Constant)},
                     {"trainable_parameters", trainable}};
+    if (plan.mode == "train")
+      j["summary"]["model_states"] = modelStateBytes(plan).toJson();
     std::cout << j.dump(1) << "\n";
     return 0;
   }
@@ -95,6 +102,15 @@ int runInspect(int argc, char **argv) {
             << " trainable elements\n  optimizer and accumulator state: " << mib(plan.bytesOfKind(BufferKind::State))
             << "\n  constants: " << mib(plan.bytesOfKind(BufferKind::Constant))
             << "\n  predicted peak memory per rank: " << mib(plan.predictedPeakBytes) << "\n";
+  if (plan.mode == "train") {
+    ModelStateBytes states = modelStateBytes(plan);
+    std::cout << "  data parallel: " << states.ranks << " rank" << (states.ranks > 1 ? "s" : "") << ", ZeRO stage "
+              << states.zeroStage;
+    if (sharded)
+      std::cout << " (" << sharded << " of " << parameterCount
+                << " parameters stored as per-rank blocks, gathered before use)";
+    std::cout << "\n  " << states.summary() << "\n";
+  }
   return 0;
 }
 

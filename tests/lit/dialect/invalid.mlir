@@ -194,6 +194,26 @@ func.func @parameter_trainable_int() {
 
 // -----
 
+cpc.mesh @mesh shape = [2] axes = ["dp"]
+// Tests that a sharded parameter names both its global shape and its sharding.
+func.func @parameter_shard_without_global_shape() {
+  // expected-error @+1 {{'cpc.parameter' op a sharded parameter needs both global_shape and sharding}}
+  %0 = cpc.parameter "w" trainable {sharding = #cpc.sharding<@mesh, [["dp"]]>} : tensor<6xf32>
+  return
+}
+
+// -----
+
+cpc.mesh @mesh shape = [2] axes = ["dp"]
+// Tests that a sharded parameter's block times the ranks is its global size.
+func.func @parameter_shard_wrong_block() {
+  // expected-error @+1 {{'cpc.parameter' op block of 4 elements times 2 ranks is not the global 12 elements}}
+  %0 = cpc.parameter "w" trainable {global_shape = array<i64: 4, 3>, sharding = #cpc.sharding<@mesh, [["dp"]]>} : tensor<4xf32>
+  return
+}
+
+// -----
+
 // Tests that random_uniform rejects low == high.
 func.func @random_uniform_empty_range() {
   // expected-error @+1 {{'cpc.random_uniform' op needs low < high}}
