@@ -140,7 +140,8 @@ public:
     }
     int64_t arena = plan_.arenaBytesOfRank(0);
     plan_.predictedPeakBytes = arena + plan_.bytesOfKind(BufferKind::Parameter) + plan_.bytesOfKind(BufferKind::State) +
-                               plan_.bytesOfKind(BufferKind::Constant) + plan_.bytesOfKind(BufferKind::Input);
+                               plan_.bytesOfKind(BufferKind::Constant) + plan_.bytesOfKind(BufferKind::Input) +
+                               collectiveScratchBytes();
     plan_.validate();
     return std::move(plan_);
   }
@@ -154,6 +155,17 @@ private:
     std::vector<bool> inPlaceCandidate;
     std::vector<std::pair<int, int>> assigns; // (step index of the copy, variable buffer)
   };
+
+  /// The fixed scratch of the runtime's collectives (see kCollectiveChunkBytes).
+  int64_t collectiveScratchBytes() const {
+    bool summing = false, bucket = false;
+    for (const RankProgram &p : plan_.programs)
+      for (const StepDesc &s : p.steps) {
+        summing |= s.op == "cpc.all_reduce" || s.op == "cpc.reduce_scatter";
+        bucket |= s.op == "cpc.all_reduce" && s.inputs.size() > 1;
+      }
+    return (summing ? 2 * kCollectiveChunkBytes : 0) + (bucket ? kBucketPieceBytes : 0);
+  }
 
   int newBuffer(Type t, const std::string &name, BufferKind kind, Operation *where) {
     auto type = llvm::cast<RankedTensorType>(t);
@@ -379,6 +391,22 @@ private:
         plan_.buffers[out].aliasOf = r;
         rl[r] = std::max(rl[r], rl[out]);
         break;
+      }
+    }
+
+    // An all-reduce sums in place: each output may take its input's memory when that input is
+    // not read afterwards (a bucket of gradients then needs no second copy).
+    for (int s = 0; s < end; ++s) {
+      if (!options_.inPlace || steps[s].op != "cpc.all_reduce")
+        continue;
+      for (size_t i = 0; i < steps[s].inputs.size(); ++i) {
+        int in = steps[s].inputs[i], out = steps[s].outputs[i], r = plan_.rootOf(in);
+        const BufferDesc &rb = plan_.buffers[r];
+        if (plan_.buffers[out].aliasOf >= 0 || rb.kind != BufferKind::Arena || rl[r] != s ||
+            rb.bytes() != plan_.buffers[out].bytes() || std::count(steps[s].inputs.begin(), steps[s].inputs.end(), in) > 1)
+          continue;
+        plan_.buffers[out].aliasOf = r;
+        rl[r] = std::max(rl[r], rl[out]);
       }
     }
 

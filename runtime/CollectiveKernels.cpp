@@ -1,7 +1,9 @@
 //===- CollectiveKernels.cpp ----------------------------------------------===//
 #include "runtime/CollectiveKernels.h"
 #include "runtime/Communicator.h"
+#include "runtime/Plan.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace cpc {
@@ -75,17 +77,30 @@ void allReduceKernel(kernels::KernelContext &ctx) {
       ctx.fail("a bucket must hold one element type");
     count += t.numel();
   }
-  std::vector<uint8_t> bucket(count * dtypeSize(type));
-  size_t offset = 0;
-  for (const TensorRef &t : ctx.inputs) {
-    std::memcpy(bucket.data() + offset, t.data, t.bytes());
-    offset += t.bytes();
-  }
-  ctx.comm->allReduceSum(bucket.data(), count, type, group);
-  offset = 0;
-  for (const TensorRef &t : ctx.outputs) {
-    std::memcpy(t.data, bucket.data() + offset, t.bytes());
-    offset += t.bytes();
+  // The bucket is the concatenation of its members, reduced piece by piece through one packing
+  // buffer of fixed size (the plan's predicted peak counts it). An output may be its input's
+  // memory: a piece is written back only over bytes that were already packed.
+  static std::vector<uint8_t> packed(kBucketPieceBytes);
+  const int64_t es = dtypeSize(type), pieceElements = kBucketPieceBytes / es;
+  auto copyRange = [&](int64_t begin, int64_t end, bool pack) {
+    int64_t offset = 0;
+    for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+      int64_t n = ctx.inputs[i].numel(), from = std::max(begin, offset), to = std::min(end, offset + n);
+      if (from < to) {
+        uint8_t *piece = packed.data() + (from - begin) * es;
+        if (pack)
+          std::memcpy(piece, static_cast<const uint8_t *>(ctx.inputs[i].data) + (from - offset) * es, (to - from) * es);
+        else
+          std::memcpy(static_cast<uint8_t *>(ctx.outputs[i].data) + (from - offset) * es, piece, (to - from) * es);
+      }
+      offset += n;
+    }
+  };
+  for (int64_t begin = 0; begin < count; begin += pieceElements) {
+    int64_t end = std::min(count, begin + pieceElements);
+    copyRange(begin, end, true);
+    ctx.comm->allReduceSum(packed.data(), end - begin, type, group);
+    copyRange(begin, end, false);
   }
 }
 

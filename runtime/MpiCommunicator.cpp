@@ -9,10 +9,13 @@
 // rank in the group (the block it gets in allGather / reduceScatterSum).
 //
 #include "runtime/Communicator.h"
+#include "runtime/Plan.h"
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -92,34 +95,74 @@ public:
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
+  // The collectives are rings of point-to-point messages rather than MPI's own collectives, so
+  // that the memory they need beyond their buffers is fixed and known to the compiler: chunks of
+  // at most kCollectiveChunkBytes through two scratch buffers (MPI's all-reduce and reduce-scatter
+  // allocate temporaries as large as the message). Each rank sends (n-1)/n of the buffer per phase.
+
   void allReduceSum(void *data, int64_t count, DType type, const std::vector<int> &group) override {
     const Group &g = groupOf("all_reduce", count, type, group);
-    const int64_t es = dtypeSize(type), chunk = INT_MAX / 2;
-    for (int64_t done = 0; done < count; done += chunk) {
-      int n = (int)std::min(chunk, count - done);
-      check(MPI_Allreduce(MPI_IN_PLACE, static_cast<char *>(data) + done * es, n, mpiType(type), MPI_SUM, g.comm),
-            "all_reduce", group);
+    const int64_t es = dtypeSize(type), n = g.size;
+    char *bytes = static_cast<char *>(data);
+    const int64_t chunk = kCollectiveChunkBytes / es; // largest block a step moves
+    char *incoming = scratch();
+    for (int64_t start = 0; start < count && n > 1; start += n * chunk) {
+      const int64_t len = std::min(n * chunk, count - start);
+      auto index = [&](int64_t b) { return (b % n + n) % n; };
+      auto begin = [&](int64_t b) { return start + index(b) * len / n; };
+      auto size = [&](int64_t b) { return (index(b) + 1) * len / n - index(b) * len / n; };
+      // Reduce-scatter: after step k, the block received holds k + 2 ranks' sums.
+      for (int64_t k = 0; k + 1 < n; ++k) {
+        int64_t out = g.rank - k, in = g.rank - k - 1;
+        exchange(bytes + begin(out) * es, size(out), incoming, size(in), type, g, "all_reduce", group);
+        addInto(bytes + begin(in) * es, incoming, size(in), type);
+      }
+      // All-gather: this rank's summed block is rank + 1; pass the summed blocks around.
+      for (int64_t k = 0; k + 1 < n; ++k) {
+        int64_t out = g.rank + 1 - k, in = g.rank - k;
+        exchange(bytes + begin(out) * es, size(out), bytes + begin(in) * es, size(in), type, g, "all_reduce", group);
+      }
     }
-    // Ring all-reduce: a reduce-scatter then an all-gather, each sending (n-1)/n of the buffer.
     Communicator::count("all_reduce", 2 * (g.size - 1) * (count * es) / g.size);
   }
 
   void allGather(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
     const Group &g = groupOf("all_gather", count, type, group);
-    fitsInt("all_gather", count * g.size, group);
-    const int64_t es = dtypeSize(type);
-    // Gathering in place: this rank's block already sits at its position of `recv`.
-    const void *in = send == static_cast<char *>(recv) + g.rank * count * es ? MPI_IN_PLACE : send;
-    check(MPI_Allgather(in, (int)count, mpiType(type), recv, (int)count, mpiType(type), g.comm), "all_gather", group);
+    const int64_t es = dtypeSize(type), n = g.size, blockBytes = count * es;
+    char *out = static_cast<char *>(recv);
+    auto block = [&](int64_t b) { return out + (b % n + n) % n * blockBytes; };
+    if (send != block(g.rank))
+      std::memcpy(block(g.rank), send, blockBytes);
+    for (int64_t done = 0; done < count; done += kCollectiveChunkBytes / es) { // pieces: bounded messages
+      int64_t piece = std::min<int64_t>(kCollectiveChunkBytes / es, count - done);
+      for (int64_t k = 0; k + 1 < n; ++k)
+        exchange(block(g.rank - k) + done * es, piece, block(g.rank - k - 1) + done * es, piece, type, g,
+                 "all_gather", group);
+    }
     Communicator::count("all_gather", (g.size - 1) * count * es);
   }
 
   void reduceScatterSum(const void *send, void *recv, int64_t count, DType type,
                         const std::vector<int> &group) override {
     const Group &g = groupOf("reduce_scatter", count, type, group);
-    fitsInt("reduce_scatter", count * g.size, group);
-    const void *in = send == recv ? MPI_IN_PLACE : send;
-    check(MPI_Reduce_scatter_block(in, recv, (int)count, mpiType(type), MPI_SUM, g.comm), "reduce_scatter", group);
+    const int64_t es = dtypeSize(type), n = g.size;
+    const char *in = static_cast<const char *>(send);
+    auto block = [&](int64_t b) { return in + (b % n + n) % n * count * es; };
+    if (n == 1 && send != recv)
+      std::memcpy(recv, send, count * es);
+    char *sum = scratch(), *incoming = scratch() + kCollectiveChunkBytes;
+    // Segment by segment of every block; rank r's running sum of block r - k - 1 goes right at
+    // step k, so that after n - 1 steps it holds the total of its own block r.
+    for (int64_t done = 0; done < count && n > 1; done += kCollectiveChunkBytes / es) {
+      int64_t piece = std::min<int64_t>(kCollectiveChunkBytes / es, count - done);
+      for (int64_t k = 0; k + 1 < n; ++k) {
+        const char *outgoing = k == 0 ? block(g.rank - 1) + done * es : sum;
+        bool last = k + 2 == n;
+        char *target = last ? static_cast<char *>(recv) + done * es : sum;
+        exchange(outgoing, piece, incoming, piece, type, g, "reduce_scatter", group);
+        addTo(target, incoming, block(g.rank - k - 2) + done * es, piece, type);
+      }
+    }
     Communicator::count("reduce_scatter", (g.size - 1) * count * (int64_t)dtypeSize(type));
   }
 
@@ -140,6 +183,43 @@ public:
   }
 
 private:
+  struct Group;
+
+  /// Sends `sendCount` elements to the next rank of the ring while receiving `recvCount` from the
+  /// previous one.
+  void exchange(const void *out, int64_t sendCount, void *in, int64_t recvCount, DType type, const Group &g,
+                const char *kind, const std::vector<int> &group) {
+    int right = (g.rank + 1) % g.size, left = (g.rank + g.size - 1) % g.size;
+    check(MPI_Sendrecv(out, (int)sendCount, mpiType(type), right, kRingTag, in, (int)recvCount, mpiType(type), left,
+                       kRingTag, g.comm, MPI_STATUS_IGNORE),
+          kind, group);
+  }
+
+  /// Two chunk buffers, allocated on the first collective (what the plan's predicted peak counts).
+  char *scratch() {
+    if (scratch_.empty())
+      scratch_.resize(2 * kCollectiveChunkBytes);
+    return scratch_.data();
+  }
+
+  template <typename T> static void addElements(T *dst, const T *a, const T *b, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = a[i] + b[i];
+  }
+  /// dst = a + b, element-wise.
+  static void addTo(void *dst, const void *a, const void *b, int64_t n, DType type) {
+    switch (type) {
+    case DType::F32: addElements((float *)dst, (const float *)a, (const float *)b, n); break;
+    case DType::F64: addElements((double *)dst, (const double *)a, (const double *)b, n); break;
+    case DType::I64: addElements((int64_t *)dst, (const int64_t *)a, (const int64_t *)b, n); break;
+    default: throw RuntimeError(std::string("cannot sum ") + dtypeName(type));
+    }
+  }
+  static void addInto(void *dst, const void *src, int64_t n, DType type) { addTo(dst, dst, src, n, type); }
+
+  static constexpr int kRingTag = 7;
+  std::vector<char> scratch_;
+
   struct Group {
     MPI_Comm comm = MPI_COMM_NULL;
     int rank = 0; // this process's rank in the group

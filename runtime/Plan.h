@@ -29,6 +29,13 @@ namespace cpc {
 constexpr uint32_t kPlanVersion = 1;
 constexpr size_t kPlanAlignment = 64;
 
+/// Collectives run through fixed scratch memory whatever the message size (so that the predicted
+/// peak holds): ring steps move chunks of at most kCollectiveChunkBytes through two such buffers,
+/// and a bucket of several tensors is all-reduced piece by piece through a kBucketPieceBytes
+/// packing buffer.
+constexpr int64_t kCollectiveChunkBytes = 1 << 20;
+constexpr int64_t kBucketPieceBytes = 4 << 20;
+
 /// Arena: temporaries of one program; Parameter: initialized from the blob, persistent;
 /// State: zero-initialized, persistent (optimizer moments, gradient accumulators);
 /// Constant: read-only blob data; Input: bound by the runtime before a program runs.

@@ -5,6 +5,7 @@
 //
 #include "runtime/Communicator.h"
 #include "runtime/Launcher.h"
+#include "runtime/Plan.h"
 
 #include <mpi.h>
 
@@ -121,6 +122,42 @@ void worldCollectives(Communicator &comm) {
         "counts line '" + formatCommCounts(comm) + "'");
 }
 
+/// The ring collectives move messages in chunks of kCollectiveChunkBytes: sizes that span several
+/// chunks, blocks of unequal size (counts that do not divide by the ranks) and fewer elements
+/// than ranks must all come out exact.
+void largeAndUnevenCollectives(Communicator &comm) {
+  const int n = comm.size(), r = comm.rank();
+  const int64_t chunk = kCollectiveChunkBytes / 4;
+  for (int64_t count : {int64_t(1), int64_t(n - 1), int64_t(1000003), 3 * n * chunk + 7}) {
+    if (count < 1)
+      continue;
+    std::vector<float> v(count);
+    for (int64_t i = 0; i < count; ++i)
+      v[i] = float((r + 1) * (i % 1000));
+    comm.allReduceSum(v.data(), count, DType::F32, {});
+    bool ok = true;
+    for (int64_t i = 0; i < count && ok; ++i)
+      ok = v[i] == float(n * (n + 1) / 2 * (i % 1000));
+    check(ok, "all_reduce of " + std::to_string(count) + " elements");
+  }
+  for (int64_t count : {int64_t(3), 2 * chunk + 5}) {
+    std::vector<double> full(count * n), mine(count, -1);
+    for (int64_t j = 0; j < count * n; ++j)
+      full[j] = r + j % 977;
+    comm.reduceScatterSum(full.data(), mine.data(), count, DType::F64, {});
+    bool ok = true;
+    for (int64_t i = 0; i < count && ok; ++i)
+      ok = mine[i] == n * (n - 1) / 2.0 + n * double((r * count + i) % 977);
+    check(ok, "reduce_scatter of " + std::to_string(count) + " elements per rank");
+    std::vector<double> all(count * n, -1);
+    comm.allGather(mine.data(), all.data(), count, DType::F64, {});
+    ok = true;
+    for (int64_t j = 0; j < count * n && ok; ++j)
+      ok = all[j] == n * (n - 1) / 2.0 + n * double(j % 977);
+    check(ok, "all_gather of " + std::to_string(count) + " elements per rank");
+  }
+}
+
 void groupCollectives(Communicator &comm) {
   const int n = comm.size(), r = comm.rank();
   // Two groups by parity; the odd group lists its ranks in descending order, which defines the
@@ -223,7 +260,7 @@ int main() {
   check(comm->size() == std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE")), "world size");
   auto second = makeMpiCommunicator(); // a second communicator (its own MPI_Comm_dup) works too
   check(second->size() == comm->size(), "second communicator");
-  for (auto *step : {&worldCollectives, &groupCollectives, &errorPaths}) {
+  for (auto *step : {&worldCollectives, &largeAndUnevenCollectives, &groupCollectives, &errorPaths}) {
     try {
       step(*comm);
     } catch (const std::exception &e) {
