@@ -61,23 +61,20 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
       views_[i].data = static_cast<uint8_t *>(mem_->arena->ptr) + b.offset;
       break;
     case BufferKind::Constant:
-      // Read-only: kernels never write constants, so they run straight from the plan's blob.
-      views_[i].data = const_cast<uint8_t *>(plan.blob.data()) + b.offset;
-      memory_.constantBytes += b.bytes();
-      break;
     case BufferKind::Parameter: {
-      memory_.parameterBytes += b.bytes();
+      (b.kind == BufferKind::Constant ? memory_.constantBytes : memory_.parameterBytes) += b.bytes();
       // A sharded parameter's block: this rank's slice of the whole value in the blob.
-      const uint8_t *initial = plan.blob.data() + b.offset +
-                               (b.sharded() ? plan.shardIndex(options.rank, b.shardAxes) * b.bytes() : 0);
-      if (plan.mode != "train") { // read-only at inference: run from the plan's blob, no copy
-        views_[i].data = const_cast<uint8_t *>(initial);
+      size_t offset = b.offset + (b.sharded() ? plan.shardIndex(options.rank, b.shardAxes) * b.bytes() : 0);
+      // Kernels never write constants, nor parameters at inference: those run straight from a
+      // plan held in memory. Training updates parameters in place, so they get memory of their own.
+      if (plan.blobInMemory() && (b.kind == BufferKind::Constant || plan.mode != "train")) {
+        views_[i].data = const_cast<uint8_t *>(plan.blob.data()) + offset;
+        memory_.inPlanBytes += b.bytes();
         break;
       }
-      // Training updates parameters in place: they get memory of their own.
       mem_->owned.push_back(std::make_unique<AlignedBuffer>(b.bytes()));
       views_[i].data = mem_->owned.back()->ptr;
-      std::memcpy(views_[i].data, initial, b.bytes());
+      plan.readBlob(offset, b.bytes(), views_[i].data);
       break;
     }
     case BufferKind::State: // zero-initialized by AlignedBuffer

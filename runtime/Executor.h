@@ -28,6 +28,7 @@ struct MemoryStats {
   int64_t stateBytes = 0;
   int64_t constantBytes = 0;
   int64_t inputBytes = 0;
+  int64_t inPlanBytes = 0; // of the above, read in place from a plan held in memory
   int64_t total() const { return arenaBytes + parameterBytes + stateBytes + constantBytes + inputBytes; }
 };
 

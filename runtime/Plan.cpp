@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace cpc {
 
@@ -205,7 +207,7 @@ void Plan::validate() const {
     if (b.aliasOf >= 0)
       continue;
     if (b.kind == BufferKind::Parameter || b.kind == BufferKind::Constant) {
-      if (b.offset < 0 || b.offset % kPlanAlignment || b.offset + b.storedBytes() > blob.size())
+      if (b.offset < 0 || b.offset % kPlanAlignment || b.offset + b.storedBytes() > blobSize())
         fail("buffer '" + b.name + "' lies outside the data blob");
     }
     if (b.sharded()) {
@@ -244,6 +246,8 @@ void Plan::validate() const {
 }
 
 void writePlan(const Plan &plan, const std::string &path) {
+  if (!plan.blobInMemory())
+    throw RuntimeError(path + ": cannot write a plan whose data was left in " + plan.blobFile);
   std::vector<uint8_t> head = nlohmann::json::to_cbor(plan.metadata());
   size_t metadataSize = head.size();
   size_t blobOffset = alignUp(kHeaderSize + head.size());
@@ -269,7 +273,31 @@ void writePlan(const Plan &plan, const std::string &path) {
     throw RuntimeError(path + ": writing the plan failed");
 }
 
-Plan readPlan(const std::string &path) {
+void Plan::readBlob(size_t offset, size_t bytes, void *dst) const {
+  if (offset + bytes > blobSize())
+    throw RuntimeError("plan data [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
+                       ") lies outside the blob");
+  if (blobInMemory()) {
+    std::memcpy(dst, blob.data() + offset, bytes);
+    return;
+  }
+  int fd = ::open(blobFile.c_str(), O_RDONLY);
+  if (fd < 0)
+    throw RuntimeError(blobFile + ": cannot open: " + std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes) {
+    ssize_t n = ::pread(fd, static_cast<char *>(dst) + done, bytes - done, blobFileOffset + offset + done);
+    if (n <= 0) {
+      ::close(fd);
+      throw RuntimeError(blobFile + ": cannot read the plan's data (" + (n < 0 ? std::strerror(errno) : "truncated") +
+                         ")");
+    }
+    done += n;
+  }
+  ::close(fd);
+}
+
+Plan readPlan(const std::string &path, PlanBlob blobMode) {
   auto fail = [&](const std::string &m) -> RuntimeError { return RuntimeError(path + ": " + m); };
   std::ifstream in(path, std::ios::binary);
   struct stat st;
@@ -294,12 +322,27 @@ Plan readPlan(const std::string &path) {
     throw fail("corrupted plan (inconsistent header)");
   std::vector<uint8_t> head(h.blobOffset - kHeaderSize);
   Plan plan;
-  plan.blob.resize(h.blobSize);
-  if (!in.read(reinterpret_cast<char *>(head.data()), head.size()) ||
-      !in.read(reinterpret_cast<char *>(plan.blob.data()), plan.blob.size()))
+  if (!in.read(reinterpret_cast<char *>(head.data()), head.size()))
     throw fail("cannot read the plan");
-  uint64_t sum = checksumUpdate(checksumUpdate(checksumInit(size - kHeaderSize), head.data(), head.size()),
-                                plan.blob.data(), plan.blob.size());
+  uint64_t sum = checksumUpdate(checksumInit(size - kHeaderSize), head.data(), head.size());
+  if (blobMode == PlanBlob::InMemory) {
+    plan.blob.resize(h.blobSize);
+    if (!in.read(reinterpret_cast<char *>(plan.blob.data()), plan.blob.size()))
+      throw fail("cannot read the plan");
+    sum = checksumUpdate(sum, plan.blob.data(), plan.blob.size());
+  } else { // verify the tensors by streaming them through a small buffer
+    std::vector<uint8_t> chunk(8 << 20);
+    for (uint64_t done = 0; done < h.blobSize;) {
+      size_t n = std::min<uint64_t>(chunk.size(), h.blobSize - done);
+      if (!in.read(reinterpret_cast<char *>(chunk.data()), n))
+        throw fail("cannot read the plan");
+      sum = checksumUpdate(sum, chunk.data(), n);
+      done += n;
+    }
+    plan.blobFile = path;
+    plan.blobFileOffset = h.blobOffset;
+    plan.blobFileSize = h.blobSize;
+  }
   if (sum != h.checksum)
     throw fail("corrupted plan (checksum mismatch)");
 

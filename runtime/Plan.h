@@ -96,6 +96,17 @@ struct Plan {
   std::vector<NamedBuffer> outputs;
   std::vector<RankProgram> programs;
   std::vector<uint8_t> blob;
+  // A plan read with PlanBlob::InFile leaves `blob` empty: its tensors stay in the file, from
+  // byte `blobFileOffset` of `blobFile` on, and readBlob copies them out (so that a rank holds
+  // only the parameters it keeps, not a second copy of every initial value).
+  std::string blobFile;
+  uint64_t blobFileOffset = 0;
+  uint64_t blobFileSize = 0;
+
+  bool blobInMemory() const { return blobFile.empty(); }
+  size_t blobSize() const { return blobInMemory() ? blob.size() : blobFileSize; }
+  /// Copies `bytes` of the blob from `offset` to `dst`; throws RuntimeError naming the file.
+  void readBlob(size_t offset, size_t bytes, void *dst) const;
   int64_t predictedPeakBytes = 0;
   nlohmann::json training = nlohmann::json::object(); // the recipe the runtime drives (train mode)
 
@@ -119,8 +130,11 @@ struct Plan {
 
 /// Writes `plan` to `path`; throws RuntimeError.
 void writePlan(const Plan &plan, const std::string &path);
+/// Where readPlan puts the tensors: in memory (Plan::blob) or left in the file (verified by
+/// the checksum while streaming, read on demand with Plan::readBlob).
+enum class PlanBlob { InMemory, InFile };
 /// Reads and validates a plan; throws RuntimeError with a one-line message naming the file.
-Plan readPlan(const std::string &path);
+Plan readPlan(const std::string &path, PlanBlob blob = PlanBlob::InMemory);
 /// The checksum used in plan files (64-bit, word-wise mixing; detects corruption, not attacks).
 uint64_t planChecksum(const uint8_t *data, size_t size);
 

@@ -85,9 +85,7 @@ void printProfile(const cpc::Executor &executor) {
 /// Tensor memory this rank measured: resident growth since the probe started plus what the
 /// executor reads in place from the plan's blob (loaded before the probe started).
 int64_t measuredPeakBytes(const cpc::Plan &plan, const cpc::Executor &executor, const cpc::MemoryProbe &probe) {
-  cpc::MemoryStats mem = executor.memoryStats();
-  int64_t inBlob = mem.constantBytes + (plan.mode == "train" ? 0 : mem.parameterBytes);
-  return probe.peakSinceStart() + inBlob;
+  return probe.peakSinceStart() + executor.memoryStats().inPlanBytes;
 }
 
 std::string memoryLine(const cpc::Plan &plan, const cpc::Executor &executor, const cpc::MemoryProbe &probe) {
@@ -311,7 +309,8 @@ int run(int argc, char **argv) {
   }
 
   // Read (and validate) the plan before starting ranks, so that a bad plan fails once, here.
-  auto plan = std::make_unique<cpc::Plan>(cpc::readPlan(planPath));
+  // The tensors stay in the file: each rank copies out only what it keeps (its parameter blocks).
+  auto plan = std::make_unique<cpc::Plan>(cpc::readPlan(planPath, cpc::PlanBlob::InFile));
   const int world = plan->worldSize;
   if (cpc::needsMpiLaunch(world)) {
     plan.reset(); // the ranks load their own copy
