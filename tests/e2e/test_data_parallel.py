@@ -120,20 +120,25 @@ with tempdir() as work:
                       dp, zero, worst, calls[-1], sent, sent / (2 * ring), states["total"]))
         return check
 
-    def accumulation_on_ranks():
-        # 2 microbatches of 4 (the model exported at batch 4), each split over 2 ranks: the
-        # accumulators hold partial sums, reduced once per step in the update.
-        half = export_mae("tiny", 17, os.path.join(work, "half"), extra=["--batch", "4"])
-        with open(os.path.join(work, "accum.json"), "w") as f:
-            json.dump(dict(RECIPE, gradient_accumulation=2), f)
-        ours, params, _ = train(work, half, "accum-dp2", 2, data, config="accum.json")
-        worst = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(ours, single))
-        assert worst <= 1e-5, "accumulation on 2 ranks: per-step loss differs by %.2e" % worst
-        compare_params(params, single_params, atol=1e-5)
-        calls = ours[-1]["comm_calls"]
-        # per microbatch the loss's numerator and denominator (2 scalars); per step one gradient bucket
-        assert calls == 2 * 2 + 1, "expected the gradients reduced once per step, got %d collectives" % calls
-        print("   accumulation 2 on 2 ranks: worst difference %.2e, %d collectives per step" % (worst, calls))
+    def accumulation_on_ranks(zero):
+        def check():
+            # 2 microbatches of 4 (the model exported at batch 4), each split over 2 ranks: the
+            # accumulators hold partial sums, reduced once per step in the update.
+            half = export_mae("tiny", 17, os.path.join(work, "half"), extra=["--batch", "4"])
+            with open(os.path.join(work, "accum.json"), "w") as f:
+                json.dump(dict(RECIPE, gradient_accumulation=2), f)
+            ours, params, _ = train(work, half, "accum-dp2-z%d" % zero, 2, data, zero, config="accum.json")
+            worst = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(ours, single))
+            assert worst <= 1e-5, "accumulation on 2 ranks: per-step loss differs by %.2e" % worst
+            compare_params(params, single_params, atol=1e-5)
+            calls = ours[-1]["comm_calls"]
+            if zero == 0:
+                # per microbatch the loss's numerator and denominator (2 scalars); per step one
+                # gradient bucket
+                assert calls == 2 * 2 + 1, "expected the gradients reduced once per step, got %d collectives" % calls
+            print("   accumulation 2 on 2 ranks, ZeRO-%d: worst difference %.2e, %d collectives per step" % (
+                zero, worst, calls))
+        return check
 
     def wrong_world_size():
         plan = os.path.join(work, "dp2.plan")
@@ -188,7 +193,8 @@ with tempdir() as work:
     results.check("2 ranks with ZeRO-3 equal one rank; parameters gathered before use", layout(2, 3))
     results.check("4 ranks with ZeRO-3 equal one rank; parameters gathered before use", layout(4, 3))
     results.check("gradient accumulation on 2 ranks equals one rank, one gradient reduction per step",
-                  accumulation_on_ranks)
+                  accumulation_on_ranks(0))
+    results.check("gradient accumulation on 2 ranks with ZeRO-3 equals one rank", accumulation_on_ranks(3))
     results.check("a plan for 2 ranks refuses to run on 3", wrong_world_size)
     results.check("killing one rank ends the job within 30 s with one line naming it", killed_rank_ends_the_job)
 results.finish()
