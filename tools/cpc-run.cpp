@@ -27,9 +27,11 @@ Options:
                       holds the global batch (used every step). Inputs without --input get
                       deterministic synthetic data.
   --output-dir DIR    Inference: one NAME.npy per graph output; training: the final value of
-                      every parameter, as PARAM.npy
+                      every parameter, as PARAM.npy (ZeRO-3 blocks gathered whole)
   --metrics FILE      Training: append one JSON object per step (step, loss, lr, grad_norm,
-                      loss_scale, step_s, samples_per_s, peak_bytes) to FILE (JSON lines)
+                      loss_scale, step_s, samples_per_s, peak_bytes = max RSS,
+                      predicted_peak_bytes, measured_peak_bytes, model_state_bytes, and on
+                      several ranks comm_calls, comm_bytes, comm by kind) to FILE (JSON lines)
   --threads T         Threads per rank for kernels (default 1)
   --steps N           Training: optimizer steps to run; inference: runs (mean time printed).
                       Default 1
