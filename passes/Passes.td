@@ -66,16 +66,52 @@ def CpcBuildTrainStep : Pass<"cpc-build-train-step", "::mlir::ModuleOp"> {
   let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
 }
 
+def CpcPropagateSharding : Pass<"cpc-propagate-sharding", "::mlir::ModuleOp"> {
+  let summary = "Propagate sharding seeds over the ops' factor rules to every value";
+  let description = [{
+    Seeds are `cpc.sharding` attributes of function arguments, `cpc.shardings` attributes of
+    op results (one #cpc.sharding per result) and `cpc.shard` ops. Layouts spread over the
+    ops' factor rules (ShardingRules.cpp) forward and backward to a fixpoint; a value keeps the
+    first layout it gets. Arguments without a seed, parameters and states stay whole. A result
+    is then marked as a partial sum where its op contracts a split factor (matmul K, a sum
+    over the split batch) or is linear in a partial operand. Every op with a split or partial
+    result gets `cpc.shardings`; types stay global (cpc-partition makes them local).
+  }];
+  let options = [
+    ListOption<"funcs", "funcs", "std::string", "Functions to propagate in (default: all)">,
+  ];
+  let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
+}
+
+def CpcPartition : Pass<"cpc-partition", "::mlir::ModuleOp"> {
+  let summary = "Rewrite sharded functions into the program each rank of the mesh runs";
+  let description = [{
+    Reads the layouts that cpc-propagate-sharding recorded and makes every type local. A whole
+    value that meets a split use is sliced (`cpc.shard_slice`); a split value that meets a use
+    needing it whole (a dim without a factor, an op without a rule, a `cpc.shard` to whole) is
+    gathered (`cpc.all_gather` along that dim); a partial sum is all-reduced where it meets an
+    op that is not linear in it, a result or an assign, right after its producer. Means over
+    split dims are scaled to add up to the global mean; gradient accumulators (`grad_acc.*`)
+    hold partial sums over dp. `cpc.shard` ops disappear. Moving a split value to a different
+    split is not supported yet.
+  }];
+  let options = [
+    ListOption<"funcs", "funcs", "std::string",
+               "Functions to partition (default: all; those without annotations use the module's one mesh)">,
+  ];
+  let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
+}
+
 def CpcDataParallel : Pass<"cpc-data-parallel", "::mlir::ModuleOp"> {
   let summary = "Shard the batch of the given functions over a `dp` mesh axis and partition them";
   let description = [{
     Adds `cpc.mesh @mesh shape = [size] axes = ["dp"]`, marks dim 0 of every non-runtime input
-    of `funcs` as split over dp, propagates shardings over the ops' factor rules (both
-    directions, to a fixpoint; parameters and states stay whole), then rewrites the functions
-    into the per-rank program: local shapes, `cpc.shard_slice` for whole values (constants)
-    that meet split ones, and `cpc.all_reduce` where a partial sum (e.g. a weight gradient
-    contracted over the split batch) reaches an op that is not linear in it, a result or an
-    assign. The gradient all-reduce of data parallelism comes out of this rule. Gradients are
+    of `funcs` as split over dp (`cpc.sharding` argument attributes), then does what
+    cpc-propagate-sharding and cpc-partition do (the same code): layouts over the ops' factor
+    rules, then the per-rank program with local shapes, `cpc.shard_slice` for whole values
+    (constants) that meet split ones, and `cpc.all_reduce` where a partial sum (e.g. a weight
+    gradient contracted over the split batch) reaches an op that is not linear in it, a result
+    or an assign. The gradient all-reduce of data parallelism comes out of this rule. Gradients are
     reduced where backward produces them (cpc-bucket-all-reduce then merges them).
   }];
   let options = [

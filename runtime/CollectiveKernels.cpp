@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace cpc {
 
@@ -104,13 +105,34 @@ void allReduceKernel(kernels::KernelContext &ctx) {
   }
 }
 
-/// Concatenates every group member's input along dim 0 (rank order in the group).
+/// Concatenates every group member's input along attribute `dim` (default 0), in the group's rank
+/// order. The communicator stacks whole blocks; along an inner dim they are interleaved after.
 void allGatherKernel(kernels::KernelContext &ctx) {
   const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
   if (!ctx.comm)
     ctx.fail("needs a communicator (run the plan with cpc-run)");
   checkMesh(ctx);
-  ctx.comm->allGather(in.data, out.data, in.numel(), in.dtype, groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>()));
+  auto dimAttr = ctx.attrs->find("dim");
+  int64_t dim = dimAttr == ctx.attrs->end() ? 0 : dimAttr->get<int64_t>();
+  if (dim < 0 || dim >= in.rank() || out.rank() != in.rank() || in.shape[dim] == 0 || out.shape[dim] % in.shape[dim])
+    ctx.fail("cannot gather along dim " + std::to_string(dim));
+  std::vector<int> group = groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>());
+  int64_t outer = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= in.shape[d];
+  if (outer == 1) {
+    ctx.comm->allGather(in.data, out.data, in.numel(), in.dtype, group);
+    return;
+  }
+  // blocks[rank][outer][chunk] -> out[outer][rank][chunk]
+  std::vector<uint8_t> blocks(out.bytes());
+  ctx.comm->allGather(in.data, blocks.data(), in.numel(), in.dtype, group);
+  int64_t parts = out.shape[dim] / in.shape[dim];
+  size_t chunk = in.bytes() / outer;
+  auto *dst = static_cast<uint8_t *>(out.data);
+  for (int64_t p = 0; p < parts; ++p)
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(dst + (o * parts + p) * chunk, blocks.data() + (p * outer + o) * chunk, chunk);
 }
 
 /// Sums the input over the group; this rank keeps block (its index in the group) of dim 0.

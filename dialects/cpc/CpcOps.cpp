@@ -622,9 +622,14 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
 
 LogicalResult AllGatherOp::verify() {
   auto in = getInput().getType(), out = getType();
-  if (in.getRank() < 1 || in.getRank() != out.getRank() || in.getElementType() != out.getElementType() ||
-      in.getShape().drop_front() != out.getShape().drop_front() || out.getDimSize(0) % in.getDimSize(0))
-    return emitOpError("result must be the input with dim 0 multiplied by the number of ranks");
+  int64_t dim = getGatherDim();
+  if (dim < 0 || dim >= in.getRank())
+    return emitOpError("dim ") << dim << " is not a dim of the rank-" << in.getRank() << " input";
+  bool othersMatch = in.getRank() == out.getRank();
+  for (int64_t d = 0; othersMatch && d < in.getRank(); ++d)
+    othersMatch = d == dim || in.getDimSize(d) == out.getDimSize(d);
+  if (!othersMatch || in.getElementType() != out.getElementType() || out.getDimSize(dim) % in.getDimSize(dim))
+    return emitOpError("result must be the input with dim ") << dim << " multiplied by the number of ranks";
   return success();
 }
 
@@ -632,9 +637,9 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
   FailureOr<int64_t> group = collectiveGroupSize(*this, getMeshAttr(), getAxes(), symbols);
   if (failed(group))
     return failure();
-  int64_t parts = *group;
-  if (getType().getDimSize(0) != getInput().getType().getDimSize(0) * parts)
-    return emitOpError("gathers ") << parts << " blocks, so dim 0 must grow by that factor";
+  int64_t parts = *group, dim = getGatherDim();
+  if (getType().getDimSize(dim) != getInput().getType().getDimSize(dim) * parts)
+    return emitOpError("gathers ") << parts << " blocks, so dim " << dim << " must grow by that factor";
   return success();
 }
 

@@ -461,15 +461,28 @@ def Cpc_AllReduceOp : Cpc_Op<"all_reduce", [InferTypeOpAdaptor,
 }
 
 def Cpc_AllGatherOp : Cpc_Op<"all_gather", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "Concatenates every rank's block along dim 0, in rank order over the mesh axes";
+  let summary = "Concatenates every rank's block along `dim` (0 when unset), in rank order over the mesh axes";
   let description = [{
-    The inverse of a shard_slice along dim 0: each rank contributes its block and all get the
-    whole value (e.g. ZeRO's parameter shards after the optimizer step). A collective.
+    The inverse of a shard_slice along `dim`: each rank contributes its block and all get the
+    value whole along that dim (e.g. ZeRO's parameter shards after the optimizer step, or a
+    batch-split value that an op needs whole). A collective.
   }];
-  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes,
+                       OptionalAttr<I64Attr>:$dim);
   let results = (outs Cpc_Tensor:$result);
   let assemblyFormat = "$input `over` $mesh $axes attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
+  let builders = [
+    // Along dim 0 (the attribute left unset).
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$input, "::mlir::FlatSymbolRefAttr":$mesh,
+                   "::mlir::ArrayAttr":$axes), [{
+      build($_builder, $_state, result, input, mesh, axes, ::mlir::IntegerAttr());
+    }]>,
+  ];
+  let extraClassDeclaration = [{
+    /// The dim the blocks are joined along (unset: 0, which plans then do not mention).
+    int64_t getGatherDim() { return getDim().value_or(0); }
+  }];
 }
 
 def Cpc_ReduceScatterOp : Cpc_Op<"reduce_scatter", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {

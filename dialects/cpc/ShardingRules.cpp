@@ -195,7 +195,7 @@ std::optional<ShardingRule> getShardingRule(Operation *op) {
   return llvm::TypeSwitch<Operation *, R>(op)
       .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, EqualOp, LessOp, LessEqualOp, GreaterOp,
             GreaterEqualOp, AndOp, OrOp, WhereOp, NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, ErfOp,
-            TanhOp, SigmoidOp, ReluOp, NotOp, GeluOp, CastOp, GeluGradOp, AdamWOp>(
+            TanhOp, SigmoidOp, ReluOp, NotOp, GeluOp, CastOp, GeluGradOp, AdamWOp, ShardOp>(
           [](Operation *o) -> R { return elementwise(o); })
       .Case<SoftmaxOp, SoftmaxGradOp>([](Operation *o) -> R {
         return elementwise(o, {(int64_t)o->getAttrOfType<IntegerAttr>("axis").getInt()});

@@ -1019,3 +1019,33 @@ func.func @conv2d_mixed_element_types(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x2x
   %0 = cpc.conv2d %x, %w {strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x2x2xbf16>) -> tensor<1x4x4x4xf32>
   return
 }
+
+// -----
+
+// Tests that all_gather's dim must be a dim of the input.
+cpc.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+func.func @all_gather_dim_out_of_range(%x: tensor<3x4xf32>) {
+  // expected-error @+1 {{'cpc.all_gather' op dim 2 is not a dim of the rank-2 input}}
+  %0 = cpc.all_gather %x over @mesh ["dp"] {dim = 2 : i64} : tensor<3x4xf32> -> tensor<3x4xf32>
+  return
+}
+
+// -----
+
+// Tests that all_gather may only grow its dim: the other dims stay as they are.
+cpc.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+func.func @all_gather_other_dim_grows(%x: tensor<3x4xf32>) {
+  // expected-error @+1 {{'cpc.all_gather' op result must be the input with dim 1 multiplied by the number of ranks}}
+  %0 = cpc.all_gather %x over @mesh ["dp"] {dim = 1 : i64} : tensor<3x4xf32> -> tensor<6x8xf32>
+  return
+}
+
+// -----
+
+// Tests that all_gather's dim grows by the size of its group (here tp = 4), not another factor.
+cpc.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+func.func @all_gather_group_size(%x: tensor<3x4xf32>) {
+  // expected-error @+1 {{'cpc.all_gather' op gathers 4 blocks, so dim 1 must grow by that factor}}
+  %0 = cpc.all_gather %x over @mesh ["tp"] {dim = 1 : i64} : tensor<3x4xf32> -> tensor<3x8xf32>
+  return
+}

@@ -367,3 +367,16 @@ func.func @shard(%x: tensor<8x196x768xf32>, %w: tensor<768x3072xf32>) -> (tensor
   %3 = cpc.shard %1 to <@ring, [[], []], partial = ["x"]> : tensor<768x3072xf32>
   return %2, %3 : tensor<8x196x768xf32>, tensor<768x3072xf32>
 }
+
+// Tests that all_gather round-trips along dim 0 (no dim attribute) and along an inner dim, over
+// one axis and over two (blocks in the order of the axes).
+// CHECK-LABEL: func.func @all_gather
+// CHECK: cpc.all_gather %{{.*}} over @mesh ["dp"] : tensor<3x4xf32> -> tensor<6x4xf32>
+// CHECK: cpc.all_gather %{{.*}} over @mesh ["tp"] {dim = 1 : i64} : tensor<6x4xf32> -> tensor<6x16xf32>
+// CHECK: cpc.all_gather %{{.*}} over @mesh ["dp", "pp"] {dim = 1 : i64} : tensor<3x4xf32> -> tensor<3x16xf32>
+func.func @all_gather(%x: tensor<3x4xf32>) -> (tensor<6x16xf32>, tensor<3x16xf32>) {
+  %0 = cpc.all_gather %x over @mesh ["dp"] : tensor<3x4xf32> -> tensor<6x4xf32>
+  %1 = cpc.all_gather %0 over @mesh ["tp"] {dim = 1 : i64} : tensor<6x4xf32> -> tensor<6x16xf32>
+  %2 = cpc.all_gather %x over @mesh ["dp", "pp"] {dim = 1 : i64} : tensor<3x4xf32> -> tensor<3x16xf32>
+  return %1, %2 : tensor<6x16xf32>, tensor<3x16xf32>
+}

@@ -1,0 +1,140 @@
+//===- CollectiveKernelsTest.cpp - collective kernels, run under mpirun -np N ---===//
+//
+// The kernels of cpc.all_gather and cpc.shard_slice as the executor calls them, on a real
+// communicator. A plain program like CommunicatorTest: every rank runs every check in order.
+//
+#include "runtime/CollectiveKernels.h"
+#include "runtime/Communicator.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+using namespace cpc;
+
+namespace {
+
+int passed = 0, failed = 0, myRank = 0;
+
+void check(bool ok, const std::string &what) {
+  if (ok) {
+    ++passed;
+  } else {
+    ++failed;
+    std::printf("rank %d: FAIL %s\n", myRank, what.c_str());
+    std::fflush(stdout);
+  }
+}
+
+struct Mesh {
+  std::vector<int64_t> shape;
+  std::vector<std::string> axes;
+};
+
+/// Runs the collective kernel of `op` on this rank.
+void runKernel(Communicator &comm, const Mesh &mesh, const char *op, TensorRef in, TensorRef out,
+               const nlohmann::json &attrs) {
+  kernels::KernelFn fn = findCollectiveKernel(op);
+  if (!fn)
+    throw RuntimeError(std::string("no kernel for ") + op);
+  kernels::KernelContext ctx;
+  ctx.op = op;
+  ctx.inputs = {in};
+  ctx.outputs = {out};
+  ctx.attrs = &attrs;
+  ctx.comm = &comm;
+  ctx.rank = comm.rank();
+  ctx.meshShape = &mesh.shape;
+  ctx.meshAxes = &mesh.axes;
+  fn(ctx);
+}
+
+TensorRef ref(std::vector<float> &v, std::vector<int64_t> shape) {
+  TensorRef r;
+  r.data = v.data();
+  r.shape = std::move(shape);
+  return r;
+}
+
+/// Every rank holds the same [4n, 3n, 2n] tensor; it keeps its block along `dim` (shard_slice)
+/// and gathers the blocks back along `dim` (all_gather): the round trip gives the whole tensor.
+void roundTrip(Communicator &comm, int64_t dim, bool setDim) {
+  const int64_t n = comm.size();
+  Mesh mesh{{n}, {"dp"}};
+  std::vector<int64_t> shape = {4 * n, 3 * n, 2 * n}, block = shape;
+  block[dim] /= n;
+  std::vector<float> whole(4 * 3 * 2 * n * n * n), mine(whole.size() / n), back(whole.size(), -1);
+  for (size_t i = 0; i < whole.size(); ++i)
+    whole[i] = float(i);
+  nlohmann::json dims = nlohmann::json::array();
+  for (int64_t d = 0; d < 3; ++d)
+    dims.push_back(d == dim ? std::vector<std::string>{"dp"} : std::vector<std::string>{});
+  runKernel(comm, mesh, "cpc.shard_slice", ref(whole, shape), ref(mine, block), {{"sharding", {{"dim_axes", dims}}}});
+  nlohmann::json attrs = {{"axes", {"dp"}}};
+  if (setDim)
+    attrs["dim"] = dim;
+  runKernel(comm, mesh, "cpc.all_gather", ref(mine, block), ref(back, shape), attrs);
+  check(back == whole, "slice then gather along dim " + std::to_string(dim));
+}
+
+/// On a 2 x (n/2) mesh (dp, tp), gathering over tp along dim 1 joins the blocks of the ranks
+/// that share this rank's dp coordinate, in tp order.
+void groupAlongInnerDim(Communicator &comm) {
+  const int n = comm.size(), r = comm.rank();
+  if (n % 2)
+    return;
+  const int64_t tp = n / 2;
+  Mesh mesh{{2, tp}, {"dp", "tp"}};
+  std::vector<float> mine(2 * 1 * 2), all(2 * tp * 2, -1);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j)
+      mine[i * 2 + j] = float(100 * r + 10 * i + j);
+  runKernel(comm, mesh, "cpc.all_gather", ref(mine, {2, 1, 2}), ref(all, {2, tp, 2}), {{"axes", {"tp"}}, {"dim", 1}});
+  bool ok = true;
+  int dpRow = r / tp;
+  for (int i = 0; i < 2; ++i)
+    for (int64_t t = 0; t < tp; ++t)
+      for (int j = 0; j < 2; ++j)
+        ok = ok && all[(i * tp + t) * 2 + j] == float(100 * (dpRow * tp + t) + 10 * i + j);
+  check(ok, "gather over tp along dim 1");
+}
+
+void badDim(Communicator &comm) {
+  Mesh mesh{{comm.size()}, {"dp"}};
+  std::vector<float> in(2), out(2 * comm.size());
+  try {
+    runKernel(comm, mesh, "cpc.all_gather", ref(in, {2}), ref(out, {2 * comm.size()}), {{"axes", {"dp"}}, {"dim", 1}});
+    check(false, "gather along a dim the tensor lacks: no error");
+  } catch (const RuntimeError &e) {
+    check(std::string(e.what()).find("cannot gather along dim 1") != std::string::npos,
+          std::string("bad dim message '") + e.what() + "'");
+  }
+}
+
+} // namespace
+
+int main() {
+  std::unique_ptr<Communicator> comm;
+  try {
+    comm = makeMpiCommunicator();
+  } catch (const std::exception &e) {
+    std::printf("cannot make the MPI communicator: %s\n0 passed, 1 failed\n", e.what());
+    return 1;
+  }
+  myRank = comm->rank();
+  try {
+    roundTrip(*comm, 0, false); // dim unset: 0, as ZeRO's gathers
+    roundTrip(*comm, 0, true);
+    roundTrip(*comm, 1, true);
+    roundTrip(*comm, 2, true);
+    groupAlongInnerDim(*comm);
+    badDim(*comm);
+  } catch (const std::exception &e) {
+    check(false, std::string("unexpected error: ") + e.what());
+  }
+  int64_t totals[2] = {passed, failed};
+  comm->allReduceSum(totals, 2, DType::I64, {});
+  if (comm->rank() == 0)
+    std::printf("%lld passed, %lld failed\n", (long long)totals[0], (long long)totals[1]);
+  return totals[1] ? 1 : 0;
+}
