@@ -314,7 +314,10 @@ private:
   /// Whether the user of `use` certainly needs the value whole (not a partial sum).
   static bool needsWhole(OpOperand &use) {
     Operation *user = use.getOwner();
-    if (llvm::isa<func::ReturnOp, AssignOp>(user))
+    // Gradient accumulators keep partial sums (reduced once per step where the update reads them).
+    if (auto assign = llvm::dyn_cast<AssignOp>(user))
+      return !isAccumulator(assign.getName());
+    if (llvm::isa<func::ReturnOp>(user))
       return true;
     if (auto shard = llvm::dyn_cast<ShardOp>(user))
       return shard.getSharding().getPartialAxisNames().empty();
