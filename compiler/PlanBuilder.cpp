@@ -359,8 +359,11 @@ private:
     std::vector<bool> dropped(end, false);
     if (options_.inPlace) {
       for (auto [assignStep, var] : p.assigns) {
-        int value = steps[assignStep].inputs[0];
-        if (plan_.buffers[value].aliasOf >= 0 || plan_.buffers[value].kind != BufferKind::Arena)
+        // The assigned value may be a view (reshape) of the producer's result: the producer then
+        // writes the variable's bytes, which the view reinterprets.
+        int value = plan_.rootOf(steps[assignStep].inputs[0]);
+        if (plan_.buffers[value].aliasOf >= 0 || plan_.buffers[value].kind != BufferKind::Arena ||
+            plan_.buffers[value].bytes() != plan_.buffers[var].bytes())
           continue;
         int producer = p.defStep[value];
         if (producer < 0 || rl[value] != assignStep)
@@ -371,7 +374,8 @@ private:
             if (plan_.rootOf(b) == var)
               lastVarRead = s;
         bool readsVar = lastVarRead == producer;
-        if (lastVarRead > producer || (readsVar && !p.inPlaceCandidate[producer]))
+        if (lastVarRead > producer ||
+            (readsVar && (!p.inPlaceCandidate[producer] || plan_.buffers[value].shape != plan_.buffers[var].shape)))
           continue;
         plan_.buffers[value].aliasOf = var;
         dropped[assignStep] = true;

@@ -156,4 +156,20 @@ def CpcBucketAllReduce : Pass<"cpc-bucket-all-reduce", "::mlir::ModuleOp"> {
   let dependentDialects = ["::cpc::CpcDialect"];
 }
 
+def CpcBucketAllGather : Pass<"cpc-bucket-all-gather", "::mlir::ModuleOp"> {
+  let summary = "Merge all-gathers whose results only update variables into bucketed gathers";
+  let description = [{
+    ZeRO-1/2 all-gather every updated parameter block after its AdamW; the whole parameters are
+    only assigned back. Such gathers (1-D blocks along dim 0, results used only through reshapes
+    by `cpc.assign`) are merged in program order into buckets of at most `bucket-bytes` gathered
+    bytes: the blocks are concatenated, gathered once, and each parameter is sliced out of the
+    [ranks, bucket] result; the assigns move after the bucket (nothing reads a variable after
+    its assign, so this does not change what any op reads).
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400", "Largest bucket (0: no merging)">,
+  ];
+  let dependentDialects = ["::cpc::CpcDialect"];
+}
+
 #endif

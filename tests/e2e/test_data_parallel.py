@@ -102,6 +102,9 @@ with tempdir() as work:
                 expected = {0: 2 * ring, 1: 3 * ring, 2: 2 * ring}[zero]
             sent = ours[-1]["comm_bytes"]
             assert expected <= sent <= expected + 64, "sent %d B per step, expected %d" % (sent, expected)
+            if zero in (1, 2):  # the updated blocks go out in one bucketed all-gather
+                gathers = ours[-1]["comm"]["all_gather"]["calls"]
+                assert gathers == 1, "%d all-gathers per step, expected one bucket" % gathers
             # Model states per rank (fp32 AdamW): 16 Psi, 8 Psi + 8 Psi/N, 4 Psi + 12 Psi/N, 16 Psi/N
             # (every MAE-tiny parameter size divides by 2 and 4, so none is kept whole).
             states = summary["summary"]["model_states"]

@@ -199,6 +199,7 @@ void splitBatch(mlir::MLIRContext &context, mlir::ModuleOp module, int64_t size,
     pm.addPass(createCpcZero(zero));
   }
   pm.addPass(createCpcBucketAllReduce());
+  pm.addPass(createCpcBucketAllGather());
   std::string diagnostic;
   mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
     if (diagnostic.empty())

@@ -1,0 +1,41 @@
+// RUN: cpc-opt %s --cpc-bucket-all-gather --split-input-file | FileCheck %s
+
+// Tests that the all-gathers of updated parameter blocks (ZeRO-1/2), used only by assigns, become
+// one gather of the concatenated blocks; each parameter is a column range of the [ranks, bucket]
+// result, and the assigns move after the bucket.
+// CHECK-LABEL: func.func @update
+// CHECK: %[[PACKED:.*]] = cpc.concat %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<6xf32>, tensor<2xf32>) -> tensor<8xf32>
+// CHECK: %[[ALL:.*]] = cpc.all_gather %[[PACKED]] over @mesh ["dp"] : tensor<8xf32> -> tensor<16xf32>
+// CHECK: %[[BY_RANK:.*]] = cpc.reshape %[[ALL]] : tensor<16xf32> -> tensor<2x8xf32>
+// CHECK: %[[W:.*]] = cpc.slice %[[BY_RANK]] {limits = array<i64: 2, 6>, starts = array<i64: 0, 0>, strides = array<i64: 1, 1>} : tensor<2x8xf32> -> tensor<2x6xf32>
+// CHECK: %[[WFLAT:.*]] = cpc.reshape %[[W]] : tensor<2x6xf32> -> tensor<12xf32>
+// CHECK: %[[W2:.*]] = cpc.reshape %[[WFLAT]] : tensor<12xf32> -> tensor<4x3xf32>
+// CHECK: cpc.assign %[[W2]] to "w" : tensor<4x3xf32>
+// CHECK: %[[B:.*]] = cpc.slice %[[BY_RANK]] {limits = array<i64: 2, 8>, starts = array<i64: 0, 6>, strides = array<i64: 1, 1>} : tensor<2x8xf32> -> tensor<2x2xf32>
+// CHECK: %[[BFLAT:.*]] = cpc.reshape %[[B]] : tensor<2x2xf32> -> tensor<4xf32>
+// CHECK: cpc.assign %[[BFLAT]] to "b" : tensor<4xf32>
+// CHECK-NOT: cpc.all_gather
+cpc.mesh @mesh shape = [2] axes = ["dp"]
+func.func @update(%w: tensor<6xf32>, %b: tensor<2xf32>) {
+  %gw = cpc.all_gather %w over @mesh ["dp"] : tensor<6xf32> -> tensor<12xf32>
+  %rw = cpc.reshape %gw : tensor<12xf32> -> tensor<4x3xf32>
+  cpc.assign %rw to "w" : tensor<4x3xf32>
+  %gb = cpc.all_gather %b over @mesh ["dp"] : tensor<2xf32> -> tensor<4xf32>
+  cpc.assign %gb to "b" : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that a gather whose result feeds a computation (not only assigns) stays as it is.
+// CHECK-LABEL: func.func @used
+// CHECK-COUNT-2: cpc.all_gather
+// CHECK-NOT: cpc.concat
+cpc.mesh @mesh shape = [2] axes = ["dp"]
+func.func @used(%w: tensor<6xf32>, %b: tensor<2xf32>) -> tensor<12xf32> {
+  %gw = cpc.all_gather %w over @mesh ["dp"] : tensor<6xf32> -> tensor<12xf32>
+  %gb = cpc.all_gather %b over @mesh ["dp"] : tensor<2xf32> -> tensor<4xf32>
+  cpc.assign %gb to "b" : tensor<4xf32>
+  %y = cpc.add %gw, %gw : (tensor<12xf32>, tensor<12xf32>) -> tensor<12xf32>
+  return %y : tensor<12xf32>
+}
