@@ -13,7 +13,9 @@ For each layout prints, per rank:
     parameter before its forward use, and again before backward for those backward reads);
   - the compiler's predicted peak memory against the measured one (resident growth while the
     plan runs, with the kernel's peak counter reset when the executor starts, plus the constants
-    read in place from the plan).
+    read in place from the plan);
+  - throughput (median samples/s after the first step; ranks beyond the machine's cores share
+    them, so this is not a scaling figure on a small machine).
 """
 import os
 import sys
@@ -39,7 +41,7 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--ranks", default="1,2,4")
     ap.add_argument("--zero", default="0,1,2,3")
-    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--work-dir", default=os.path.join(SOURCE, "out", "bench-dp"))
     args = ap.parse_args()
     os.makedirs(args.work_dir, exist_ok=True)
@@ -50,9 +52,9 @@ def main():
     with open(cfg, "w") as f:
         json.dump({"TOTAL_BATCH_SIZE": args.batch, "frozen": ["pos_embed$"]}, f)
     print("MAE-%s, global batch %d, per rank:" % (args.size, args.batch))
-    print("%-9s %13s %13s %11s %12s %6s %12s %12s %12s %7s" % (
+    print("%-9s %13s %13s %11s %12s %6s %12s %12s %12s %7s %9s" % (
         "layout", "model st. B", "formula B", "sent B/step", "formula B", "x DP", "collectives", "pred peak B",
-        "meas peak B", "diff"))
+        "meas peak B", "diff", "samples/s"))
     worst = 0.0
     for n in [int(r) for r in args.ranks.split(",")]:
         for zero in [int(z) for z in args.zero.split(",")] if n > 1 else [0]:
@@ -71,7 +73,9 @@ def main():
                 os.remove(metrics)
             subprocess.run([os.path.join(BIN, "cpc-run"), plan, "--steps", str(args.steps), "--metrics", metrics,
                             "--quiet"], check=True)
-            last = [json.loads(line) for line in open(metrics)][-1]
+            lines = [json.loads(line) for line in open(metrics)]
+            last = lines[-1]
+            rate = float(np.median([m["samples_per_s"] for m in lines[1:] or lines]))
             ring = 4 * psi * (n - 1) / n
             if zero == 3:
                 gathered = sum(int(np.prod(meta["buffers"][s["out"][0]]["shape"]))
@@ -83,10 +87,10 @@ def main():
             predicted, measured = last["predicted_peak_bytes"], last["measured_peak_bytes"]
             diff = (measured - predicted) / predicted
             worst = max(worst, abs(diff))
-            print("%-9s %13d %13d %11d %12d %6s %12d %12d %12d %+6.1f%%" % (
+            print("%-9s %13d %13d %11d %12d %6s %12d %12d %12d %+6.1f%% %9.1f" % (
                 "N=%d z=%d" % (n, zero), states["total"], states["formula"], sent, volume,
                 "%.3f" % (sent / (2 * ring)) if n > 1 else "-", last.get("comm_calls", 0), predicted, measured,
-                100 * diff))
+                100 * diff, rate))
     print("worst |measured - predicted| / predicted peak: %.2f%%" % (100 * worst))
 
 
