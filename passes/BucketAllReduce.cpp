@@ -1,4 +1,4 @@
-//===- BucketAllReduce.cpp - merge consecutive all-reduces into buckets ----===//
+//===- BucketAllReduce.cpp - merge consecutive reductions into buckets -----===//
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -62,12 +62,81 @@ void bucketAllReduces(func::FuncOp func, int64_t limit) {
   flush();
 }
 
+/// Replaces the reduce-scatters of `bucket` (1-D, along dim 0) by one over their blocks laid
+/// side by side: input i viewed as [ranks, n_i / ranks] and concatenated along dim 1, so that
+/// rank r's block of the merged sum is its blocks of every member, sliced apart afterwards.
+void mergeReduceScatters(ArrayRef<ReduceScatterOp> bucket) {
+  if (bucket.size() < 2)
+    return;
+  ReduceScatterOp last = bucket.back();
+  OpBuilder b(last);
+  b.setInsertionPointAfter(last);
+  Location loc = last.getLoc();
+  Type et = last.getType().getElementType();
+  int64_t ranks = last.getInput().getType().getDimSize(0) / last.getType().getDimSize(0), total = 0;
+  SmallVector<Value> columns;
+  for (ReduceScatterOp op : bucket) {
+    int64_t block = op.getType().getDimSize(0);
+    columns.push_back(b.create<ReshapeOp>(loc, RankedTensorType::get({ranks, block}, et), op.getInput()));
+    total += block;
+  }
+  Value side = b.create<ConcatOp>(loc, RankedTensorType::get({ranks, total}, et), columns, b.getI64IntegerAttr(1));
+  Value flat = b.create<ReshapeOp>(loc, RankedTensorType::get({ranks * total}, et), side);
+  Value mine = b.create<ReduceScatterOp>(loc, RankedTensorType::get({total}, et), flat, last.getMeshAttr(),
+                                         last.getAxesAttr());
+  int64_t offset = 0;
+  for (ReduceScatterOp op : bucket) {
+    int64_t block = op.getType().getDimSize(0);
+    Value part = b.create<SliceOp>(loc, op.getType(), mine, b.getDenseI64ArrayAttr({offset}),
+                                   b.getDenseI64ArrayAttr({offset + block}), b.getDenseI64ArrayAttr({1}));
+    op.getResult().replaceAllUsesWith(part);
+    op.erase();
+    offset += block;
+  }
+}
+
+/// Merges 1-D reduce-scatters (ZeRO-2/3's gradients) into buckets the way bucketAllReduces does.
+void bucketReduceScatters(func::FuncOp func, int64_t limit) {
+  SmallVector<ReduceScatterOp> bucket;
+  int64_t bytes = 0;
+  llvm::SmallPtrSet<Operation *, 16> members;
+  auto flush = [&]() {
+    mergeReduceScatters(bucket);
+    bucket.clear();
+    members.clear();
+    bytes = 0;
+  };
+  SmallVector<Operation *> ops;
+  for (Operation &op : func.getBody().front())
+    ops.push_back(&op);
+  for (Operation *op : ops) {
+    if (llvm::any_of(op->getOperands(), [&](Value v) { return v.getDefiningOp() && members.count(v.getDefiningOp()); }))
+      flush();
+    auto rs = llvm::dyn_cast<ReduceScatterOp>(op);
+    if (!rs || rs.getType().getRank() != 1)
+      continue;
+    auto type = rs.getInput().getType();
+    int64_t size = type.getNumElements() * std::max<int64_t>(type.getElementTypeBitWidth() / 8, 1);
+    if (!bucket.empty() && (bytes + size > limit || bucket.front().getType().getElementType() != type.getElementType() ||
+                            bucket.front().getAxesAttr() != rs.getAxesAttr() ||
+                            bucket.front().getMeshAttr() != rs.getMeshAttr()))
+      flush();
+    bucket.push_back(rs);
+    members.insert(rs);
+    bytes += size;
+  }
+  flush();
+}
+
 struct CpcBucketAllReducePass : cpc::impl::CpcBucketAllReduceBase<CpcBucketAllReducePass> {
   using CpcBucketAllReduceBase::CpcBucketAllReduceBase;
   void runOnOperation() override {
-    if (bucketBytes > 0)
-      for (auto func : getOperation().getOps<func::FuncOp>())
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (bucketBytes > 0)
         bucketAllReduces(func, bucketBytes);
+      if (scatterBucketBytes > 0)
+        bucketReduceScatters(func, scatterBucketBytes);
+    }
   }
 };
 

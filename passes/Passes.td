@@ -144,14 +144,20 @@ def CpcZero : Pass<"cpc-zero", "::mlir::ModuleOp"> {
 }
 
 def CpcBucketAllReduce : Pass<"cpc-bucket-all-reduce", "::mlir::ModuleOp"> {
-  let summary = "Merge consecutive all-reduces into buckets, one collective call each";
+  let summary = "Merge consecutive all-reduces (and reduce-scatters) into buckets, one collective call each";
   let description = [{
     Walks each function in order, collecting single-value all-reduces over the same axes and
     element type; a bucket is closed before the first op that uses one of its members, or when
-    it would exceed `bucket-bytes`, and is issued where its last member stood.
+    it would exceed `bucket-bytes`, and is issued where its last member stood. 1-D
+    reduce-scatters (ZeRO-2/3 gradients) are bucketed the same way: the members' inputs, each
+    viewed as [ranks, block], are concatenated along dim 1, reduce-scattered once, and each
+    member's block is sliced out of this rank's part.
   }];
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400", "Largest bucket (0: no merging)">,
+    Option<"scatterBucketBytes", "scatter-bucket-bytes", "int64_t", /*default=*/"4194304",
+           "Largest reduce-scatter bucket (0: no merging). Smaller than all-reduce buckets: the members "
+           "live until their bucket goes out and are copied side by side, which ZeRO-2/3 pay in peak memory">,
   ];
   let dependentDialects = ["::cpc::CpcDialect"];
 }

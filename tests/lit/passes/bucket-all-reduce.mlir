@@ -1,0 +1,37 @@
+// RUN: cpc-opt %s --cpc-bucket-all-reduce --split-input-file | FileCheck %s
+
+// Tests that all-reduces of values produced one after another go out as one bucket, issued where
+// the last member stood, and that a use of a member closes the bucket before it.
+// CHECK-LABEL: func.func @grads
+// CHECK: %[[B:.*]]:2 = cpc.all_reduce %{{.*}}, %{{.*}} over @mesh ["dp"] : tensor<4x3xf32>, tensor<3xf32>
+// CHECK: cpc.mul %[[B]]#0, %[[B]]#0
+// CHECK: cpc.all_reduce %{{.*}} over @mesh ["dp"] : tensor<5xf32>
+cpc.mesh @mesh shape = [2] axes = ["dp"]
+func.func @grads(%a: tensor<4x3xf32>, %b: tensor<3xf32>, %c: tensor<5xf32>) -> (tensor<4x3xf32>, tensor<3xf32>, tensor<5xf32>) {
+  %ra = cpc.all_reduce %a over @mesh ["dp"] : tensor<4x3xf32>
+  %rb = cpc.all_reduce %b over @mesh ["dp"] : tensor<3xf32>
+  %sq = cpc.mul %ra, %ra : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %rc = cpc.all_reduce %c over @mesh ["dp"] : tensor<5xf32>
+  return %sq, %rb, %rc : tensor<4x3xf32>, tensor<3xf32>, tensor<5xf32>
+}
+
+// -----
+
+// Tests that 1-D reduce-scatters (ZeRO-2/3 gradients) share one call: each input viewed as
+// [ranks, block], the views side by side along dim 1, one reduce-scatter, and each member's
+// block sliced out of this rank's part.
+// CHECK-LABEL: func.func @shards
+// CHECK: %[[A2:.*]] = cpc.reshape %{{.*}} : tensor<12xf32> -> tensor<2x6xf32>
+// CHECK: %[[B2:.*]] = cpc.reshape %{{.*}} : tensor<4xf32> -> tensor<2x2xf32>
+// CHECK: %[[SIDE:.*]] = cpc.concat %[[A2]], %[[B2]] {axis = 1 : i64} : (tensor<2x6xf32>, tensor<2x2xf32>) -> tensor<2x8xf32>
+// CHECK: %[[FLAT:.*]] = cpc.reshape %[[SIDE]] : tensor<2x8xf32> -> tensor<16xf32>
+// CHECK: %[[MINE:.*]] = cpc.reduce_scatter %[[FLAT]] over @mesh ["dp"] : tensor<16xf32> -> tensor<8xf32>
+// CHECK: %[[SA:.*]] = cpc.slice %[[MINE]] {limits = array<i64: 6>, starts = array<i64: 0>, strides = array<i64: 1>} : tensor<8xf32> -> tensor<6xf32>
+// CHECK: %[[SB:.*]] = cpc.slice %[[MINE]] {limits = array<i64: 8>, starts = array<i64: 6>, strides = array<i64: 1>} : tensor<8xf32> -> tensor<2xf32>
+// CHECK: return %[[SA]], %[[SB]]
+cpc.mesh @mesh shape = [2] axes = ["dp"]
+func.func @shards(%a: tensor<12xf32>, %b: tensor<4xf32>) -> (tensor<6xf32>, tensor<2xf32>) {
+  %sa = cpc.reduce_scatter %a over @mesh ["dp"] : tensor<12xf32> -> tensor<6xf32>
+  %sb = cpc.reduce_scatter %b over @mesh ["dp"] : tensor<4xf32> -> tensor<2xf32>
+  return %sa, %sb : tensor<6xf32>, tensor<2xf32>
+}
