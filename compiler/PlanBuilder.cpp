@@ -159,12 +159,21 @@ private:
   /// The fixed scratch of the runtime's collectives (see kCollectiveChunkBytes).
   int64_t collectiveScratchBytes() const {
     bool summing = false, bucket = false;
+    int64_t interleave = 0; // an all-gather along an inner dim stacks the blocks in a temporary first
     for (const RankProgram &p : plan_.programs)
       for (const StepDesc &s : p.steps) {
         summing |= s.op == "cpc.all_reduce" || s.op == "cpc.reduce_scatter";
         bucket |= s.op == "cpc.all_reduce" && s.inputs.size() > 1;
+        if (s.op == "cpc.all_gather" && s.attrs.value("dim", 0) > 0) {
+          const BufferDesc &out = plan_.buffers[s.outputs[0]];
+          int64_t outer = 1;
+          for (int64_t d = 0; d < s.attrs.value("dim", 0); ++d)
+            outer *= out.shape[d];
+          if (outer > 1)
+            interleave = std::max<int64_t>(interleave, out.bytes());
+        }
       }
-    return (summing ? 2 * kCollectiveChunkBytes : 0) + (bucket ? kBucketPieceBytes : 0);
+    return (summing ? 2 * kCollectiveChunkBytes : 0) + (bucket ? kBucketPieceBytes : 0) + interleave;
   }
 
   int newBuffer(Type t, const std::string &name, BufferKind kind, Operation *where) {
@@ -406,8 +415,13 @@ private:
       for (size_t i = 0; i < steps[s].inputs.size(); ++i) {
         int in = steps[s].inputs[i], out = steps[s].outputs[i], r = plan_.rootOf(in);
         const BufferDesc &rb = plan_.buffers[r];
+        // Two members on one memory (x and a view of x) would be written back over bytes the
+        // other has not packed yet.
+        int sameRoot = 0;
+        for (int other : steps[s].inputs)
+          sameRoot += plan_.rootOf(other) == r;
         if (plan_.buffers[out].aliasOf >= 0 || rb.kind != BufferKind::Arena || rl[r] != s ||
-            rb.bytes() != plan_.buffers[out].bytes() || std::count(steps[s].inputs.begin(), steps[s].inputs.end(), in) > 1)
+            rb.bytes() != plan_.buffers[out].bytes() || sameRoot > 1)
           continue;
         plan_.buffers[out].aliasOf = r;
         rl[r] = std::max(rl[r], rl[out]);

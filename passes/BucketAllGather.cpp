@@ -71,8 +71,12 @@ void mergeBucket(MutableArrayRef<Member> bucket) {
     m.gather.getResult().replaceAllUsesWith(whole);
     SmallVector<Operation *> chain(m.chain.begin(), m.chain.end());
     llvm::sort(chain, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); }); // reshape before assign
+    // Only ops that stood before the bucket move (after it); one already later stays, so no assign
+    // moves earlier, past a read of its variable.
     Operation *cursor = whole.getDefiningOp();
     for (Operation *op : chain) {
+      if (!op->isBeforeInBlock(cursor))
+        continue;
       op->moveAfter(cursor);
       cursor = op;
     }
@@ -90,7 +94,7 @@ void bucketAllGathers(func::FuncOp func, int64_t limit) {
   func.walk([&](AllGatherOp op) { gathers.push_back(op); });
   for (AllGatherOp op : gathers) {
     if (op->getBlock() != &func.getBody().front() || op.getInput().getType().getRank() != 1 ||
-        (op.getDim() && *op.getDim() != 0))
+        op.getInput().getType().getDimSize(0) == 0 || (op.getDim() && *op.getDim() != 0))
       continue;
     Member m{op, {}};
     if (failed(collectAssignChain(op.getResult(), m.chain)) || m.chain.empty())

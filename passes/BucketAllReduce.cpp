@@ -113,7 +113,7 @@ void bucketReduceScatters(func::FuncOp func, int64_t limit) {
     if (llvm::any_of(op->getOperands(), [&](Value v) { return v.getDefiningOp() && members.count(v.getDefiningOp()); }))
       flush();
     auto rs = llvm::dyn_cast<ReduceScatterOp>(op);
-    if (!rs || rs.getType().getRank() != 1)
+    if (!rs || rs.getType().getRank() != 1 || rs.getType().getDimSize(0) == 0)
       continue;
     auto type = rs.getInput().getType();
     int64_t size = type.getNumElements() * std::max<int64_t>(type.getElementTypeBitWidth() / 8, 1);

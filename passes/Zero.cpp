@@ -120,7 +120,7 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
   Value scatterGradient(AdamWOp op, int64_t ranks, SmallVectorImpl<Value> &normTerms) {
     Value grad = op.getGrad();
     int64_t n = op.getParam().getType().getNumElements();
-    if (n % ranks)
+    if (n == 0 || n % ranks)
       return grad;
     Value reducedGrad = grad, scale;
     if (auto mul = grad.getDefiningOp<MulOp>()) { // clipping: g * coef
@@ -236,8 +236,8 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
                             llvm::StringMap<RankedTensorType> *sharded) {
     auto type = op.getParam().getType();
     int64_t n = type.getNumElements();
-    if (n % ranks)
-      return success(); // too small or odd-sized: keep this parameter's optimizer whole
+    if (n == 0 || n % ranks)
+      return success(); // empty or odd-sized: keep this parameter's optimizer whole
     auto m = op.getExpAvg().getDefiningOp<StateOp>(), v = op.getExpAvgSq().getDefiningOp<StateOp>();
     if (!m || !v)
       return op.emitError("ZeRO expects the moments to be states");

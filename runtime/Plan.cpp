@@ -2,6 +2,7 @@
 #include "runtime/Plan.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <fcntl.h>
@@ -284,6 +285,12 @@ void Plan::readBlob(size_t offset, size_t bytes, void *dst) const {
   int fd = ::open(blobFile.c_str(), O_RDONLY);
   if (fd < 0)
     throw RuntimeError(blobFile + ": cannot open: " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || (uint64_t)st.st_size != blobFileOffset + blobFileSize ||
+      (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec != blobFileMtimeNs) {
+    ::close(fd);
+    throw RuntimeError(blobFile + ": the plan changed on disk after it was read and verified");
+  }
   size_t done = 0;
   while (done < bytes) {
     ssize_t n = ::pread(fd, static_cast<char *>(dst) + done, bytes - done, blobFileOffset + offset + done);
@@ -339,9 +346,12 @@ Plan readPlan(const std::string &path, PlanBlob blobMode) {
       sum = checksumUpdate(sum, chunk.data(), n);
       done += n;
     }
-    plan.blobFile = path;
+    char *absolute = ::realpath(path.c_str(), nullptr);
+    plan.blobFile = absolute ? absolute : path;
+    std::free(absolute);
     plan.blobFileOffset = h.blobOffset;
     plan.blobFileSize = h.blobSize;
+    plan.blobFileMtimeNs = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
   }
   if (sum != h.checksum)
     throw fail("corrupted plan (checksum mismatch)");

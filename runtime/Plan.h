@@ -26,7 +26,9 @@
 
 namespace cpc {
 
-constexpr uint32_t kPlanVersion = 1;
+// 2: sharded parameters (global_shape, shard_axes) and all_gather's dim; a reader of version 1
+// would silently ignore both.
+constexpr uint32_t kPlanVersion = 2;
 constexpr size_t kPlanAlignment = 64;
 
 /// Collectives run through fixed scratch memory whatever the message size (so that the predicted
@@ -99,9 +101,10 @@ struct Plan {
   // A plan read with PlanBlob::InFile leaves `blob` empty: its tensors stay in the file, from
   // byte `blobFileOffset` of `blobFile` on, and readBlob copies them out (so that a rank holds
   // only the parameters it keeps, not a second copy of every initial value).
-  std::string blobFile;
+  std::string blobFile;          // absolute path
   uint64_t blobFileOffset = 0;
   uint64_t blobFileSize = 0;
+  int64_t blobFileMtimeNs = 0;   // readBlob refuses a file changed since readPlan verified it
 
   bool blobInMemory() const { return blobFile.empty(); }
   size_t blobSize() const { return blobInMemory() ? blob.size() : blobFileSize; }

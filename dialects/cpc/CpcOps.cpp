@@ -628,7 +628,8 @@ LogicalResult AllGatherOp::verify() {
   bool othersMatch = in.getRank() == out.getRank();
   for (int64_t d = 0; othersMatch && d < in.getRank(); ++d)
     othersMatch = d == dim || in.getDimSize(d) == out.getDimSize(d);
-  if (!othersMatch || in.getElementType() != out.getElementType() || out.getDimSize(dim) % in.getDimSize(dim))
+  if (!othersMatch || in.getElementType() != out.getElementType() || in.getDimSize(dim) == 0 ||
+      out.getDimSize(dim) % in.getDimSize(dim))
     return emitOpError("result must be the input with dim ") << dim << " multiplied by the number of ranks";
   return success();
 }

@@ -1049,3 +1049,13 @@ func.func @all_gather_group_size(%x: tensor<3x4xf32>) {
   %0 = cpc.all_gather %x over @mesh ["tp"] {dim = 1 : i64} : tensor<3x4xf32> -> tensor<3x8xf32>
   return
 }
+
+// -----
+
+cpc.mesh @mesh shape = [2] axes = ["dp"]
+// Tests that an all_gather of an empty dim is refused (its group size would be undefined).
+func.func @all_gather_empty(%x: tensor<0xf32>) -> tensor<0xf32> {
+  // expected-error @+1 {{'cpc.all_gather' op result must be the input with dim 0 multiplied by the number of ranks}}
+  %0 = cpc.all_gather %x over @mesh ["dp"] : tensor<0xf32> -> tensor<0xf32>
+  return %0 : tensor<0xf32>
+}

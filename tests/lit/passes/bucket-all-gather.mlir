@@ -39,3 +39,23 @@ func.func @used(%w: tensor<6xf32>, %b: tensor<2xf32>) -> tensor<12xf32> {
   %y = cpc.add %gw, %gw : (tensor<12xf32>, tensor<12xf32>) -> tensor<12xf32>
   return %y : tensor<12xf32>
 }
+
+// -----
+
+// Tests that an assign standing after a read of its variable is not moved before that read: only
+// ops that stood before the bucket move after it.
+// CHECK-LABEL: func.func @late_assign
+// CHECK: cpc.all_gather {{.*}} : tensor<8xf32> -> tensor<16xf32>
+// CHECK: %[[Y:.*]] = cpc.add %[[P:.*]], %[[P]]
+// CHECK: cpc.assign %{{.*}} to "w"
+// CHECK: cpc.assign %{{.*}} to "b"
+cpc.mesh @mesh shape = [2] axes = ["dp"]
+func.func @late_assign(%w: tensor<6xf32>, %b: tensor<2xf32>) -> tensor<12xf32> {
+  %gw = cpc.all_gather %w over @mesh ["dp"] : tensor<6xf32> -> tensor<12xf32>
+  %gb = cpc.all_gather %b over @mesh ["dp"] : tensor<2xf32> -> tensor<4xf32>
+  %p = cpc.parameter "w" : tensor<12xf32>
+  %y = cpc.add %p, %p : (tensor<12xf32>, tensor<12xf32>) -> tensor<12xf32>
+  cpc.assign %gw to "w" : tensor<12xf32>
+  cpc.assign %gb to "b" : tensor<4xf32>
+  return %y : tensor<12xf32>
+}
