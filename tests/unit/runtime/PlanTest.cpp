@@ -1,0 +1,84 @@
+//===- PlanTest.cpp - plan validation, shard placement, data left in the file ===//
+#include "runtime/Plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <thread>
+#include <unistd.h>
+
+using namespace cpc;
+
+namespace {
+
+/// A one-program plan over a 2 x 2 mesh (dp x tp) with one parameter of 8 floats.
+Plan meshPlan() {
+  Plan plan;
+  plan.mode = "train";
+  plan.worldSize = 4;
+  plan.meshShape = {2, 2};
+  plan.meshAxes = {"dp", "tp"};
+  BufferDesc param{"w", DType::F32, {8}, BufferKind::Parameter};
+  param.trainable = true;
+  plan.buffers.push_back(param);
+  plan.blob.resize(8 * sizeof(float));
+  for (int i = 0; i < 8; ++i)
+    reinterpret_cast<float *>(plan.blob.data())[i] = float(i);
+  RankProgram program;
+  program.rank = -1;
+  plan.programs.push_back(program);
+  return plan;
+}
+
+TEST(PlanTest, ShardIndexAndGroupFollowTheMesh) {
+  Plan plan = meshPlan();
+  // Rank = dp * 2 + tp; over dp the group of rank 3 is {1, 3}, over both axes all four ranks.
+  EXPECT_EQ(plan.shardIndex(3, {"dp"}), 1);
+  EXPECT_EQ(plan.shardIndex(3, {"tp"}), 1);
+  EXPECT_EQ(plan.shardIndex(2, {"dp", "tp"}), 2);
+  EXPECT_EQ(plan.shardGroup(3, {"dp"}), (std::vector<int>{1, 3}));
+  EXPECT_EQ(plan.shardGroup(2, {"tp"}), (std::vector<int>{2, 3}));
+  EXPECT_EQ(plan.shardGroup(0, {"dp", "tp"}), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_THROW(plan.shardIndex(0, {"pp"}), RuntimeError);
+}
+
+TEST(PlanTest, ValidateChecksShardedParameters) {
+  Plan plan = meshPlan();
+  plan.buffers[0].shape = {4};
+  plan.buffers[0].globalShape = {2, 4};
+  plan.buffers[0].shardAxes = {"dp"};
+  EXPECT_NO_THROW(plan.validate());
+  plan.buffers[0].shape = {3}; // not a half of 8 elements
+  EXPECT_THROW(plan.validate(), RuntimeError);
+  plan.buffers[0].shape = {4};
+  plan.buffers[0].shardAxes = {"pp"}; // not a mesh axis
+  EXPECT_THROW(plan.validate(), RuntimeError);
+  plan.buffers[0].shardAxes = {"dp"};
+  plan.buffers[0].globalShape = {4, 4}; // the blob holds 8 elements, not 16
+  EXPECT_THROW(plan.validate(), RuntimeError);
+}
+
+TEST(PlanTest, DataLeftInTheFileIsReadOnDemand) {
+  Plan plan = meshPlan();
+  std::string path = ::testing::TempDir() + "/plan-test-" + std::to_string(::getpid()) + ".plan";
+  writePlan(plan, path);
+  Plan lazy = readPlan(path, PlanBlob::InFile);
+  EXPECT_TRUE(lazy.blob.empty());
+  EXPECT_FALSE(lazy.blobInMemory());
+  EXPECT_EQ(lazy.blobSize(), plan.blob.size());
+  float values[3] = {};
+  lazy.readBlob(4 * sizeof(float), sizeof values, values);
+  EXPECT_EQ(values[0], 4.f);
+  EXPECT_EQ(values[2], 6.f);
+  EXPECT_THROW(lazy.readBlob(7 * sizeof(float), 8, values), RuntimeError); // past the end
+  EXPECT_THROW(writePlan(lazy, path + ".copy"), RuntimeError);             // no data to write
+  // A plan rewritten after it was verified is refused rather than read unchecked.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  plan.blob[0] ^= 1;
+  writePlan(plan, path);
+  EXPECT_THROW(lazy.readBlob(0, 4, values), RuntimeError);
+  std::remove(path.c_str());
+}
+
+} // namespace
