@@ -44,8 +44,38 @@ LogicalResult checkAxis(std::optional<Location> loc, int64_t axis, int64_t rank,
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
+/// The mesh `meshRef` names, or a diagnostic on `op`.
+static FailureOr<MeshOp> lookupMesh(Operation *op, FlatSymbolRefAttr meshRef, SymbolTableCollection &symbols) {
+  auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(op, meshRef);
+  if (!mesh)
+    return op->emitOpError("refers to unknown mesh ") << meshRef;
+  return mesh;
+}
+
+/// The product of the sizes of mesh axes `axes`, or a diagnostic naming an axis `mesh` lacks.
+static FailureOr<int64_t> axesSize(Operation *op, MeshOp mesh, ArrayRef<StringRef> axes) {
+  int64_t parts = 1;
+  for (StringRef axis : axes) {
+    int64_t size = mesh.getAxisSize(axis);
+    if (size < 0)
+      return op->emitOpError("mesh '") << mesh.getSymName() << "' has no axis '" << axis << "'";
+    parts *= size;
+  }
+  return parts;
+}
+
+/// The number of ranks in a collective's group: the product of its mesh axes' sizes. Fails with
+/// a diagnostic on an unknown mesh or axis.
 static FailureOr<int64_t> collectiveGroupSize(Operation *op, FlatSymbolRefAttr meshRef, ArrayAttr axes,
-                                              SymbolTableCollection &symbols);
+                                              SymbolTableCollection &symbols) {
+  FailureOr<MeshOp> mesh = lookupMesh(op, meshRef, symbols);
+  if (failed(mesh))
+    return failure();
+  SmallVector<StringRef> names;
+  for (Attribute a : axes)
+    names.push_back(llvm::cast<StringAttr>(a).getValue());
+  return axesSize(op, *mesh, names);
+}
 
 LogicalResult ParameterOp::verify() {
   if (getName().empty())
@@ -565,29 +595,22 @@ int64_t MeshOp::getNumRanks() { return numElements(getShape()); }
 
 LogicalResult ShardOp::verifySymbolUses(SymbolTableCollection &symbols) {
   ShardingAttr sharding = getSharding();
-  auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(*this, sharding.getMesh());
-  if (!mesh)
-    return emitOpError("refers to unknown mesh ") << sharding.getMesh();
+  FailureOr<MeshOp> mesh = lookupMesh(*this, sharding.getMesh(), symbols);
+  if (failed(mesh))
+    return failure();
   RankedTensorType type = getType();
   if ((int64_t)sharding.getDimAxes().size() != type.getRank())
     return emitOpError("sharding has ") << sharding.getDimAxes().size()
                                         << " dims but the tensor has rank " << type.getRank();
   for (int64_t d = 0; d < type.getRank(); ++d) {
-    int64_t parts = 1;
-    for (StringRef axis : sharding.getAxesOfDim(d)) {
-      int64_t size = mesh.getAxisSize(axis);
-      if (size < 0)
-        return emitOpError("mesh '") << mesh.getSymName() << "' has no axis '" << axis << "'";
-      parts *= size;
-    }
-    if (type.getDimSize(d) % parts)
+    FailureOr<int64_t> parts = axesSize(*this, *mesh, sharding.getAxesOfDim(d));
+    if (failed(parts))
+      return failure();
+    if (type.getDimSize(d) % *parts)
       return emitOpError("dim ") << d << " of size " << type.getDimSize(d)
-                                 << " is not divisible into " << parts << " shards";
+                                 << " is not divisible into " << *parts << " shards";
   }
-  for (StringRef axis : sharding.getPartialAxisNames())
-    if (mesh.getAxisSize(axis) < 0)
-      return emitOpError("mesh '") << mesh.getSymName() << "' has no axis '" << axis << "'";
-  return success();
+  return axesSize(*this, *mesh, sharding.getPartialAxisNames());
 }
 
 LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
@@ -597,23 +620,6 @@ LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   for (Value v : adaptor.getInputs())
     inferred.push_back(v.getType());
   return success();
-}
-
-/// The number of ranks in a collective's group: the product of its mesh axes' sizes. Fails with
-/// a diagnostic on an unknown mesh or axis.
-static FailureOr<int64_t> collectiveGroupSize(Operation *op, FlatSymbolRefAttr meshRef, ArrayAttr axes,
-                                              SymbolTableCollection &symbols) {
-  auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(op, meshRef);
-  if (!mesh)
-    return op->emitOpError("refers to unknown mesh ") << meshRef;
-  int64_t parts = 1;
-  for (Attribute a : axes) {
-    int64_t size = mesh.getAxisSize(llvm::cast<StringAttr>(a).getValue());
-    if (size < 0)
-      return op->emitOpError("mesh '") << mesh.getSymName() << "' has no axis " << a;
-    parts *= size;
-  }
-  return parts;
 }
 
 LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
@@ -658,23 +664,19 @@ LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) 
 
 LogicalResult ShardSliceOp::verifySymbolUses(SymbolTableCollection &symbols) {
   ShardingAttr sharding = getSharding();
-  auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(*this, sharding.getMesh());
-  if (!mesh)
-    return emitOpError("refers to unknown mesh ") << sharding.getMesh();
+  FailureOr<MeshOp> mesh = lookupMesh(*this, sharding.getMesh(), symbols);
+  if (failed(mesh))
+    return failure();
   auto in = getInput().getType(), out = getType();
   if (in.getRank() != out.getRank() || (int64_t)sharding.getDimAxes().size() != in.getRank() ||
       in.getElementType() != out.getElementType())
     return emitOpError("sharding, input and result must have one rank and element type");
   for (int64_t d = 0; d < in.getRank(); ++d) {
-    int64_t parts = 1;
-    for (StringRef axis : sharding.getAxesOfDim(d)) {
-      int64_t size = mesh.getAxisSize(axis);
-      if (size < 0)
-        return emitOpError("mesh '") << mesh.getSymName() << "' has no axis '" << axis << "'";
-      parts *= size;
-    }
-    if (in.getDimSize(d) % parts || out.getDimSize(d) != in.getDimSize(d) / parts)
-      return emitOpError("dim ") << d << " of size " << in.getDimSize(d) << " split into " << parts
+    FailureOr<int64_t> parts = axesSize(*this, *mesh, sharding.getAxesOfDim(d));
+    if (failed(parts))
+      return failure();
+    if (in.getDimSize(d) % *parts || out.getDimSize(d) != in.getDimSize(d) / *parts)
+      return emitOpError("dim ") << d << " of size " << in.getDimSize(d) << " split into " << *parts
                                  << " blocks is not " << out.getDimSize(d);
   }
   return success();
