@@ -15,51 +15,22 @@ using namespace cpc;
 
 namespace {
 
-/// Merges the single-value all-reduces of `func` into buckets of at most `limit` bytes. A bucket
-/// is closed before an op that uses one of its members (so every use still sees the sum) and
-/// when the element type changes; it is issued where its last member stood.
-void bucketAllReduces(func::FuncOp func, int64_t limit) {
-  SmallVector<AllReduceOp> bucket;
-  int64_t bytes = 0;
-  llvm::SmallPtrSet<Operation *, 16> members;
-  auto flush = [&]() {
-    if (bucket.size() > 1) {
-      AllReduceOp last = bucket.back();
-      OpBuilder b(last);
-      b.setInsertionPointAfter(last);
-      SmallVector<Value> inputs;
-      for (AllReduceOp op : bucket)
-        inputs.push_back(op.getInputs().front());
-      auto merged = b.create<AllReduceOp>(last.getLoc(), inputs, last.getMeshAttr(), last.getAxesAttr());
-      for (auto [i, op] : llvm::enumerate(bucket)) {
-        op.getResult(0).replaceAllUsesWith(merged.getResult(i));
-        op.erase();
-      }
-    }
-    bucket.clear();
-    members.clear();
-    bytes = 0;
-  };
-  SmallVector<Operation *> ops;
-  for (Operation &op : func.getBody().front())
-    ops.push_back(&op);
-  for (Operation *op : ops) {
-    // An op using a pending member needs the sum now.
-    if (llvm::any_of(op->getOperands(), [&](Value v) { return v.getDefiningOp() && members.count(v.getDefiningOp()); }))
-      flush();
-    auto ar = llvm::dyn_cast<AllReduceOp>(op);
-    if (!ar || ar.getInputs().size() != 1)
-      continue;
-    auto type = llvm::cast<RankedTensorType>(ar.getInputs().front().getType());
-    int64_t size = type.getNumElements() * std::max<int64_t>(type.getElementTypeBitWidth() / 8, 1);
-    if (!bucket.empty() && (bytes + size > limit || bucket.front().getInputs().front().getType().cast<RankedTensorType>().getElementType() != type.getElementType() ||
-                            bucket.front().getAxesAttr() != ar.getAxesAttr()))
-      flush();
-    bucket.push_back(ar);
-    members.insert(ar);
-    bytes += size;
+/// Issues an all-reduce bucket as one all-reduce of all its members, where the last one stood.
+void mergeAllReduces(ArrayRef<AllReduceOp> bucket) {
+  if (bucket.size() < 2)
+    return;
+  AllReduceOp last = bucket.back();
+  OpBuilder b(last);
+  b.setInsertionPointAfter(last);
+  SmallVector<Value> inputs;
+  for (AllReduceOp op : bucket)
+    inputs.push_back(op.getInputs().front());
+  auto merged = b.create<AllReduceOp>(last.getLoc(), inputs, last.getMeshAttr(), last.getAxesAttr());
+  for (auto [i, member] : llvm::enumerate(bucket)) {
+    AllReduceOp op = member;
+    op.getResult(0).replaceAllUsesWith(merged.getResult(i));
+    op.erase();
   }
-  flush();
 }
 
 /// Replaces the reduce-scatters of `bucket` (1-D, along dim 0) by one over their blocks laid
@@ -95,13 +66,17 @@ void mergeReduceScatters(ArrayRef<ReduceScatterOp> bucket) {
   }
 }
 
-/// Merges 1-D reduce-scatters (ZeRO-2/3's gradients) into buckets the way bucketAllReduces does.
-void bucketReduceScatters(func::FuncOp func, int64_t limit) {
-  SmallVector<ReduceScatterOp> bucket;
+/// Merges the collectives of kind `OpT` that `input(op)` accepts (returning the value reduced,
+/// or null to skip the op) into buckets of at most `limit` input bytes, with `merge`. A bucket
+/// is closed before an op that uses one of its members (so every use still sees the sum) and
+/// when the element type, mesh or axes change; it is issued where its last member stood.
+template <typename OpT, typename InputFn, typename MergeFn>
+void bucketReductions(func::FuncOp func, int64_t limit, InputFn input, MergeFn merge) {
+  SmallVector<OpT> bucket;
   int64_t bytes = 0;
   llvm::SmallPtrSet<Operation *, 16> members;
   auto flush = [&]() {
-    mergeReduceScatters(bucket);
+    merge(ArrayRef<OpT>(bucket));
     bucket.clear();
     members.clear();
     bytes = 0;
@@ -110,19 +85,24 @@ void bucketReduceScatters(func::FuncOp func, int64_t limit) {
   for (Operation &op : func.getBody().front())
     ops.push_back(&op);
   for (Operation *op : ops) {
+    // An op using a pending member needs the sum now.
     if (llvm::any_of(op->getOperands(), [&](Value v) { return v.getDefiningOp() && members.count(v.getDefiningOp()); }))
       flush();
-    auto rs = llvm::dyn_cast<ReduceScatterOp>(op);
-    if (!rs || rs.getType().getRank() != 1 || rs.getType().getDimSize(0) == 0)
+    auto reduction = llvm::dyn_cast<OpT>(op);
+    Value in = reduction ? input(reduction) : Value();
+    if (!in)
       continue;
-    auto type = rs.getInput().getType();
+    auto type = llvm::cast<RankedTensorType>(in.getType());
     int64_t size = type.getNumElements() * std::max<int64_t>(type.getElementTypeBitWidth() / 8, 1);
-    if (!bucket.empty() && (bytes + size > limit || bucket.front().getType().getElementType() != type.getElementType() ||
-                            bucket.front().getAxesAttr() != rs.getAxesAttr() ||
-                            bucket.front().getMeshAttr() != rs.getMeshAttr()))
-      flush();
-    bucket.push_back(rs);
-    members.insert(rs);
+    if (!bucket.empty()) {
+      OpT first = bucket.front();
+      if (bytes + size > limit || first.getAxesAttr() != reduction.getAxesAttr() ||
+          first.getMeshAttr() != reduction.getMeshAttr() ||
+          llvm::cast<RankedTensorType>(input(first).getType()).getElementType() != type.getElementType())
+        flush();
+    }
+    bucket.push_back(reduction);
+    members.insert(reduction);
     bytes += size;
   }
   flush();
@@ -133,9 +113,18 @@ struct CpcBucketAllReducePass : cpc::impl::CpcBucketAllReduceBase<CpcBucketAllRe
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (bucketBytes > 0)
-        bucketAllReduces(func, bucketBytes);
+        bucketReductions<AllReduceOp>(
+            func, bucketBytes,
+            [](AllReduceOp op) { return op.getInputs().size() == 1 ? op.getInputs().front() : Value(); },
+            mergeAllReduces);
+      // ZeRO-2/3 gradients: 1-D reduce-scatters along dim 0 with non-empty blocks.
       if (scatterBucketBytes > 0)
-        bucketReduceScatters(func, scatterBucketBytes);
+        bucketReductions<ReduceScatterOp>(
+            func, scatterBucketBytes,
+            [](ReduceScatterOp op) {
+              return op.getType().getRank() == 1 && op.getType().getDimSize(0) > 0 ? op.getInput() : Value();
+            },
+            mergeReduceScatters);
     }
   }
 };

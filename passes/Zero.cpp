@@ -270,9 +270,7 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
     auto wholeNewParam = [&] {
       if (!newParam) {
         b.setInsertionPointAfter(update);
-        Value gatheredParam = b.create<AllGatherOp>(loc, flat, update.getNewParam(),
-                                                    FlatSymbolRefAttr::get(ctx, "mesh"), b.getStrArrayAttr({"dp"}));
-        newParam = b.create<ReshapeOp>(loc, type, gatheredParam);
+        newParam = gathered(b, loc, update.getNewParam(), type);
       }
       return newParam;
     };
