@@ -11,16 +11,6 @@ namespace cpc {
 
 namespace {
 
-/// Coordinates of `rank` on a row-major mesh.
-std::vector<int64_t> coordinates(int64_t rank, const std::vector<int64_t> &shape) {
-  std::vector<int64_t> c(shape.size());
-  for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
-    c[d] = rank % shape[d];
-    rank /= shape[d];
-  }
-  return c;
-}
-
 int64_t axisIndex(const kernels::KernelContext &ctx, const std::string &name) {
   for (size_t i = 0; i < ctx.meshAxes->size(); ++i)
     if ((*ctx.meshAxes)[i] == name)
@@ -30,24 +20,12 @@ int64_t axisIndex(const kernels::KernelContext &ctx, const std::string &name) {
 
 /// The world ranks that differ from ctx.rank only along `axes` (the group of a collective).
 std::vector<int> groupOf(const kernels::KernelContext &ctx, const std::vector<std::string> &axes) {
-  const std::vector<int64_t> &shape = *ctx.meshShape;
-  std::vector<bool> along(shape.size(), false);
+  std::vector<bool> along(ctx.meshShape->size(), false);
   for (const auto &a : axes)
     along[axisIndex(ctx, a)] = true;
   if (std::all_of(along.begin(), along.end(), [](bool b) { return b; }))
     return {}; // the whole world
-  std::vector<int64_t> mine = coordinates(ctx.rank, shape);
-  int64_t world = numElements(shape);
-  std::vector<int> group;
-  for (int64_t r = 0; r < world; ++r) {
-    std::vector<int64_t> c = coordinates(r, shape);
-    bool same = true;
-    for (size_t d = 0; d < shape.size(); ++d)
-      same &= along[d] || c[d] == mine[d];
-    if (same)
-      group.push_back(r);
-  }
-  return group;
+  return meshGroup(ctx.rank, *ctx.meshShape, along);
 }
 
 void checkMesh(const kernels::KernelContext &ctx) {
@@ -150,7 +128,7 @@ void shardSliceKernel(kernels::KernelContext &ctx) {
   const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
   checkMesh(ctx);
   auto dimAxes = ctx.attr("sharding").at("dim_axes").get<std::vector<std::vector<std::string>>>();
-  std::vector<int64_t> mine = coordinates(ctx.rank, *ctx.meshShape);
+  std::vector<int64_t> mine = meshCoordinates(ctx.rank, *ctx.meshShape);
   std::vector<int64_t> start(in.rank(), 0);
   for (int64_t d = 0; d < in.rank(); ++d) {
     int64_t block = 0;

@@ -108,15 +108,16 @@ nlohmann::json Plan::metadata() const {
   j["predicted_peak_bytes"] = predictedPeakBytes;
   j["training"] = training;
   json bufs = json::array();
-  for (const auto &b : buffers)
-    bufs.push_back({{"name", b.name}, {"dtype", dtypeName(b.dtype)}, {"shape", b.shape},
-                    {"kind", bufferKindName(b.kind)}, {"offset", b.offset}, {"alias_of", b.aliasOf},
-                    {"trainable", b.trainable}});
-  for (size_t i = 0; i < buffers.size(); ++i)
-    if (buffers[i].sharded()) {
-      bufs[i]["global_shape"] = buffers[i].globalShape;
-      bufs[i]["shard_axes"] = buffers[i].shardAxes;
+  for (const auto &b : buffers) {
+    json d = {{"name", b.name},     {"dtype", dtypeName(b.dtype)}, {"shape", b.shape},
+              {"kind", bufferKindName(b.kind)}, {"offset", b.offset}, {"alias_of", b.aliasOf},
+              {"trainable", b.trainable}};
+    if (b.sharded()) {
+      d["global_shape"] = b.globalShape;
+      d["shard_axes"] = b.shardAxes;
     }
+    bufs.push_back(std::move(d));
+  }
   j["buffers"] = bufs;
   auto named = [](const std::vector<NamedBuffer> &v) {
     json a = json::array();
@@ -137,8 +138,6 @@ nlohmann::json Plan::metadata() const {
   return j;
 }
 
-namespace {
-/// Coordinates of `rank` on a row-major mesh.
 std::vector<int64_t> meshCoordinates(int64_t rank, const std::vector<int64_t> &shape) {
   std::vector<int64_t> c(shape.size());
   for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
@@ -147,37 +146,45 @@ std::vector<int64_t> meshCoordinates(int64_t rank, const std::vector<int64_t> &s
   }
   return c;
 }
-} // namespace
+
+std::vector<bool> meshDimsAlong(const std::vector<std::string> &names, const std::vector<std::string> &axes) {
+  std::vector<bool> along(names.size(), false);
+  for (const std::string &axis : axes) {
+    auto it = std::find(names.begin(), names.end(), axis);
+    if (it == names.end())
+      throw RuntimeError("the mesh has no axis '" + axis + "'");
+    along[it - names.begin()] = true;
+  }
+  return along;
+}
+
+std::vector<int> meshGroup(int rank, const std::vector<int64_t> &shape, const std::vector<bool> &along) {
+  std::vector<int64_t> mine = meshCoordinates(rank, shape);
+  std::vector<int> group;
+  for (int64_t r = 0, world = numElements(shape); r < world; ++r) {
+    std::vector<int64_t> c = meshCoordinates(r, shape);
+    bool same = true;
+    for (size_t d = 0; d < shape.size(); ++d)
+      same &= along[d] || c[d] == mine[d];
+    if (same)
+      group.push_back(r);
+  }
+  return group;
+}
 
 int64_t Plan::shardIndex(int rank, const std::vector<std::string> &axes) const {
-  for (const std::string &axis : axes)
-    if (std::find(meshAxes.begin(), meshAxes.end(), axis) == meshAxes.end())
-      throw RuntimeError("the plan's mesh has no axis '" + axis + "'");
-  // Row-major over the mesh dims in mesh order, as the collectives order their groups.
+  std::vector<bool> along = meshDimsAlong(meshAxes, axes);
+  // Row-major over the mesh dims in mesh order: the rank's position in its shardGroup.
   std::vector<int64_t> c = meshCoordinates(rank, meshShape);
   int64_t index = 0;
   for (size_t d = 0; d < meshShape.size(); ++d)
-    if (std::find(axes.begin(), axes.end(), meshAxes[d]) != axes.end())
+    if (along[d])
       index = index * meshShape[d] + c[d];
   return index;
 }
 
 std::vector<int> Plan::shardGroup(int rank, const std::vector<std::string> &axes) const {
-  std::vector<int64_t> mine = meshCoordinates(rank, meshShape);
-  std::vector<std::pair<int64_t, int>> members;
-  for (int r = 0; r < worldSize; ++r) {
-    std::vector<int64_t> c = meshCoordinates(r, meshShape);
-    bool same = true;
-    for (size_t d = 0; d < meshShape.size(); ++d)
-      same &= std::find(axes.begin(), axes.end(), meshAxes[d]) != axes.end() || c[d] == mine[d];
-    if (same)
-      members.push_back({shardIndex(r, axes), r});
-  }
-  std::sort(members.begin(), members.end());
-  std::vector<int> group;
-  for (auto [index, r] : members)
-    group.push_back(r);
-  return group;
+  return meshGroup(rank, meshShape, meshDimsAlong(meshAxes, axes));
 }
 
 void Plan::validate() const {

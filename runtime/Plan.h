@@ -131,6 +131,14 @@ struct Plan {
   void validate() const;
 };
 
+/// Coordinates of `rank` on a row-major mesh of `shape`.
+std::vector<int64_t> meshCoordinates(int64_t rank, const std::vector<int64_t> &shape);
+/// Which dims of a mesh with axis names `names` the axes `axes` are; throws on an unknown axis.
+std::vector<bool> meshDimsAlong(const std::vector<std::string> &names, const std::vector<std::string> &axes);
+/// The ranks that differ from `rank` only along the mesh dims marked in `along`, ascending (the
+/// block order of the collectives).
+std::vector<int> meshGroup(int rank, const std::vector<int64_t> &shape, const std::vector<bool> &along);
+
 /// Writes `plan` to `path`; throws RuntimeError.
 void writePlan(const Plan &plan, const std::string &path);
 /// Where readPlan puts the tensors: in memory (Plan::blob) or left in the file (verified by
