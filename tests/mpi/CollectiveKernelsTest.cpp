@@ -5,26 +5,17 @@
 //
 #include "runtime/CollectiveKernels.h"
 #include "runtime/Communicator.h"
+#include "tests/mpi/MpiCheck.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 using namespace cpc;
+using namespace cpc::mpitest;
 
 namespace {
 
-int passed = 0, failed = 0, myRank = 0;
-
-void check(bool ok, const std::string &what) {
-  if (ok) {
-    ++passed;
-  } else {
-    ++failed;
-    std::printf("rank %d: FAIL %s\n", myRank, what.c_str());
-    std::fflush(stdout);
-  }
-}
 
 struct Mesh {
   std::vector<int64_t> shape;
@@ -132,9 +123,5 @@ int main() {
   } catch (const std::exception &e) {
     check(false, std::string("unexpected error: ") + e.what());
   }
-  int64_t totals[2] = {passed, failed};
-  comm->allReduceSum(totals, 2, DType::I64, {});
-  if (comm->rank() == 0)
-    std::printf("%lld passed, %lld failed\n", (long long)totals[0], (long long)totals[1]);
-  return totals[1] ? 1 : 0;
+  return finish(*comm);
 }

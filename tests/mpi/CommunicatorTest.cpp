@@ -4,6 +4,7 @@
 // collectives would hang). Rank 0 prints the job's totals, "N passed, N failed".
 //
 #include "runtime/Communicator.h"
+#include "tests/mpi/MpiCheck.h"
 #include "runtime/Launcher.h"
 #include "runtime/Plan.h"
 
@@ -16,20 +17,10 @@
 #include <string>
 
 using namespace cpc;
+using namespace cpc::mpitest;
 
 namespace {
 
-int passed = 0, failed = 0, myRank = 0;
-
-void check(bool ok, const std::string &what) {
-  if (ok) {
-    ++passed;
-  } else {
-    ++failed;
-    std::printf("rank %d: FAIL %s\n", myRank, what.c_str());
-    std::fflush(stdout);
-  }
-}
 
 /// `fn` must throw a RuntimeError whose message contains every one of `parts`.
 void expectError(const std::string &what, const std::function<void()> &fn, std::vector<std::string> parts) {
@@ -269,9 +260,5 @@ int main() {
   }
   singleRank();
   failureLines();
-  int64_t totals[2] = {passed, failed};
-  comm->allReduceSum(totals, 2, DType::I64, {});
-  if (comm->rank() == 0)
-    std::printf("%lld passed, %lld failed\n", (long long)totals[0], (long long)totals[1]);
-  return totals[1] ? 1 : 0;
+  return finish(*comm);
 }
