@@ -22,7 +22,6 @@
 namespace cpc::kernels {
 namespace {
 
-constexpr int64_t kParallelMin = 1 << 15;
 
 int nthreads(const KernelContext &ctx) { return std::max(1, ctx.threads); }
 
@@ -44,8 +43,7 @@ void checkSame(const KernelContext &ctx, const TensorRef &t, const TensorRef &li
 template <typename F>
 void forColumnBlocks(const KernelContext &ctx, int64_t outer, int64_t inner, int64_t work, F &&body) {
   int threads = nthreads(ctx);
-  int64_t want = std::max<int64_t>(1, 4 * threads / std::max<int64_t>(1, outer));
-  int64_t block = std::max<int64_t>(16, (inner + want - 1) / want), blocks = (inner + block - 1) / block;
+  int64_t block = columnBlock(inner, outer, threads), blocks = (inner + block - 1) / block;
 #pragma omp parallel for num_threads(threads) if (work > kParallelMin) schedule(static)
   for (int64_t task = 0; task < outer * blocks; ++task) {
     int64_t k0 = (task % blocks) * block;

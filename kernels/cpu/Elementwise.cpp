@@ -36,7 +36,6 @@ void checkOutput(const KernelContext &ctx, DType dtype, const std::vector<int64_
     ctx.fail("output shape " + shapeString(out.shape) + ", expected " + shapeString(*shape));
 }
 
-constexpr int64_t kParallelMin = 1 << 15;
 
 // Splits [0, n) into one contiguous range per thread; small loops stay serial.
 template <typename F> void parallelRanges(const KernelContext &ctx, int64_t n, F &&body) {

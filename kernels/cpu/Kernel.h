@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -62,6 +64,17 @@ public:
 private:
   std::map<std::string, KernelFn> table_;
 };
+
+/// Below this many elements a kernel runs on one thread (starting threads would cost more).
+constexpr int64_t kParallelMin = 1 << 15;
+
+/// Width of the column blocks when [outer, ..., inner] work is split into outer x column-block
+/// tasks: narrow enough that `threads` threads all get some even when outer is small, at least
+/// 16 columns, at most `maxBlock` (a kernel's stack buffer).
+inline int64_t columnBlock(int64_t inner, int64_t outer, int threads, int64_t maxBlock = INT64_MAX) {
+  int64_t want = std::max<int64_t>(1, 4 * threads / std::max<int64_t>(1, outer));
+  return std::clamp<int64_t>((inner + want - 1) / want, 16, std::max<int64_t>(16, maxBlock));
+}
 
 // Tables filled by the files in kernels/cpu/.
 void registerElementwiseKernels(KernelRegistry &registry);

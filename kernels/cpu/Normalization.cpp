@@ -14,7 +14,6 @@
 namespace cpc::kernels {
 namespace {
 
-constexpr int64_t kParallelMin = 1 << 15;
 
 
 void checkSame(const KernelContext &ctx, const TensorRef &t, const TensorRef &like, const char *what) {
@@ -105,8 +104,7 @@ void softmax(const KernelContext &ctx, const T *x, T *y, int64_t outer, int64_t 
     return;
   }
   constexpr int64_t kBlock = 256;
-  int64_t want = std::max<int64_t>(1, 4 * threads / std::max<int64_t>(1, outer));
-  int64_t block = std::clamp<int64_t>((inner + want - 1) / want, 16, kBlock);
+  int64_t block = columnBlock(inner, outer, threads, kBlock);
   int64_t blocks = (inner + block - 1) / block;
 #pragma omp parallel for num_threads(threads) if (total > kParallelMin)
   for (int64_t task = 0; task < outer * blocks; ++task) {

@@ -30,7 +30,8 @@
 namespace cpc::kernels {
 namespace {
 
-constexpr int64_t kParallelMin = 1 << 14;
+// AdamW does more work per element than most kernels: threads pay off sooner.
+constexpr int64_t kAdamParallelMin = 1 << 14;
 
 inline float fmadd(float a, float b, float c) { return float(double(a) * double(b) + double(c)); }
 inline double fmadd(double a, double b, double c) { return std::fma(a, b, c); }
@@ -62,7 +63,7 @@ void adamw(const KernelContext &ctx, int64_t n, double lr, double step, double b
   const T negStepSize = T(-(lr / bc1)), bc2Sqrt = T(std::sqrt(bc2)), epsT = T(eps);
 
   int threads = std::max(1, ctx.threads);
-#pragma omp parallel for num_threads(threads) if (n > kParallelMin) schedule(static)
+#pragma omp parallel for num_threads(threads) if (n > kAdamParallelMin) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     T pi = p[i], gi = g[i], mi = m[i], vi = v[i];
     pi = pi * decay;

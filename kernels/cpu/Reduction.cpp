@@ -100,7 +100,6 @@ struct TableOffsets {
   int64_t operator()(int64_t r) const { return table[r]; }
 };
 
-constexpr int64_t kParallelMin = 1 << 15;
 constexpr int64_t kChunk = 1 << 15; // long single reductions split into chunks of this size
 
 template <typename T, typename Op, typename ROff>
@@ -143,8 +142,7 @@ void reduceBlocks(const KernelContext &ctx, const T *x, T *y, const std::vector<
   }
   // Inner blocks small enough to give every thread work, at most kBlock wide (stack).
   constexpr int64_t kBlock = 256;
-  int64_t want = std::max<int64_t>(1, 4 * threads / std::max<int64_t>(1, outer));
-  int64_t block = std::clamp<int64_t>((inner + want - 1) / want, 16, kBlock);
+  int64_t block = columnBlock(inner, outer, threads, kBlock);
   int64_t blocks = (inner + block - 1) / block;
 #pragma omp parallel for num_threads(threads) if (total > kParallelMin)
   for (int64_t task = 0; task < outer * blocks; ++task) {
