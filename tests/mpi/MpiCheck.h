@@ -10,6 +10,7 @@
 #include "runtime/Communicator.h"
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
 namespace cpc::mpitest {
@@ -23,6 +24,18 @@ inline void check(bool ok, const std::string &what) {
     ++failed;
     std::printf("rank %d: FAIL %s\n", myRank, what.c_str());
     std::fflush(stdout);
+  }
+}
+
+/// This rank's MPI communicator, or null after printing why there is none (main then fails).
+inline std::unique_ptr<Communicator> start() {
+  try {
+    auto comm = makeMpiCommunicator();
+    myRank = comm->rank();
+    return comm;
+  } catch (const std::exception &e) {
+    std::printf("cannot make the MPI communicator: %s\n0 passed, 1 failed\n", e.what());
+    return nullptr;
   }
 }
 
