@@ -242,12 +242,6 @@ private:
       throw RuntimeError(where(kind, group) + ": " + mpiErrorString(rc));
   }
 
-  void fitsInt(const char *kind, int64_t elements, const std::vector<int> &group) const {
-    if (elements > INT_MAX)
-      throw RuntimeError(where(kind, group) + ": " + std::to_string(elements) +
-                         " elements exceed MPI's int count");
-  }
-
   /// Validates a call and returns the group's communicator, creating it on first use.
   const Group &groupOf(const char *kind, int64_t count, DType type, const std::vector<int> &group) {
     if (mpiType(type) == MPI_DATATYPE_NULL)
