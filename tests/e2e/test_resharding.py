@@ -1,7 +1,7 @@
 """Resharding: a model that mixes rows across the batch (softmax over dim 0, and over the batch
 again after a transpose) needs batch-split values whole. Data parallelism all-gathers them where
-the rules say so, and training on 2 and 4 ranks equals one rank (loss per step 1e-5 relative,
-final parameters 1e-5).
+the rules say so, and training on 2 and 4 ranks equals one rank (loss and gradient norm per
+step 1e-5 relative, final parameters 1e-5).
 """
 import json
 import os
@@ -71,15 +71,20 @@ with tempdir() as work:
     def layout(dp):
         def check():
             ours, params = train(work, model, dp)
+            assert len(ours) == len(single) == STEPS, "%d and %d metric lines" % (len(ours), len(single))
             worst = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(ours, single))
             assert worst <= 1e-5, "per-step loss differs by %.2e" % worst
+            worst_norm = max(abs(a["grad_norm"] - b["grad_norm"]) / abs(b["grad_norm"]) for a, b in zip(ours, single))
+            assert worst_norm <= 1e-5, "per-step grad_norm differs by %.2e:\n%s" % (worst_norm, "\n".join(
+                "%d %.7f %.7f" % (a["step"], a["grad_norm"], b["grad_norm"]) for a, b in zip(ours, single)))
             assert single[-1]["loss"] < single[0]["loss"], "the loss did not go down"
             for name in sorted(os.listdir(single_params)):
                 a, b = np.load(os.path.join(single_params, name)), np.load(os.path.join(params, name))
                 assert np.allclose(a, b, rtol=1e-5, atol=1e-5), "%s differs by %.3g" % (name, np.abs(a - b).max())
             gathers = ours[-1]["comm"].get("all_gather", {}).get("calls", 0)
             assert gathers > 0, "no all-gather ran: %s" % ours[-1]["comm"]
-            print("   dp=%d: worst per-step loss difference %.2e, %d all-gathers per step" % (dp, worst, gathers))
+            print("   dp=%d: worst per-step difference loss %.2e grad_norm %.2e, %d all-gathers per step" % (
+                dp, worst, worst_norm, gathers))
         return check
 
     results.check("2 ranks all-gather the batch where softmax needs it and equal one rank", layout(2))
