@@ -47,6 +47,7 @@ struct Case {
   Shape yShape;
   double low = -1.0, high = 1.0;       // range of the random parameter values
   double tolerance = 1e-6;             // relative to max(1, |grad|)
+  double h = 1e-6;                     // finite-difference step
 };
 
 /// @main: the parameters, the case's ops, then loss = sum(y * w) with a frozen random w so that
@@ -109,7 +110,7 @@ TEST_P(VJPRules, MatchesFiniteDifferences) {
     exec.run("main");
     return *exec.output("loss", "main").as<double>();
   };
-  const double h = 1e-6;
+  const double h = c.h;
   for (auto &[name, shape] : c.params) {
     double *p = exec.variable(name).as<double>();
     for (size_t i = 0; i < grads[name].size(); ++i) {
@@ -222,6 +223,14 @@ const Case kCases[] = {
      "  %y = cpc.conv2d %x, %k {strides = array<i64: 2, 2>, padding = array<i64: 0, 0, 0, 0>, "
      "dilations = array<i64: 1, 1>} : (tensor<2x3x4x4xf64>, tensor<5x3x2x2xf64>) -> tensor<2x5x2x2xf64>\n",
      {2, 5, 2, 2}},
+    // f64 -> f32 -> exp -> f64, times x: both cast directions carry the gradient of x * exp(x).
+    // The f32 exp rounds (~1e-7 relative), so a wider step (truncation ~h^2/6 * 4e = 2e-4) and a
+    // looser tolerance than the f64 cases.
+    {"cast_f32_round_trip", {{"x", {2, 3}}},
+     "  %x32 = cpc.cast %x : tensor<2x3xf64> -> tensor<2x3xf32>\n"
+     "  %e32 = cpc.exp %x32 : tensor<2x3xf32>\n"
+     "  %e = cpc.cast %e32 : tensor<2x3xf32> -> tensor<2x3xf64>\n"
+     "  %y = cpc.mul %e, %x : (tensor<2x3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>\n", {2, 3}, -1.0, 1.0, 1e-3, 1e-2},
     {"value_used_twice", {{"x", {2, 3}}},
      "  %e = cpc.exp %x : tensor<2x3xf64>\n"
      "  %y = cpc.mul %e, %x : (tensor<2x3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>\n", {2, 3}},
