@@ -25,7 +25,13 @@ def Cpc_IntTensor : StaticShapeTensorOf<[AnyInteger]>;
 def Cpc_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
 def Cpc_BoolTensor : StaticShapeTensorOf<[I1]>;
 
+// Every cpc op verifies that its operands and results are no larger than the largest tensor
+// cpc supports (support/CheckedSize.h), so that later size arithmetic cannot overflow.
+def Cpc_TensorSizeLimit : NativeOpTrait<"TensorSizeLimit"> {
+  let cppNamespace = "::cpc::OpTrait";
+}
+
 class Cpc_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Cpc_Dialect, mnemonic, traits>;
+    : Op<Cpc_Dialect, mnemonic, !listconcat(traits, [Cpc_TensorSizeLimit])>;
 
 #endif // CPC_BASE_TD

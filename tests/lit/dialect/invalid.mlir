@@ -1059,3 +1059,34 @@ func.func @all_gather_empty(%x: tensor<0xf32>) -> tensor<0xf32> {
   %0 = cpc.all_gather %x over @mesh ["dp"] : tensor<0xf32> -> tensor<0xf32>
   return %0 : tensor<0xf32>
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// TensorSizeLimit (every cpc op)
+//===----------------------------------------------------------------------===//
+
+// Tests that an operand larger than 2^48 bytes is refused (2^62 f32 elements would wrap
+// byte counts to 0).
+func.func @tensor_too_large(%a: tensor<2147483648x2147483648xf32>) {
+  // expected-error @+1 {{operand #0: shape [2147483648, 2147483648] of 4-byte elements is larger than the largest tensor cpc supports (2^48 bytes)}}
+  %0 = cpc.relu %a : tensor<2147483648x2147483648xf32>
+  return
+}
+
+// -----
+
+// Tests that a result whose element count overflows int64 is refused.
+func.func @result_overflows(%a: tensor<1x1xf32>) {
+  // expected-error @+1 {{result #0: shape [4611686018427387904, 4] of 4-byte elements is larger}}
+  %0 = cpc.broadcast %a : tensor<1x1xf32> -> tensor<4611686018427387904x4xf32>
+  return
+}
+
+// -----
+
+// Tests that the largest tensor cpc supports (2^48 bytes) still verifies.
+func.func @tensor_at_the_limit(%a: tensor<65536x1073741824xf32>) {
+  %0 = cpc.relu %a : tensor<65536x1073741824xf32>
+  return
+}
