@@ -1,5 +1,6 @@
 //===- ConstTensor.cpp ----------------------------------------------------===//
 #include "frontends/onnx/ConstTensor.h"
+#include "support/CheckedSize.h"
 
 #include <cmath>
 #include <cstring>
@@ -10,16 +11,22 @@ namespace cpc::onnx_import {
 using onnx::TensorProto_DataType;
 
 int64_t numElementsOf(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
+  if (auto n = checkedNumElements(shape))
+    return *n;
   for (int64_t d : shape)
-    n *= d;
-  return n;
+    if (d < 0)
+      throw std::runtime_error("shape " + shapeToString(shape) + " has a negative dim");
+  throw std::runtime_error("shape " + shapeToString(shape) + " has more elements than 64 bits count");
 }
 
 std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
   std::vector<int64_t> strides(shape.size(), 1);
-  for (int64_t i = (int64_t)shape.size() - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * shape[i + 1];
+  for (int64_t i = (int64_t)shape.size() - 2; i >= 0; --i) {
+    auto stride = checkedMul(strides[i + 1], shape[i + 1]);
+    if (!stride)
+      throw std::runtime_error("shape " + shapeToString(shape) + " has more elements than 64 bits count");
+    strides[i] = *stride;
+  }
   return strides;
 }
 
@@ -308,9 +315,6 @@ ConstTensor ConstTensor::reduce(const std::vector<int64_t> &axes, bool keepdims,
 template <typename T>
 static void readRaw(const std::string &raw, int64_t n, std::vector<double> *f,
                     std::vector<int64_t> *i) {
-  if ((int64_t)raw.size() != n * (int64_t)sizeof(T))
-    throw std::runtime_error("raw_data holds " + std::to_string(raw.size()) + " bytes, expected " +
-                             std::to_string(n * sizeof(T)));
   for (int64_t k = 0; k < n; ++k) {
     T v;
     std::memcpy(&v, raw.data() + k * sizeof(T), sizeof(T));
@@ -336,13 +340,45 @@ static double halfToDouble(uint16_t h, bool bfloat) {
   return sign ? -v : v;
 }
 
+/// How many values a proto without raw_data holds, in the field its element type uses.
+static int64_t storedValueCount(const onnx::TensorProto &proto, onnx::TensorProto_DataType type) {
+  switch (type) {
+  case onnx::TensorProto_DataType_FLOAT: return proto.float_data_size();
+  case onnx::TensorProto_DataType_DOUBLE: return proto.double_data_size();
+  case onnx::TensorProto_DataType_INT64: return proto.int64_data_size();
+  default: return proto.int32_data_size(); // f16, bf16, int32, int16, int8, uint8, bool
+  }
+}
+
+void checkTensorProtoSize(const onnx::TensorProto &proto, bool inlineData) {
+  auto type = (TensorProto_DataType)proto.data_type();
+  std::vector<int64_t> shape(proto.dims().begin(), proto.dims().end());
+  int64_t size = std::max<int64_t>(1, elementSize(type));
+  if (!checkedTensorBytes(shape, size))
+    throw std::runtime_error(tensorSizeProblem(shape, size));
+  if (!inlineData)
+    return;
+  int64_t n = numElementsOf(shape);
+  if (proto.has_raw_data()) {
+    int64_t held = (int64_t)proto.raw_data().size();
+    if (held % size || held / size != n)
+      throw std::runtime_error("raw_data holds " + std::to_string(held) + " bytes, its dims " +
+                               shapeToString(shape) + " need " + std::to_string(n) + " values of " +
+                               std::to_string(size) + " bytes");
+  } else if (int64_t held = storedValueCount(proto, type); held != n) {
+    throw std::runtime_error("tensor holds " + std::to_string(held) + " values, its dims " +
+                             shapeToString(shape) + " say " + std::to_string(n));
+  }
+}
+
 ConstTensor ConstTensor::fromProto(const onnx::TensorProto &proto) {
   auto type = (DataType)proto.data_type();
   if (!elementSize(type))
     throw std::runtime_error("unsupported tensor element type " + dataTypeName(type));
   std::vector<int64_t> shape(proto.dims().begin(), proto.dims().end());
+  int64_t n = numElementsOf(shape);
+  checkTensorProtoSize(proto, true); // before allocating anything of the dims' size
   ConstTensor t(type, shape);
-  int64_t n = t.numElements();
   auto *f = t.isFloat() ? &t.f_ : nullptr;
   auto *i = t.isFloat() ? nullptr : &t.i_;
   if (proto.has_raw_data()) {
@@ -368,32 +404,22 @@ ConstTensor ConstTensor::fromProto(const onnx::TensorProto &proto) {
     }
     return t;
   }
-  auto expect = [&](int64_t got) {
-    if (got != n)
-      throw std::runtime_error("tensor holds " + std::to_string(got) + " values, its dims say " +
-                               std::to_string(n));
-  };
   switch (type) {
   case onnx::TensorProto_DataType_FLOAT:
-    expect(proto.float_data_size());
     for (int64_t k = 0; k < n; ++k) t.f_[k] = proto.float_data(k);
     break;
   case onnx::TensorProto_DataType_DOUBLE:
-    expect(proto.double_data_size());
     for (int64_t k = 0; k < n; ++k) t.f_[k] = proto.double_data(k);
     break;
   case onnx::TensorProto_DataType_INT64:
-    expect(proto.int64_data_size());
     for (int64_t k = 0; k < n; ++k) t.i_[k] = proto.int64_data(k);
     break;
   case onnx::TensorProto_DataType_FLOAT16:
   case onnx::TensorProto_DataType_BFLOAT16:
-    expect(proto.int32_data_size());
     for (int64_t k = 0; k < n; ++k)
       t.f_[k] = halfToDouble((uint16_t)proto.int32_data(k), type == onnx::TensorProto_DataType_BFLOAT16);
     break;
   default: // int32, int16, int8, uint8, bool live in int32_data
-    expect(proto.int32_data_size());
     for (int64_t k = 0; k < n; ++k) t.i_[k] = proto.int32_data(k);
     break;
   }

@@ -68,7 +68,11 @@ private:
 
 /// Row-major strides of `shape`.
 std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape);
+/// Product of the dims; throws std::runtime_error on a negative dim or overflow.
 int64_t numElementsOf(const std::vector<int64_t> &shape);
+/// Throws std::runtime_error when `proto`'s dims describe a tensor larger than cpc supports or,
+/// with `inlineData`, when the data it holds does not match its dims.
+void checkTensorProtoSize(const onnx::TensorProto &proto, bool inlineData);
 bool isFloatType(onnx::TensorProto_DataType type);
 /// Bytes per element of an ONNX data type; 0 when cpc does not support it.
 size_t elementSize(onnx::TensorProto_DataType type);

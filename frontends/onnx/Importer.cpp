@@ -3,12 +3,15 @@
 #include "frontends/onnx/NodeImporter.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "passes/Passes.h"
+#include "support/CheckedSize.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <cctype>
+#include <cerrno>
 #include <regex>
 #include <unordered_map>
 
@@ -189,6 +192,10 @@ void NodeImporter::expectOnlyAttrs(std::initializer_list<const char *> known) co
 void NodeImporter::setOutput(size_t i, Value value) {
   if (i >= (size_t)node_.output_size() || node_.output(i).empty())
     return; // optional output nobody reads
+  auto type = llvm::cast<RankedTensorType>(value.getType());
+  if (!tensorTypeBytes(type))
+    fail("output '" + node_.output(i) + "': " +
+         tensorSizeProblem(type.getShape(), (type.getElementTypeBitWidth() + 7) / 8));
   state_.values[node_.output(i)] = ImportedValue{value, nullptr, llvm::cast<RankedTensorType>(value.getType())};
 }
 
@@ -327,6 +334,15 @@ std::string describeNode(const onnx::NodeProto &node, int index) {
   return "node '" + name + "' (" + op + ")";
 }
 
+/// The type of graph input `name`; fails when the tensor is larger than cpc supports.
+RankedTensorType checkedInputType(ImportState &state, const std::string &name, const std::vector<int64_t> &dims,
+                                  Type et) {
+  auto type = RankedTensorType::get(dims, et);
+  if (!tensorTypeBytes(type))
+    state.fail("graph input '" + name + "': " + tensorSizeProblem(dims, (et.getIntOrFloatBitWidth() + 7) / 8));
+  return type;
+}
+
 RankedTensorType graphInputType(ImportState &state, const onnx::ValueInfoProto &input) {
   const std::string &name = input.name();
   if (!input.type().has_tensor_type())
@@ -347,7 +363,7 @@ RankedTensorType graphInputType(ImportState &state, const onnx::ValueInfoProto &
                    std::to_string(size) + " but the model fixes it to " +
                    std::to_string(tt.shape().dim(d).dim_value()));
     }
-    return RankedTensorType::get(given->second, et);
+    return checkedInputType(state, name, given->second, et);
   }
   if (!tt.has_shape())
     state.fail("graph input '" + name + "' has no shape; pass --input-shape " + name + "=AxBx...");
@@ -361,7 +377,7 @@ RankedTensorType graphInputType(ImportState &state, const onnx::ValueInfoProto &
     }
     dims.push_back(dim.dim_value());
   }
-  return RankedTensorType::get(dims, et);
+  return checkedInputType(state, name, dims, et);
 }
 } // namespace
 
@@ -386,9 +402,12 @@ void parseInputShapeFlag(const std::string &flag, ImportOptions &options) {
     size_t x = rest.find('x', start);
     std::string part = rest.substr(start, x == std::string::npos ? std::string::npos : x - start);
     char *end = nullptr;
+    errno = 0;
     long long v = std::strtoll(part.c_str(), &end, 10);
-    if (part.empty() || *end || v <= 0)
+    if (part.empty() || *end || v <= 0 || !std::isdigit((unsigned char)part[0]))
       throw ImportError("--input-shape " + flag + ": dims must be positive integers separated by 'x'");
+    if (errno == ERANGE)
+      throw ImportError("--input-shape " + flag + ": dim '" + part + "' is too large");
     dims.push_back(v);
     if (x == std::string::npos)
       break;
@@ -432,6 +451,11 @@ ImportedModel importOnnxFile(MLIRContext &context, const std::string &path, cons
       state.fail("initializer '" + init.name() + "' has unsupported element type " +
                  dataTypeName(init.data_type()));
     bool external = init.data_location() == onnx::TensorProto_DataLocation_EXTERNAL;
+    try {
+      checkTensorProtoSize(init, !external);
+    } catch (const std::exception &e) {
+      state.fail("initializer '" + init.name() + "': " + e.what());
+    }
     if (!isFloatType((onnx::TensorProto_DataType)init.data_type()) && !external) {
       try {
         auto host = std::make_shared<const ConstTensor>(ConstTensor::fromProto(init));

@@ -1,6 +1,7 @@
 //===- ModelLoader.cpp ----------------------------------------------------===//
 #include "frontends/onnx/ModelLoader.h"
 #include "frontends/onnx/ConstTensor.h"
+#include "support/CheckedSize.h"
 
 #include "onnx/checker.h"
 #include "onnx/defs/parser.h"
@@ -95,16 +96,32 @@ void checkExternalData(const LoadedModel &model) {
     if (stat(where.file.c_str(), &st) != 0)
       fail(model.path, "initializer '" + init.name() + "' keeps its data in '" + where.file +
                            "', which is missing");
-    size_t bytes = numElementsOf({init.dims().begin(), init.dims().end()}) *
-                   elementSize((onnx::TensorProto_DataType)init.data_type());
-    int64_t length = where.length >= 0 ? where.length : (int64_t)bytes;
-    if (where.offset + length > (int64_t)st.st_size)
+    std::vector<int64_t> dims(init.dims().begin(), init.dims().end());
+    int64_t size = std::max<int64_t>(1, elementSize((onnx::TensorProto_DataType)init.data_type()));
+    auto bytes = checkedTensorBytes(dims, size);
+    if (!bytes)
+      fail(model.path, "initializer '" + init.name() + "': " + tensorSizeProblem(dims, size));
+    int64_t length = where.length >= 0 ? where.length : *bytes;
+    if (length != *bytes)
+      fail(model.path, "initializer '" + init.name() + "' has external data of " + std::to_string(length) +
+                           " bytes, its dims " + shapeToString(dims) + " need " + std::to_string(*bytes));
+    auto end = checkedAdd(where.offset, length);
+    if (!end || *end > (int64_t)st.st_size)
       fail(model.path, "initializer '" + init.name() + "' needs bytes up to " +
-                           std::to_string(where.offset + length) + " of '" + where.file +
+                           (end ? std::to_string(*end) : "beyond 2^63") + " of '" + where.file +
                            "', which has only " + std::to_string(st.st_size));
   }
 }
 } // namespace
+
+/// A non-negative decimal byte count, all of the string; throws otherwise (also on overflow).
+static int64_t parseByteCount(const std::string &text) {
+  size_t used = 0;
+  long long v = std::stoll(text, &used, 10);
+  if (used != text.size() || v < 0)
+    throw std::invalid_argument(text);
+  return v;
+}
 
 ExternalLocation externalLocation(const LoadedModel &model, const onnx::TensorProto &tensor) {
   ExternalLocation where;
@@ -113,9 +130,9 @@ ExternalLocation externalLocation(const LoadedModel &model, const onnx::TensorPr
       if (kv.key() == "location")
         where.file = kv.value();
       else if (kv.key() == "offset")
-        where.offset = std::stoll(kv.value());
+        where.offset = parseByteCount(kv.value());
       else if (kv.key() == "length")
-        where.length = std::stoll(kv.value());
+        where.length = parseByteCount(kv.value());
     } catch (const std::exception &) {
       fail(model.path, "initializer '" + tensor.name() + "' has a malformed external_data " +
                            kv.key() + " '" + kv.value() + "'");
@@ -193,8 +210,12 @@ public:
   bool contains(const std::string &name) const override { return byName_.count(name); }
   size_t byteSize(const std::string &name) const override {
     const onnx::TensorProto &t = get(name);
-    return numElementsOf({t.dims().begin(), t.dims().end()}) *
-           elementSize((onnx::TensorProto_DataType)t.data_type());
+    std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
+    int64_t size = std::max<int64_t>(1, elementSize((onnx::TensorProto_DataType)t.data_type()));
+    auto bytes = checkedTensorBytes(dims, size);
+    if (!bytes)
+      fail(model_.path, "initializer '" + name + "': " + tensorSizeProblem(dims, size));
+    return *bytes;
   }
   void read(const std::string &name, void *dst) const override {
     const onnx::TensorProto &t = get(name);

@@ -4,6 +4,7 @@
 // subgraphs of torch exports (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) disappear.
 //
 #include "frontends/onnx/NodeImporter.h"
+#include "support/CheckedSize.h"
 
 using namespace mlir;
 
@@ -87,8 +88,10 @@ std::vector<int64_t> reshapeTarget(NodeImporter &n, const std::vector<int64_t> &
       inferAt = i;
     } else if (target[i] < 0) {
       n.fail("invalid shape entry " + std::to_string(target[i]));
+    } else if (auto product = checkedMul(known, target[i])) {
+      known = *product;
     } else {
-      known *= target[i];
+      n.fail("shape " + shapeToString(target) + " has more elements than 64 bits count");
     }
   }
   int64_t total = numElementsOf(in);
@@ -296,7 +299,10 @@ void importTile(NodeImporter &n) {
       n.fail("repeats must be >= 1");
     interleaved.insert(interleaved.end(), {1, in[d]});
     expanded.insert(expanded.end(), {repeats[d], in[d]});
-    out.push_back(repeats[d] * in[d]);
+    auto tiled = checkedMul(repeats[d], in[d]);
+    if (!tiled)
+      n.fail("repeats " + shapeToString(repeats) + " overflow the dims of " + shapeToString(in));
+    out.push_back(*tiled);
   }
   if (foldable(n) && numElementsOf(out) <= kMaxFoldElements) {
     n.setOutput(0, n.constInput(0)->reshaped(interleaved).broadcastTo(expanded).reshaped(out));
@@ -319,7 +325,12 @@ void importRange(NodeImporter &n) {
   double s = start.getDouble(0), l = limit.getDouble(0), d = delta.getDouble(0);
   if (d == 0)
     n.fail("delta is zero");
-  int64_t count = std::max<int64_t>(0, (int64_t)std::ceil((l - s) / d));
+  // Range is always folded on the host: bound its length (and keep the cast below defined).
+  constexpr int64_t kMaxRangeElements = int64_t(1) << 24;
+  double steps = std::ceil((l - s) / d);
+  if (!(steps <= (double)kMaxRangeElements)) // also NaN
+    n.fail("start, limit and delta give more than " + std::to_string(kMaxRangeElements) + " values");
+  int64_t count = std::max<int64_t>(0, (int64_t)steps);
   std::vector<double> values(count);
   for (int64_t i = 0; i < count; ++i)
     values[i] = s + i * d;
