@@ -1,5 +1,6 @@
 //===- Tensor.cpp ---------------------------------------------------------===//
 #include "kernels/Tensor.h"
+#include "support/CheckedSize.h"
 
 namespace cpc {
 
@@ -42,10 +43,9 @@ bool isFloatDType(DType type) {
 }
 
 int64_t numElements(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
+  if (auto n = checkedNumElements(shape))
+    return *n;
+  throw RuntimeError("shape " + shapeString(shape) + " has a negative dim or more elements than 64 bits count");
 }
 
 std::string shapeString(const std::vector<int64_t> &shape) {

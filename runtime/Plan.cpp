@@ -1,5 +1,6 @@
 //===- Plan.cpp - plan (de)serialization and validation -------------------===//
 #include "runtime/Plan.h"
+#include "support/CheckedSize.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -187,70 +188,104 @@ std::vector<int> Plan::shardGroup(int rank, const std::vector<std::string> &axes
   return meshGroup(rank, meshShape, meshDimsAlong(meshAxes, axes));
 }
 
-void Plan::validate() const {
-  auto fail = [](const std::string &m) { throw RuntimeError("invalid plan: " + m); };
-  if (worldSize < 1)
-    fail("world size " + std::to_string(worldSize));
-  for (int r = 0; r < worldSize; ++r)
-    if (std::none_of(programs.begin(), programs.end(), [&](const RankProgram &p) { return runsOn(p, r); }))
-      fail("rank " + std::to_string(r) + " has no program");
+namespace {
+/// The largest world a plan may name: far above any job, small enough that loops over ranks
+/// while validating stay quick.
+constexpr int64_t kMaxWorldSize = int64_t(1) << 20;
+
+void failPlan(const std::string &message) { throw RuntimeError("invalid plan: " + message); }
+
+/// Checks that buffer `b`'s shapes describe tensors cpc supports (so that bytes() and
+/// storedBytes() cannot overflow) and that its blob data, if any, lies inside the blob.
+void validateBufferSizes(const Plan &plan, const BufferDesc &b, size_t index) {
+  std::string what = "buffer " + std::to_string(index) + " ('" + b.name + "')";
+  if (!checkedTensorBytes(b.shape, dtypeSize(b.dtype)))
+    failPlan(what + ": " + tensorSizeProblem(b.shape, dtypeSize(b.dtype)));
+  if (b.sharded() && !checkedTensorBytes(b.globalShape, dtypeSize(b.dtype)))
+    failPlan(what + ": global " + tensorSizeProblem(b.globalShape, dtypeSize(b.dtype)));
+  if (b.aliasOf < -1 || b.aliasOf >= (int)plan.buffers.size() || b.aliasOf == (int)index)
+    failPlan(what + " aliases an invalid buffer");
+  if (b.aliasOf >= 0 || (b.kind != BufferKind::Parameter && b.kind != BufferKind::Constant))
+    return;
+  auto end = checkedAdd(b.offset, (int64_t)b.storedBytes());
+  if (b.offset < 0 || b.offset % kPlanAlignment || !end || (uint64_t)*end > plan.blobSize())
+    failPlan(what + " lies outside the data blob");
+}
+
+void validateShardedBuffer(const Plan &plan, const BufferDesc &b) {
+  int64_t parts = 1;
+  for (const std::string &axis : b.shardAxes) {
+    auto it = std::find(plan.meshAxes.begin(), plan.meshAxes.end(), axis);
+    if (it == plan.meshAxes.end())
+      failPlan("buffer '" + b.name + "' is sharded over '" + axis + "', which the mesh lacks");
+    parts *= plan.meshShape[it - plan.meshAxes.begin()]; // <= world size: cannot overflow
+  }
+  if (b.kind != BufferKind::Parameter || b.shape.size() != 1 ||
+      checkedMul(b.shape[0], parts) != numElements(b.globalShape))
+    failPlan("buffer '" + b.name + "' is not a 1/" + std::to_string(parts) + " block of its global shape");
+}
+
+void validateMesh(const Plan &plan) {
+  if (plan.worldSize < 1 || plan.worldSize > kMaxWorldSize)
+    failPlan("world size " + std::to_string(plan.worldSize));
   int64_t meshRanks = 1;
-  for (int64_t d : meshShape)
-    meshRanks *= d;
-  if (meshShape.size() != meshAxes.size() || (!meshShape.empty() && meshRanks != worldSize))
-    fail("the mesh does not match the world size");
-  for (const auto &p : programs)
-    if (p.rank < -1 || p.rank >= worldSize)
-      fail("a program belongs to rank " + std::to_string(p.rank) + " of " + std::to_string(worldSize));
+  for (int64_t d : plan.meshShape) {
+    if (d < 1 || d > kMaxWorldSize)
+      failPlan("mesh dim " + std::to_string(d));
+    meshRanks *= d; // each factor <= 2^20 and the product checked below before it can grow past 2^40
+    if (meshRanks > kMaxWorldSize)
+      failPlan("the mesh does not match the world size");
+  }
+  if (plan.meshShape.size() != plan.meshAxes.size() || (!plan.meshShape.empty() && meshRanks != plan.worldSize))
+    failPlan("the mesh does not match the world size");
+  for (const auto &p : plan.programs)
+    if (p.rank < -1 || p.rank >= plan.worldSize)
+      failPlan("a program belongs to rank " + std::to_string(p.rank) + " of " + std::to_string(plan.worldSize));
+  std::vector<bool> covered(plan.worldSize, false);
+  bool everyRank = false;
+  for (const auto &p : plan.programs)
+    p.rank == -1 ? (void)(everyRank = true) : (void)(covered[p.rank] = true);
+  for (int r = 0; r < plan.worldSize && !everyRank; ++r)
+    if (!covered[r])
+      failPlan("rank " + std::to_string(r) + " has no program");
+}
+} // namespace
+
+void Plan::validate() const {
+  validateMesh(*this);
+  for (size_t i = 0; i < buffers.size(); ++i)
+    validateBufferSizes(*this, buffers[i], i);
   for (size_t i = 0; i < buffers.size(); ++i) {
     const BufferDesc &b = buffers[i];
-    for (int64_t d : b.shape)
-      if (d < 0)
-        fail("buffer " + std::to_string(i) + " has a negative dim");
-    if (b.aliasOf >= (int)buffers.size() || b.aliasOf == (int)i)
-      fail("buffer " + std::to_string(i) + " aliases an invalid buffer");
-    int root = rootOf(i);
-    if (b.bytes() > buffers[root].bytes())
-      fail("buffer " + std::to_string(i) + " is larger than the memory it aliases");
-    if (b.aliasOf >= 0)
-      continue;
-    if (b.kind == BufferKind::Parameter || b.kind == BufferKind::Constant) {
-      if (b.offset < 0 || b.offset % kPlanAlignment || b.offset + b.storedBytes() > blobSize())
-        fail("buffer '" + b.name + "' lies outside the data blob");
-    }
-    if (b.sharded()) {
-      int64_t parts = 1;
-      for (const std::string &axis : b.shardAxes) {
-        auto it = std::find(meshAxes.begin(), meshAxes.end(), axis);
-        if (it == meshAxes.end())
-          fail("buffer '" + b.name + "' is sharded over '" + axis + "', which the mesh lacks");
-        parts *= meshShape[it - meshAxes.begin()];
-      }
-      for (int64_t d : b.globalShape)
-        if (d < 0)
-          fail("buffer '" + b.name + "' has a negative global dim");
-      if (b.kind != BufferKind::Parameter || b.shape.size() != 1 ||
-          b.shape[0] * parts != numElements(b.globalShape))
-        fail("buffer '" + b.name + "' is not a 1/" + std::to_string(parts) + " block of its global shape");
-    }
+    if (b.bytes() > buffers[rootOf(i)].bytes())
+      failPlan("buffer " + std::to_string(i) + " is larger than the memory it aliases");
+    if (b.sharded() && b.aliasOf < 0)
+      validateShardedBuffer(*this, b);
   }
   int64_t arena = 0; // programs of a rank share one arena, as large as the largest of them
-  for (const auto &p : programs)
+  for (const auto &p : programs) {
+    if (p.arenaBytes < 0)
+      failPlan("program '" + p.name + "' has a negative arena size");
     arena = std::max(arena, p.arenaBytes);
-  for (const auto &b : buffers)
-    if (b.kind == BufferKind::Arena && b.aliasOf < 0 && (b.offset < 0 || b.offset + (int64_t)b.bytes() > arena))
-      fail("arena buffer '" + b.name + "' lies outside the arena");
+  }
+  for (const auto &b : buffers) {
+    if (b.kind != BufferKind::Arena || b.aliasOf >= 0)
+      continue;
+    auto end = checkedAdd(b.offset, (int64_t)b.bytes());
+    if (b.offset < 0 || !end || *end > arena)
+      failPlan("arena buffer '" + b.name + "' lies outside the arena");
+  }
   for (const auto &p : programs) {
     for (const auto &s : p.steps)
       for (const auto *list : {&s.inputs, &s.outputs})
         for (int b : *list)
           if (b < 0 || b >= (int)buffers.size())
-            fail("step " + s.op + " uses buffer " + std::to_string(b) + " of " + std::to_string(buffers.size()));
+            failPlan("step " + s.op + " uses buffer " + std::to_string(b) + " of " + std::to_string(buffers.size()));
   }
   for (const auto *list : {&inputs, &outputs})
     for (const auto &n : *list)
       if (n.buffer < 0 || n.buffer >= (int)buffers.size())
-        fail("input/output '" + n.name + "' has no buffer");
+        failPlan("input/output '" + n.name + "' has no buffer");
 }
 
 void writePlan(const Plan &plan, const std::string &path) {
@@ -331,8 +366,8 @@ Plan readPlan(const std::string &path, PlanBlob blobMode) {
   if (h.fileSize != size)
     throw fail("truncated or damaged plan: header says " + std::to_string(h.fileSize) + " bytes, file has " +
                std::to_string(size));
-  if (h.headerSize != kHeaderSize || h.blobOffset % kPlanAlignment || h.blobOffset + h.blobSize != size ||
-      kHeaderSize + h.metadataSize > h.blobOffset)
+  if (h.headerSize != kHeaderSize || h.blobOffset % kPlanAlignment || h.blobOffset < kHeaderSize ||
+      h.blobOffset > size || h.blobSize != size - h.blobOffset || h.metadataSize > h.blobOffset - kHeaderSize)
     throw fail("corrupted plan (inconsistent header)");
   std::vector<uint8_t> head(h.blobOffset - kHeaderSize);
   Plan plan;

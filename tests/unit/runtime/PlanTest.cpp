@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <thread>
@@ -57,6 +59,56 @@ TEST(PlanTest, ValidateChecksShardedParameters) {
   plan.buffers[0].shardAxes = {"dp"};
   plan.buffers[0].globalShape = {4, 4}; // the blob holds 8 elements, not 16
   EXPECT_THROW(plan.validate(), RuntimeError);
+}
+
+/// Expects validate() to throw a RuntimeError whose message contains `phrase`.
+void expectInvalid(const Plan &plan, const std::string &phrase) {
+  try {
+    plan.validate();
+    ADD_FAILURE() << "validate() accepted a plan that should fail with '" << phrase << "'";
+  } catch (const RuntimeError &e) {
+    EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
+  }
+}
+
+// Tests that sizes, offsets and world sizes that would overflow int64 are refused, not wrapped.
+TEST(PlanTest, ValidateRefusesSizesThatOverflow) {
+  Plan plan = meshPlan();
+  plan.buffers[0].shape = {int64_t(1) << 62, 4}; // 2^66 bytes: bytes() would wrap to 0
+  expectInvalid(plan, "larger than the largest tensor");
+  plan = meshPlan();
+  plan.buffers[0].shape = {-8};
+  expectInvalid(plan, "negative dim");
+  plan = meshPlan();
+  plan.buffers[0].offset = INT64_MAX - 16; // offset + bytes wraps past the blob check
+  expectInvalid(plan, "lies outside the data blob");
+  plan = meshPlan();
+  plan.buffers.push_back(BufferDesc{"t", DType::F32, {4}, BufferKind::Arena, INT64_MAX - 8});
+  plan.programs[0].arenaBytes = 64;
+  expectInvalid(plan, "lies outside the arena");
+  plan = meshPlan();
+  plan.worldSize = INT32_MAX;
+  plan.meshShape = {INT32_MAX};
+  plan.meshAxes = {"dp"};
+  expectInvalid(plan, "world size");
+  plan = meshPlan();
+  plan.meshShape = {-2, -2}; // the product matches the world size, the dims do not
+  expectInvalid(plan, "mesh dim");
+  plan = meshPlan();
+  plan.buffers[0].aliasOf = -7;
+  expectInvalid(plan, "aliases an invalid buffer");
+  plan = meshPlan();
+  plan.programs[0].arenaBytes = -1;
+  expectInvalid(plan, "negative arena");
+}
+
+// Tests that a sharded parameter whose block times the number of parts overflows is refused.
+TEST(PlanTest, ValidateRefusesOverflowingShards) {
+  Plan plan = meshPlan();
+  plan.buffers[0].shape = {int64_t(1) << 45};
+  plan.buffers[0].globalShape = {8};
+  plan.buffers[0].shardAxes = {"dp"};
+  expectInvalid(plan, "block of its global shape");
 }
 
 TEST(PlanTest, DataLeftInTheFileIsReadOnDemand) {
