@@ -1,11 +1,13 @@
 //===- TensorIO.cpp -------------------------------------------------------===//
 #include "runtime/TensorIO.h"
 
+#include "support/CheckedSize.h"
+
 #include "onnx/onnx_pb.h"
 
 #include <cstring>
 #include <fstream>
-#include <regex>
+#include <cctype>
 #include <sstream>
 
 namespace cpc {
@@ -28,6 +30,107 @@ std::string readFile(const std::string &path) {
   return ss.str();
 }
 
+/// The header of a .npy file: a Python dict literal with exactly the keys 'descr' (a string),
+/// 'fortran_order' (True/False) and 'shape' (a tuple of non-negative integers), as numpy writes
+/// it. Parsed strictly: anything else is an error naming what is wrong.
+class NpyHeaderParser {
+public:
+  explicit NpyHeaderParser(const std::string &text) : text_(text) {}
+
+  void parse(std::string &descr, bool &fortranOrder, std::vector<int64_t> &shape) {
+    bool haveDescr = false, haveOrder = false, haveShape = false;
+    expect('{');
+    while (!peek('}')) {
+      std::string key = quoted();
+      expect(':');
+      if (key == "descr" && !haveDescr) {
+        descr = quoted();
+        haveDescr = true;
+      } else if (key == "fortran_order" && !haveOrder) {
+        fortranOrder = boolean();
+        haveOrder = true;
+      } else if (key == "shape" && !haveShape) {
+        shape = tuple();
+        haveShape = true;
+      } else {
+        throw std::runtime_error("unexpected or repeated key '" + key + "'");
+      }
+      if (!peek('}'))
+        expect(',');
+    }
+    expect('}');
+    skipSpace();
+    if (pos_ != text_.size())
+      throw std::runtime_error("text after the dict");
+    if (!haveDescr || !haveOrder || !haveShape)
+      throw std::runtime_error(std::string("no '") + (!haveDescr ? "descr" : !haveOrder ? "fortran_order" : "shape") +
+                               "' key");
+  }
+
+private:
+  void skipSpace() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\t'))
+      ++pos_;
+  }
+  bool peek(char c) {
+    skipSpace();
+    return pos_ < text_.size() && text_[pos_] == c;
+  }
+  void expect(char c) {
+    if (!peek(c))
+      throw std::runtime_error(std::string("expected '") + c + "' at offset " + std::to_string(pos_));
+    ++pos_;
+  }
+  std::string quoted() {
+    skipSpace();
+    char q = pos_ < text_.size() ? text_[pos_] : 0;
+    if (q != '\'' && q != '"')
+      throw std::runtime_error("expected a quoted string at offset " + std::to_string(pos_));
+    size_t close = text_.find(q, pos_ + 1);
+    if (close == std::string::npos)
+      throw std::runtime_error("unterminated string");
+    std::string value = text_.substr(pos_ + 1, close - pos_ - 1);
+    pos_ = close + 1;
+    return value;
+  }
+  bool boolean() {
+    skipSpace();
+    for (auto [word, value] : {std::pair<const char *, bool>{"True", true}, {"False", false}})
+      if (text_.compare(pos_, std::strlen(word), word) == 0) {
+        pos_ += std::strlen(word);
+        return value;
+      }
+    throw std::runtime_error("expected True or False at offset " + std::to_string(pos_));
+  }
+  /// "()", "(N,)", "(N, M)" or "(N, M,)": non-negative decimal integers that fit int64.
+  std::vector<int64_t> tuple() {
+    std::vector<int64_t> dims;
+    expect('(');
+    while (!peek(')')) {
+      size_t begin = pos_;
+      int64_t value = 0;
+      while (pos_ < text_.size() && std::isdigit((unsigned char)text_[pos_])) {
+        auto next = checkedMul(value, 10);
+        next = next ? checkedAdd(*next, text_[pos_] - '0') : next;
+        if (!next)
+          throw std::runtime_error("shape dim " + text_.substr(begin, pos_ + 1 - begin) + "... overflows 64 bits");
+        value = *next;
+        ++pos_;
+      }
+      if (pos_ == begin)
+        throw std::runtime_error("shape dims must be non-negative integers (offset " + std::to_string(pos_) + ")");
+      dims.push_back(value);
+      if (!peek(')'))
+        expect(',');
+    }
+    expect(')');
+    return dims;
+  }
+
+  const std::string &text_;
+  size_t pos_ = 0;
+};
+
 HostTensor readNpy(const std::string &path) {
   std::string bytes = readFile(path);
   auto fail = [&](const std::string &m) { return RuntimeError(path + ": " + m); };
@@ -48,34 +151,34 @@ HostTensor readNpy(const std::string &path) {
   } else {
     throw fail("unsupported .npy version " + std::to_string(major));
   }
-  if (start + headerLen > bytes.size())
-    throw fail("truncated .npy header");
-  std::string header = bytes.substr(start, headerLen);
-  std::smatch m;
-  if (!std::regex_search(header, m, std::regex("'descr':\\s*'([^']*)'")))
-    throw fail("no dtype in the .npy header");
+  if (headerLen > bytes.size() - start)
+    throw fail("truncated .npy header: it says " + std::to_string(headerLen) + " bytes, the file has " +
+               std::to_string(bytes.size() - start) + " after the preamble");
+  std::string header = bytes.substr(start, headerLen), descr;
+  bool fortranOrder = false;
   HostTensor t;
+  try {
+    NpyHeaderParser(header).parse(descr, fortranOrder, t.shape);
+  } catch (const std::runtime_error &e) {
+    throw fail(std::string("malformed .npy header: ") + e.what());
+  }
   bool known = false;
   for (const auto &nt : kNpyTypes)
-    if (m[1] == nt.descr) {
+    if (descr == nt.descr) {
       t.dtype = nt.dtype;
       known = true;
     }
   if (!known)
-    throw fail("unsupported .npy dtype '" + m[1].str() + "'");
-  if (std::regex_search(header, std::regex("'fortran_order':\\s*True")))
+    throw fail("unsupported .npy dtype '" + descr + "'");
+  if (fortranOrder)
     throw fail("Fortran-ordered arrays are not supported; save with np.ascontiguousarray");
-  if (!std::regex_search(header, m, std::regex("'shape':\\s*\\(([^)]*)\\)")))
-    throw fail("no shape in the .npy header");
-  std::string dims = m[1];
-  std::regex number("[0-9]+");
-  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), number); it != std::sregex_iterator(); ++it)
-    t.shape.push_back(std::stoll(it->str()));
-  size_t need = numElements(t.shape) * dtypeSize(t.dtype);
+  auto need = checkedTensorBytes(t.shape, dtypeSize(t.dtype));
+  if (!need)
+    throw fail(tensorSizeProblem(t.shape, dtypeSize(t.dtype)));
   size_t dataStart = start + headerLen;
-  if (bytes.size() - dataStart != need)
-    throw fail("holds " + std::to_string(bytes.size() - dataStart) + " data bytes, its header says " +
-               std::to_string(need));
+  if (bytes.size() - dataStart != (uint64_t)*need)
+    throw fail("holds " + std::to_string(bytes.size() - dataStart) + " data bytes, its header's shape " +
+               shapeString(t.shape) + " of " + descr + " needs " + std::to_string(*need));
   t.data.assign(bytes.begin() + dataStart, bytes.end());
   return t;
 }
@@ -116,6 +219,8 @@ HostTensor readPb(const std::string &path) {
   HostTensor t;
   t.dtype = dtypeOfOnnx(proto.data_type(), path);
   t.shape.assign(proto.dims().begin(), proto.dims().end());
+  if (!checkedTensorBytes(t.shape, dtypeSize(t.dtype)))
+    throw RuntimeError(path + ": " + tensorSizeProblem(t.shape, dtypeSize(t.dtype)));
   int64_t n = numElements(t.shape);
   if (proto.has_raw_data()) {
     if ((int64_t)proto.raw_data().size() != n * (int64_t)dtypeSize(t.dtype))
