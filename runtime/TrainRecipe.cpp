@@ -1,9 +1,13 @@
 //===- TrainRecipe.cpp ----------------------------------------------------===//
 #include "runtime/TrainRecipe.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <regex>
+#include <sys/stat.h>
 
 namespace cpc {
 
@@ -15,15 +19,37 @@ namespace {
 double number(const nlohmann::json &v, const std::string &origin, const std::string &key) {
   if (!v.is_number())
     fail(origin, key, "expected a number, got " + v.dump());
-  return v.get<double>();
+  double d = v.get<double>();
+  if (!std::isfinite(d))
+    fail(origin, key, "expected a finite number, got " + v.dump());
+  return d;
 }
 
+/// Integer keys (batch sizes, epochs, steps, accumulation) are counts of at most 2^31 - 1, as in
+/// PyTorch and Colossal-AI; the range is checked on the JSON number before any conversion.
+constexpr int64_t kMaxConfigInteger = (int64_t(1) << 31) - 1;
+
 int64_t integer(const nlohmann::json &v, const std::string &origin, const std::string &key, int64_t min) {
-  if (!v.is_number_integer() && !(v.is_number() && std::floor(v.get<double>()) == v.get<double>()))
+  auto outOfRange = [&] {
+    fail(origin, key, "must be between " + std::to_string(min) + " and " + std::to_string(kMaxConfigInteger) +
+                          ", got " + v.dump());
+  };
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() > (uint64_t)kMaxConfigInteger)
+      outOfRange();
+  } else if (v.is_number_integer()) {
+    if (v.get<int64_t>() < min || v.get<int64_t>() > kMaxConfigInteger)
+      outOfRange();
+  } else if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()) {
+    if (!(v.get<double>() >= (double)min && v.get<double>() <= (double)kMaxConfigInteger))
+      outOfRange();
+    return (int64_t)v.get<double>();
+  } else {
     fail(origin, key, "expected an integer, got " + v.dump());
+  }
   int64_t i = v.get<int64_t>();
   if (i < min)
-    fail(origin, key, "must be >= " + std::to_string(min) + ", got " + std::to_string(i));
+    outOfRange();
   return i;
 }
 
@@ -43,17 +69,41 @@ std::vector<std::string> regexList(const nlohmann::json &v, const std::string &o
   }
   return out;
 }
+
+std::string formatNumber(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", v);
+  return text;
+}
+
+std::string libraryMessage(const nlohmann::json::exception &e) {
+  std::string what = e.what(); // "[json.exception.parse_error.101] parse error at ...": drop the tag
+  size_t tag = what.find("] ");
+  return tag == std::string::npos ? what : what.substr(tag + 2);
+}
 } // namespace
 
 void TrainRecipe::loadFile(const std::string &path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    throw ConfigError(path + ": cannot open the config file: " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode))
+    throw ConfigError(path + ": is a directory, not a config file");
   std::ifstream in(path);
   if (!in)
-    throw ConfigError(path + ": cannot open the config file");
+    throw ConfigError(path + ": cannot open the config file: " + std::strerror(errno));
   nlohmann::json config;
+  std::string lastKey; // the key whose value the parser was reading when it failed
+  auto track = [&](int, nlohmann::json::parse_event_t event, nlohmann::json &parsed) {
+    if (event == nlohmann::json::parse_event_t::key)
+      lastKey = parsed.get<std::string>();
+    return true;
+  };
   try {
-    config = nlohmann::json::parse(in, nullptr, true, /*ignore_comments=*/true);
-  } catch (const nlohmann::json::parse_error &e) {
-    throw ConfigError(path + ": not valid JSON (" + std::string(e.what()).substr(std::string(e.what()).find(']') + 2) + ")");
+    config = nlohmann::json::parse(in, track, true, /*ignore_comments=*/true);
+  } catch (const nlohmann::json::exception &e) {
+    throw ConfigError(path + ": not valid JSON" + (lastKey.empty() ? "" : " at key '" + lastKey + "'") + " (" +
+                      libraryMessage(e) + ")");
   }
   apply(config, path);
 }
@@ -147,6 +197,9 @@ void TrainRecipe::apply(const nlohmann::json &config, const std::string &origin)
 }
 
 void TrainRecipe::validate(int64_t microbatch, const std::string &origin) const {
+  if (minLr > learningRate())
+    fail(origin, "MIN_LR", formatNumber(minLr) + " exceeds the peak learning rate LR * TOTAL_BATCH_SIZE / 256 = " +
+                               formatNumber(learningRate()));
   if (warmupEpochs > numEpochs)
     fail(origin, "WARMUP_EPOCHS", "exceeds NUM_EPOCHS");
   if (totalBatchSize % accumulation)

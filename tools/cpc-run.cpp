@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -100,6 +101,38 @@ std::string memoryLine(const cpc::Plan &plan, const cpc::Executor &executor, con
   return os.str();
 }
 
+/// Says on stderr which data inputs of a training plan no --input binds: they get deterministic
+/// synthetic data, which a user should not mistake for their own.
+void noteSyntheticInputs(const cpc::Plan &plan, const std::vector<std::pair<std::string, std::string>> &inputs) {
+  std::vector<std::string> unbound;
+  for (const auto &in : plan.inputs) {
+    bool bound = std::any_of(inputs.begin(), inputs.end(), [&](const auto &kv) { return kv.first == in.name; });
+    if (!in.runtime && !bound && std::find(unbound.begin(), unbound.end(), in.name) == unbound.end())
+      unbound.push_back(in.name);
+  }
+  if (unbound.empty())
+    return;
+  std::string names;
+  for (const auto &n : unbound)
+    names += (names.empty() ? "'" : ", '") + n + "'";
+  std::cerr << "cpc-run: note: no --input for " << names << ": training on deterministic synthetic data\n";
+}
+
+/// Creates `dir` if needed and checks that a file can be written into it, so that a bad
+/// --output-dir fails before the first step rather than after the last.
+void prepareOutputDir(const std::string &dir) {
+  mkdir(dir.c_str(), 0755);
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw cpc::RuntimeError(dir + ": cannot create the output directory");
+  std::string probe = dir + "/.cpc-run-write-test-" + std::to_string(getpid());
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0)
+    throw cpc::RuntimeError(dir + ": cannot write into the output directory: " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
 /// Runs `steps` optimizer steps of a training plan, printing one progress line per step.
 int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &comm,
           const std::vector<std::pair<std::string, std::string>> &inputs, int steps, const std::string &outputDir,
@@ -109,6 +142,8 @@ int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &com
   for (const auto &[name, file] : inputs)
     trainer.setBatchInput(name, cpc::readTensorFile(file));
   trainer.useSyntheticData();
+  if (comm.rank() == 0)
+    noteSyntheticInputs(plan, inputs);
   std::ofstream metrics;
   if (!metricsPath.empty() && comm.rank() == 0) { // every rank has the same (global) metrics
     metrics.open(metricsPath, std::ios::app);
@@ -187,12 +222,8 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
     outputDir.clear();
   }
   cpc::Executor executor(plan, cpc::ExecutorOptions{comm.rank(), threads, profile, &comm});
-  if (!outputDir.empty()) {
-    mkdir(outputDir.c_str(), 0755);
-    struct stat st;
-    if (stat(outputDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-      throw cpc::RuntimeError(outputDir + ": cannot create the output directory");
-  }
+  if (!outputDir.empty())
+    prepareOutputDir(outputDir);
   if (plan.mode == "train")
     return train(plan, executor, comm, inputs, steps, outputDir, saveParameters, metricsPath, quiet, profile, probe);
   if (!metricsPath.empty())
@@ -265,6 +296,9 @@ int run(int argc, char **argv) {
       size_t eq = spec.find('=');
       if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
         throw UsageError("--input expects NAME=FILE, got '" + spec + "'");
+      for (const auto &[name, file] : inputs)
+        if (name == spec.substr(0, eq))
+          throw UsageError("--input " + name + " is given twice ('" + file + "' and '" + spec.substr(eq + 1) + "')");
       inputs.push_back({spec.substr(0, eq), spec.substr(eq + 1)});
     } else if (arg == "--output-dir") {
       outputDir = value(i);
@@ -314,6 +348,8 @@ int run(int argc, char **argv) {
   // The tensors stay in the file: each rank copies out only what it keeps (its parameter blocks).
   auto plan = std::make_unique<cpc::Plan>(cpc::readPlan(planPath, cpc::PlanBlob::InFile));
   const int world = plan->worldSize;
+  if (!outputDir.empty() && !cpc::launchedByMpi())
+    prepareOutputDir(outputDir); // before any rank starts
   if (cpc::needsMpiLaunch(world)) {
     plan.reset(); // the ranks load their own copy
     return cpc::launchUnderMpi(world, argc, argv, verbose);

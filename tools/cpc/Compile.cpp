@@ -274,8 +274,11 @@ int runCompile(int argc, char **argv) {
     nlohmann::json value;
     try {
       value = nlohmann::json::parse(kv.substr(eq + 1));
-    } catch (const std::exception &) {
+    } catch (const nlohmann::json::parse_error &) {
       value = kv.substr(eq + 1); // a bare string such as cosine
+    } catch (const nlohmann::json::exception &) { // e.g. a number beyond double's range
+      throw ConfigError("--set " + kv.substr(0, eq) + ": key '" + kv.substr(0, eq) + "': '" + kv.substr(eq + 1) +
+                        "' is out of range");
     }
     recipe.apply({{kv.substr(0, eq), value}}, "--set " + kv.substr(0, eq));
   }
@@ -313,6 +316,8 @@ int runCompile(int argc, char **argv) {
                 {"data_parallel", dataParallel}, {"zero", zeroStage}};
   } else if (dataParallel > 1) {
     throw UsageError("--dp applies to training plans (--mode train)");
+  } else if (zeroStage > 0) {
+    throw UsageError("--zero applies to training plans (--mode train)");
   } else if (!configPath.empty() || !overrides.empty()) {
     throw UsageError("--config and --set describe training; they do not apply to --mode infer");
   }
