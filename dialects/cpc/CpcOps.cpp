@@ -4,6 +4,7 @@
 // result type by InferTypeOpInterface) or verify() when the result type is given explicitly.
 //
 #include "dialects/cpc/CpcDialect.h"
+#include "support/CheckedSize.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -16,12 +17,8 @@ using namespace cpc;
 namespace {
 RankedTensorType rankedOrNull(Type t) { return llvm::dyn_cast<RankedTensorType>(t); }
 
-int64_t numElements(ArrayRef<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
+/// Element count; -1 when it overflows (verified types never do: see TensorSizeLimit).
+int64_t numElements(ArrayRef<int64_t> shape) { return checkedNumElements(shape).value_or(-1); }
 
 std::string shapeStr(ArrayRef<int64_t> shape) {
   std::string s = "[";
@@ -99,10 +96,8 @@ LogicalResult ParameterOp::verifySymbolUses(SymbolTableCollection &symbols) {
       collectiveGroupSize(*this, sharding.getMesh(), llvm::cast<ArrayAttr>(sharding.getDimAxes()[0]), symbols);
   if (failed(parts))
     return failure();
-  int64_t global = 1;
-  for (int64_t d : getGlobalShapeAttr().asArrayRef())
-    global *= d;
-  if (getType().getDimSize(0) * *parts != global)
+  int64_t global = numElements(getGlobalShapeAttr().asArrayRef());
+  if (global < 0 || checkedMul(getType().getDimSize(0), *parts) != global)
     return emitOpError("block of ") << getType().getDimSize(0) << " elements times " << *parts
                                     << " ranks is not the global " << global << " elements";
   return success();
@@ -262,18 +257,23 @@ static FailureOr<SmallVector<int64_t>> convOutputShape(std::optional<Location> l
   if (strides.size() != 2 || pads.size() != 4 || dil.size() != 2)
     return emitShapeError(loc, "needs 2 strides, 4 paddings and 2 dilations");
   if (groups < 1 || in.getDimSize(1) % groups || w.getDimSize(0) % groups ||
-      w.getDimSize(1) * groups != in.getDimSize(1))
+      checkedMul(w.getDimSize(1), groups) != in.getDimSize(1))
     return emitShapeError(loc, "channels " + Twine(in.getDimSize(1)) + " and weight " + shapeStr(w.getShape()) +
                                    " do not match groups " + Twine(groups));
   SmallVector<int64_t> shape{in.getDimSize(0), w.getDimSize(0)};
   for (int i = 0; i < 2; ++i) {
     if (strides[i] < 1 || dil[i] < 1 || pads[i] < 0 || pads[i + 2] < 0)
       return emitShapeError(loc, "strides and dilations must be >= 1, paddings >= 0");
-    int64_t extent = in.getDimSize(2 + i) + pads[i] + pads[i + 2];
-    int64_t window = dil[i] * (w.getDimSize(2 + i) - 1) + 1;
-    if (extent < window)
+    // Attributes come from the model: sizes past int64 are an error, not a wraparound.
+    auto extent = checkedAdd(in.getDimSize(2 + i), pads[i]);
+    extent = extent ? checkedAdd(*extent, pads[i + 2]) : extent;
+    auto window = checkedMul(dil[i], w.getDimSize(2 + i) - 1);
+    window = window ? checkedAdd(*window, 1) : window;
+    if (!extent || !window)
+      return emitShapeError(loc, "paddings or dilations overflow 64 bits");
+    if (*extent < *window)
       return emitShapeError(loc, "kernel larger than the padded input");
-    shape.push_back((extent - window) / strides[i] + 1);
+    shape.push_back((*extent - *window) / strides[i] + 1);
   }
   return shape;
 }
@@ -477,7 +477,12 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc
     if (low[d] < 0 || high[d] < 0 || interior[d] < 0)
       return emitShapeError(loc, "padding amounts must be >= 0");
     int64_t n = in.getDimSize(d);
-    shape.push_back(low[d] + high[d] + n + std::max<int64_t>(n - 1, 0) * interior[d]);
+    auto size = checkedMul(std::max<int64_t>(n - 1, 0), interior[d]);
+    for (int64_t term : {low[d], high[d], n})
+      size = size ? checkedAdd(*size, term) : size;
+    if (!size)
+      return emitShapeError(loc, "padded size of dim " + Twine(d) + " overflows 64 bits");
+    shape.push_back(*size);
   }
   inferred.push_back(RankedTensorType::get(shape, in.getElementType()));
   return success();
@@ -569,6 +574,9 @@ LogicalResult AdamWOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
 //===----------------------------------------------------------------------===//
 
 LogicalResult MeshOp::verify() {
+  // Far above any job and small enough that products of axis sizes cannot overflow.
+  constexpr int64_t kMaxMeshRanks = int64_t(1) << 20;
+  int64_t ranks = 1;
   if (getShape().size() != getAxisNames().size())
     return emitOpError("needs one axis name per mesh dim");
   if (getShape().empty())
@@ -578,6 +586,8 @@ LogicalResult MeshOp::verify() {
     StringRef n = llvm::cast<StringAttr>(name).getValue();
     if (size < 1)
       return emitOpError("axis '") << n << "' must have size >= 1";
+    if (size > kMaxMeshRanks || (ranks *= size) > kMaxMeshRanks)
+      return emitOpError("has more than ") << kMaxMeshRanks << " ranks";
     if (n.empty() || !names.insert(n).second)
       return emitOpError("axis names must be non-empty and unique");
   }

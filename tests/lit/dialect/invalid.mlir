@@ -1090,3 +1090,19 @@ func.func @tensor_at_the_limit(%a: tensor<65536x1073741824xf32>) {
   %0 = cpc.relu %a : tensor<65536x1073741824xf32>
   return
 }
+
+// -----
+
+// Tests that a mesh of more than 2^20 ranks is refused (axis-size products stay in range).
+// expected-error @+1 {{has more than 1048576 ranks}}
+cpc.mesh @mesh shape = [4294967296, 4294967296] axes = ["dp", "tp"]
+
+// -----
+
+// Tests that paddings whose sum overflows int64 are refused, not wrapped.
+func.func @pad_overflows(%a: tensor<4xf32>) {
+  // expected-error @+2 {{padded size of dim 0 overflows 64 bits}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cpc.pad %a {low = array<i64: 9223372036854775807>, high = array<i64: 9223372036854775807>, interior = array<i64: 0>} : tensor<4xf32> -> tensor<4xf32>
+  return
+}
