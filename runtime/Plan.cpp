@@ -3,6 +3,7 @@
 #include "support/CheckedSize.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -306,18 +307,24 @@ void writePlan(const Plan &plan, const std::string &path) {
   h.checksum = checksumUpdate(checksumUpdate(checksumInit(bodySize), head.data(), head.size()),
                               plan.blob.data(), plan.blob.size());
   h.fileSize = kHeaderSize + bodySize;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  // Written beside the target and renamed over it: a failed write never leaves a partial plan.
+  std::string temporary = path + ".tmp-" + std::to_string(::getpid());
+  std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
   if (!out)
     throw RuntimeError(path + ": cannot write the plan: " + std::strerror(errno));
   out.write(reinterpret_cast<const char *>(&h), sizeof(h));
   out.write(reinterpret_cast<const char *>(head.data()), head.size());
   out.write(reinterpret_cast<const char *>(plan.blob.data()), plan.blob.size());
-  if (!out.flush())
-    throw RuntimeError(path + ": writing the plan failed");
+  out.close();
+  if (!out || std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::string reason = std::strerror(errno);
+    std::remove(temporary.c_str());
+    throw RuntimeError(path + ": writing the plan failed: " + reason);
+  }
 }
 
 void Plan::readBlob(size_t offset, size_t bytes, void *dst) const {
-  if (offset + bytes > blobSize())
+  if (offset > blobSize() || bytes > blobSize() - offset)
     throw RuntimeError("plan data [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
                        ") lies outside the blob");
   if (blobInMemory()) {
