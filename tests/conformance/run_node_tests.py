@@ -21,6 +21,11 @@ test data.
 
 Prints one line per considered test, then `N passed, M failed, K unsupported` and a histogram of
 the unsupported reasons. Exits 1 when any test fails.
+
+The tests that pass are pinned in tests/conformance/passing.txt (one name per line, sorted):
+tests/e2e/test_onnx_conformance.py fails when a listed test does not pass, or when a test passes
+that is not listed. `--update-passing` rewrites the list from this run (with --filter, only the
+entries the filter matches are replaced).
 """
 import argparse
 import collections
@@ -43,6 +48,10 @@ BIN = os.environ.get("CPC_BIN", os.path.join(SOURCE, "build", "bin"))
 DATA = os.environ.get("CPC_ONNX_NODE_TESTS", "/usr/share/libonnx-testdata/data/node")
 MIN_OPSET = 13
 RTOL, ATOL = 1e-4, 1e-5
+PASSING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "passing.txt")
+PASSING_HEADER = ("# ONNX node tests that pass (tests/conformance/run_node_tests.py), one per line, sorted.\n"
+                  "# tests/e2e/test_onnx_conformance.py fails when one of them stops passing or another starts.\n"
+                  "# Rewrite with: tests/conformance/run_node_tests.py --update-passing\n")
 TIMEOUT = 120  # seconds per tool invocation
 MAX_FOLD_ROUNDS = 8
 
@@ -419,6 +428,23 @@ def run_test(test_dir, work_root, verbose=False):
         return (name, FAIL, "runner error: %s: %s" % (type(e).__name__, one_line(str(e))), notes, "")
 
 
+def read_passing(path=PASSING):
+    """The pinned passing test names, in file order (comments and blank lines skipped)."""
+    with open(path) as f:
+        return [line.strip() for line in f if line.strip() and not line.startswith("#")]
+
+
+def write_passing(passed, pattern, path=PASSING):
+    """Rewrites the list: the tests that passed now, plus (with a --filter pattern) the listed
+    tests the pattern does not match, which this run did not look at. Returns (added, removed)."""
+    old = set(read_passing(path)) if os.path.exists(path) else set()
+    kept = {t for t in old if pattern and not re.search(pattern, t)}
+    new = kept | set(passed)
+    with open(path, "w") as f:
+        f.write(PASSING_HEADER + "".join(t + "\n" for t in sorted(new)))
+    return sorted(new - old), sorted(old - new)
+
+
 def select_tests(data_dir, pattern):
     """(considered test dirs, number not considered)."""
     ops = supported_ops()
@@ -444,6 +470,8 @@ def main():
     ap.add_argument("--keep", metavar="DIR", help="keep plans, folded models and outputs under DIR")
     ap.add_argument("--data", default=DATA, help="node test directory (default %(default)s)")
     ap.add_argument("-v", "--verbose", action="store_true", help="details of failures and unconsidered tests")
+    ap.add_argument("--update-passing", action="store_true",
+                    help="rewrite %s with the tests that pass in this run" % os.path.relpath(PASSING, SOURCE))
     args = ap.parse_args()
 
     for tool in ("cpc", "cpc-run"):
@@ -496,6 +524,12 @@ def main():
             print("  %4d  %s" % (n, reason))
     print("\n%d tests considered, %.0fs" % (len(results), time.time() - start))
     print("%d passed, %d failed, %d unsupported" % (counts[PASS], counts[FAIL], counts[UNSUPPORTED]))
+    if args.update_passing:
+        added, removed = write_passing([n for n, st, _ in results if st == PASS], args.filter)
+        def names(tests):
+            return " (%s%s)" % (", ".join(tests[:20]), ", ..." if len(tests) > 20 else "") if tests else ""
+        print("%s: %d added%s, %d removed%s" % (os.path.relpath(PASSING, SOURCE), len(added), names(added),
+                                                len(removed), names(removed)))
     sys.exit(1 if counts[FAIL] or len(results) != len(considered) else 0)
 
 

@@ -4,7 +4,10 @@
 Every node test whose ops the importer handles must PASS or be UNSUPPORTED with a reason; any
 FAIL fails this test. Also checks that the node tests of each op the examples' MAE needs are not
 all unsupported (at least one PASS per op, none failing), so that a regression cannot hide by
-turning a whole op into UNSUPPORTED.
+turning a whole op into UNSUPPORTED. The tests that pass are pinned in
+tests/conformance/passing.txt: a listed test that does not PASS (UNSUPPORTED, FAIL or no longer
+run) fails this test, and so does a test that passes but is not listed (add it: run_node_tests.py
+--update-passing rewrites the list).
 """
 import os
 import re
@@ -14,6 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cpctest import PYTHON, SOURCE, Results, run  # noqa: E402
 
 RUNNER = os.path.join(SOURCE, "tests", "conformance", "run_node_tests.py")
+PASSING = os.path.join(SOURCE, "tests", "conformance", "passing.txt")
 DATA = "/usr/share/libonnx-testdata/data/node"
 
 # Op the MAE needs -> name pattern of its node tests (anchored after 'test_').
@@ -41,13 +45,32 @@ def main():
     print(proc.stdout, end="")
     print(proc.stderr, end="", file=sys.stderr)
     outcomes = dict((m.group(2), m.group(1)) for m in
-                    re.finditer(r"^(PASS|FAIL|UNSUPPORTED) +(test_\S+)", proc.stdout, re.M))
+                    re.finditer(r"^(PASS|FAIL|UNSUPPORTED) +(test_[^\s:]+)", proc.stdout, re.M))
 
     def runner_ok():
         assert proc.returncode == 0, "the conformance runner exited %d" % proc.returncode
         assert re.search(r"^\d+ passed, 0 failed, \d+ unsupported$", proc.stdout, re.M), "no summary line"
         assert outcomes, "the runner reported no tests"
     results.check("conformance runner: no failures", runner_ok)
+
+    def pinned_passing():
+        with open(PASSING) as f:
+            listed = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+        assert listed == sorted(set(listed)), "%s is not sorted or has duplicates" % PASSING
+        lost = ["%s (%s)" % (t, outcomes.get(t, "not run")) for t in listed if outcomes.get(t) != "PASS"]
+        new = sorted(t for t, s in outcomes.items() if s == "PASS" and t not in set(listed))
+        problems = []
+        if lost:
+            problems.append("%d tests listed in tests/conformance/passing.txt no longer pass: %s" % (
+                len(lost), ", ".join(lost)))
+        if new:
+            problems.append("%d tests pass but are not in tests/conformance/passing.txt: %s; add them "
+                            "(tests/conformance/run_node_tests.py --update-passing rewrites the list)" % (
+                                len(new), ", ".join(new)))
+        assert not problems, "\n".join(problems)
+        print("   all %d pinned passing node tests pass, no others" % len(listed))
+    results.check("the pinned passing node tests (tests/conformance/passing.txt) pass, and no others",
+                  pinned_passing)
 
     for op, pattern in MAE_OPS.items():
         def op_ok(pattern=pattern, op=op):
