@@ -282,7 +282,8 @@ private:
       std::vector<uint8_t> bytes;
       appendElements(dense, bytes);
       size_t offset = appendToBlob(bytes.size());
-      std::memcpy(plan_.blob.data() + offset, bytes.data(), bytes.size());
+      if (!bytes.empty()) // an empty constant has no data (and memcpy no null pointers)
+        std::memcpy(plan_.blob.data() + offset, bytes.data(), bytes.size());
       plan_.buffers[b].offset = offset;
       p.bufferOf[constant] = b;
       return;

@@ -2,6 +2,7 @@
 #include "frontends/onnx/ConstTensor.h"
 #include "support/CheckedSize.h"
 
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -82,10 +83,12 @@ ConstTensor::ConstTensor(DataType type, std::vector<int64_t> shape)
 ConstTensor ConstTensor::fromInts(std::vector<int64_t> values, std::vector<int64_t> shape,
                                   DataType type) {
   ConstTensor t(type, std::move(shape));
+  if (!t.isFloat() && type != onnx::TensorProto_DataType_BOOL) {
+    t.i_ = std::move(values); // exact for values beyond 2^53
+    return t;
+  }
   for (size_t i = 0; i < values.size(); ++i)
     t.set(i, (double)values[i]);
-  if (!t.isFloat())
-    t.i_ = std::move(values); // exact for values beyond 2^53
   return t;
 }
 
@@ -112,6 +115,12 @@ void ConstTensor::set(int64_t i, double v) {
     f_[i] = type_ == onnx::TensorProto_DataType_DOUBLE ? v : (double)(float)v;
   } else if (type_ == onnx::TensorProto_DataType_BOOL) {
     i_[i] = v != 0;
+  } else if (!(v == v)) { // NaN: as a cast on the device would, without undefined behaviour
+    i_[i] = 0;
+  } else if (v >= 0x1p63) { // saturate: beyond int64 a C++ cast is undefined
+    i_[i] = INT64_MAX;
+  } else if (v < -0x1p63) {
+    i_[i] = INT64_MIN;
   } else {
     i_[i] = (int64_t)v;
   }
