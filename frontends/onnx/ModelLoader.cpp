@@ -11,12 +11,16 @@
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <climits>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <unordered_map>
 
@@ -82,7 +86,12 @@ void parseText(const std::string &path, onnx::ModelProto &model) {
   text << in.rdbuf();
   std::string source = text.str();
   onnx::OnnxParser parser(source.c_str());
-  auto status = parser.Parse(model);
+  onnx::Common::Status status;
+  try {
+    status = parser.Parse(model);
+  } catch (const std::exception &e) { // libonnx's parser lets std::stol & co. throw on bad numbers
+    fail(path, "cannot parse ONNX text: a malformed or out-of-range number (" + oneLine(e.what()) + ")");
+  }
   if (!status.IsOK())
     fail(path, "cannot parse ONNX text: " + oneLine(status.ErrorMessage()));
 }
@@ -174,6 +183,64 @@ LoadedModel parseModel(const std::string &path) {
   return model;
 }
 
+namespace {
+/// Runs ONNX shape inference on `proto` as a validator, in a child process, and returns its
+/// complaint. libonnx's inference crashes on some malformed models (a Conv whose input and
+/// weight ranks differ, found by fuzzing); a crash there must become one error line, not take
+/// cpc down. Its results are not needed: the importer derives every shape itself.
+std::optional<std::string> shapeInferenceError(onnx::ModelProto &proto) {
+  int fds[2];
+  if (::pipe(fds) != 0)
+    return "cannot run ONNX shape inference: " + std::string(std::strerror(errno));
+  std::fflush(nullptr);
+  pid_t child = ::fork();
+  if (child < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return "cannot run ONNX shape inference: " + std::string(std::strerror(errno));
+  }
+  if (child == 0) {
+    // A crash should end this process quietly; the parent reports it.
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
+      std::signal(sig, SIG_DFL);
+    ::close(fds[0]);
+    std::string message;
+    try {
+      onnx::shape_inference::InferShapes(proto); // the child's copy of the proto
+    } catch (const std::exception &e) {
+      message = e.what();
+    }
+    for (size_t done = 0; done < message.size();) {
+      ssize_t n = ::write(fds[1], message.data() + done, message.size() - done);
+      if (n <= 0)
+        break;
+      done += n;
+    }
+    ::_exit(message.empty() ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string message;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof(buffer))) != 0;) {
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      break;
+    message.append(buffer, n);
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status))
+    return "ONNX shape inference crashed on this model (signal " + std::to_string(WTERMSIG(status)) +
+           "): it is malformed (e.g. an op's input ranks do not fit together)";
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return std::nullopt;
+  return "ONNX shape inference failed: " + oneLine(message.empty() ? "no reason given" : message);
+}
+} // namespace
+
 void validateModel(LoadedModel &model) {
   const std::string &path = model.path;
   onnx::ModelProto &proto = *model.proto;
@@ -193,11 +260,8 @@ void validateModel(LoadedModel &model) {
     fail(path, "invalid model: " + oneLine(e.what()));
   }
 
-  try {
-    onnx::shape_inference::InferShapes(proto);
-  } catch (const std::exception &e) {
-    fail(path, "ONNX shape inference failed: " + oneLine(e.what()));
-  }
+  if (auto error = shapeInferenceError(proto))
+    fail(path, *error);
 }
 
 namespace {

@@ -135,6 +135,20 @@ def main():
         results.check("initializers whose dims exceed their data or the size limit are refused",
                       initializer_claims_huge_dims)
 
+        def libonnx_failures_contained():
+            # libonnx's shape inference crashes on this Conv (input rank 3, weight rank 4) and its
+            # text parser throws from std::stol: both must end as one line, not a crash.
+            w = numpy_helper.from_array(np.ones((6, 4, 3, 3), np.float32), "w")
+            model = save_model(path("conv.onnx"), [helper.make_node("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER")],
+                               [value("x", [1, 4, 8])], [value("y", ["a", "b", "c"])], [w])
+            expect_error([cpc, "import", model], model, "shape inference crashed")
+            text = path("bad-number.onnxtext")
+            with open(text, "w") as f:
+                f.write('<ir_version: 8, opset_import: ["" : 17]>\ng (float[2] x) => (float[2] y) {\n'
+                        '  y = Relu <alpha = 99999999999999999999999999999> (x)\n}\n')
+            expect_error([cpc, "import", text], text, "cannot parse ONNX text")
+        results.check("libonnx crashes and parser exceptions become one error line", libonnx_failures_contained)
+
         # --- 2. .npy and .pb headers ----------------------------------------------------
         good = np.zeros((8, 4), np.float32).tobytes()
         npy_cases = {
