@@ -408,6 +408,7 @@ Plan readPlan(const std::string &path, PlanBlob blobMode) {
   try {
     using nlohmann::json;
     json j = json::from_cbor(head.begin(), head.begin() + h.metadataSize);
+    (void)j.dump(); // CBOR does not check that strings are UTF-8; everything that prints them does
     plan.version = j.at("version");
     plan.mode = j.at("mode");
     plan.source = j.at("source");
