@@ -2,6 +2,7 @@
 #include "compiler/PlanBuilder.h"
 #include "compiler/MemoryPlanner.h"
 #include "dialects/cpc/CpcDialect.h"
+#include "dialects/cpc/Roles.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -231,7 +232,10 @@ private:
     auto it = variables_.find(name);
     if (it != variables_.end())
       return checkVariable(it->second, state, name);
-    return variables_[name] = newBuffer(state.getType(), name, BufferKind::State, state);
+    int b = newBuffer(state.getType(), name, BufferKind::State, state);
+    // The plan's roles carry the dialect's names (runtime/Plan.h).
+    plan_.buffers[b].role = parseRole<VariableRole>(stringifyStateRole(state.getRole()).str());
+    return variables_[name] = b;
   }
 
   int checkVariable(int b, Operation *op, const std::string &name) {
@@ -246,6 +250,8 @@ private:
     Program p;
     p.desc.name = func.getSymName().str();
     p.desc.rank = spmd_ ? -1 : 0;
+    if (auto phase = getPhase(func))
+      p.desc.phase = parseRole<ProgramPhase>(stringifyPhase(*phase).str());
     p.defStep.assign(plan_.buffers.size(), -1);
     auto grow = [&] { p.defStep.resize(plan_.buffers.size(), -1); };
     for (BlockArgument arg : func.getArguments()) {
@@ -253,7 +259,9 @@ private:
       std::string n = name ? name.getValue().str() : "arg" + std::to_string(arg.getArgNumber());
       int b = newBuffer(arg.getType(), n, BufferKind::Input, func);
       p.bufferOf[arg] = b;
-      bool runtime = bool(func.getArgAttr(arg.getArgNumber(), "cpc.runtime"));
+      RuntimeInputKind runtime = RuntimeInputKind::None;
+      if (auto input = getRuntimeInput(func, arg.getArgNumber()))
+        runtime = parseRole<RuntimeInputKind>(stringifyRuntimeInput(*input).str());
       plan_.inputs.push_back({n, b, p.desc.name, runtime});
     }
     for (Operation &op : func.getBody().front()) {

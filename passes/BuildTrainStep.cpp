@@ -1,4 +1,5 @@
 //===- BuildTrainStep.cpp - accumulation, clipping and AdamW as IR --------===//
+#include "dialects/cpc/Roles.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -73,8 +74,8 @@ public:
       if (coef)
         g = b.create<MulOp>(loc, g, toType(coef, et));
       Value param = b.create<ParameterOp>(loc, p.type, b.getStringAttr(p.name), b.getUnitAttr());
-      Value m = b.create<StateOp>(loc, p.type, b.getStringAttr("adamw.exp_avg." + p.name));
-      Value v = b.create<StateOp>(loc, p.type, b.getStringAttr("adamw.exp_avg_sq." + p.name));
+      Value m = b.create<StateOp>(loc, p.type, StateRole::ExpAvg, "adamw.exp_avg." + p.name);
+      Value v = b.create<StateOp>(loc, p.type, StateRole::ExpAvgSq, "adamw.exp_avg_sq." + p.name);
       auto adam = b.create<AdamWOp>(loc, param, g, m, v, toType(lr, et), toType(step, et), b.getF64FloatAttr(beta1),
                                     b.getF64FloatAttr(beta2), b.getF64FloatAttr(epsilon),
                                     b.getF64FloatAttr(p.decay ? weightDecay : 0.0));
@@ -127,9 +128,9 @@ struct CpcBuildTrainStepPass : cpc::impl::CpcBuildTrainStepBase<CpcBuildTrainSte
     b.setInsertionPointToEnd(module.getBody());
     Location loc = grad.getLoc();
     auto scalarType = RankedTensorType::get({}, b.getF32Type());
-    auto runtimeArg = [&](func::FuncOp f, unsigned index, StringRef name) {
-      f.setArgAttr(index, "cpc.name", b.getStringAttr(name));
-      f.setArgAttr(index, "cpc.runtime", b.getStringAttr(name));
+    auto runtimeArg = [&](func::FuncOp f, unsigned index, RuntimeInput input) {
+      f.setArgAttr(index, "cpc.name", b.getStringAttr(input == RuntimeInput::LearningRate ? "lr" : "step"));
+      setRuntimeInput(f, index, input);
     };
     auto named = [&](StringRef n) { return b.getDictionaryAttr({b.getNamedAttr("cpc.name", b.getStringAttr(n))}); };
 
@@ -142,6 +143,7 @@ struct CpcBuildTrainStepPass : cpc::impl::CpcBuildTrainStepBase<CpcBuildTrainSte
 
     if (accumulation == 1) {
       body.setSymName("train_step");
+      setPhase(body, Phase::TrainStep);
       Block &block = body.getBody().front();
       // insertArgument keeps the function type and argument attributes in step with the block.
       (void)body.insertArgument(numInputs, scalarType, {}, loc);
@@ -153,18 +155,19 @@ struct CpcBuildTrainStepPass : cpc::impl::CpcBuildTrainStepBase<CpcBuildTrainSte
       b.create<func::ReturnOp>(loc, ValueRange{loss, norm});
       ret.erase();
       body.setFunctionType(b.getFunctionType(block.getArgumentTypes(), {loss.getType(), norm.getType()}));
-      runtimeArg(body, numInputs, "lr");
-      runtimeArg(body, numInputs + 1, "step");
+      runtimeArg(body, numInputs, RuntimeInput::LearningRate);
+      runtimeArg(body, numInputs + 1, RuntimeInput::Step);
       body.setAllResultAttrs(ArrayRef<DictionaryAttr>{named("loss"), named("grad_norm")});
       return;
     }
 
     // @accumulate: add this microbatch's gradients into the accumulators.
     body.setSymName("accumulate");
+    setPhase(body, Phase::Accumulate);
     b.setInsertionPoint(ret);
     for (auto [p, g] : llvm::zip(params, grads)) {
       std::string acc = "grad_acc." + p.name;
-      Value old = b.create<StateOp>(loc, p.type, b.getStringAttr(acc));
+      Value old = b.create<StateOp>(loc, p.type, StateRole::GradAccumulator, acc);
       b.create<AssignOp>(loc, b.create<AddOp>(loc, old, g), b.getStringAttr(acc));
     }
     b.create<func::ReturnOp>(loc, ValueRange{loss});
@@ -175,12 +178,13 @@ struct CpcBuildTrainStepPass : cpc::impl::CpcBuildTrainStepBase<CpcBuildTrainSte
     // @apply: average, clip, AdamW, zero the accumulators.
     b.setInsertionPointToEnd(module.getBody());
     auto apply = b.create<func::FuncOp>(loc, "apply", b.getFunctionType({scalarType, scalarType}, {scalarType}));
+    setPhase(apply, Phase::Apply);
     Block *entry = apply.addEntryBlock();
     b.setInsertionPointToStart(entry);
     StepBuilder sb(b, loc);
     SmallVector<Value> averaged;
     for (const TrainedParam &p : params) {
-      Value acc = b.create<StateOp>(loc, p.type, b.getStringAttr("grad_acc." + p.name));
+      Value acc = b.create<StateOp>(loc, p.type, StateRole::GradAccumulator, "grad_acc." + p.name);
       averaged.push_back(b.create<MulOp>(loc, acc, sb.scalar(1.0 / accumulation, p.type.getElementType())));
     }
     Value norm = sb.optimize(params, averaged, entry->getArgument(0), entry->getArgument(1), clipGradNorm, beta1,
@@ -188,8 +192,8 @@ struct CpcBuildTrainStepPass : cpc::impl::CpcBuildTrainStepBase<CpcBuildTrainSte
     for (const TrainedParam &p : params)
       b.create<AssignOp>(loc, sb.splat(0.0, p.type), b.getStringAttr("grad_acc." + p.name));
     b.create<func::ReturnOp>(loc, ValueRange{norm});
-    runtimeArg(apply, 0, "lr");
-    runtimeArg(apply, 1, "step");
+    runtimeArg(apply, 0, RuntimeInput::LearningRate);
+    runtimeArg(apply, 1, RuntimeInput::Step);
     apply.setAllResultAttrs(ArrayRef<DictionaryAttr>{named("grad_norm")});
   }
 };

@@ -6,6 +6,7 @@
 // splitting reduction factors; an all-reduce is inserted only where a partial sum meets an op
 // that is not linear in it, a result or an assign.
 //
+#include "dialects/cpc/Roles.h"
 #include "passes/Passes.h"
 #include "passes/Sharding.h"
 
@@ -25,7 +26,7 @@ namespace {
 void seedBatch(func::FuncOp func, const Mesh &mesh) {
   int64_t size = mesh.parts({"dp"});
   for (BlockArgument arg : func.getArguments()) {
-    if (func.getArgAttr(arg.getArgNumber(), "cpc.runtime"))
+    if (getRuntimeInput(func, arg.getArgNumber()))
       continue;
     auto t = llvm::cast<RankedTensorType>(arg.getType());
     if (t.getRank() == 0 || t.getDimSize(0) % size)

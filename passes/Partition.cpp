@@ -5,6 +5,7 @@
 // uses, all-gathers of split values that an op needs whole, and all-reduces only where a
 // partial sum meets an op that is not linear in it, a result or an assign.
 //
+#include "dialects/cpc/Roles.h"
 #include "passes/Passes.h"
 #include "passes/Sharding.h"
 
@@ -24,7 +25,9 @@ RankedTensorType tensorType(Value v) { return llvm::cast<RankedTensorType>(v.get
 
 class Partitioner {
 public:
-  Partitioner(func::FuncOp func, const Mesh &mesh) : func_(func), mesh_(mesh), b_(func.getContext()) {}
+  Partitioner(func::FuncOp func, const Mesh &mesh)
+      : func_(func), mesh_(mesh), b_(func.getContext()),
+        accumulators_(stateNamesWithRole(func, StateRole::GradAccumulator)) {}
 
   LogicalResult run() {
     if (failed(readLayouts()))
@@ -194,7 +197,8 @@ private:
     if (op->getNumResults() == 0)
       return success();
     // Reads of gradient accumulators are partial sums (see the assign case above).
-    if (auto state = llvm::dyn_cast<StateOp>(op); state && isAccumulator(state.getName()) && mesh_.hasAxis("dp")) {
+    if (auto state = llvm::dyn_cast<StateOp>(op);
+        state && state.getRole() == StateRole::GradAccumulator && mesh_.hasAxis("dp")) {
       Layout l = Layout::whole(tensorType(state).getRank());
       l.partial = {"dp"};
       current_[state] = l;
@@ -305,14 +309,16 @@ private:
   }
 
   void reduceEagerly(Value v) {
-    if (!currentOf(v).partial.empty() && llvm::any_of(v.getUses(), [](OpOperand &use) { return needsWhole(use); }))
+    if (!currentOf(v).partial.empty() && llvm::any_of(v.getUses(), [&](OpOperand &use) { return needsWhole(use); }))
       reduced(v, v.getDefiningOp()->getNextNode());
   }
 
-  static bool isAccumulator(StringRef name) { return name.starts_with("grad_acc."); }
+  /// Whether an assign to `name` writes a gradient accumulator (a variable the function reads
+  /// with that role).
+  bool isAccumulator(StringRef name) const { return accumulators_.contains(name); }
 
   /// Whether the user of `use` certainly needs the value whole (not a partial sum).
-  static bool needsWhole(OpOperand &use) {
+  bool needsWhole(OpOperand &use) const {
     Operation *user = use.getOwner();
     // Gradient accumulators keep partial sums (reduced once per step where the update reads them).
     if (auto assign = llvm::dyn_cast<AssignOp>(user))
@@ -364,6 +370,7 @@ private:
   func::FuncOp func_;
   Mesh mesh_;
   OpBuilder b_;
+  llvm::StringSet<> accumulators_; // names of the gradient accumulators this function reads
   llvm::DenseMap<Value, Layout> layouts_; // propagated (global) layouts
   llvm::DenseMap<Value, Layout> current_; // layouts of the partitioned values
   llvm::DenseMap<Value, Value> allReduced_;

@@ -50,7 +50,10 @@ def CpcBuildTrainStep : Pass<"cpc-build-train-step", "::mlir::ModuleOp"> {
     moments in `adamw.exp_avg.<param>` / `adamw.exp_avg_sq.<param>` states, assigns the new
     parameters and zeroes the accumulators. Parameters matching `no-weight-decay` regexes, and
     with `default-no-decay` all 1-D parameters and names ending in ".bias", get no weight decay.
-    `lr` and `step` are rank-0 f32 arguments the runtime supplies (attribute `cpc.runtime`).
+    `lr` and `step` are rank-0 f32 arguments the runtime supplies (attribute `cpc.runtime`,
+    a `#cpc.runtime_input`). Roles are attributes that later passes, the plan and the runtime
+    read: each function's `cpc.phase` (`#cpc.phase<train_step|accumulate|apply>`) and each
+    state's role (`cpc.state <gradient_accumulator|exp_avg|exp_avg_sq>`); names are labels.
   }];
   let options = [
     Option<"accumulation", "accumulation", "int64_t", /*default=*/"1", "Microbatches per step">,

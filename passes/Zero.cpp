@@ -258,9 +258,9 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
     Value g = gradIsShard ? op.getGrad() : slice(op.getGrad());
     // The moments become shard-sized states (the plan sizes their buffers from these types).
     b.setInsertionPoint(m);
-    auto mShard = b.create<StateOp>(m.getLoc(), shard, m.getNameAttr());
+    auto mShard = b.create<StateOp>(m.getLoc(), shard, m.getRoleAttr(), m.getNameAttr());
     b.setInsertionPoint(v);
-    auto vShard = b.create<StateOp>(v.getLoc(), shard, v.getNameAttr());
+    auto vShard = b.create<StateOp>(v.getLoc(), shard, v.getRoleAttr(), v.getNameAttr());
     recordPlacement(mShard);
     recordPlacement(vShard);
     b.setInsertionPoint(op);

@@ -149,7 +149,7 @@ void Executor::bindInput(const std::string &name, const HostTensor &tensor) {
 
 void Executor::bindSyntheticInputs(uint64_t seed) {
   for (size_t i = 0; i < plan_.inputs.size(); ++i) {
-    if (bound_[i] || plan_.inputs[i].runtime)
+    if (bound_[i] || plan_.inputs[i].isRuntime())
       continue;
     const TensorRef &t = views_[plan_.inputs[i].buffer];
     uint64_t stream = seed ^ mix64(i + 1);
@@ -168,7 +168,7 @@ void Executor::bindSyntheticInputs(uint64_t seed) {
 std::vector<std::string> Executor::unboundInputs() const {
   std::vector<std::string> names;
   for (size_t i = 0; i < plan_.inputs.size(); ++i)
-    if (!bound_[i] && !plan_.inputs[i].runtime)
+    if (!bound_[i] && !plan_.inputs[i].isRuntime())
       names.push_back(plan_.inputs[i].name);
   return names;
 }

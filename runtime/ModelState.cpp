@@ -55,9 +55,9 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
           m.shardableElements += n;
       }
     } else if (b.kind == BufferKind::State) {
-      if (b.name.rfind("adamw.", 0) == 0)
+      if (b.role == VariableRole::ExpAvg || b.role == VariableRole::ExpAvgSq)
         m.optimizerStates += b.bytes();
-      else if (b.name.rfind("grad_acc.", 0) == 0)
+      else if (b.role == VariableRole::GradAccumulator)
         m.accumulators += b.bytes();
     }
   }

@@ -52,6 +52,52 @@ const char *bufferKindName(BufferKind kind) {
   return "?";
 }
 
+const char *roleName(VariableRole role) {
+  switch (role) {
+  case VariableRole::None: return "";
+  case VariableRole::GradAccumulator: return "gradient_accumulator";
+  case VariableRole::ExpAvg: return "exp_avg";
+  case VariableRole::ExpAvgSq: return "exp_avg_sq";
+  }
+  return "?";
+}
+
+const char *roleName(RuntimeInputKind input) {
+  switch (input) {
+  case RuntimeInputKind::None: return "";
+  case RuntimeInputKind::LearningRate: return "learning_rate";
+  case RuntimeInputKind::Step: return "step";
+  }
+  return "?";
+}
+
+const char *roleName(ProgramPhase phase) {
+  switch (phase) {
+  case ProgramPhase::None: return "";
+  case ProgramPhase::TrainStep: return "train_step";
+  case ProgramPhase::Accumulate: return "accumulate";
+  case ProgramPhase::Apply: return "apply";
+  }
+  return "?";
+}
+
+template <typename Role> Role parseRole(const std::string &name) {
+  for (int i = 0; std::string(roleName(Role(i))) != "?"; ++i) // each enum's names end in "?"
+    if (name == roleName(Role(i)))
+      return Role(i);
+  throw RuntimeError("unknown role '" + name + "'");
+}
+template VariableRole parseRole<VariableRole>(const std::string &);
+template RuntimeInputKind parseRole<RuntimeInputKind>(const std::string &);
+template ProgramPhase parseRole<ProgramPhase>(const std::string &);
+
+std::string Plan::programOfPhase(ProgramPhase phase) const {
+  for (const auto &p : programs)
+    if (p.phase == phase)
+      return p.name;
+  return "";
+}
+
 namespace {
 /// Streaming form of planChecksum: all chunks but the last must be multiples of 8 bytes.
 uint64_t checksumUpdate(uint64_t h, const uint8_t *data, size_t size) {
@@ -113,7 +159,7 @@ nlohmann::json Plan::metadata() const {
   for (const auto &b : buffers) {
     json d = {{"name", b.name},     {"dtype", dtypeName(b.dtype)}, {"shape", b.shape},
               {"kind", bufferKindName(b.kind)}, {"offset", b.offset}, {"alias_of", b.aliasOf},
-              {"trainable", b.trainable}};
+              {"trainable", b.trainable}, {"role", roleName(b.role)}};
     if (b.sharded()) {
       d["global_shape"] = b.globalShape;
       d["shard_axes"] = b.shardAxes;
@@ -124,7 +170,7 @@ nlohmann::json Plan::metadata() const {
   auto named = [](const std::vector<NamedBuffer> &v) {
     json a = json::array();
     for (const auto &n : v)
-      a.push_back({{"name", n.name}, {"buffer", n.buffer}, {"program", n.program}, {"runtime", n.runtime}});
+      a.push_back({{"name", n.name}, {"buffer", n.buffer}, {"program", n.program}, {"runtime", roleName(n.runtime)}});
     return a;
   };
   j["inputs"] = named(inputs);
@@ -134,7 +180,8 @@ nlohmann::json Plan::metadata() const {
     json steps = json::array();
     for (const auto &s : p.steps)
       steps.push_back({{"op", s.op}, {"in", s.inputs}, {"out", s.outputs}, {"attrs", s.attrs}, {"loc", s.loc}});
-    progs.push_back({{"rank", p.rank}, {"name", p.name}, {"arena_bytes", p.arenaBytes}, {"steps", steps}});
+    progs.push_back({{"rank", p.rank}, {"name", p.name}, {"phase", roleName(p.phase)}, {"arena_bytes", p.arenaBytes},
+                     {"steps", steps}});
   }
   j["programs"] = progs;
   return j;
@@ -429,6 +476,7 @@ Plan readPlan(const std::string &path, PlanBlob blobMode) {
       d.offset = b.at("offset");
       d.aliasOf = b.at("alias_of");
       d.trainable = b.at("trainable");
+      d.role = parseRole<VariableRole>(b.at("role"));
       if (b.contains("shard_axes")) {
         d.globalShape = b.at("global_shape").get<std::vector<int64_t>>();
         d.shardAxes = b.at("shard_axes").get<std::vector<std::string>>();
@@ -438,11 +486,12 @@ Plan readPlan(const std::string &path, PlanBlob blobMode) {
     for (const char *key : {"inputs", "outputs"})
       for (const auto &n : j.at(key))
         (std::string(key) == "inputs" ? plan.inputs : plan.outputs)
-            .push_back({n.at("name"), n.at("buffer"), n.at("program"), n.at("runtime")});
+            .push_back({n.at("name"), n.at("buffer"), n.at("program"), parseRole<RuntimeInputKind>(n.at("runtime"))});
     for (const auto &p : j.at("programs")) {
       RankProgram prog;
       prog.rank = p.at("rank");
       prog.name = p.at("name");
+      prog.phase = parseRole<ProgramPhase>(p.at("phase"));
       prog.arenaBytes = p.at("arena_bytes");
       for (const auto &s : p.at("steps"))
         prog.steps.push_back({s.at("op"), s.at("in").get<std::vector<int>>(), s.at("out").get<std::vector<int>>(),

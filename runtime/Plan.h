@@ -27,8 +27,8 @@
 namespace cpc {
 
 // 2: sharded parameters (global_shape, shard_axes) and all_gather's dim; a reader of version 1
-// would silently ignore both.
-constexpr uint32_t kPlanVersion = 2;
+// would silently ignore both. 3: roles of state buffers, runtime inputs and programs.
+constexpr uint32_t kPlanVersion = 3;
 constexpr size_t kPlanAlignment = 64;
 
 /// Collectives run through fixed scratch memory whatever the message size (so that the predicted
@@ -44,6 +44,20 @@ constexpr int64_t kBucketPieceBytes = 4 << 20;
 enum class BufferKind { Arena, Parameter, State, Constant, Input };
 const char *bufferKindName(BufferKind kind);
 
+// Roles, as the dialect's attributes (StateRole, RuntimeInput, Phase) give them and under the
+// same names; the runtime reads these, never a buffer's or program's name.
+/// What a state buffer holds.
+enum class VariableRole : uint8_t { None, GradAccumulator, ExpAvg, ExpAvgSq };
+/// An input the runtime computes each step instead of reading user data.
+enum class RuntimeInputKind : uint8_t { None, LearningRate, Step };
+/// Which part of a training step a program is (None: inference).
+enum class ProgramPhase : uint8_t { None, TrainStep, Accumulate, Apply };
+const char *roleName(VariableRole role);
+const char *roleName(RuntimeInputKind input);
+const char *roleName(ProgramPhase phase);
+/// Parses a name written by roleName ("" is None); throws RuntimeError on anything else.
+template <typename Role> Role parseRole(const std::string &name);
+
 struct BufferDesc {
   std::string name;             // value name: graph input/param name, or the op location
   DType dtype = DType::F32;
@@ -52,6 +66,7 @@ struct BufferDesc {
   int64_t offset = 0;           // arena offset (Arena) or blob offset (Parameter, Constant)
   int aliasOf = -1;             // a view of another buffer's memory (reshape, in-place)
   bool trainable = false;       // parameters only
+  VariableRole role = VariableRole::None; // state buffers
   // A sharded parameter (ZeRO-3): `shape` is one rank's 1-D block of the flattened parameter of
   // `globalShape`, split over the mesh axes `shardAxes`. The blob holds the whole initial value;
   // each rank loads its block.
@@ -76,12 +91,14 @@ struct NamedBuffer {
   std::string name;
   int buffer = -1;
   std::string program = "main"; // which program reads (input) or produces (output) it
-  bool runtime = false;          // an input the runtime computes itself (lr, step), not user data
+  RuntimeInputKind runtime = RuntimeInputKind::None; // computed by the runtime (lr, step), not user data
+  bool isRuntime() const { return runtime != RuntimeInputKind::None; }
 };
 
 struct RankProgram {
   int rank = 0; // -1: every rank runs it (SPMD)
   std::string name = "main";
+  ProgramPhase phase = ProgramPhase::None;
   int64_t arenaBytes = 0;
   std::vector<StepDesc> steps;
 };
@@ -118,6 +135,8 @@ struct Plan {
   int64_t shardIndex(int rank, const std::vector<std::string> &axes) const;
   /// The world ranks that differ from `rank` only along `axes`, in shardIndex order.
   std::vector<int> shardGroup(int rank, const std::vector<std::string> &axes) const;
+  /// The name of the program of `phase`, or "" when the plan has none.
+  std::string programOfPhase(ProgramPhase phase) const;
   /// Whether program `p` runs on `rank`.
   static bool runsOn(const RankProgram &p, int rank) { return p.rank == -1 || p.rank == rank; }
   /// The arena one rank needs: the largest of its programs' arenas (they run one at a time).

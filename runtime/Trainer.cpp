@@ -21,18 +21,25 @@ Trainer::Trainer(const Plan &plan, Executor &executor, int rank, Communicator *c
   recipe_ = TrainRecipe::fromJson(plan.training.at("recipe"));
   microbatch_ = plan.training.at("microbatch");
   dataParallel_ = plan.training.value("data_parallel", 1);
-  gradProgram_ = recipe_.accumulation == 1 ? "train_step" : "accumulate";
+  // The mesh axes that split the batch: ranks that differ only along other axes (tensor
+  // parallelism) read the same rows.
+  auto batchAxes = plan.training.value("batch_axes", std::vector<std::string>{});
+  batchIndex_ = batchAxes.empty() ? 0 : plan.shardIndex(rank, batchAxes);
+  gradProgram_ = plan.programOfPhase(recipe_.accumulation == 1 ? ProgramPhase::TrainStep : ProgramPhase::Accumulate);
+  applyProgram_ = plan.programOfPhase(ProgramPhase::Apply);
+  if (gradProgram_.empty() || (recipe_.accumulation > 1 && applyProgram_.empty()))
+    throw RuntimeError("the training plan lacks the programs of its phases");
 }
 
 void Trainer::setBatchInput(const std::string &name, HostTensor global) {
   const NamedBuffer *input = nullptr;
   for (const auto &in : plan_.inputs)
-    if (in.name == name && in.program == gradProgram_ && !in.runtime)
+    if (in.name == name && in.program == gradProgram_ && !in.isRuntime())
       input = &in;
   if (!input) {
     std::string names;
     for (const auto &in : plan_.inputs)
-      if (in.program == gradProgram_ && !in.runtime)
+      if (in.program == gradProgram_ && !in.isRuntime())
         names += (names.empty() ? "" : ", ") + in.name;
     throw RuntimeError("the plan has no input '" + name + "' (inputs: " + names + ")");
   }
@@ -52,7 +59,7 @@ void Trainer::setBatchInput(const std::string &name, HostTensor global) {
   std::vector<HostTensor> slices;
   for (int64_t m = 0; m < k; ++m) {
     HostTensor s{b.dtype, b.shape, {}};
-    size_t begin = (m * dataParallel_ + rank_) * localBytes;
+    size_t begin = (m * dataParallel_ + batchIndex_) * localBytes;
     s.data.assign(global.data.begin() + begin, global.data.begin() + begin + localBytes);
     slices.push_back(std::move(s));
   }
@@ -66,10 +73,12 @@ void Trainer::bindMicrobatch(int64_t m) {
     exec_.bindInput(name, slices[m]);
 }
 
-void Trainer::bindScalar(const std::string &name, float value) {
+void Trainer::bindRuntimeInput(RuntimeInputKind kind, float value) {
   HostTensor t{DType::F32, {}, std::vector<uint8_t>(4)};
   std::memcpy(t.data.data(), &value, 4);
-  exec_.bindInput(name, t);
+  for (const auto &in : plan_.inputs)
+    if (in.runtime == kind)
+      exec_.bindInput(in.name, t);
 }
 
 StepMetrics Trainer::step(int64_t index) {
@@ -77,8 +86,8 @@ StepMetrics Trainer::step(int64_t index) {
   StepMetrics m;
   m.step = index + 1;
   m.lr = recipe_.lrAt(index);
-  bindScalar("lr", (float)m.lr);
-  bindScalar("step", (float)(index + 1));
+  bindRuntimeInput(RuntimeInputKind::LearningRate, (float)m.lr);
+  bindRuntimeInput(RuntimeInputKind::Step, (float)(index + 1));
   double lossSum = 0;
   for (int64_t micro = 0; micro < recipe_.accumulation; ++micro) {
     bindMicrobatch(micro);
@@ -87,8 +96,8 @@ StepMetrics Trainer::step(int64_t index) {
   }
   std::string normProgram = gradProgram_;
   if (recipe_.accumulation > 1) {
-    exec_.run("apply");
-    normProgram = "apply";
+    exec_.run(applyProgram_);
+    normProgram = applyProgram_;
   }
   m.loss = lossSum / recipe_.accumulation;
   m.gradNorm = *exec_.output("grad_norm", normProgram).as<float>();

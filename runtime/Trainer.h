@@ -45,7 +45,8 @@ public:
 
 private:
   void bindMicrobatch(int64_t m);
-  void bindScalar(const std::string &name, float value);
+  /// Binds `value` to every input the runtime computes as `kind`.
+  void bindRuntimeInput(RuntimeInputKind kind, float value);
 
   const Plan &plan_;
   Executor &exec_;
@@ -53,8 +54,10 @@ private:
   int64_t microbatch_ = 0;   // samples per microbatch, all ranks together
   int64_t dataParallel_ = 1; // ranks splitting each microbatch
   int rank_ = 0;
+  int64_t batchIndex_ = 0;   // which of the dataParallel_ shares of a microbatch this rank reads
   Communicator *comm_ = nullptr;
-  std::string gradProgram_;   // "train_step" (one microbatch) or "accumulate"
+  std::string gradProgram_;  // the program of phase train_step (one microbatch) or accumulate
+  std::string applyProgram_; // the program of phase apply (with gradient accumulation)
   std::map<std::string, std::vector<HostTensor>> slices_; // input -> one tensor per microbatch
 };
 

@@ -107,7 +107,7 @@ void noteSyntheticInputs(const cpc::Plan &plan, const std::vector<std::pair<std:
   std::vector<std::string> unbound;
   for (const auto &in : plan.inputs) {
     bool bound = std::any_of(inputs.begin(), inputs.end(), [&](const auto &kv) { return kv.first == in.name; });
-    if (!in.runtime && !bound && std::find(unbound.begin(), unbound.end(), in.name) == unbound.end())
+    if (!in.isRuntime() && !bound && std::find(unbound.begin(), unbound.end(), in.name) == unbound.end())
       unbound.push_back(in.name);
   }
   if (unbound.empty())

@@ -3,6 +3,7 @@
 #define CPC_ATTRS_TD
 
 include "dialects/cpc/CpcBase.td"
+include "mlir/IR/EnumAttr.td"
 
 def Cpc_ShardingAttr : AttrDef<Cpc_Dialect, "Sharding"> {
   let mnemonic = "sharding";
@@ -26,6 +27,51 @@ def Cpc_ShardingAttr : AttrDef<Cpc_Dialect, "Sharding"> {
     /// Mesh axes over which the value is a partial sum.
     ::llvm::SmallVector<::llvm::StringRef> getPartialAxisNames() const;
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// Roles: what a training variable, function or runtime input is. Every layer (passes, plan,
+// runtime) reads these attributes; none infers a role from a name.
+//===----------------------------------------------------------------------===//
+
+def Cpc_StateRole : I32EnumAttr<"StateRole", "what a persistent training variable holds", [
+    I32EnumAttrCase<"GradAccumulator", 0, "gradient_accumulator">,
+    I32EnumAttrCase<"ExpAvg", 1, "exp_avg">,
+    I32EnumAttrCase<"ExpAvgSq", 2, "exp_avg_sq">]> {
+  let cppNamespace = "::cpc";
+  let genSpecializedAttr = 0;
+}
+def Cpc_StateRoleAttr : EnumAttr<Cpc_Dialect, Cpc_StateRole, "state_role"> {
+  let assemblyFormat = "`<` $value `>`";
+  let summary = "Role of a cpc.state variable: gradient accumulator or an AdamW moment";
+}
+
+def Cpc_Phase : I32EnumAttr<"Phase", "which part of a training step a function is", [
+    I32EnumAttrCase<"TrainStep", 0, "train_step">,
+    I32EnumAttrCase<"Accumulate", 1, "accumulate">,
+    I32EnumAttrCase<"Apply", 2, "apply">]> {
+  let cppNamespace = "::cpc";
+  let genSpecializedAttr = 0;
+}
+def Cpc_PhaseAttr : EnumAttr<Cpc_Dialect, Cpc_Phase, "phase"> {
+  let assemblyFormat = "`<` $value `>`";
+  let summary = "Marks a training function (attribute `cpc.phase` on func.func)";
+  let description = [{
+    `train_step`: forward, backward and update of one microbatch. With gradient accumulation,
+    `accumulate` adds one microbatch's gradients into the accumulators and `apply` averages,
+    clips and updates. The runtime runs functions by phase, never by name.
+  }];
+}
+
+def Cpc_RuntimeInput : I32EnumAttr<"RuntimeInput", "a function input the runtime computes", [
+    I32EnumAttrCase<"LearningRate", 0, "learning_rate">,
+    I32EnumAttrCase<"Step", 1, "step">]> {
+  let cppNamespace = "::cpc";
+  let genSpecializedAttr = 0;
+}
+def Cpc_RuntimeInputAttr : EnumAttr<Cpc_Dialect, Cpc_RuntimeInput, "runtime_input"> {
+  let assemblyFormat = "`<` $value `>`";
+  let summary = "Marks an argument the runtime binds each step (attribute `cpc.runtime`)";
 }
 
 #endif // CPC_ATTRS_TD

@@ -11,6 +11,8 @@ using namespace cpc;
 #include "dialects/cpc/CpcDialect.cpp.inc"
 #include "dialects/cpc/CpcInterfaces.cpp.inc"
 
+#include "dialects/cpc/CpcEnums.cpp.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "dialects/cpc/CpcAttrs.cpp.inc"
 

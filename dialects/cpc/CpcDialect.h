@@ -17,6 +17,8 @@
 #include "dialects/cpc/CpcDialect.h.inc"
 #include "dialects/cpc/CpcInterfaces.h.inc"
 
+#include "dialects/cpc/CpcEnums.h.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "dialects/cpc/CpcAttrs.h.inc"
 

@@ -389,9 +389,14 @@ def Cpc_Conv2DGradWeightOp : Cpc_Op<"conv2d_grad_weight", [Pure]> {
 
 def Cpc_StateOp : Cpc_Op<"state", []> {
   let summary = "Reads a persistent, zero-initialized training variable (optimizer moments, gradient accumulators)";
-  let arguments = (ins StrAttr:$name);
+  let description = [{
+    `role` says what the variable holds; passes, the plan and the runtime read it (the name
+    only identifies the variable). Example:
+    `%m = cpc.state <exp_avg> "adamw.exp_avg.w" : tensor<4xf32>`
+  }];
+  let arguments = (ins Cpc_StateRoleAttr:$role, StrAttr:$name);
   let results = (outs Cpc_Tensor:$result);
-  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let assemblyFormat = "$role $name attr-dict `:` type($result)";
 }
 
 def Cpc_AssignOp : Cpc_Op<"assign", []> {

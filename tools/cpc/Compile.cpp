@@ -1,5 +1,6 @@
 //===- Compile.cpp - cpc compile: ONNX -> execution plan ------------------===//
 #include "compiler/PlanBuilder.h"
+#include "dialects/cpc/Roles.h"
 #include "passes/Passes.h"
 #include "runtime/TrainRecipe.h"
 #include "tools/cpc/Commands.h"
@@ -301,8 +302,10 @@ int runCompile(int argc, char **argv) {
       recipe.totalBatchSize = std::max<int64_t>(microbatch, 1) * recipe.accumulation;
     recipe.validate(microbatch, configPath.empty() ? "config" : configPath);
     buildTrainingStep(context, *model.module, recipe);
-    planOptions.functions = recipe.accumulation == 1 ? std::vector<std::string>{"train_step"}
-                                                     : std::vector<std::string>{"accumulate", "apply"};
+    planOptions.functions.clear(); // the training functions, found by their phase
+    for (Phase phase : {Phase::TrainStep, Phase::Accumulate, Phase::Apply})
+      if (auto func = findPhase(*model.module, phase))
+        planOptions.functions.push_back(func.getSymName().str());
     if (dataParallel > 1) {
       if (microbatch % dataParallel)
         throw UsageError("--dp " + std::to_string(dataParallel) + " does not divide the microbatch of " +
@@ -313,7 +316,8 @@ int runCompile(int argc, char **argv) {
       throw UsageError("--zero shards over data-parallel ranks: use it with --dp N (N > 1)");
     }
     training = {{"recipe", recipe.toJson()}, {"microbatch", microbatch}, {"programs", planOptions.functions},
-                {"data_parallel", dataParallel}, {"zero", zeroStage}};
+                {"data_parallel", dataParallel}, {"zero", zeroStage},
+                {"batch_axes", dataParallel > 1 ? std::vector<std::string>{"dp"} : std::vector<std::string>{}}};
   } else if (dataParallel > 1) {
     throw UsageError("--dp applies to training plans (--mode train)");
   } else if (zeroStage > 0) {

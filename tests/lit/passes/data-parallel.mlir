@@ -8,7 +8,7 @@
 // CHECK: cpc.mesh @mesh shape = [2] axes = ["dp"]
 // CHECK-LABEL: func.func @step
 // CHECK-SAME: %[[X:.*]]: tensor<2x3xf32> {cpc.name = "x", cpc.sharding = #cpc.sharding<@mesh, {{\[\[}}"dp"], []]>}
-// CHECK-SAME: %{{.*}}: tensor<f32> {cpc.runtime = "lr"}) -> tensor<f32>
+// CHECK-SAME: %{{.*}}: tensor<f32> {cpc.runtime = #cpc.runtime_input<learning_rate>}) -> tensor<f32>
 // CHECK: %[[Y:.*]] = cpc.matmul %[[X]], %{{[^ ]*}} {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"dp"], []]>]} : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
 // CHECK: %[[MEAN:.*]] = cpc.reduce_mean %[[Y]] {axes = array<i64: 0, 1>, cpc.shardings = [#cpc.sharding<@mesh, [], partial = ["dp"]>]} : tensor<2x2xf32> -> tensor<f32>
 // CHECK: %[[HALF:.*]] = cpc.mul %[[MEAN]], %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
@@ -25,7 +25,7 @@
 // BUCKET: %[[B:.*]]:2 = cpc.all_reduce %{{.*}}, %{{.*}} over @mesh ["dp"] : tensor<f32>, tensor<3x2xf32>
 // BUCKET-NEXT: cpc.sub %{{.*}}, %[[B]]#1
 // BUCKET: return %[[B]]#0 : tensor<f32>
-func.func @step(%x: tensor<4x3xf32> {cpc.name = "x"}, %lr: tensor<f32> {cpc.runtime = "lr"}) -> tensor<f32> {
+func.func @step(%x: tensor<4x3xf32> {cpc.name = "x"}, %lr: tensor<f32> {cpc.runtime = #cpc.runtime_input<learning_rate>}) -> tensor<f32> {
   %w = cpc.parameter "w" trainable : tensor<3x2xf32>
   %y = cpc.matmul %x, %w : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32>
   %loss = cpc.reduce_mean %y {axes = array<i64: 0, 1>} : tensor<4x2xf32> -> tensor<f32>

@@ -286,10 +286,10 @@ func.func @scatter_grads(%dq: tensor<4x2x3x4xf32> {cpc.sharding = #batch4}, %dt:
 #batch2 = #cpc.sharding<@mesh, [["dp"], []]>
 #partial2 = #cpc.sharding<@mesh, [[], []], partial = ["dp"]>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
-func.func @optimizer(%x: tensor<4x8xf32> {cpc.sharding = #batch2}, %dy: tensor<4x16xf32> {cpc.sharding = #batch2}, %lr: tensor<f32> {cpc.runtime = "lr"}, %step: tensor<f32> {cpc.runtime = "step"}) -> tensor<f32> {
+func.func @optimizer(%x: tensor<4x8xf32> {cpc.sharding = #batch2}, %dy: tensor<4x16xf32> {cpc.sharding = #batch2}, %lr: tensor<f32> {cpc.runtime = #cpc.runtime_input<learning_rate>}, %step: tensor<f32> {cpc.runtime = #cpc.runtime_input<step>}) -> tensor<f32> {
   %w = cpc.parameter "fc.weight" trainable : tensor<16x8xf32>
-  %m = cpc.state "adamw.exp_avg.fc.weight" : tensor<16x8xf32>
-  %v = cpc.state "adamw.exp_avg_sq.fc.weight" : tensor<16x8xf32>
+  %m = cpc.state <exp_avg> "adamw.exp_avg.fc.weight" : tensor<16x8xf32>
+  %v = cpc.state <exp_avg_sq> "adamw.exp_avg_sq.fc.weight" : tensor<16x8xf32>
   %one = cpc.constant dense<1.0> : tensor<f32>
   %dw = cpc.matmul %dy, %x {cpc.shardings = [#partial2], transpose_lhs = true} : (tensor<4x16xf32>, tensor<4x8xf32>) -> tensor<16x8xf32>
   %sq = cpc.mul %dw, %dw : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
@@ -312,12 +312,12 @@ func.func @optimizer(%x: tensor<4x8xf32> {cpc.sharding = #batch2}, %dy: tensor<4
 // annotation and runs over the module's mesh, all-reduces the accumulator once, after the
 // linear 1/k scaling.
 // CHECK-LABEL: func.func @accumulate
-// CHECK: %[[ACC:.*]] = cpc.state "grad_acc.fc.weight" : tensor<16x8xf32>
+// CHECK: %[[ACC:.*]] = cpc.state <gradient_accumulator> "grad_acc.fc.weight" : tensor<16x8xf32>
 // CHECK: %[[DW:.*]] = cpc.matmul {{.*}} : (tensor<2x16xf32>, tensor<2x8xf32>) -> tensor<16x8xf32>
 // CHECK: %[[SUM:.*]] = cpc.add %[[ACC]], %[[DW]] {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], []], partial = ["dp"]>]}
 // CHECK: cpc.assign %[[SUM]] to "grad_acc.fc.weight"
 // CHECK-LABEL: func.func @apply
-// CHECK: %[[ACC:.*]] = cpc.state "grad_acc.fc.weight" : tensor<16x8xf32>
+// CHECK: %[[ACC:.*]] = cpc.state <gradient_accumulator> "grad_acc.fc.weight" : tensor<16x8xf32>
 // CHECK: %[[AVG:.*]] = cpc.mul %[[ACC]], %{{.*}} {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], []], partial = ["dp"]>]}
 // CHECK-NEXT: %[[AVGALL:.*]] = cpc.all_reduce %[[AVG]] over @mesh ["dp"] : tensor<16x8xf32>
 // CHECK: cpc.adamw %{{.*}}, %[[AVGALL]],
@@ -327,17 +327,17 @@ func.func @optimizer(%x: tensor<4x8xf32> {cpc.sharding = #batch2}, %dy: tensor<4
 #partial2 = #cpc.sharding<@mesh, [[], []], partial = ["dp"]>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
 func.func @accumulate(%x: tensor<4x8xf32> {cpc.sharding = #batch2}, %dy: tensor<4x16xf32> {cpc.sharding = #batch2}) {
-  %acc = cpc.state "grad_acc.fc.weight" : tensor<16x8xf32>
+  %acc = cpc.state <gradient_accumulator> "grad_acc.fc.weight" : tensor<16x8xf32>
   %dw = cpc.matmul %dy, %x {cpc.shardings = [#partial2], transpose_lhs = true} : (tensor<4x16xf32>, tensor<4x8xf32>) -> tensor<16x8xf32>
   %sum = cpc.add %acc, %dw : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
   cpc.assign %sum to "grad_acc.fc.weight" : tensor<16x8xf32>
   return
 }
-func.func @apply(%lr: tensor<f32> {cpc.runtime = "lr"}, %step: tensor<f32> {cpc.runtime = "step"}) -> tensor<f32> {
+func.func @apply(%lr: tensor<f32> {cpc.runtime = #cpc.runtime_input<learning_rate>}, %step: tensor<f32> {cpc.runtime = #cpc.runtime_input<step>}) -> tensor<f32> {
   %w = cpc.parameter "fc.weight" trainable : tensor<16x8xf32>
-  %m = cpc.state "adamw.exp_avg.fc.weight" : tensor<16x8xf32>
-  %v = cpc.state "adamw.exp_avg_sq.fc.weight" : tensor<16x8xf32>
-  %acc = cpc.state "grad_acc.fc.weight" : tensor<16x8xf32>
+  %m = cpc.state <exp_avg> "adamw.exp_avg.fc.weight" : tensor<16x8xf32>
+  %v = cpc.state <exp_avg_sq> "adamw.exp_avg_sq.fc.weight" : tensor<16x8xf32>
+  %acc = cpc.state <gradient_accumulator> "grad_acc.fc.weight" : tensor<16x8xf32>
   %k = cpc.constant dense<0.5> : tensor<f32>
   %zero = cpc.constant dense<0.0> : tensor<16x8xf32>
   %avg = cpc.mul %acc, %k : (tensor<16x8xf32>, tensor<f32>) -> tensor<16x8xf32>

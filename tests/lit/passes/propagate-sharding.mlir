@@ -220,8 +220,8 @@ func.func @scatter_grads(%dq: tensor<4x2x3x4xf32> {cpc.sharding = #cpc.sharding<
 // not; the clipped gradient (a partial sum times a whole factor) is partial again, and adamw
 // (not linear) and the assigns get no layout.
 // CHECK-LABEL: func.func @optimizer
-// CHECK-SAME: %{{[^:]*}}: tensor<f32> {cpc.runtime = "lr"}, %{{[^:]*}}: tensor<f32> {cpc.runtime = "step"}
-// CHECK: cpc.state "adamw.exp_avg.fc.weight" : tensor<16x8xf32>{{$}}
+// CHECK-SAME: %{{[^:]*}}: tensor<f32> {cpc.runtime = #cpc.runtime_input<learning_rate>}, %{{[^:]*}}: tensor<f32> {cpc.runtime = #cpc.runtime_input<step>}
+// CHECK: cpc.state <exp_avg> "adamw.exp_avg.fc.weight" : tensor<16x8xf32>{{$}}
 // CHECK: %[[DW:.*]] = cpc.matmul {{.*}}partial = ["dp"]>], transpose_lhs = true}
 // CHECK: %[[SQ:.*]] = cpc.mul %[[DW]], %[[DW]] : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
 // CHECK: cpc.reduce_sum %[[SQ]] {axes = array<i64: 0, 1>} : tensor<16x8xf32> -> tensor<f32>
@@ -232,10 +232,10 @@ func.func @scatter_grads(%dq: tensor<4x2x3x4xf32> {cpc.sharding = #cpc.sharding<
 // CHECK: cpc.adamw %{{.*}}, %[[CLIPPED]], %{{.*}} {beta1 = 9.000000e-01 : f64, beta2 = {{[^,]*}}, epsilon
 // CHECK: cpc.assign %{{.*}} to "fc.weight" : tensor<16x8xf32>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
-func.func @optimizer(%x: tensor<4x8xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], []]>}, %dy: tensor<4x16xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], []]>}, %lr: tensor<f32> {cpc.runtime = "lr"}, %step: tensor<f32> {cpc.runtime = "step"}) -> tensor<f32> {
+func.func @optimizer(%x: tensor<4x8xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], []]>}, %dy: tensor<4x16xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], []]>}, %lr: tensor<f32> {cpc.runtime = #cpc.runtime_input<learning_rate>}, %step: tensor<f32> {cpc.runtime = #cpc.runtime_input<step>}) -> tensor<f32> {
   %w = cpc.parameter "fc.weight" trainable : tensor<16x8xf32>
-  %m = cpc.state "adamw.exp_avg.fc.weight" : tensor<16x8xf32>
-  %v = cpc.state "adamw.exp_avg_sq.fc.weight" : tensor<16x8xf32>
+  %m = cpc.state <exp_avg> "adamw.exp_avg.fc.weight" : tensor<16x8xf32>
+  %v = cpc.state <exp_avg_sq> "adamw.exp_avg_sq.fc.weight" : tensor<16x8xf32>
   %one = cpc.constant dense<1.0> : tensor<f32>
   %dw = cpc.matmul %dy, %x {transpose_lhs = true} : (tensor<4x16xf32>, tensor<4x8xf32>) -> tensor<16x8xf32>
   %sq = cpc.mul %dw, %dw : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>

@@ -17,8 +17,8 @@
 cpc.mesh @mesh shape = [2] axes = ["dp"]
 func.func @step(%x: tensor<4x3xf32>, %lr: tensor<f32>, %t: tensor<f32>) -> tensor<f32> {
   %w = cpc.parameter "w" trainable : tensor<4x3xf32>
-  %m = cpc.state "adamw.exp_avg.w" : tensor<4x3xf32>
-  %v = cpc.state "adamw.exp_avg_sq.w" : tensor<4x3xf32>
+  %m = cpc.state <exp_avg> "adamw.exp_avg.w" : tensor<4x3xf32>
+  %v = cpc.state <exp_avg_sq> "adamw.exp_avg_sq.w" : tensor<4x3xf32>
   %g = cpc.all_reduce %x over @mesh ["dp"] : tensor<4x3xf32>
   %sq = cpc.mul %g, %g : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
   %s = cpc.reduce_sum %sq {axes = array<i64: 0, 1>} : tensor<4x3xf32> -> tensor<f32>

@@ -28,8 +28,8 @@ func.func @step(%x: tensor<2x4xf32>, %lr: tensor<f32>, %t: tensor<f32>) -> (tens
   %s = cpc.reduce_sum %sq {axes = array<i64: 0, 1>} : tensor<4x3xf32> -> tensor<f32>
   %norm = cpc.sqrt %s : tensor<f32>
   %w2 = cpc.parameter "w" trainable : tensor<4x3xf32>
-  %m = cpc.state "adamw.exp_avg.w" : tensor<4x3xf32>
-  %v = cpc.state "adamw.exp_avg_sq.w" : tensor<4x3xf32>
+  %m = cpc.state <exp_avg> "adamw.exp_avg.w" : tensor<4x3xf32>
+  %v = cpc.state <exp_avg_sq> "adamw.exp_avg_sq.w" : tensor<4x3xf32>
   %nw, %nm, %nv = cpc.adamw %w2, %g, %m, %v, %lr, %t {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.05 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<f32>) -> (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>)
   cpc.assign %nw to "w" : tensor<4x3xf32>
   cpc.assign %nm to "adamw.exp_avg.w" : tensor<4x3xf32>
@@ -50,8 +50,8 @@ func.func @step(%x: tensor<3xf32>, %lr: tensor<f32>, %t: tensor<f32>) -> tensor<
   %b = cpc.parameter "b" trainable : tensor<3xf32>
   %y = cpc.add %x, %b : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   %g = cpc.all_reduce %x over @mesh ["dp"] : tensor<3xf32>
-  %m = cpc.state "adamw.exp_avg.b" : tensor<3xf32>
-  %v = cpc.state "adamw.exp_avg_sq.b" : tensor<3xf32>
+  %m = cpc.state <exp_avg> "adamw.exp_avg.b" : tensor<3xf32>
+  %v = cpc.state <exp_avg_sq> "adamw.exp_avg_sq.b" : tensor<3xf32>
   %nb, %nm, %nv = cpc.adamw %b, %g, %m, %v, %lr, %t {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<f32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
   cpc.assign %nb to "b" : tensor<3xf32>
   cpc.assign %nm to "adamw.exp_avg.b" : tensor<3xf32>

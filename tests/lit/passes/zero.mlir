@@ -17,15 +17,15 @@
 cpc.mesh @mesh shape = [2] axes = ["dp"]
 func.func @step(%g: tensor<4x3xf32>, %h: tensor<3xf32>, %lr: tensor<f32>, %t: tensor<f32>) {
   %w = cpc.parameter "w" trainable : tensor<4x3xf32>
-  %m = cpc.state "adamw.exp_avg.w" : tensor<4x3xf32>
-  %v = cpc.state "adamw.exp_avg_sq.w" : tensor<4x3xf32>
+  %m = cpc.state <exp_avg> "adamw.exp_avg.w" : tensor<4x3xf32>
+  %v = cpc.state <exp_avg_sq> "adamw.exp_avg_sq.w" : tensor<4x3xf32>
   %nw, %nm, %nv = cpc.adamw %w, %g, %m, %v, %lr, %t {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.05 : f64} : (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>, tensor<f32>, tensor<f32>) -> (tensor<4x3xf32>, tensor<4x3xf32>, tensor<4x3xf32>)
   cpc.assign %nw to "w" : tensor<4x3xf32>
   cpc.assign %nm to "adamw.exp_avg.w" : tensor<4x3xf32>
   cpc.assign %nv to "adamw.exp_avg_sq.w" : tensor<4x3xf32>
   %b = cpc.parameter "b" trainable : tensor<3xf32>
-  %bm = cpc.state "adamw.exp_avg.b" : tensor<3xf32>
-  %bv = cpc.state "adamw.exp_avg_sq.b" : tensor<3xf32>
+  %bm = cpc.state <exp_avg> "adamw.exp_avg.b" : tensor<3xf32>
+  %bv = cpc.state <exp_avg_sq> "adamw.exp_avg_sq.b" : tensor<3xf32>
   %nb, %nbm, %nbv = cpc.adamw %b, %h, %bm, %bv, %lr, %t {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<f32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
   cpc.assign %nb to "b" : tensor<3xf32>
   return

@@ -30,8 +30,12 @@ Plan zeroPlan(int stage, int64_t n, int64_t ranks) {
   }
   int p = add(param);
   add({"frozen", DType::F32, {7}, BufferKind::Parameter});
-  int m = add({"adamw.exp_avg.w", DType::F32, {block}, BufferKind::State});
-  int v = add({"adamw.exp_avg_sq.w", DType::F32, {block}, BufferKind::State});
+  // Roles, not names, make these optimizer states: the names say nothing to the count.
+  BufferDesc mDesc{"m", DType::F32, {block}, BufferKind::State}, vDesc{"v", DType::F32, {block}, BufferKind::State};
+  mDesc.role = VariableRole::ExpAvg;
+  vDesc.role = VariableRole::ExpAvgSq;
+  int m = add(mDesc);
+  int v = add(vDesc);
   int whole = add({"grad", DType::F32, {n}, BufferKind::Arena});
   int grad = whole;
   RankProgram program;

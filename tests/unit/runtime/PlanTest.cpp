@@ -111,6 +111,31 @@ TEST(PlanTest, ValidateRefusesOverflowingShards) {
   expectInvalid(plan, "block of its global shape");
 }
 
+// Tests that roles of state buffers, runtime inputs and programs survive the plan file, and that
+// the runtime finds programs by phase.
+TEST(PlanTest, RolesRoundTripThroughTheFile) {
+  Plan plan = meshPlan();
+  BufferDesc acc{"anything", DType::F32, {8}, BufferKind::State};
+  acc.role = VariableRole::GradAccumulator;
+  plan.buffers.push_back(acc);
+  plan.buffers.push_back(BufferDesc{"lr", DType::F32, {}, BufferKind::Input});
+  plan.inputs.push_back({"lr", 2, "update", RuntimeInputKind::LearningRate});
+  plan.programs[0].name = "update";
+  plan.programs[0].phase = ProgramPhase::Apply;
+  std::string path = "/tmp/cpc-plan-roles-" + std::to_string(getpid()) + ".plan";
+  writePlan(plan, path);
+  Plan read = readPlan(path);
+  std::remove(path.c_str());
+  EXPECT_EQ(read.buffers[1].role, VariableRole::GradAccumulator);
+  EXPECT_EQ(read.buffers[0].role, VariableRole::None);
+  EXPECT_EQ(read.inputs[0].runtime, RuntimeInputKind::LearningRate);
+  EXPECT_TRUE(read.inputs[0].isRuntime());
+  EXPECT_EQ(read.programOfPhase(ProgramPhase::Apply), "update");
+  EXPECT_EQ(read.programOfPhase(ProgramPhase::TrainStep), "");
+  EXPECT_THROW(parseRole<VariableRole>("grad_acc"), RuntimeError);
+  EXPECT_THROW(parseRole<ProgramPhase>("?"), RuntimeError);
+}
+
 TEST(PlanTest, DataLeftInTheFileIsReadOnDemand) {
   Plan plan = meshPlan();
   std::string path = ::testing::TempDir() + "/plan-test-" + std::to_string(::getpid()) + ".plan";

@@ -1,0 +1,65 @@
+//===- Roles.h - reading and writing the role attributes of training IR ---===//
+//
+// What a function, an argument or a state variable is for is an attribute (CpcAttrs.td:
+// PhaseAttr, RuntimeInputAttr, StateRoleAttr), set where it is created (cpc-build-train-step)
+// and read by every later layer through these helpers; names are only labels.
+//
+#ifndef CPC_DIALECTS_CPC_ROLES_H
+#define CPC_DIALECTS_CPC_ROLES_H
+
+#include "dialects/cpc/CpcDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <optional>
+
+namespace cpc {
+
+/// Function attribute holding a PhaseAttr; argument attribute holding a RuntimeInputAttr.
+inline constexpr llvm::StringLiteral kPhaseAttrName = "cpc.phase";
+inline constexpr llvm::StringLiteral kRuntimeInputAttrName = "cpc.runtime";
+
+inline std::optional<Phase> getPhase(mlir::func::FuncOp func) {
+  if (auto attr = func->getAttrOfType<PhaseAttr>(kPhaseAttrName))
+    return attr.getValue();
+  return std::nullopt;
+}
+
+inline void setPhase(mlir::func::FuncOp func, Phase phase) {
+  func->setAttr(kPhaseAttrName, PhaseAttr::get(func.getContext(), phase));
+}
+
+/// The function of `module` marked with `phase`, or null.
+inline mlir::func::FuncOp findPhase(mlir::ModuleOp module, Phase phase) {
+  for (auto func : module.getOps<mlir::func::FuncOp>())
+    if (getPhase(func) == phase)
+      return func;
+  return nullptr;
+}
+
+inline std::optional<RuntimeInput> getRuntimeInput(mlir::func::FuncOp func, unsigned arg) {
+  if (auto attr = func.getArgAttrOfType<RuntimeInputAttr>(arg, kRuntimeInputAttrName))
+    return attr.getValue();
+  return std::nullopt;
+}
+
+inline void setRuntimeInput(mlir::func::FuncOp func, unsigned arg, RuntimeInput input) {
+  func.setArgAttr(arg, kRuntimeInputAttrName, RuntimeInputAttr::get(func.getContext(), input));
+}
+
+/// Names of the state variables read under `root` whose role is `role` (an assign names its
+/// variable; this is how a pass learns what an assign writes).
+inline llvm::StringSet<> stateNamesWithRole(mlir::Operation *root, StateRole role) {
+  llvm::StringSet<> names;
+  root->walk([&](StateOp state) {
+    if (state.getRole() == role)
+      names.insert(state.getName());
+  });
+  return names;
+}
+
+} // namespace cpc
+
+#endif
