@@ -56,12 +56,11 @@ struct CpcDataParallelPass : cpc::impl::CpcDataParallelBase<CpcDataParallelPass>
       return signalPassFailure();
     }
     Mesh mesh(meshOp);
-    for (const std::string &name : funcs) {
-      auto func = module.lookupSymbol<func::FuncOp>(name);
-      if (!func) {
-        module.emitError("no function @") << name;
-        return signalPassFailure();
-      }
+    FailureOr<SmallVector<func::FuncOp>> targets =
+        functionsOrPhases(module, funcs, {Phase::TrainStep, Phase::Accumulate, Phase::Apply});
+    if (failed(targets))
+      return signalPassFailure();
+    for (func::FuncOp func : *targets) {
       seedBatch(func, mesh);
       if (failed(propagateShardings(func, mesh)) || failed(partitionFunction(func, mesh)))
         return signalPassFailure();

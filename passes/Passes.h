@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassOptions.h"
 
 namespace cpc {
 #define GEN_PASS_DECL
@@ -16,6 +17,29 @@ namespace cpc {
 
 /// Adds the import clean-up pipeline that `cpc import` runs: fusions, then canonicalization.
 void addImportCleanupPasses(mlir::OpPassManager &pm);
+
+/// Options of the training pipeline: the recipe's optimizer keys and the parallel layout. The
+/// names are those of the passes' options.
+struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptions> {
+  Option<int64_t> accumulation{*this, "accumulation", llvm::cl::desc("Microbatches per step"), llvm::cl::init(1)};
+  Option<double> clipGradNorm{*this, "clip-grad-norm", llvm::cl::desc("Global-norm clip (0 = off)"),
+                              llvm::cl::init(0.0)};
+  Option<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"), llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"), llvm::cl::init(0.999)};
+  Option<double> epsilon{*this, "epsilon", llvm::cl::desc("AdamW epsilon"), llvm::cl::init(1e-8)};
+  Option<double> weightDecay{*this, "weight-decay", llvm::cl::desc("Decoupled weight decay"), llvm::cl::init(0.0)};
+  ListOption<std::string> noWeightDecay{*this, "no-weight-decay",
+                                        llvm::cl::desc("Regexes of parameters without weight decay")};
+  Option<int64_t> dataParallel{*this, "dp", llvm::cl::desc("Data-parallel ranks"), llvm::cl::init(1)};
+  Option<int64_t> zeroStage{*this, "zero", llvm::cl::desc("ZeRO stage over dp (0-3)"), llvm::cl::init(0)};
+};
+
+/// The passes `cpc compile` runs on an imported model in training mode, registered as
+/// `cpc-training-pipeline` so that `cpc-opt` reproduces the IR a plan is built from.
+void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineOptions &options);
+
+/// Registers the named pipelines (cpc-opt, and every tool that parses pipelines).
+void registerCpcPipelines();
 } // namespace cpc
 
 #endif

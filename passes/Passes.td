@@ -119,7 +119,8 @@ def CpcDataParallel : Pass<"cpc-data-parallel", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"size", "size", "int64_t", /*default=*/"1", "Data-parallel ranks">,
-    ListOption<"funcs", "funcs", "std::string", "Functions whose batch inputs are split">,
+    ListOption<"funcs", "funcs", "std::string",
+               "Functions whose batch inputs are split (default: those with a cpc.phase)">,
   ];
   let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
 }
@@ -141,7 +142,8 @@ def CpcZero : Pass<"cpc-zero", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"stage", "stage", "int64_t", /*default=*/"1", "ZeRO stage (1, 2 or 3)">,
-    ListOption<"funcs", "funcs", "std::string", "Functions whose AdamW updates are sharded">,
+    ListOption<"funcs", "funcs", "std::string",
+               "Functions whose AdamW updates are sharded (default: phases train_step and apply)">,
   ];
   let dependentDialects = ["::cpc::CpcDialect"];
 }

@@ -2,6 +2,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
@@ -11,4 +12,40 @@ void cpc::addImportCleanupPasses(OpPassManager &pm) {
   pm.addPass(createCpcFuseGelu());
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
+}
+
+void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &options) {
+  pm.addPass(createCpcAutodiff());
+  CpcBuildTrainStepOptions step;
+  step.accumulation = options.accumulation;
+  step.clipGradNorm = options.clipGradNorm;
+  step.beta1 = options.beta1;
+  step.beta2 = options.beta2;
+  step.epsilon = options.epsilon;
+  step.weightDecay = options.weightDecay;
+  step.noWeightDecay = options.noWeightDecay;
+  pm.addPass(createCpcBuildTrainStep(step));
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
+  if (options.dataParallel <= 1)
+    return;
+  // The passes find the training functions by their cpc.phase.
+  CpcDataParallelOptions dp;
+  dp.size = options.dataParallel;
+  pm.addPass(createCpcDataParallel(dp));
+  if (options.zeroStage > 0) {
+    CpcZeroOptions zero;
+    zero.stage = options.zeroStage;
+    pm.addPass(createCpcZero(zero));
+  }
+  pm.addPass(createCpcBucketAllReduce());
+  pm.addPass(createCpcBucketAllGather());
+}
+
+void cpc::registerCpcPipelines() {
+  PassPipelineRegistration<TrainingPipelineOptions>(
+      "cpc-training-pipeline",
+      "The passes `cpc compile` runs on an imported model in training mode: autodiff, the "
+      "training step (accumulation, clipping, AdamW), then data parallelism and ZeRO",
+      buildTrainingPipeline);
 }

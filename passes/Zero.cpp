@@ -1,4 +1,5 @@
 //===- Zero.cpp - ZeRO placement of the optimizer over the dp axis --------===//
+#include "dialects/cpc/Roles.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -32,12 +33,10 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
     }
     int64_t ranks = mesh.getAxisSize("dp");
     llvm::StringMap<RankedTensorType> shardedParams; // ZeRO-3: name -> global type
-    for (const std::string &name : funcs) {
-      auto func = module.lookupSymbol<func::FuncOp>(name);
-      if (!func) {
-        module.emitError("no function @") << name;
-        return signalPassFailure();
-      }
+    FailureOr<SmallVector<func::FuncOp>> targets = functionsOrPhases(module, funcs, {Phase::TrainStep, Phase::Apply});
+    if (failed(targets))
+      return signalPassFailure();
+    for (func::FuncOp func : *targets) {
       SmallVector<AdamWOp> updates;
       func.walk([&](AdamWOp op) { updates.push_back(op); });
       SmallVector<Value> shardedNormTerms;

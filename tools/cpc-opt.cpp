@@ -12,6 +12,7 @@ int main(int argc, char **argv) {
   registry.insert<cpc::CpcDialect, mlir::func::FuncDialect>();
   mlir::registerTransformsPasses(); // canonicalize, cse, symbol-dce, ...
   cpc::registerCpcPasses();
+  cpc::registerCpcPipelines(); // cpc-training-pipeline: what `cpc compile` runs
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "cpc optimizer driver\n", registry));
 }

@@ -49,6 +49,26 @@ inline void setRuntimeInput(mlir::func::FuncOp func, unsigned arg, RuntimeInput 
   func.setArgAttr(arg, kRuntimeInputAttrName, RuntimeInputAttr::get(func.getContext(), input));
 }
 
+/// The functions named in `names`, or, when it is empty, those of `phases` in module order.
+/// Emits an error on `module` and fails for a name that is no function.
+inline mlir::FailureOr<llvm::SmallVector<mlir::func::FuncOp>>
+functionsOrPhases(mlir::ModuleOp module, llvm::ArrayRef<std::string> names, llvm::ArrayRef<Phase> phases) {
+  llvm::SmallVector<mlir::func::FuncOp> funcs;
+  for (const std::string &name : names) {
+    auto func = module.lookupSymbol<mlir::func::FuncOp>(name);
+    if (!func || func.isExternal()) {
+      module.emitError("no function @") << name;
+      return mlir::failure();
+    }
+    funcs.push_back(func);
+  }
+  if (names.empty())
+    for (auto func : module.getOps<mlir::func::FuncOp>())
+      if (auto phase = getPhase(func); phase && llvm::is_contained(phases, *phase))
+        funcs.push_back(func);
+  return funcs;
+}
+
 /// Names of the state variables read under `root` whose role is `role` (an assign names its
 /// variable; this is how a pass learns what an assign writes).
 inline llvm::StringSet<> stateNamesWithRole(mlir::Operation *root, StateRole role) {

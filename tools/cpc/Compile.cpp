@@ -9,6 +9,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
 #include <iomanip>
@@ -35,6 +36,9 @@ Options:
                              the data-parallel ranks, 2 also reduce-scatters the gradients, 3 also
                              stores the parameters as per-rank blocks, all-gathered before each use
   --dump-sharding            Print each split or partial value: global shape, sharding, local shape
+  --print-pipeline           Print the pass pipeline run on the imported model (training): with
+                             `cpc import`, `cpc-opt --pass-pipeline=...` reproduces the plan's IR
+  --dump-ir FILE             Write the IR the plan is built from
   --dp N                     Data parallelism over N ranks (training): each rank takes 1/N of
                              every microbatch; gradients are all-reduced
   --no-inplace               Never let an op write its result over an input
@@ -65,21 +69,22 @@ int64_t graphBatch(mlir::ModuleOp module) {
   return batch;
 }
 
-/// Turns the imported forward graph into the training step: autodiff, then the optimizer.
-void buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module, const TrainRecipe &recipe) {
-  mlir::PassManager pm(&context);
-  pm.addPass(createCpcAutodiff());
-  CpcBuildTrainStepOptions options;
-  options.accumulation = recipe.accumulation;
-  options.clipGradNorm = recipe.clipGradNorm;
-  options.beta1 = recipe.beta1;
-  options.beta2 = recipe.beta2;
-  options.epsilon = recipe.epsilon;
-  options.weightDecay = recipe.weightDecay;
-  options.noWeightDecay = recipe.noWeightDecay;
-  pm.addPass(createCpcBuildTrainStep(options));
-  pm.addPass(mlir::createCanonicalizerPass());
-  pm.addPass(mlir::createCSEPass());
+/// Runs the registered training pipeline (what `cpc-opt --cpc-training-pipeline=...` runs) on
+/// the imported model; returns the cpc-opt flags that reproduce it: the named pipeline with its
+/// options, and the passes it expands to.
+std::string runTrainingPipeline(mlir::MLIRContext &context, mlir::ModuleOp module,
+                                TrainingPipelineOptions &options) {
+  mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
+  buildTrainingPipeline(pm, options);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "--cpc-training-pipeline='";
+  std::string named;
+  llvm::raw_string_ostream namedOs(named);
+  options.print(namedOs); // "{key=value ...}"
+  os << llvm::StringRef(namedOs.str()).trim().drop_front().drop_back().trim() << "'\n  passes: --pass-pipeline='";
+  pm.printAsTextualPipeline(os);
+  os << "'";
   std::string diagnostic;
   mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
     if (diagnostic.empty())
@@ -87,8 +92,34 @@ void buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module, const 
     return mlir::success();
   });
   if (mlir::failed(pm.run(module)))
-    throw std::runtime_error("building the training step failed: " + diagnostic);
+    throw std::runtime_error("the training pipeline failed: " + diagnostic);
+  return os.str();
 }
+
+/// The training pipeline's options from the recipe and the parallel flags.
+void setPipelineOptions(TrainingPipelineOptions &options, const TrainRecipe &recipe, int64_t dataParallel,
+                        int64_t zeroStage) {
+  options.accumulation = recipe.accumulation;
+  options.clipGradNorm = recipe.clipGradNorm;
+  options.beta1 = recipe.beta1;
+  options.beta2 = recipe.beta2;
+  options.epsilon = recipe.epsilon;
+  options.weightDecay = recipe.weightDecay;
+  options.noWeightDecay = recipe.noWeightDecay;
+  options.dataParallel = dataParallel;
+  options.zeroStage = zeroStage;
+}
+
+/// Writes `module` as MLIR text (generic-form free, as cpc-opt prints it).
+void writeModule(mlir::ModuleOp module, const std::string &path) {
+  std::error_code error;
+  llvm::raw_fd_ostream out(path, error);
+  if (error)
+    throw std::runtime_error(path + ": cannot write: " + error.message());
+  module.print(out);
+  out << "\n"; // as cpc-opt ends its output
+}
+
 std::string typeString(mlir::Type t) {
   std::string s;
   llvm::raw_string_ostream os(s);
@@ -180,42 +211,13 @@ void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &f
   }
 }
 
-/// Splits the batch of `gradFunction` over `size` data-parallel ranks (sharding + partitioning),
-/// then, with a ZeRO stage, shards the optimizer of `updateFunction`.
-void splitBatch(mlir::MLIRContext &context, mlir::ModuleOp module, int64_t size, const std::string &gradFunction,
-                const std::string &updateFunction, int64_t zeroStage) {
-  mlir::PassManager pm(&context);
-  CpcDataParallelOptions options;
-  options.size = size;
-  // The update function joins the split when it reads accumulators of partial gradient sums.
-  std::vector<std::string> funcs{gradFunction}, updates{updateFunction}; // options hold views of these
-  if (!updateFunction.empty() && updateFunction != gradFunction)
-    funcs.push_back(updateFunction);
-  options.funcs = funcs;
-  pm.addPass(createCpcDataParallel(options));
-  if (zeroStage > 0) {
-    CpcZeroOptions zero;
-    zero.stage = zeroStage;
-    zero.funcs = updates;
-    pm.addPass(createCpcZero(zero));
-  }
-  pm.addPass(createCpcBucketAllReduce());
-  pm.addPass(createCpcBucketAllGather());
-  std::string diagnostic;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
-    if (diagnostic.empty())
-      diagnostic = diag.str();
-    return mlir::success();
-  });
-  if (mlir::failed(pm.run(module)))
-    throw std::runtime_error("data parallelism failed: " + diagnostic);
-}
 } // namespace
 
 int runCompile(int argc, char **argv) {
   std::string input, output, mode, configPath;
   int64_t dataParallel = 1;
-  bool dumpSharding = false;
+  bool dumpSharding = false, printPipeline = false;
+  std::string dumpIrPath;
   int64_t zeroStage = 0;
   std::vector<std::string> overrides;
   ImportOptions importOptions;
@@ -238,6 +240,10 @@ int runCompile(int argc, char **argv) {
       zeroStage = std::stoi(v);
     } else if (arg == "--dump-sharding") {
       dumpSharding = true;
+    } else if (arg == "--print-pipeline") {
+      printPipeline = true;
+    } else if (arg == "--dump-ir") {
+      dumpIrPath = takeValue(argc, argv, i);
     } else if (arg == "--dp") {
       std::string v = takeValue(argc, argv, i);
       char *end = nullptr;
@@ -301,20 +307,20 @@ int runCompile(int argc, char **argv) {
     if (recipe.totalBatchSize == 0)
       recipe.totalBatchSize = std::max<int64_t>(microbatch, 1) * recipe.accumulation;
     recipe.validate(microbatch, configPath.empty() ? "config" : configPath);
-    buildTrainingStep(context, *model.module, recipe);
+    if (dataParallel > 1 && microbatch % dataParallel)
+      throw UsageError("--dp " + std::to_string(dataParallel) + " does not divide the microbatch of " +
+                       std::to_string(microbatch) + " samples");
+    if (dataParallel == 1 && zeroStage > 0)
+      throw UsageError("--zero shards over data-parallel ranks: use it with --dp N (N > 1)");
+    TrainingPipelineOptions pipeline;
+    setPipelineOptions(pipeline, recipe, dataParallel, zeroStage);
+    std::string pipelineText = runTrainingPipeline(context, *model.module, pipeline);
+    if (printPipeline)
+      std::cout << "pipeline: " << pipelineText << "\n";
     planOptions.functions.clear(); // the training functions, found by their phase
     for (Phase phase : {Phase::TrainStep, Phase::Accumulate, Phase::Apply})
       if (auto func = findPhase(*model.module, phase))
         planOptions.functions.push_back(func.getSymName().str());
-    if (dataParallel > 1) {
-      if (microbatch % dataParallel)
-        throw UsageError("--dp " + std::to_string(dataParallel) + " does not divide the microbatch of " +
-                         std::to_string(microbatch) + " samples");
-      splitBatch(context, *model.module, dataParallel, planOptions.functions.front(), planOptions.functions.back(),
-                 zeroStage);
-    } else if (zeroStage > 0) {
-      throw UsageError("--zero shards over data-parallel ranks: use it with --dp N (N > 1)");
-    }
     training = {{"recipe", recipe.toJson()}, {"microbatch", microbatch}, {"programs", planOptions.functions},
                 {"data_parallel", dataParallel}, {"zero", zeroStage},
                 {"batch_axes", dataParallel > 1 ? std::vector<std::string>{"dp"} : std::vector<std::string>{}}};
@@ -327,6 +333,8 @@ int runCompile(int argc, char **argv) {
   }
   if (dumpSharding)
     printShardingTable(*model.module, planOptions.functions);
+  if (!dumpIrPath.empty())
+    writeModule(*model.module, dumpIrPath);
   Plan plan = buildPlan(*model.module, *model.weights, input, planOptions);
   plan.training = training;
   writePlan(plan, output);

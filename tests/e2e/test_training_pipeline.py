@@ -1,0 +1,48 @@
+#!/usr/bin/python3
+"""End-to-end: the passes `cpc compile` runs are one registered pipeline. For each layout, the IR a
+plan is built from (`cpc compile --dump-ir`) equals what `cpc-opt --cpc-training-pipeline=...`
+(as `cpc compile --print-pipeline` prints it) makes of `cpc import`'s output, byte for byte.
+"""
+import json
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpctest import Results, export_mae, run, tempdir, tool  # noqa: E402
+
+RECIPE = {"TOTAL_BATCH_SIZE": 8, "LR": 0.05, "WEIGHT_DECAY": 0.05, "clip_grad_norm": 0.5,
+          "BETAS": [0.9, 0.95], "no_weight_decay": ["cls_token"]}
+# (name, flags); the model is exported with a batch of 4, the microbatch.
+LAYOUTS = [("one rank", []), ("dp2 zero1", ["--dp", "2", "--zero", "1"]),
+           ("dp2 zero3", ["--dp", "2", "--zero", "3"]),
+           ("accumulation 2 dp2", ["--dp", "2", "--set", "gradient_accumulation=2", "--set", "TOTAL_BATCH_SIZE=8"])]
+
+
+def main():
+    results = Results()
+    with tempdir() as work:
+        model = export_mae("tiny", 17, work, extra=["--batch", "4"])
+        config = os.path.join(work, "recipe.json")
+        with open(config, "w") as f:
+            json.dump(RECIPE, f)
+        imported = os.path.join(work, "imported.mlir")
+        run([tool("cpc"), "import", model, "-o", imported])
+        for name, flags in LAYOUTS:
+            def check(flags=flags):
+                dumped, reproduced = os.path.join(work, "dumped.mlir"), os.path.join(work, "reproduced.mlir")
+                proc = run([tool("cpc"), "compile", model, "--config", config, "--set", "TOTAL_BATCH_SIZE=4", *flags, "--print-pipeline", "--dump-ir", dumped,
+                            "-o", os.path.join(work, "p.plan")])
+                m = re.search(r"^pipeline: (--cpc-training-pipeline='[^']*')$", proc.stdout, re.M)
+                assert m, "no pipeline line in:\n" + proc.stdout
+                option = m.group(1).replace("'", "")
+                run([tool("cpc-opt"), imported, option, "-o", reproduced])
+                a, b = open(dumped).read(), open(reproduced).read()
+                assert a == b, "cpc-opt %s differs from the plan's IR (%d vs %d bytes)" % (option, len(b), len(a))
+                assert "cpc.phase = #cpc.phase<" in a, "no training phase in the IR"
+            results.check("%s: cpc-opt reproduces the plan's IR" % name, check)
+    results.finish()
+
+
+if __name__ == "__main__":
+    main()
