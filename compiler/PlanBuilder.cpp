@@ -59,6 +59,8 @@ nlohmann::json attrToJson(Attribute attr, Operation *op) {
     return true;
   if (auto sym = llvm::dyn_cast<FlatSymbolRefAttr>(attr))
     return sym.getValue().str();
+  if (auto kind = llvm::dyn_cast<ReductionKindAttr>(attr))
+    return stringifyReductionKind(kind.getValue()).str();
   if (auto sharding = llvm::dyn_cast<ShardingAttr>(attr)) {
     nlohmann::json dims = nlohmann::json::array();
     for (unsigned d = 0; d < sharding.getDimAxes().size(); ++d) {

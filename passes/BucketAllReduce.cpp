@@ -115,7 +115,10 @@ struct CpcBucketAllReducePass : cpc::impl::CpcBucketAllReduceBase<CpcBucketAllRe
       if (bucketBytes > 0)
         bucketReductions<AllReduceOp>(
             func, bucketBytes,
-            [](AllReduceOp op) { return op.getInputs().size() == 1 ? op.getInputs().front() : Value(); },
+            [](AllReduceOp op) { // sums only: a max is a small value, rarely next to another
+              return op.getInputs().size() == 1 && op.getKind() == ReductionKind::Sum ? op.getInputs().front()
+                                                                                      : Value();
+            },
             mergeAllReduces);
       // ZeRO-2/3 gradients: 1-D reduce-scatters along dim 0 with non-empty blocks.
       if (scatterBucketBytes > 0)

@@ -33,8 +33,9 @@ void checkMesh(const kernels::KernelContext &ctx) {
     ctx.fail("a collective step in a plan without a mesh");
 }
 
-/// Sums the inputs over the mesh axes. One input is reduced in place in its output buffer; a
-/// bucket of several is packed into one buffer so that it costs one collective call.
+/// Reduces the inputs over the mesh axes (attribute `kind`: sum, the default, or max). One input
+/// is reduced in place in its output buffer; a bucket of several is packed into one buffer so
+/// that it costs one collective call.
 void allReduceKernel(kernels::KernelContext &ctx) {
   if (!ctx.comm)
     ctx.fail("needs a communicator (run the plan with cpc-run)");
@@ -42,12 +43,19 @@ void allReduceKernel(kernels::KernelContext &ctx) {
   if (ctx.inputs.empty() || ctx.inputs.size() != ctx.outputs.size())
     ctx.fail("needs one output per input");
   std::vector<int> group = groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>());
+  auto kindAttr = ctx.attrs->find("kind");
+  ReduceOp op = ReduceOp::Sum;
+  try {
+    op = kindAttr == ctx.attrs->end() ? ReduceOp::Sum : parseReduceOp(kindAttr->get<std::string>());
+  } catch (const std::exception &e) {
+    ctx.fail(e.what());
+  }
   DType type = ctx.inputs[0].dtype;
   if (ctx.inputs.size() == 1) {
     const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
     if (in.data != out.data)
       std::memcpy(out.data, in.data, in.bytes());
-    ctx.comm->allReduceSum(out.data, out.numel(), type, group);
+    ctx.comm->allReduce(out.data, out.numel(), type, op, group);
     return;
   }
   int64_t count = 0;
@@ -78,7 +86,7 @@ void allReduceKernel(kernels::KernelContext &ctx) {
   for (int64_t begin = 0; begin < count; begin += pieceElements) {
     int64_t end = std::min(count, begin + pieceElements);
     copyRange(begin, end, true);
-    ctx.comm->allReduceSum(packed.data(), end - begin, type, group);
+    ctx.comm->allReduce(packed.data(), end - begin, type, op, group);
     copyRange(begin, end, false);
   }
 }

@@ -6,6 +6,16 @@
 #include <cstring>
 
 namespace cpc {
+
+const char *reduceOpName(ReduceOp op) { return op == ReduceOp::Max ? "max" : "sum"; }
+
+ReduceOp parseReduceOp(const std::string &name) {
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max})
+    if (name == reduceOpName(op))
+      return op;
+  throw RuntimeError("unknown reduction '" + name + "'");
+}
+
 namespace {
 
 /// One rank: every collective is an identity, but calls are still counted (0 bytes) so that a
@@ -15,7 +25,7 @@ public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
 
-  void allReduceSum(void *data, int64_t count, DType type, const std::vector<int> &group) override {
+  void allReduce(void *data, int64_t count, DType type, ReduceOp op, const std::vector<int> &group) override {
     check("all_reduce", count, type, group);
     Communicator::count("all_reduce", 0);
   }

@@ -28,14 +28,23 @@ struct CollectiveCount {
   int64_t bytes = 0;
 };
 
+/// How an all-reduce combines the ranks' values (the dialect's ReductionKind, same names).
+enum class ReduceOp : uint8_t { Sum, Max };
+/// "sum" or "max"; parseReduceOp throws RuntimeError on anything else.
+const char *reduceOpName(ReduceOp op);
+ReduceOp parseReduceOp(const std::string &name);
+
 class Communicator {
 public:
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  /// In-place sum over the ranks of `group` (all ranks when empty). f32/f64/i64.
-  virtual void allReduceSum(void *data, int64_t count, DType type, const std::vector<int> &group) = 0;
+  /// In-place reduction (`op`) over the ranks of `group` (all ranks when empty). f32/f64/i64.
+  virtual void allReduce(void *data, int64_t count, DType type, ReduceOp op, const std::vector<int> &group) = 0;
+  void allReduceSum(void *data, int64_t count, DType type, const std::vector<int> &group) {
+    allReduce(data, count, type, ReduceOp::Sum, group);
+  }
   /// `recv` (count * group size elements) gets every rank's `send` (count elements), in rank order.
   virtual void allGather(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) = 0;
   /// Sums `send` (count * group size elements) over the group; rank i of the group keeps block i in `recv`.

@@ -100,7 +100,7 @@ public:
   // at most kCollectiveChunkBytes through two scratch buffers (MPI's all-reduce and reduce-scatter
   // allocate temporaries as large as the message). Each rank sends (n-1)/n of the buffer per phase.
 
-  void allReduceSum(void *data, int64_t count, DType type, const std::vector<int> &group) override {
+  void allReduce(void *data, int64_t count, DType type, ReduceOp op, const std::vector<int> &group) override {
     const Group &g = groupOf("all_reduce", count, type, group);
     const int64_t es = dtypeSize(type), n = g.size;
     char *bytes = static_cast<char *>(data);
@@ -115,9 +115,9 @@ public:
       for (int64_t k = 0; k + 1 < n; ++k) {
         int64_t out = g.rank - k, in = g.rank - k - 1;
         exchange(bytes + begin(out) * es, size(out), incoming, size(in), type, g, "all_reduce", group);
-        addInto(bytes + begin(in) * es, incoming, size(in), type);
+        combineInto(bytes + begin(in) * es, incoming, size(in), type, op);
       }
-      // All-gather: this rank's summed block is rank + 1; pass the summed blocks around.
+      // All-gather: this rank's reduced block is rank + 1; pass the summed blocks around.
       for (int64_t k = 0; k + 1 < n; ++k) {
         int64_t out = g.rank + 1 - k, in = g.rank - k;
         exchange(bytes + begin(out) * es, size(out), bytes + begin(in) * es, size(in), type, g, "all_reduce", group);
@@ -160,7 +160,7 @@ public:
         bool last = k + 2 == n;
         char *target = last ? static_cast<char *>(recv) + done * es : sum;
         exchange(outgoing, piece, incoming, piece, type, g, "reduce_scatter", group);
-        addTo(target, incoming, block(g.rank - k - 2) + done * es, piece, type);
+        combine(target, incoming, block(g.rank - k - 2) + done * es, piece, type, ReduceOp::Sum);
       }
     }
     Communicator::count("reduce_scatter", (g.size - 1) * count * (int64_t)dtypeSize(type));
@@ -202,20 +202,27 @@ private:
     return scratch_.data();
   }
 
-  template <typename T> static void addElements(T *dst, const T *a, const T *b, int64_t n) {
+  template <typename T> static void combineElements(T *dst, const T *a, const T *b, int64_t n, ReduceOp op) {
+    if (op == ReduceOp::Max) {
+      for (int64_t i = 0; i < n; ++i) // NaN wins, as torch.max: a NaN anywhere is not hidden
+        dst[i] = a[i] != a[i] || a[i] > b[i] ? a[i] : b[i];
+      return;
+    }
     for (int64_t i = 0; i < n; ++i)
       dst[i] = a[i] + b[i];
   }
-  /// dst = a + b, element-wise.
-  static void addTo(void *dst, const void *a, const void *b, int64_t n, DType type) {
+  /// dst = op(a, b), element-wise.
+  static void combine(void *dst, const void *a, const void *b, int64_t n, DType type, ReduceOp op) {
     switch (type) {
-    case DType::F32: addElements((float *)dst, (const float *)a, (const float *)b, n); break;
-    case DType::F64: addElements((double *)dst, (const double *)a, (const double *)b, n); break;
-    case DType::I64: addElements((int64_t *)dst, (const int64_t *)a, (const int64_t *)b, n); break;
-    default: throw RuntimeError(std::string("cannot sum ") + dtypeName(type));
+    case DType::F32: combineElements((float *)dst, (const float *)a, (const float *)b, n, op); break;
+    case DType::F64: combineElements((double *)dst, (const double *)a, (const double *)b, n, op); break;
+    case DType::I64: combineElements((int64_t *)dst, (const int64_t *)a, (const int64_t *)b, n, op); break;
+    default: throw RuntimeError(std::string("cannot ") + reduceOpName(op) + " " + dtypeName(type));
     }
   }
-  static void addInto(void *dst, const void *src, int64_t n, DType type) { addTo(dst, dst, src, n, type); }
+  static void combineInto(void *dst, const void *src, int64_t n, DType type, ReduceOp op) {
+    combine(dst, dst, src, n, type, op);
+  }
 
   static constexpr int kRingTag = 7;
   std::vector<char> scratch_;

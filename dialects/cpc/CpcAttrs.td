@@ -74,4 +74,15 @@ def Cpc_RuntimeInputAttr : EnumAttr<Cpc_Dialect, Cpc_RuntimeInput, "runtime_inpu
   let summary = "Marks an argument the runtime binds each step (attribute `cpc.runtime`)";
 }
 
+def Cpc_ReductionKind : I32EnumAttr<"ReductionKind", "how a collective combines the ranks' values", [
+    I32EnumAttrCase<"Sum", 0, "sum">,
+    I32EnumAttrCase<"Max", 1, "max">]> {
+  let cppNamespace = "::cpc";
+  let genSpecializedAttr = 0;
+}
+def Cpc_ReductionKindAttr : EnumAttr<Cpc_Dialect, Cpc_ReductionKind, "reduction"> {
+  let assemblyFormat = "`<` $value `>`";
+  let summary = "The reduction of an all_reduce: sum (partial sums) or max (e.g. a softmax's max)";
+}
+
 #endif // CPC_ATTRS_TD

@@ -454,15 +454,24 @@ def Cpc_ShardOp : Cpc_Op<"shard", [Pure, SameOperandsAndResultType,
 
 def Cpc_AllReduceOp : Cpc_Op<"all_reduce", [InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "Sums values over mesh axes: partial sums become the full values on every rank";
+  let summary = "Combines values over mesh axes (sum by default, or max) on every rank of a group";
   let description = [{
     A collective: every rank of a group (the ranks that differ only in `axes`) must issue the
-    same all_reduce in the same order. Several operands form one bucket, reduced in one call.
+    same all_reduce in the same order. `kind` is the reduction: `sum` turns partial sums into
+    full values; `max` gives every rank the element-wise maximum (e.g. the max of a softmax
+    split over its reduced dim). Several operands form one bucket, reduced in one call.
     Not Pure, so that it is never reordered or dropped.
+    Example: `cpc.all_reduce %m over @mesh ["tp"] {kind = #cpc.reduction<max>} : tensor<8xf32>`
   }];
-  let arguments = (ins Variadic<Cpc_Tensor>:$inputs, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let arguments = (ins Variadic<Cpc_Tensor>:$inputs, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes,
+                       DefaultValuedAttr<Cpc_ReductionKindAttr, "::cpc::ReductionKind::Sum">:$kind);
   let results = (outs Variadic<Cpc_Tensor>:$results);
   let assemblyFormat = "$inputs `over` $mesh $axes attr-dict `:` type($inputs)";
+  let builders = [OpBuilder<(ins "::mlir::ValueRange":$inputs, "::mlir::FlatSymbolRefAttr":$mesh,
+                                 "::mlir::ArrayAttr":$axes), [{
+    build($_builder, $_state, inputs, mesh, axes,
+          ReductionKindAttr::get($_builder.getContext(), ReductionKind::Sum));
+  }]>];
 }
 
 def Cpc_AllGatherOp : Cpc_Op<"all_gather", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {

@@ -1,6 +1,6 @@
 //===- CollectiveKernelsTest.cpp - collective kernels, run under mpirun -np N ---===//
 //
-// The kernels of cpc.all_gather and cpc.shard_slice as the executor calls them, on a real
+// The kernels of cpc.all_gather, cpc.all_reduce and cpc.shard_slice as the executor calls them, on a real
 // communicator. A plain program like CommunicatorTest: every rank runs every check in order.
 //
 #include "runtime/CollectiveKernels.h"
@@ -90,6 +90,24 @@ void groupAlongInnerDim(Communicator &comm) {
   check(ok, "gather over tp along dim 1");
 }
 
+/// The all_reduce kernel with kind "max" (as the plan writes `#cpc.reduction<max>`) gives every
+/// rank the element-wise maximum over the tp group; without "kind" it sums.
+void allReduceKinds(Communicator &comm) {
+  const int n = comm.size(), r = comm.rank();
+  Mesh mesh{{n}, {"tp"}};
+  std::vector<float> mine = {float(r), float(-r), float(r % 2)}, out(3);
+  runKernel(comm, mesh, "cpc.all_reduce", ref(mine, {3}), ref(out, {3}), {{"axes", {"tp"}}, {"kind", "max"}});
+  check(out == std::vector<float>{float(n - 1), 0.f, n > 1 ? 1.f : 0.f}, "all_reduce kind max");
+  runKernel(comm, mesh, "cpc.all_reduce", ref(mine, {3}), ref(out, {3}), {{"axes", {"tp"}}});
+  check(out[0] == float(n * (n - 1) / 2) && out[1] == -out[0], "all_reduce without kind sums");
+  try {
+    runKernel(comm, mesh, "cpc.all_reduce", ref(mine, {3}), ref(out, {3}), {{"axes", {"tp"}}, {"kind", "mean"}});
+    check(false, "all_reduce kind mean: no error");
+  } catch (const RuntimeError &e) {
+    check(std::string(e.what()).find("mean") != std::string::npos, std::string("bad kind message '") + e.what() + "'");
+  }
+}
+
 void badDim(Communicator &comm) {
   Mesh mesh{{comm.size()}, {"dp"}};
   std::vector<float> in(2), out(2 * comm.size());
@@ -115,6 +133,7 @@ int main() {
     roundTrip(*comm, 2, true);
     groupAlongInnerDim(*comm);
     badDim(*comm);
+    allReduceKinds(*comm);
   } catch (const std::exception &e) {
     check(false, std::string("unexpected error: ") + e.what());
   }

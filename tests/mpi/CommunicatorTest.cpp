@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -54,6 +55,35 @@ template <typename T> void allReduceWorld(Communicator &comm, DType type) {
   int64_t bytes = 5 * sizeof(T);
   check(countOf(comm, "all_reduce").calls == 1 && countOf(comm, "all_reduce").bytes == 2 * (n - 1) * bytes / n,
         std::string("all_reduce bytes ") + dtypeName(type));
+}
+
+/// Max over the world and over groups: each element's maximum sits on a different rank (so a
+/// sum or a copy of one rank's values fails), across ring chunks, and a NaN on one rank wins.
+void maxCollectives(Communicator &comm) {
+  const int n = comm.size(), r = comm.rank();
+  const int64_t count = 2 * (kCollectiveChunkBytes / 4) * n + 3; // several chunks, uneven blocks
+  std::vector<float> v(count);
+  for (int64_t i = 0; i < count; ++i)
+    v[i] = (i % n == r) ? float(1000 + i % 997) : float(-r - (i % 13));
+  comm.allReduce(v.data(), count, DType::F32, ReduceOp::Max, {});
+  bool ok = true;
+  for (int64_t i = 0; i < count && ok; ++i)
+    ok = v[i] == float(1000 + i % 997);
+  check(ok, "all_reduce max over the world");
+  int64_t w[2] = {-(int64_t)r, (int64_t)r * 3};
+  comm.allReduce(w, 2, DType::I64, ReduceOp::Max, {});
+  check(w[0] == 0 && w[1] == 3 * (n - 1), "all_reduce max i64");
+  std::vector<int> pair = {r - r % 2, std::min(r - r % 2 + 1, n - 1)}; // ranks {0,1}, {2,3}, ...
+  if (pair[0] == pair[1])
+    pair.pop_back();
+  double d = r;
+  comm.allReduce(&d, 1, DType::F64, ReduceOp::Max, pair);
+  check(d == pair.back(), "all_reduce max over a group");
+  float f = r == n - 1 ? std::nanf("") : float(r);
+  comm.allReduce(&f, 1, DType::F32, ReduceOp::Max, {});
+  check(std::isnan(f), "all_reduce max keeps a NaN");
+  check(parseReduceOp("max") == ReduceOp::Max && std::string(reduceOpName(ReduceOp::Sum)) == "sum",
+        "reduction names");
 }
 
 void worldCollectives(Communicator &comm) {
@@ -246,7 +276,7 @@ int main() {
   check(comm->size() == std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE")), "world size");
   auto second = makeMpiCommunicator(); // a second communicator (its own MPI_Comm_dup) works too
   check(second->size() == comm->size(), "second communicator");
-  for (auto *step : {&worldCollectives, &largeAndUnevenCollectives, &groupCollectives, &errorPaths}) {
+  for (auto *step : {&worldCollectives, &maxCollectives, &largeAndUnevenCollectives, &groupCollectives, &errorPaths}) {
     try {
       step(*comm);
     } catch (const std::exception &e) {

@@ -368,6 +368,19 @@ func.func @shard(%x: tensor<8x196x768xf32>, %w: tensor<768x3072xf32>) -> (tensor
   return %2, %3 : tensor<8x196x768xf32>, tensor<768x3072xf32>
 }
 
+// Tests that all_reduce round-trips with its default kind (sum, not printed), with kind max, and
+// as a bucket of two values over two axes.
+// CHECK-LABEL: func.func @all_reduce
+// CHECK: cpc.all_reduce %{{.*}} over @mesh ["dp"] : tensor<3x4xf32>
+// CHECK: cpc.all_reduce %{{.*}} over @mesh ["tp"] {kind = #cpc.reduction<max>} : tensor<3xf32>
+// CHECK: cpc.all_reduce %{{.*}}, %{{.*}} over @mesh ["dp", "tp"] : tensor<3x4xf32>, tensor<3xf32>
+func.func @all_reduce(%x: tensor<3x4xf32>, %m: tensor<3xf32>) -> (tensor<3x4xf32>, tensor<3xf32>) {
+  %0 = cpc.all_reduce %x over @mesh ["dp"] {kind = #cpc.reduction<sum>} : tensor<3x4xf32>
+  %1 = cpc.all_reduce %m over @mesh ["tp"] {kind = #cpc.reduction<max>} : tensor<3xf32>
+  %2:2 = cpc.all_reduce %0, %1 over @mesh ["dp", "tp"] : tensor<3x4xf32>, tensor<3xf32>
+  return %2#0, %2#1 : tensor<3x4xf32>, tensor<3xf32>
+}
+
 // Tests that all_gather round-trips along dim 0 (no dim attribute) and along an inner dim, over
 // one axis and over two (blocks in the order of the axes).
 // CHECK-LABEL: func.func @all_gather

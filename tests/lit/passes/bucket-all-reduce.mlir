@@ -17,6 +17,21 @@ func.func @grads(%a: tensor<4x3xf32>, %b: tensor<3xf32>, %c: tensor<5xf32>) -> (
 
 // -----
 
+// Tests that an all-reduce of kind max is never merged into a bucket of sums: it stays alone,
+// and the sums around it still share one call.
+// CHECK-LABEL: func.func @max_stays_alone
+// CHECK: cpc.all_reduce %{{.*}} over @mesh ["tp"] {kind = #cpc.reduction<max>} : tensor<4xf32>
+// CHECK: cpc.all_reduce %{{.*}}, %{{.*}} over @mesh ["tp"] : tensor<4xf32>, tensor<4xf32>
+cpc.mesh @mesh shape = [2] axes = ["tp"]
+func.func @max_stays_alone(%a: tensor<4xf32>, %b: tensor<4xf32>, %c: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %ra = cpc.all_reduce %a over @mesh ["tp"] : tensor<4xf32>
+  %rb = cpc.all_reduce %b over @mesh ["tp"] {kind = #cpc.reduction<max>} : tensor<4xf32>
+  %rc = cpc.all_reduce %c over @mesh ["tp"] : tensor<4xf32>
+  return %ra, %rb, %rc : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
 // Tests that 1-D reduce-scatters (ZeRO-2/3 gradients) share one call: each input viewed as
 // [ranks, block], the views side by side along dim 1, one reduce-scatter, and each member's
 // block sliced out of this rank's part.
