@@ -22,7 +22,7 @@ using namespace cpc;
 
 namespace {
 
-/// Dim 0 of every user input (not lr/step) is split over dp.
+/// Dim 0 of every user input (not lr/step) is split over dp; accumulators are partial over dp.
 void seedBatch(func::FuncOp func, const Mesh &mesh) {
   int64_t size = mesh.parts({"dp"});
   for (BlockArgument arg : func.getArguments()) {
@@ -35,6 +35,14 @@ void seedBatch(func::FuncOp func, const Mesh &mesh) {
     l.dims[0] = {"dp"};
     func.setArgAttr(arg.getArgNumber(), kArgShardingAttr, l.toAttr(mesh.ref()));
   }
+  // Gradient accumulators hold each rank's sum of its microbatches' gradients: partial over dp.
+  func.walk([&](StateOp state) {
+    if (state.getRole() != StateRole::GradAccumulator)
+      return;
+    Layout l = Layout::whole(state.getType().getRank());
+    l.partial = {"dp"};
+    state->setAttr(kResultShardingsAttr, ArrayAttr::get(func.getContext(), {l.toAttr(mesh.ref())}));
+  });
 }
 
 struct CpcDataParallelPass : cpc::impl::CpcDataParallelBase<CpcDataParallelPass> {

@@ -34,11 +34,8 @@ public:
       return failure();
     Block &block = func_.getBody().front();
     // Rules read shapes: take them all while every type is still global.
-    for (Operation &op : block) {
+    for (Operation &op : block)
       rules_[&op] = getShardingRule(&op);
-      if (rules_[&op])
-        factorSizes_[&op] = factorDimSizes(*rules_[&op], &op);
-    }
     // Block arguments become local.
     for (BlockArgument arg : block.getArguments()) {
       auto it = layouts_.find(arg);
@@ -58,8 +55,9 @@ public:
   }
 
 private:
-  /// The propagated layouts. Only argument seeds may say "partial sum"; whether a result is one
-  /// is decided here again, since all-reduces placed for some users change it for others.
+  /// The propagated layouts. Only argument and state annotations may say "partial"; whether a
+  /// result is one is decided here again, since all-reduces placed for some users change it for
+  /// others.
   LogicalResult readLayouts() {
     for (BlockArgument arg : func_.getArguments())
       if (auto attr = func_.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(), kArgShardingAttr)) {
@@ -76,7 +74,8 @@ private:
         FailureOr<Layout> l = readLayout(llvm::cast<ShardingAttr>(attr), r, mesh_, &op);
         if (failed(l))
           return failure();
-        l->partial.clear();
+        if (!llvm::isa<StateOp>(op))
+          l->clearPartial();
         layouts_[r] = *l;
       }
     }
@@ -106,12 +105,12 @@ private:
     if (it != allReduced_.end())
       return it->second;
     b_.setInsertionPoint(before);
-    MeshAxes axes = currentOf(v).partial;
-    Value r = b_.create<AllReduceOp>(before->getLoc(), ValueRange{v}, mesh_.ref(),
-                                     b_.getStrArrayAttr(SmallVector<StringRef>(axes.begin(), axes.end())))
-                  .getResult(0);
     Layout l = currentOf(v);
-    l.partial.clear();
+    Value r = b_.create<AllReduceOp>(before->getLoc(), ValueRange{v}, mesh_.ref(),
+                                     b_.getStrArrayAttr(SmallVector<StringRef>(l.partial.begin(), l.partial.end())),
+                                     ReductionKindAttr::get(b_.getContext(), l.reduction))
+                  .getResult(0);
+    l.clearPartial();
     current_[r] = l;
     allReduced_[v] = r;
     return r;
@@ -147,27 +146,55 @@ private:
         slice.dims[d] = want.dims[d];
     b_.setInsertionPoint(before);
     Value s = b_.create<ShardSliceOp>(before->getLoc(), localType(tensorType(v), slice), v, slice.toAttr(mesh_.ref()));
-    current_[s] = want;
+    Layout l = want; // the dims of `want`, the partial axes of `v`
+    l.partial = have.partial;
+    l.reduction = have.reduction;
+    current_[s] = l;
     return s;
   }
 
-  /// `v` laid out as `want` (dims only) for `op`, operand `index`: gathers the dims the op needs
-  /// whole, slices those it needs split. Moving a value from one split to another is refused.
+  /// `v` with the split of dim `from` moved to dim `to` (an all-to-all over its axes).
+  Value movedSplit(Value v, int64_t from, int64_t to, Operation *before) {
+    Layout l = currentOf(v);
+    MeshAxes axes = l.dims[from];
+    auto type = tensorType(v);
+    SmallVector<int64_t> shape(type.getShape());
+    shape[from] *= mesh_.parts(axes);
+    shape[to] /= mesh_.parts(axes);
+    b_.setInsertionPoint(before);
+    Value moved = b_.create<AllToAllOp>(before->getLoc(), RankedTensorType::get(shape, type.getElementType()), v,
+                                        mesh_.ref(), b_.getStrArrayAttr(SmallVector<StringRef>(axes.begin(), axes.end())),
+                                        b_.getI64IntegerAttr(to), b_.getI64IntegerAttr(from));
+    l.dims[to] = axes;
+    l.dims[from].clear();
+    current_[moved] = l;
+    return moved;
+  }
+
+  /// `v` laid out as `want` (dims only) for `op`, operand `index`, the cheapest way: a split that
+  /// moves to a dim that is whole goes by all-to-all; dims the op needs whole or split otherwise
+  /// are gathered, then dims it needs split are sliced (a partial value reduced first).
   FailureOr<Value> resharded(Value v, const Layout &want, Operation *op, unsigned index) {
-    Layout have = currentOf(v);
-    for (size_t d = 0; d < want.dims.size(); ++d) {
-      if (have.dims[d].empty() || want.dims[d] == have.dims[d])
+    for (size_t from = 0; from < want.dims.size(); ++from) {
+      Layout now = currentOf(v);
+      if (now.dims[from].empty() || !want.dims[from].empty())
         continue;
-      if (!want.dims[d].empty())
-        return op->emitError("operand ") << index << " is split along dim " << d
-                                         << " where the op needs another split (resharding a split value to a "
-                                            "different split is not supported yet): "
-                                         << have.describe() << " vs " << want.describe();
-      v = gathered(v, d, op);
+      for (size_t to = 0; to < want.dims.size(); ++to)
+        if (to != from && now.dims[to].empty() && want.dims[to] == now.dims[from] &&
+            tensorType(v).getDimSize(to) % mesh_.parts(now.dims[from]) == 0) {
+          v = movedSplit(v, from, to, op);
+          break;
+        }
     }
+    Layout have = currentOf(v);
+    for (size_t d = 0; d < want.dims.size(); ++d)
+      if (!have.dims[d].empty() && want.dims[d] != have.dims[d])
+        v = gathered(v, d, op);
     if (currentOf(v).dims != want.dims) {
-      if (!have.partial.empty())
-        return op->emitError("cannot slice a partial sum (operand ") << index << ", " << have.describe() << ")";
+      // Each rank's block of its own partial value is not a partial value of the block: reduce
+      // first. (A reduce-scatter would move less; the all-reduce is kept for other users.)
+      if (!currentOf(v).partial.empty())
+        v = reduced(v, op);
       v = sliced(v, want, op);
     }
     return v;
@@ -196,11 +223,12 @@ private:
       return partitionShard(shard);
     if (op->getNumResults() == 0)
       return success();
-    // Reads of gradient accumulators are partial sums (see the assign case above).
-    if (auto state = llvm::dyn_cast<StateOp>(op);
-        state && state.getRole() == StateRole::GradAccumulator && mesh_.hasAxis("dp")) {
-      Layout l = Layout::whole(tensorType(state).getRank());
-      l.partial = {"dp"};
+    // A state holds what its annotation says: gradient accumulators hold partial sums over the
+    // data-parallel axes (see the assign case above), as the pass that seeds those axes marks.
+    if (auto state = llvm::dyn_cast<StateOp>(op)) {
+      Layout l = layoutOf(state);
+      if (l.isSplit())
+        return state.emitError("a split state variable is not supported yet: ") << l.describe();
       current_[state] = l;
       return success();
     }
@@ -219,13 +247,13 @@ private:
       if (it != allReduced_.end())
         use.set(it->second);
     }
-    // Operands: partial sums the op is not linear in are reduced first.
-    SmallVector<bool> partialIn;
+    // Operands: partial values the op does not pass on are reduced first.
+    SmallVector<Layout> operandLayouts;
     for (OpOperand &use : op->getOpOperands())
-      partialIn.push_back(!currentOf(use.get()).partial.empty());
-    SmallVector<bool> kept = partialOperandsKept(op, rule.has_value(), partialIn);
+      operandLayouts.push_back(currentOf(use.get()));
+    SmallVector<bool> kept = partialOperandsKept(op, rule.has_value(), operandLayouts);
     for (auto [i, use] : llvm::enumerate(op->getOpOperands()))
-      if (partialIn[i] && !kept[i])
+      if (!operandLayouts[i].partial.empty() && !kept[i])
         use.set(reduced(use.get(), op));
 
     // An op without a rule computes on whole values: gather the split ones.
@@ -242,33 +270,44 @@ private:
     }
 
     // The axes of each factor: from the propagated layouts of results, then operands.
-    SmallVector<MeshAxes> factorAxes(rule->numFactors());
-    for (auto [v, factors] : llvm::zip(op->getResults(), rule->results))
-      collectFactorAxes(factorAxes, layoutOf(v), factors);
-    for (auto [v, factors] : llvm::zip(op->getOperands(), rule->operands))
-      collectFactorAxes(factorAxes, currentOf(v), factors);
-    dropIndivisibleFactors(factorAxes, factorSizes_[op], mesh_);
+    FactorAxes factorAxes(rule->numFactors());
+    for (auto [v, dims] : llvm::zip(op->getResults(), rule->results))
+      collectFactorAxes(factorAxes, layoutOf(v), dims, *rule, mesh_);
+    for (auto [v, dims] : llvm::zip(op->getOperands(), rule->operands))
+      collectFactorAxes(factorAxes, currentOf(v), dims, *rule, mesh_);
+    legalizeFactorAxes(factorAxes, *rule, mesh_);
 
     // Operands must be laid out as the factors say.
     for (auto [i, use] : llvm::enumerate(op->getOpOperands())) {
       Layout want = currentOf(use.get());
-      for (auto [d, f] : llvm::enumerate(rule->operands[i]))
-        want.dims[d] = f >= 0 ? factorAxes[f] : MeshAxes{};
+      for (auto [d, factors] : llvm::enumerate(rule->operands[i]))
+        want.dims[d] = dimAxes(factors, factorAxes);
       FailureOr<Value> v = resharded(use.get(), want, op, i);
       if (failed(v))
         return failure();
       use.set(*v);
     }
+    // A partial operand that had to be sliced was reduced first (resharded); add and sub then
+    // take no partial operand at all, or the ranks' sums would count the whole one n times.
+    if (llvm::isa<AddOp, SubOp>(op)) {
+      SmallVector<Layout> now;
+      for (OpOperand &use : op->getOpOperands())
+        now.push_back(currentOf(use.get()));
+      if (llvm::any_of(now, [&](const Layout &l) { return l.partial != now.front().partial; }))
+        for (auto [i, use] : llvm::enumerate(op->getOpOperands()))
+          if (!now[i].partial.empty())
+            use.set(reduced(use.get(), op));
+    }
 
     // Results: local types and partial sums.
-    MeshAxes passedPartial;
+    std::optional<Layout> passed;
     for (auto [i, use] : llvm::enumerate(op->getOpOperands()))
       if (kept[i])
-        passedPartial = currentOf(use.get()).partial;
+        passed = currentOf(use.get());
     SmallVector<Attribute> recorded;
     bool anySharded = false;
     for (auto [i, r] : llvm::enumerate(op->getResults())) {
-      Layout l = resultLayout(*rule, i, tensorType(r), factorAxes, passedPartial, mesh_);
+      Layout l = resultLayout(*rule, i, factorAxes, passed ? &*passed : nullptr);
       if (failed(rewriteAttributes(op, l)))
         return failure();
       r.setType(localType(tensorType(r), l));
@@ -297,7 +336,7 @@ private:
       return failure();
     if (!currentOf(v).partial.empty() && want->partial.empty())
       v = reduced(v, shard);
-    if (currentOf(v).partial != want->partial)
+    if (currentOf(v).partial != want->partial || (!want->partial.empty() && currentOf(v).reduction != want->reduction))
       return shard.emitError("cannot turn ") << currentOf(v).describe() << " into " << want->describe()
                                              << ": only ops make partial sums";
     FailureOr<Value> laidOut = resharded(v, *want, shard, 0);
@@ -327,7 +366,9 @@ private:
       return true;
     if (auto shard = llvm::dyn_cast<ShardOp>(user))
       return shard.getSharding().getPartialAxisNames().empty();
-    if (!propagatesPartialSums(user, use.getOperandNumber()))
+    auto it = current_.find(use.get());
+    ReductionKind kind = it != current_.end() ? it->second.reduction : ReductionKind::Sum;
+    if (!propagatesPartial(user, use.getOperandNumber(), kind))
       return true;
     // x * x (a squared norm) is not linear in x.
     return llvm::isa<MulOp, MatMulOp>(user) && user->getOperand(0) == user->getOperand(1);
@@ -341,8 +382,6 @@ private:
         limits[d] /= mesh_.parts(result.dims[d]);
       slice.setLimits(limits);
     }
-    if (llvm::isa<ReduceMaxOp, ReduceMinOp, ReduceProdOp>(op) && !result.partial.empty())
-      return op->emitError("reduces over a split dim, which needs a max/min/product all-reduce (not supported yet)");
     return success();
   }
 
@@ -376,7 +415,6 @@ private:
   llvm::DenseMap<Value, Value> allReduced_;
   llvm::DenseMap<std::pair<Value, int64_t>, Value> allGathered_;
   llvm::DenseMap<Operation *, std::optional<ShardingRule>> rules_;
-  llvm::DenseMap<Operation *, SmallVector<SmallVector<int64_t>>> factorSizes_;
 };
 
 struct CpcPartitionPass : cpc::impl::CpcPartitionBase<CpcPartitionPass> {

@@ -69,16 +69,29 @@ def CpcBuildTrainStep : Pass<"cpc-build-train-step", "::mlir::ModuleOp"> {
   let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
 }
 
+def CpcPrintShardingRules : Pass<"cpc-print-sharding-rules", "::mlir::ModuleOp"> {
+  let summary = "Attach each op's sharding rule, in Shardy's notation, for inspection and tests";
+  let description = [{
+    Every op with a ShardingRuleOpInterface gets `cpc.sharding_rule = "..."`: its factors per
+    operand and result dim ("([i, j], [j, k]) -> ([i, k]) {i=4, j=8, k=2} reduction={j}", a
+    dim of several factors printed together, major first) and their kinds. Fails where a rule
+    breaks its invariant (a dim whose factor sizes do not multiply to its size).
+  }];
+}
+
 def CpcPropagateSharding : Pass<"cpc-propagate-sharding", "::mlir::ModuleOp"> {
   let summary = "Propagate sharding seeds over the ops' factor rules to every value";
   let description = [{
     Seeds are `cpc.sharding` attributes of function arguments, `cpc.shardings` attributes of
     op results (one #cpc.sharding per result) and `cpc.shard` ops. Layouts spread over the
-    ops' factor rules (ShardingRules.cpp) forward and backward to a fixpoint; a value keeps the
-    first layout it gets. Arguments without a seed, parameters and states stay whole. A result
-    is then marked as a partial sum where its op contracts a split factor (matmul K, a sum
-    over the split batch) or is linear in a partial operand. Every op with a split or partial
-    result gets `cpc.shardings`; types stay global (cpc-partition makes them local).
+    ops' factor rules (ShardingRuleOpInterface, ShardingRules.cpp) over any number of mesh
+    axes, forward and backward to a fixpoint; a dim of several factors gives its axes to them
+    major first. Seeds propagate in tiers of their `priority` (0 first); a value keeps the dims
+    an earlier tier split and, within a tier, the first op in program order (forward, then
+    backward) to split a dim decides. Arguments without a seed, parameters and states stay
+    whole. A result is then marked partial where its op reduces a split factor (matmul K: sum;
+    a max over a split dim: max) or passes a partial operand on. Every op with a split or
+    partial result gets `cpc.shardings`; types stay global (cpc-partition makes them local).
   }];
   let options = [
     ListOption<"funcs", "funcs", "std::string", "Functions to propagate in (default: all)">,

@@ -1,13 +1,19 @@
 //===- PropagateSharding.cpp - sharding propagation over factor rules -----===//
 //
-// From a few seeds (annotated arguments, results, cpc.shard ops), every value gets a layout:
-// dims that share a factor of an op's rule (ShardingRules.cpp) are split alike, forward and
-// backward, until nothing changes. A result is then marked as a partial sum where its op
-// contracts a split factor (matmul K, a sum over the split batch) or is linear in a partial
-// operand. Types stay global; cpc-partition turns the layouts into the per-rank program.
+// From a few seeds (annotated arguments, results, cpc.shard ops), every value gets a layout
+// over any number of mesh axes: dims that share a factor of an op's rule (ShardingRules.cpp)
+// are split alike, forward and backward, until nothing changes; a dim of several factors gives
+// its axes to them major first. Priorities: annotations propagate in tiers of their `priority`
+// (0 first; user annotations are 0), and a value keeps what an earlier tier gave it; within a
+// tier, program order decides (forward, then backward, the first op to split a dim wins). A
+// result is then marked partial where its op reduces a split factor (matmul K: sum; a max over
+// a split dim: max) or passes a partial operand on. Types stay global; cpc-partition turns the
+// layouts into the per-rank program.
 //
 #include "passes/Passes.h"
 #include "passes/Sharding.h"
+
+#include <set>
 
 namespace cpc {
 #define GEN_PASS_DEF_CPCPROPAGATESHARDING
@@ -28,19 +34,36 @@ public:
   LogicalResult run() {
     if (failed(readSeeds()))
       return failure();
-    propagateSplits();
+    // Annotations of priority 0 propagate to a fixpoint first, then those of 1, and so on: a
+    // value keeps the dims an earlier tier split, a later one may only split dims left whole.
+    std::set<int64_t> tiers;
+    for (const Seed &s : seedList_)
+      tiers.insert(s.priority);
+    for (int64_t tier : tiers) {
+      for (const Seed &s : seedList_)
+        if (s.priority == tier) {
+          layouts_[s.value] = s.layout;
+          seeds_.insert(s.value);
+        }
+      propagateSplits();
+    }
     inferPartialSums();
     record();
     return success();
   }
 
 private:
+  struct Seed {
+    Value value;
+    Layout layout;
+    int64_t priority;
+  };
+
   LogicalResult seed(Value v, ShardingAttr attr, Operation *where) {
     FailureOr<Layout> l = readLayout(attr, v, mesh_, where);
     if (failed(l))
       return failure();
-    layouts_[v] = *l;
-    seeds_.insert(v);
+    seedList_.push_back({v, *l, attr.getPriority()});
     return success();
   }
 
@@ -62,55 +85,73 @@ private:
   }
 
   /// Values propagation may not split: inputs without a seed, parameters and states.
-  static bool fixed(Value v) {
+  bool fixed(Value v) const {
+    if (seeds_.count(v))
+      return true;
     if (llvm::isa<BlockArgument>(v))
       return true;
     return llvm::isa<ParameterOp, StateOp>(v.getDefiningOp());
   }
 
-  /// Assigns layouts from the factors of each op's rule, both directions, to a fixpoint. A value
-  /// keeps the first layout it gets (seeds keep theirs).
+  /// The factor axes of `op` that its values' layouts imply, made legal.
+  FactorAxes factorAxesOf(Operation *op, const ShardingRule &rule, bool resultsFirst) {
+    FactorAxes factorAxes(rule.numFactors());
+    auto collect = [&](ValueRange values, ArrayRef<ShardingRule::TensorFactors> dims) {
+      for (auto [v, tensor] : llvm::zip(values, dims))
+        if (auto it = layouts_.find(v); it != layouts_.end())
+          collectFactorAxes(factorAxes, it->second, tensor, rule, mesh_);
+    };
+    if (resultsFirst)
+      collect(op->getResults(), rule.results);
+    collect(op->getOperands(), rule.operands);
+    if (!resultsFirst)
+      collect(op->getResults(), rule.results);
+    legalizeFactorAxes(factorAxes, rule, mesh_);
+    return factorAxes;
+  }
+
+  /// Splits the whole dims of `v` that the factor axes split, unless the axes are in use by
+  /// another dim of `v`.
+  bool refine(Value v, ArrayRef<ShardingRule::DimFactors> dims, const FactorAxes &factorAxes) {
+    if (fixed(v))
+      return false;
+    auto it = layouts_.find(v);
+    Layout l = it != layouts_.end() ? it->second : Layout::whole(tensorType(v).getRank());
+    bool changed = false;
+    for (auto [d, factors] : llvm::enumerate(dims)) {
+      MeshAxes axes = dimAxes(factors, factorAxes);
+      if (!l.dims[d].empty() || axes.empty() || llvm::any_of(axes, [&](const std::string &a) { return l.uses(a); }))
+        continue;
+      l.dims[d] = axes;
+      changed = true;
+    }
+    if (changed)
+      layouts_[v] = l;
+    return changed;
+  }
+
+  /// Assigns layouts from the factors of each op's rule, forward and backward in program order
+  /// (which decides ties within a tier), until nothing changes. Splits are only ever added, so
+  /// this ends.
   void propagateSplits() {
-    SmallVector<Operation *> ops;
+    SmallVector<std::pair<Operation *, ShardingRule>> ops;
     for (Operation &op : func_.getBody().front())
-      ops.push_back(&op);
-    for (int iteration = 0; iteration < 8; ++iteration) {
-      bool changed = false;
-      auto visit = [&](Operation *op) {
-        std::optional<ShardingRule> rule = getShardingRule(op);
-        if (!rule)
-          return;
-        SmallVector<MeshAxes> factorAxes(rule->numFactors());
-        for (auto [v, factors] : llvm::zip(op->getOperands(), rule->operands))
-          if (auto it = layouts_.find(v); it != layouts_.end())
-            collectFactorAxes(factorAxes, it->second, factors);
-        for (auto [v, factors] : llvm::zip(op->getResults(), rule->results))
-          if (auto it = layouts_.find(v); it != layouts_.end())
-            collectFactorAxes(factorAxes, it->second, factors);
-        auto assign = [&](Value v, ArrayRef<int64_t> factors) {
-          if (layouts_.count(v) || fixed(v))
-            return;
-          auto t = tensorType(v);
-          Layout l = Layout::whole(t.getRank());
-          for (auto [d, f] : llvm::enumerate(factors))
-            if (f >= 0 && !factorAxes[f].empty() && t.getDimSize(d) % mesh_.parts(factorAxes[f]) == 0)
-              l.dims[d] = factorAxes[f];
-          if (l.isSplit()) {
-            layouts_[v] = l;
-            changed = true;
-          }
-        };
-        for (auto [v, factors] : llvm::zip(op->getResults(), rule->results))
-          assign(v, factors);
-        for (auto [v, factors] : llvm::zip(op->getOperands(), rule->operands))
-          assign(v, factors);
+      if (std::optional<ShardingRule> rule = getShardingRule(&op))
+        ops.emplace_back(&op, std::move(*rule));
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      auto visit = [&](Operation *op, const ShardingRule &rule) {
+        FactorAxes factorAxes = factorAxesOf(op, rule, /*resultsFirst=*/false);
+        for (auto [v, dims] : llvm::zip(op->getResults(), rule.results))
+          changed |= refine(v, dims, factorAxes);
+        for (auto [v, dims] : llvm::zip(op->getOperands(), rule.operands))
+          changed |= refine(v, dims, factorAxes);
       };
-      for (Operation *op : ops)
-        visit(op);
-      for (Operation *op : llvm::reverse(ops))
-        visit(op);
-      if (!changed)
-        break;
+      for (auto &[op, rule] : ops)
+        visit(op, rule);
+      for (auto &[op, rule] : llvm::reverse(ops))
+        visit(op, rule);
     }
   }
 
@@ -119,9 +160,9 @@ private:
     return it != layouts_.end() ? it->second : Layout::whole(tensorType(v).getRank());
   }
 
-  /// Marks partial sums, in program order: the same rule partitioning applies (reduced split
-  /// factors, partial operands an op is linear in). Where the all-reduces go is partitioning's
-  /// choice; partial sums that no op can take stay marked here and are reduced there.
+  /// Marks partial values, in program order: the same rule partitioning applies (reduced split
+  /// factors, partial operands an op passes on). Where the all-reduces go is partitioning's
+  /// choice; partial values that no op can take stay marked here and are reduced there.
   void inferPartialSums() {
     for (Operation &op : func_.getBody().front()) {
       if (op.getNumResults() == 0 || op.getNumOperands() == 0)
@@ -129,31 +170,29 @@ private:
       std::optional<ShardingRule> rule = getShardingRule(&op);
       if (!rule)
         continue;
-      SmallVector<bool> partialIn;
+      SmallVector<Layout> operands;
       for (Value v : op.getOperands())
-        partialIn.push_back(!layoutOf(v).partial.empty());
-      SmallVector<bool> kept = partialOperandsKept(&op, true, partialIn);
-      MeshAxes passed;
-      for (auto [i, v] : llvm::enumerate(op.getOperands()))
+        operands.push_back(layoutOf(v));
+      SmallVector<bool> kept = partialOperandsKept(&op, true, operands);
+      const Layout *passed = nullptr;
+      for (auto [i, l] : llvm::enumerate(operands))
         if (kept[i])
-          passed = layoutOf(v).partial;
-      SmallVector<MeshAxes> factorAxes(rule->numFactors());
-      for (auto [v, factors] : llvm::zip(op.getResults(), rule->results))
-        collectFactorAxes(factorAxes, layoutOf(v), factors);
-      for (auto [v, factors] : llvm::zip(op.getOperands(), rule->operands))
-        collectFactorAxes(factorAxes, layoutOf(v), factors);
+          passed = &l;
+      FactorAxes factorAxes = factorAxesOf(&op, *rule, /*resultsFirst=*/true);
       for (auto [i, r] : llvm::enumerate(op.getResults())) {
         if (seeds_.count(r))
           continue;
-        Layout l = resultLayout(*rule, i, tensorType(r), factorAxes, passed, mesh_);
+        Layout l = resultLayout(*rule, i, factorAxes, passed);
         Layout &have = layouts_.try_emplace(r, Layout::whole(tensorType(r).getRank())).first->second;
-        // A value split over an axis cannot also be a partial sum over it (a partial operand
-        // that meets a split one): partitioning refuses to slice the partial sum.
+        // A value split over an axis cannot also be partial over it (a partial operand that
+        // meets a split one): partitioning refuses to slice the partial value.
         bool clash = llvm::any_of(have.dims, [&](const MeshAxes &axes) {
           return llvm::any_of(axes, [&](const std::string &a) { return llvm::is_contained(l.partial, a); });
         });
-        if (!clash)
+        if (!clash) {
           have.partial = l.partial;
+          have.reduction = l.reduction;
+        }
       }
     }
   }
@@ -172,6 +211,7 @@ private:
 
   func::FuncOp func_;
   Mesh mesh_;
+  SmallVector<Seed> seedList_;
   llvm::DenseMap<Value, Layout> layouts_;
   llvm::DenseSet<Value> seeds_;
 };

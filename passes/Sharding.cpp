@@ -15,7 +15,14 @@ Layout Layout::fromAttr(ShardingAttr attr) {
       l.dims[d].push_back(a.str());
   for (StringRef a : attr.getPartialAxisNames())
     l.partial.push_back(a.str());
+  if (!l.partial.empty())
+    l.reduction = attr.getReduction();
   return l;
+}
+
+bool Layout::uses(StringRef axis) const {
+  return llvm::is_contained(partial, axis) ||
+         llvm::any_of(dims, [&](const MeshAxes &d) { return llvm::is_contained(d, axis); });
 }
 
 ShardingAttr Layout::toAttr(FlatSymbolRefAttr mesh) const {
@@ -26,7 +33,8 @@ ShardingAttr Layout::toAttr(FlatSymbolRefAttr mesh) const {
   ArrayAttr partialAttr;
   if (!partial.empty())
     partialAttr = b.getStrArrayAttr(SmallVector<StringRef>(partial.begin(), partial.end()));
-  return ShardingAttr::get(mesh.getContext(), mesh, b.getArrayAttr(dimAttrs), partialAttr);
+  return ShardingAttr::get(mesh.getContext(), mesh, b.getArrayAttr(dimAttrs), partialAttr,
+                           partial.empty() ? ReductionKind::Sum : reduction, 0);
 }
 
 std::string Layout::describe() const {
@@ -37,11 +45,18 @@ std::string Layout::describe() const {
   }
   s += "]";
   if (!partial.empty())
-    s += " partial(" + llvm::join(partial, ",") + ")";
+    s += std::string(reduction == ReductionKind::Sum ? " partial(" : " partial max(") + llvm::join(partial, ",") + ")";
   return s;
 }
 
 FlatSymbolRefAttr Mesh::ref() const { return FlatSymbolRefAttr::get(op_.getContext(), op_.getSymName()); }
+
+int64_t Mesh::axisIndex(StringRef name) const {
+  for (auto [i, a] : llvm::enumerate(op_.getAxisNames()))
+    if (llvm::cast<StringAttr>(a).getValue() == name)
+      return i;
+  return -1;
+}
 
 int64_t Mesh::parts(ArrayRef<std::string> axes) const {
   int64_t n = 1;
@@ -107,6 +122,11 @@ FailureOr<Layout> readLayout(ShardingAttr attr, Value v, const Mesh &mesh, Opera
   for (int64_t d = 0; d < type.getRank(); ++d) {
     if (failed(known(l.dims[d])))
       return failure();
+    // Blocks are numbered major to minor over the dim's axes, as collectives order their groups.
+    for (size_t i = 1; i < l.dims[d].size(); ++i)
+      if (mesh.axisIndex(l.dims[d][i - 1]) > mesh.axisIndex(l.dims[d][i]))
+        return where->emitError("the axes of dim ") << d << " must follow the mesh's order ("
+                                                    << llvm::join(l.dims[d], ", ") << ")";
     if (type.getDimSize(d) % mesh.parts(l.dims[d]))
       return where->emitError("dim ") << d << " of size " << type.getDimSize(d) << " does not split into "
                                       << mesh.parts(l.dims[d]) << " blocks";
@@ -116,7 +136,8 @@ FailureOr<Layout> readLayout(ShardingAttr attr, Value v, const Mesh &mesh, Opera
   return l;
 }
 
-void collectFactorAxes(MutableArrayRef<MeshAxes> factorAxes, const Layout &l, ArrayRef<int64_t> factors) {
+void collectFactorAxes(FactorAxes &factorAxes, const Layout &l, ArrayRef<ShardingRule::DimFactors> dims,
+                       const ShardingRule &rule, const Mesh &mesh) {
   // A mesh axis splits one factor of an op at most: a second would split one value's dims
   // twice over it (e.g. x + transpose(x) with x split on dim 0), so that factor stays whole.
   auto taken = [&](const MeshAxes &axes) {
@@ -124,56 +145,96 @@ void collectFactorAxes(MutableArrayRef<MeshAxes> factorAxes, const Layout &l, Ar
       return llvm::any_of(axes, [&](const std::string &a) { return llvm::is_contained(other, a); });
     });
   };
-  for (auto [d, f] : llvm::enumerate(factors))
-    if (f >= 0 && factorAxes[f].empty() && !l.dims[d].empty() && !taken(l.dims[d]))
-      factorAxes[f] = l.dims[d];
+  for (auto [d, factors] : llvm::enumerate(dims)) {
+    ArrayRef<std::string> axes = l.dims[d];
+    size_t next = 0;
+    for (int64_t f : factors) {
+      int64_t size = rule.factors[f].size, covered = 1;
+      MeshAxes take;
+      while (next < axes.size() && size % (covered * mesh.parts(axes[next])) == 0) {
+        covered *= mesh.parts(axes[next]);
+        take.push_back(axes[next++]);
+      }
+      if (take.empty())
+        break; // the next axis does not fit this factor: the rest of the dim maps to nothing
+      if (factorAxes[f].empty() && rule.maySplit(f) && !taken(take))
+        factorAxes[f] = take;
+      if (covered != size)
+        break;
+    }
+  }
 }
 
-SmallVector<SmallVector<int64_t>> factorDimSizes(const ShardingRule &rule, Operation *op) {
-  SmallVector<SmallVector<int64_t>> sizes(rule.numFactors());
-  auto note = [&](Value v, ArrayRef<int64_t> factors) {
-    ArrayRef<int64_t> shape = llvm::cast<RankedTensorType>(v.getType()).getShape();
-    for (auto [d, f] : llvm::enumerate(factors))
-      if (f >= 0)
-        sizes[f].push_back(shape[d]);
+void legalizeFactorAxes(FactorAxes &factorAxes, const ShardingRule &rule, const Mesh &mesh) {
+  for (int64_t f = 0; f < rule.numFactors(); ++f)
+    if (!rule.maySplit(f) || rule.factors[f].size % mesh.parts(factorAxes[f]))
+      factorAxes[f].clear();
+  // Dropping one split can make a minor factor's unexpressible: repeat until nothing changes.
+  bool changed = true;
+  auto visit = [&](const ShardingRule::TensorFactors &tensor) {
+    for (const ShardingRule::DimFactors &dim : tensor) {
+      bool open = true; // every factor so far is split completely
+      for (int64_t f : dim) {
+        if (factorAxes[f].empty()) {
+          open = false;
+          continue;
+        }
+        if (!open) {
+          factorAxes[f].clear();
+          changed = true;
+          continue;
+        }
+        open = mesh.parts(factorAxes[f]) == rule.factors[f].size;
+      }
+    }
   };
-  for (auto [v, factors] : llvm::zip(op->getOperands(), rule.operands))
-    note(v, factors);
-  for (auto [v, factors] : llvm::zip(op->getResults(), rule.results))
-    note(v, factors);
-  return sizes;
+  while (changed) {
+    changed = false;
+    for (const auto &t : rule.operands)
+      visit(t);
+    for (const auto &t : rule.results)
+      visit(t);
+  }
 }
 
-void dropIndivisibleFactors(MutableArrayRef<MeshAxes> factorAxes, ArrayRef<SmallVector<int64_t>> sizes,
-                            const Mesh &mesh) {
-  for (auto [axes, dimSizes] : llvm::zip(factorAxes, sizes))
-    if (llvm::any_of(dimSizes, [&](int64_t n) { return n % mesh.parts(axes); }))
-      axes.clear();
+MeshAxes dimAxes(ArrayRef<int64_t> factors, ArrayRef<MeshAxes> factorAxes) {
+  MeshAxes axes;
+  for (int64_t f : factors)
+    axes.append(factorAxes[f].begin(), factorAxes[f].end());
+  return axes;
 }
 
-SmallVector<bool> partialOperandsKept(Operation *op, bool hasRule, ArrayRef<bool> partialIn) {
-  int numPartial = llvm::count(partialIn, true);
+SmallVector<bool> partialOperandsKept(Operation *op, bool hasRule, ArrayRef<Layout> operands) {
+  int numPartial = llvm::count_if(operands, [](const Layout &l) { return !l.partial.empty(); });
   // add/sub are linear only when every operand is a partial sum alike; other ops in one operand.
   bool addLike = llvm::isa<AddOp, SubOp>(op);
-  bool keep = numPartial > 0 && hasRule && (addLike ? numPartial == (int)partialIn.size() : numPartial == 1);
+  bool alike = llvm::all_of(operands, [&](const Layout &l) {
+    return l.partial == operands.front().partial && l.reduction == operands.front().reduction;
+  });
+  bool keep = numPartial > 0 && hasRule && (addLike ? numPartial == (int)operands.size() && alike : numPartial == 1);
   SmallVector<bool> kept;
-  for (auto [i, partial] : llvm::enumerate(partialIn))
-    kept.push_back(partial && keep && propagatesPartialSums(op, i));
+  for (auto [i, l] : llvm::enumerate(operands))
+    kept.push_back(!l.partial.empty() && keep && propagatesPartial(op, i, l.reduction));
   return kept;
 }
 
-Layout resultLayout(const ShardingRule &rule, unsigned index, RankedTensorType type, ArrayRef<MeshAxes> factorAxes,
-                    ArrayRef<std::string> passedPartial, const Mesh &mesh) {
-  ArrayRef<int64_t> factors = rule.results[index];
-  Layout l = Layout::whole(type.getRank());
-  for (auto [d, f] : llvm::enumerate(factors))
-    if (f >= 0 && type.getDimSize(d) % mesh.parts(factorAxes[f]) == 0)
-      l.dims[d] = factorAxes[f];
-  l.partial.assign(passedPartial.begin(), passedPartial.end());
+Layout resultLayout(const ShardingRule &rule, unsigned index, ArrayRef<MeshAxes> factorAxes, const Layout *passed) {
+  const ShardingRule::TensorFactors &dims = rule.results[index];
+  Layout l = Layout::whole(dims.size());
+  for (auto [d, factors] : llvm::enumerate(dims))
+    l.dims[d] = dimAxes(factors, factorAxes);
+  if (passed) {
+    l.partial = passed->partial;
+    l.reduction = passed->reduction;
+  }
   for (int64_t f = 0; f < rule.numFactors(); ++f) {
-    bool inOperands = llvm::any_of(rule.operands, [&](const auto &dims) { return llvm::is_contained(dims, f); });
-    if (inOperands && !llvm::is_contained(factors, f) && !factorAxes[f].empty())
-      l.partial = factorAxes[f];
+    bool inResult = llvm::any_of(dims, [&](const ShardingRule::DimFactors &d) { return llvm::is_contained(d, f); });
+    if (!inResult && rule.inOperands(f) && !factorAxes[f].empty()) {
+      if (l.partial.empty() || l.reduction != rule.factors[f].reduction)
+        l.partial.clear();
+      l.partial.append(factorAxes[f].begin(), factorAxes[f].end());
+      l.reduction = rule.factors[f].reduction;
+    }
   }
   return l;
 }

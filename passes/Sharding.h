@@ -24,10 +24,12 @@ inline constexpr llvm::StringLiteral kResultShardingsAttr = "cpc.shardings";
 
 using MeshAxes = llvm::SmallVector<std::string>;
 
-/// Mesh axes per dim of a value (empty: the dim is whole) and the axes it is a partial sum over.
+/// Mesh axes per dim of a value (empty: the dim is whole) and the axes over which it is a
+/// partial value, combined by `reduction` (sum or max).
 struct Layout {
   llvm::SmallVector<MeshAxes> dims;
   MeshAxes partial;
+  ReductionKind reduction = ReductionKind::Sum;
 
   static Layout whole(int64_t rank) {
     Layout l;
@@ -40,7 +42,13 @@ struct Layout {
     return llvm::any_of(dims, [](const MeshAxes &d) { return !d.empty(); });
   }
   bool isSharded() const { return isSplit() || !partial.empty(); }
-  /// "[dp, -]" for messages.
+  /// Whether `axis` splits a dim or is a partial axis.
+  bool uses(llvm::StringRef axis) const;
+  void clearPartial() {
+    partial.clear();
+    reduction = ReductionKind::Sum;
+  }
+  /// "[dp, -] partial max(tp)" for messages.
   std::string describe() const;
 };
 
@@ -53,6 +61,8 @@ public:
   /// How many blocks `axes` split a dim into: the product of their sizes.
   int64_t parts(llvm::ArrayRef<std::string> axes) const;
   bool hasAxis(llvm::StringRef name) const { return op_.getAxisSize(name) > 0; }
+  /// The position of axis `name` in the mesh (-1 when absent).
+  int64_t axisIndex(llvm::StringRef name) const;
 
 private:
   mutable MeshOp op_;
@@ -66,28 +76,36 @@ mlir::FailureOr<MeshOp> findAnnotatedMesh(mlir::func::FuncOp func);
 /// gets the diagnostic.
 mlir::FailureOr<Layout> readLayout(ShardingAttr attr, mlir::Value v, const Mesh &mesh, mlir::Operation *where);
 
-/// Gives each factor of `factors` (a rule's factor per dim) the axes that `l` splits its dim
-/// over, unless the factor already has axes or another factor has one of those axes.
-void collectFactorAxes(llvm::MutableArrayRef<MeshAxes> factorAxes, const Layout &l, llvm::ArrayRef<int64_t> factors);
+/// The mesh axes of each factor of one op.
+using FactorAxes = llvm::SmallVector<MeshAxes>;
 
-/// The sizes of the dims that share each factor of `rule` (read them while types are global).
-llvm::SmallVector<llvm::SmallVector<int64_t>> factorDimSizes(const ShardingRule &rule, mlir::Operation *op);
+/// Gives the factors of a value's dims (`dims`, from the op's rule) the axes that `l` splits
+/// those dims over: a dim's axes go to its factors major first, each factor taking axes while
+/// their product divides its size and passing on to the next once it is exactly covered.
+/// Factors that already have axes, that must stay whole, or whose axes another factor of the op
+/// has, are left as they are.
+void collectFactorAxes(FactorAxes &factorAxes, const Layout &l, llvm::ArrayRef<ShardingRule::DimFactors> dims,
+                       const ShardingRule &rule, const Mesh &mesh);
 
-/// Leaves whole the factors whose dims do not all split evenly over their axes (a reshape of a
-/// split [4, 3] to [3, 4]): their operands are then gathered rather than left unevenly split.
-void dropIndivisibleFactors(llvm::MutableArrayRef<MeshAxes> factorAxes,
-                            llvm::ArrayRef<llvm::SmallVector<int64_t>> sizes, const Mesh &mesh);
+/// Drops the factor splits that some value of the op could not hold as blocks: a factor that
+/// must stay whole, whose size its axes do not divide, or that is minor to a factor of the
+/// same dim that is not split completely (splitting H of [3, H] with 3 whole is not a block).
+void legalizeFactorAxes(FactorAxes &factorAxes, const ShardingRule &rule, const Mesh &mesh);
 
-/// Of the operands flagged in `partialIn`, those that `op` may consume as partial sums (it is
-/// linear in them); the others must be all-reduced first. Ops without a rule consume none.
-llvm::SmallVector<bool> partialOperandsKept(mlir::Operation *op, bool hasRule, llvm::ArrayRef<bool> partialIn);
+/// The axes of a dim made of `factors`: theirs, major first.
+MeshAxes dimAxes(llvm::ArrayRef<int64_t> factors, llvm::ArrayRef<MeshAxes> factorAxes);
 
-/// The layout of result `index` of an op whose factors are split over `factorAxes`: dims of
-/// split factors that divide evenly; a partial sum over a split factor that operands have and the
-/// result lacks (matmul K, the batch of a weight gradient), else over `passedPartial` (the axes
-/// of a partial operand the op is linear in).
-Layout resultLayout(const ShardingRule &rule, unsigned index, mlir::RankedTensorType type,
-                    llvm::ArrayRef<MeshAxes> factorAxes, llvm::ArrayRef<std::string> passedPartial, const Mesh &mesh);
+/// Of the operands of `op` (their current layouts), those it may take as partial values (it
+/// passes them on, ShardingRuleOpInterface::propagatesPartial); the other partial ones must be
+/// reduced first. Add and sub take partial operands only when every operand is partial alike.
+llvm::SmallVector<bool> partialOperandsKept(mlir::Operation *op, bool hasRule, llvm::ArrayRef<Layout> operands);
+
+/// The layout of result `index` of an op whose factors are split over `factorAxes` (legal): its
+/// dims' axes; partial over the split factors that operands have and it lacks (matmul's K, the
+/// rows of a layer norm's scale gradient), combined as the factor says, else as `passed` (the
+/// operand the op passes on) is.
+Layout resultLayout(const ShardingRule &rule, unsigned index, llvm::ArrayRef<MeshAxes> factorAxes,
+                    const Layout *passed);
 
 /// Propagates the seeds of `func` (annotated arguments, results with `cpc.shardings`, cpc.shard
 /// ops) over the ops' factor rules, both directions, to a fixpoint, and records the layout of

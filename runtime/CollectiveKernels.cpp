@@ -131,6 +131,49 @@ void reduceScatterKernel(kernels::KernelContext &ctx) {
                              groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>()));
 }
 
+/// Moves the split of the group's axes from `concat_dim` to `split_dim`: this rank's value is
+/// cut into one block per member along split_dim (packed one after another), the blocks are
+/// exchanged, and the received ones are joined along concat_dim in the group's order.
+void allToAllKernel(kernels::KernelContext &ctx) {
+  const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
+  if (!ctx.comm)
+    ctx.fail("needs a communicator (run the plan with cpc-run)");
+  checkMesh(ctx);
+  int64_t split = ctx.attr("split_dim").get<int64_t>(), concat = ctx.attr("concat_dim").get<int64_t>();
+  std::vector<int> group = groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>());
+  int64_t n = group.empty() ? ctx.comm->size() : (int64_t)group.size();
+  if (split < 0 || split >= in.rank() || concat < 0 || concat >= in.rank() || split == concat ||
+      out.rank() != in.rank() || in.shape[split] % n || out.shape[concat] != in.shape[concat] * n)
+    ctx.fail("cannot move a split from dim " + std::to_string(concat) + " to dim " + std::to_string(split) +
+             " among " + std::to_string(n) + " ranks");
+  // A dim viewed as [outer, size, inner]: block j of `parts` along it is `outer` runs of
+  // size/parts * inner elements.
+  size_t es = dtypeSize(in.dtype);
+  auto runs = [&](const std::vector<int64_t> &shape, int64_t dim, int64_t parts, int64_t &outer, size_t &run) {
+    outer = 1;
+    int64_t inner = 1;
+    for (int64_t d = 0; d < dim; ++d)
+      outer *= shape[d];
+    for (size_t d = dim + 1; d < shape.size(); ++d)
+      inner *= shape[d];
+    run = shape[dim] / parts * inner * es;
+  };
+  std::vector<uint8_t> packed(in.bytes()), received(in.bytes());
+  int64_t outer;
+  size_t run;
+  runs(in.shape, split, n, outer, run);
+  const auto *src = static_cast<const uint8_t *>(in.data);
+  for (int64_t j = 0; j < n; ++j) // packed[j][o] = in[o][block j]
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(packed.data() + (j * outer + o) * run, src + (o * n + j) * run, run);
+  ctx.comm->allToAll(packed.data(), received.data(), in.numel() / n, in.dtype, group);
+  runs(out.shape, concat, n, outer, run);
+  auto *dst = static_cast<uint8_t *>(out.data);
+  for (int64_t i = 0; i < n; ++i) // out[o][block i] = received[i][o]
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(dst + (o * n + i) * run, received.data() + (i * outer + o) * run, run);
+}
+
 /// Copies this rank's block: dim d is split into the product of its axes' sizes.
 void shardSliceKernel(kernels::KernelContext &ctx) {
   const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
@@ -178,6 +221,8 @@ kernels::KernelFn findCollectiveKernel(const std::string &op) {
     return allGatherKernel;
   if (op == "cpc.reduce_scatter")
     return reduceScatterKernel;
+  if (op == "cpc.all_to_all")
+    return allToAllKernel;
   return nullptr;
 }
 

@@ -42,6 +42,12 @@ public:
       std::memmove(recv, send, count * dtypeSize(type));
     Communicator::count("reduce_scatter", 0);
   }
+  void allToAll(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
+    check("all_to_all", count, type, group);
+    if (send != recv && count > 0)
+      std::memmove(recv, send, count * dtypeSize(type));
+    Communicator::count("all_to_all", 0);
+  }
   void broadcast(void *data, int64_t bytes, int root) override {
     if (root != 0 || bytes < 0)
       throw RuntimeError("rank 0: broadcast: invalid root " + std::to_string(root) + " or size " +

@@ -22,7 +22,8 @@ namespace cpc {
 
 /// Calls and bytes of one kind of collective (bytes: what this rank sends, as a ring
 /// implementation would: all-reduce 2(n-1)/n of the buffer, all-gather and reduce-scatter
-/// (n-1)/n of the full buffer, broadcast the buffer from the root).
+/// (n-1)/n of the full buffer, all-to-all (n-1)/n of its send buffer, broadcast the buffer from
+/// the root).
 struct CollectiveCount {
   int64_t calls = 0;
   int64_t bytes = 0;
@@ -50,6 +51,9 @@ public:
   /// Sums `send` (count * group size elements) over the group; rank i of the group keeps block i in `recv`.
   virtual void reduceScatterSum(const void *send, void *recv, int64_t count, DType type,
                                 const std::vector<int> &group) = 0;
+  /// Block j of `send` (count elements; group size blocks) goes to the group's member j; block i of
+  /// `recv` comes from member i. The buffers must not overlap.
+  virtual void allToAll(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) = 0;
   virtual void broadcast(void *data, int64_t bytes, int root) = 0;
   virtual void barrier() = 0;
 

@@ -166,6 +166,29 @@ public:
     Communicator::count("reduce_scatter", (g.size - 1) * count * (int64_t)dtypeSize(type));
   }
 
+  void allToAll(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
+    const Group &g = groupOf("all_to_all", count, type, group);
+    const int64_t es = dtypeSize(type), n = g.size, blockBytes = count * es;
+    const char *in = static_cast<const char *>(send);
+    char *out = static_cast<char *>(recv);
+    if (in == out && n > 1)
+      throw RuntimeError(where("all_to_all", group) + ": send and receive buffers must differ");
+    std::memcpy(out + g.rank * blockBytes, in + g.rank * blockBytes, blockBytes);
+    // Step k: block (rank + k) goes k ranks ahead while block (rank - k) comes from k behind, in
+    // pieces of bounded size.
+    for (int64_t k = 1; k < n; ++k) {
+      int to = (g.rank + k) % n, from = (g.rank - k + n) % n;
+      for (int64_t done = 0; done < count; done += kCollectiveChunkBytes / es) {
+        int64_t piece = std::min<int64_t>(kCollectiveChunkBytes / es, count - done);
+        check(MPI_Sendrecv(in + to * blockBytes + done * es, (int)piece, mpiType(type), to, kRingTag,
+                           out + from * blockBytes + done * es, (int)piece, mpiType(type), from, kRingTag, g.comm,
+                           MPI_STATUS_IGNORE),
+              "all_to_all", group);
+      }
+    }
+    Communicator::count("all_to_all", (n - 1) * blockBytes);
+  }
+
   void broadcast(void *data, int64_t bytes, int root) override {
     if (root < 0 || root >= size_ || bytes < 0)
       throw RuntimeError("rank " + std::to_string(rank_) + ": broadcast: invalid root " + std::to_string(root) +

@@ -11,20 +11,33 @@ def Cpc_ShardingAttr : AttrDef<Cpc_Dialect, "Sharding"> {
   let description = [{
     `dim_axes[i]` lists the mesh axes that split tensor dim `i` (major to minor; empty means
     replicated along that dim). `partial_axes` lists mesh axes over which each rank holds a
-    partial sum of the value (e.g. gradients of replicated parameters under data parallelism).
+    partial value, to be combined by `reduction` (sum, the default: e.g. gradients of
+    replicated parameters under data parallelism; or max: a max over a split dim).
+    `priority` orders annotations for propagation: 0 (the default) first; a value keeps what
+    a lower number gave it. Propagated layouts carry none.
 
-    Example: `#cpc.sharding<@mesh, [["dp"], [], ["tp"]], partial = ["pp"]>`
+    Example: `#cpc.sharding<@mesh, [["dp"], [], ["tp"]], partial = ["pp"]>`,
+    `#cpc.sharding<@mesh, [[], []], partial = ["tp"], reduction = max>`,
+    `#cpc.sharding<@mesh, [["dp"], []], priority = 2>`
   }];
   let parameters = (ins
     "::mlir::FlatSymbolRefAttr":$mesh,
     "::mlir::ArrayAttr":$dim_axes,
-    OptionalParameter<"::mlir::ArrayAttr">:$partial_axes);
-  let assemblyFormat = "`<` $mesh `,` $dim_axes (`,` `partial` `=` $partial_axes^)? `>`";
+    OptionalParameter<"::mlir::ArrayAttr">:$partial_axes,
+    DefaultValuedParameter<"::cpc::ReductionKind", "::cpc::ReductionKind::Sum">:$reduction,
+    DefaultValuedParameter<"int64_t", "0">:$priority);
+  // The optional tail ", partial = [...], reduction = max, priority = N" is parsed by hand: its
+  // groups share the leading comma, which the generated parser cannot tell apart.
+  let assemblyFormat = "`<` $mesh `,` $dim_axes `` custom<ShardingTail>($partial_axes, $reduction, $priority) `>`";
+  let builders = [AttrBuilder<(ins "::mlir::FlatSymbolRefAttr":$mesh, "::mlir::ArrayAttr":$dim_axes,
+                                   "::mlir::ArrayAttr":$partial_axes), [{
+    return $_get($_ctxt, mesh, dim_axes, partial_axes, ::cpc::ReductionKind::Sum, 0);
+  }]>];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// Mesh axes splitting dim `dim` (empty when replicated).
     ::llvm::SmallVector<::llvm::StringRef> getAxesOfDim(unsigned dim) const;
-    /// Mesh axes over which the value is a partial sum.
+    /// Mesh axes over which the value is a partial value (combined by getReduction()).
     ::llvm::SmallVector<::llvm::StringRef> getPartialAxisNames() const;
   }];
 }

@@ -13,6 +13,54 @@ using namespace cpc;
 
 #include "dialects/cpc/CpcEnums.cpp.inc"
 
+/// The optional tail of #cpc.sharding: `, partial = [...]`, `, reduction = max`,
+/// `, priority = N`, each at most once, in this order.
+static ParseResult parseShardingTail(AsmParser &parser, ArrayAttr &partial, ReductionKind &reduction,
+                                     int64_t &priority) {
+  partial = ArrayAttr();
+  reduction = ReductionKind::Sum;
+  priority = 0;
+  int stage = 0;
+  while (succeeded(parser.parseOptionalComma())) {
+    StringRef key;
+    SMLoc loc = parser.getCurrentLocation();
+    if (parser.parseKeyword(&key) || parser.parseEqual())
+      return failure();
+    if (key == "partial" && stage < 1) {
+      ArrayAttr axes;
+      if (parser.parseAttribute(axes))
+        return failure();
+      partial = axes;
+      stage = 1;
+    } else if (key == "reduction" && stage < 2) {
+      FailureOr<ReductionKind> kind = FieldParser<ReductionKind, ReductionKind>::parse(parser);
+      if (failed(kind))
+        return failure();
+      reduction = *kind;
+      stage = 2;
+    } else if (key == "priority" && stage < 3) {
+      int64_t value;
+      if (parser.parseInteger(value))
+        return failure();
+      priority = value;
+      stage = 3;
+    } else {
+      return parser.emitError(loc, "expected 'partial', 'reduction' or 'priority' (once each, in this order), got '")
+             << key << "'";
+    }
+  }
+  return success();
+}
+
+static void printShardingTail(AsmPrinter &printer, ArrayAttr partial, ReductionKind reduction, int64_t priority) {
+  if (partial)
+    printer << ", partial = " << partial;
+  if (reduction != ReductionKind::Sum)
+    printer << ", reduction = " << stringifyReductionKind(reduction);
+  if (priority != 0)
+    printer << ", priority = " << priority;
+}
+
 #define GET_ATTRDEF_CLASSES
 #include "dialects/cpc/CpcAttrs.cpp.inc"
 
@@ -52,7 +100,11 @@ static bool collectAxisNames(ArrayAttr list, SmallVectorImpl<StringRef> &out) {
 
 LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    FlatSymbolRefAttr mesh, ArrayAttr dimAxes,
-                                   ArrayAttr partialAxes) {
+                                   ArrayAttr partialAxes, ReductionKind reduction, int64_t priority) {
+  if (priority < 0)
+    return emitError() << "priority must be >= 0, got " << priority;
+  if (reduction != ReductionKind::Sum && (!partialAxes || partialAxes.empty()))
+    return emitError() << "a reduction (" << stringifyReductionKind(reduction) << ") needs partial axes";
   llvm::StringSet<> seen;
   auto record = [&](ArrayAttr list, StringRef what) -> LogicalResult {
     SmallVector<StringRef> names;

@@ -14,10 +14,11 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "dialects/cpc/CpcEnums.h"
+#include "dialects/cpc/ShardingRules.h"
+
 #include "dialects/cpc/CpcDialect.h.inc"
 #include "dialects/cpc/CpcInterfaces.h.inc"
-
-#include "dialects/cpc/CpcEnums.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/cpc/CpcAttrs.h.inc"

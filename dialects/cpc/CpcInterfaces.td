@@ -24,4 +24,31 @@ def Cpc_VJPOpInterface : OpInterface<"VJPOpInterface"> {
   ];
 }
 
+def Cpc_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::cpc";
+  let description = [{
+    How an op's values may be split over a device mesh, in Shardy's terms: the op's factors
+    (each with a size and a kind: pass-through, reduction, need-replication, permutation) and,
+    for every dim of every operand and result, the factors it is made of, major first (a reshape
+    [B, N, 3D] -> [B, N, 3, H, Dh] gives the input's last dim the factors 3, H and Dh). One
+    propagation and one partitioning work off these rules for every op; each op's rule lives in
+    ShardingRules.cpp. The default is the elementwise rule with numpy broadcasting.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The factors of this op, read from its (global) types.
+      }],
+      "::cpc::ShardingRule", "getShardingRule", (ins), [{}],
+      [{ return ::cpc::elementwiseShardingRule($_op.getOperation()); }]>,
+    InterfaceMethod<[{
+        Whether the op, given operand `index` as a partial value of reduction `kind` over some
+        axes (and its other operands whole, or partial alike where it is add-like), produces
+        results that are partial values of the same kind over the same axes: true for ops
+        linear in it (sum) or that only move data (sum and max).
+      }],
+      "bool", "propagatesPartial", (ins "unsigned":$index, "::cpc::ReductionKind":$kind), [{}],
+      [{ return false; }]>,
+  ];
+}
+
 #endif

@@ -660,6 +660,32 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return success();
 }
 
+LogicalResult AllToAllOp::verify() {
+  auto in = getInput().getType(), out = getType();
+  int64_t split = getSplitDim(), concat = getConcatDim(), rank = in.getRank();
+  if (split < 0 || split >= rank || concat < 0 || concat >= rank || split == concat)
+    return emitOpError("split_dim ") << split << " and concat_dim " << concat
+                                     << " must be two different dims of the rank-" << rank << " input";
+  bool othersMatch = rank == out.getRank() && in.getElementType() == out.getElementType();
+  for (int64_t d = 0; othersMatch && d < rank; ++d)
+    othersMatch = d == split || d == concat || in.getDimSize(d) == out.getDimSize(d);
+  if (!othersMatch || out.getDimSize(split) == 0 || in.getDimSize(split) % out.getDimSize(split) ||
+      in.getDimSize(split) / out.getDimSize(split) * in.getDimSize(concat) != out.getDimSize(concat))
+    return emitOpError("result must be the input with dim ")
+           << split << " divided and dim " << concat << " multiplied by the number of ranks";
+  return success();
+}
+
+LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<int64_t> group = collectiveGroupSize(*this, getMeshAttr(), getAxes(), symbols);
+  if (failed(group))
+    return failure();
+  if (getInput().getType().getDimSize(getSplitDim()) != getType().getDimSize(getSplitDim()) * *group)
+    return emitOpError("exchanges blocks among ") << *group << " ranks, so dim " << getSplitDim()
+                                                  << " must shrink by that factor";
+  return success();
+}
+
 LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
   FailureOr<int64_t> group = collectiveGroupSize(*this, getMeshAttr(), getAxes(), symbols);
   if (failed(group))

@@ -65,20 +65,20 @@ class Cpc_UnaryOp<string mnemonic, Type type, list<Trait> traits = []>
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
-def Cpc_NegOp : Cpc_UnaryOp<"neg", Cpc_Tensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "-x"; }
-def Cpc_AbsOp : Cpc_UnaryOp<"abs", Cpc_Tensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "|x|"; }
-def Cpc_ExpOp : Cpc_UnaryOp<"exp", Cpc_FloatTensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "e^x"; }
-def Cpc_LogOp : Cpc_UnaryOp<"log", Cpc_FloatTensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "ln x"; }
-def Cpc_SqrtOp : Cpc_UnaryOp<"sqrt", Cpc_FloatTensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "sqrt(x)"; }
-def Cpc_RsqrtOp : Cpc_UnaryOp<"rsqrt", Cpc_FloatTensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "1/sqrt(x)"; }
-def Cpc_ReciprocalOp : Cpc_UnaryOp<"reciprocal", Cpc_FloatTensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "1/x"; }
-def Cpc_ErfOp : Cpc_UnaryOp<"erf", Cpc_FloatTensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "Gauss error function"; }
-def Cpc_TanhOp : Cpc_UnaryOp<"tanh", Cpc_FloatTensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "tanh(x)"; }
-def Cpc_SigmoidOp : Cpc_UnaryOp<"sigmoid", Cpc_FloatTensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "1/(1+e^-x)"; }
-def Cpc_ReluOp : Cpc_UnaryOp<"relu", Cpc_FloatTensor, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "max(x, 0)"; }
-def Cpc_NotOp : Cpc_UnaryOp<"not", Cpc_BoolTensor> { let summary = "logical not"; }
+def Cpc_NegOp : Cpc_UnaryOp<"neg", Cpc_Tensor, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "-x"; }
+def Cpc_AbsOp : Cpc_UnaryOp<"abs", Cpc_Tensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "|x|"; }
+def Cpc_ExpOp : Cpc_UnaryOp<"exp", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "e^x"; }
+def Cpc_LogOp : Cpc_UnaryOp<"log", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "ln x"; }
+def Cpc_SqrtOp : Cpc_UnaryOp<"sqrt", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "sqrt(x)"; }
+def Cpc_RsqrtOp : Cpc_UnaryOp<"rsqrt", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "1/sqrt(x)"; }
+def Cpc_ReciprocalOp : Cpc_UnaryOp<"reciprocal", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "1/x"; }
+def Cpc_ErfOp : Cpc_UnaryOp<"erf", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "Gauss error function"; }
+def Cpc_TanhOp : Cpc_UnaryOp<"tanh", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "tanh(x)"; }
+def Cpc_SigmoidOp : Cpc_UnaryOp<"sigmoid", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "1/(1+e^-x)"; }
+def Cpc_ReluOp : Cpc_UnaryOp<"relu", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "max(x, 0)"; }
+def Cpc_NotOp : Cpc_UnaryOp<"not", Cpc_BoolTensor, [Cpc_ShardingRuleOpInterface]> { let summary = "logical not"; }
 
-def Cpc_GeluOp : Cpc_Op<"gelu", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, Elementwise, SameOperandsAndResultType]> {
+def Cpc_GeluOp : Cpc_Op<"gelu", [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, Elementwise, SameOperandsAndResultType]> {
   let summary = "GELU: exact (erf) or its tanh approximation";
   let arguments = (ins Cpc_FloatTensor:$input, DefaultValuedStrAttr<StrAttr, "none">:$approximate);
   let results = (outs Cpc_FloatTensor:$result);
@@ -86,7 +86,7 @@ def Cpc_GeluOp : Cpc_Op<"gelu", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, 
   let hasVerifier = 1;
 }
 
-def Cpc_CastOp : Cpc_Op<"cast", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, Elementwise, SameOperandsAndResultShape]> {
+def Cpc_CastOp : Cpc_Op<"cast", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, Elementwise, SameOperandsAndResultShape]> {
   let summary = "Element type conversion (round to nearest even, float to int truncates)";
   let arguments = (ins Cpc_Tensor:$input);
   let results = (outs Cpc_Tensor:$result);
@@ -111,24 +111,24 @@ class Cpc_BinaryOp<string mnemonic, Type type, bit boolResult = 0, list<Trait> t
   }];
 }
 
-def Cpc_AddOp : Cpc_BinaryOp<"add", Cpc_Tensor, 0, [Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "a + b"; }
-def Cpc_SubOp : Cpc_BinaryOp<"sub", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "a - b"; }
-def Cpc_MulOp : Cpc_BinaryOp<"mul", Cpc_Tensor, 0, [Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "a * b"; }
-def Cpc_DivOp : Cpc_BinaryOp<"div", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> {
+def Cpc_AddOp : Cpc_BinaryOp<"add", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "a + b"; }
+def Cpc_SubOp : Cpc_BinaryOp<"sub", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "a - b"; }
+def Cpc_MulOp : Cpc_BinaryOp<"mul", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "a * b"; }
+def Cpc_DivOp : Cpc_BinaryOp<"div", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> {
   let summary = "a / b (integers truncate toward zero)";
 }
-def Cpc_PowOp : Cpc_BinaryOp<"pow", Cpc_FloatTensor, 0, [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "a ^ b"; }
-def Cpc_MaxOp : Cpc_BinaryOp<"max", Cpc_Tensor, 0, [Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "max(a, b)"; }
-def Cpc_MinOp : Cpc_BinaryOp<"min", Cpc_Tensor, 0, [Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "min(a, b)"; }
-def Cpc_EqualOp : Cpc_BinaryOp<"equal", Cpc_Tensor, 1, [Commutative]> { let summary = "a == b"; }
-def Cpc_LessOp : Cpc_BinaryOp<"less", Cpc_Tensor, 1> { let summary = "a < b"; }
-def Cpc_LessEqualOp : Cpc_BinaryOp<"less_equal", Cpc_Tensor, 1> { let summary = "a <= b"; }
-def Cpc_GreaterOp : Cpc_BinaryOp<"greater", Cpc_Tensor, 1> { let summary = "a > b"; }
-def Cpc_GreaterEqualOp : Cpc_BinaryOp<"greater_equal", Cpc_Tensor, 1> { let summary = "a >= b"; }
-def Cpc_AndOp : Cpc_BinaryOp<"and", Cpc_BoolTensor, 1, [Commutative]> { let summary = "a && b"; }
-def Cpc_OrOp : Cpc_BinaryOp<"or", Cpc_BoolTensor, 1, [Commutative]> { let summary = "a || b"; }
+def Cpc_PowOp : Cpc_BinaryOp<"pow", Cpc_FloatTensor, 0, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "a ^ b"; }
+def Cpc_MaxOp : Cpc_BinaryOp<"max", Cpc_Tensor, 0, [Cpc_ShardingRuleOpInterface, Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "max(a, b)"; }
+def Cpc_MinOp : Cpc_BinaryOp<"min", Cpc_Tensor, 0, [Cpc_ShardingRuleOpInterface, Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "min(a, b)"; }
+def Cpc_EqualOp : Cpc_BinaryOp<"equal", Cpc_Tensor, 1, [Cpc_ShardingRuleOpInterface, Commutative]> { let summary = "a == b"; }
+def Cpc_LessOp : Cpc_BinaryOp<"less", Cpc_Tensor, 1, [Cpc_ShardingRuleOpInterface]> { let summary = "a < b"; }
+def Cpc_LessEqualOp : Cpc_BinaryOp<"less_equal", Cpc_Tensor, 1, [Cpc_ShardingRuleOpInterface]> { let summary = "a <= b"; }
+def Cpc_GreaterOp : Cpc_BinaryOp<"greater", Cpc_Tensor, 1, [Cpc_ShardingRuleOpInterface]> { let summary = "a > b"; }
+def Cpc_GreaterEqualOp : Cpc_BinaryOp<"greater_equal", Cpc_Tensor, 1, [Cpc_ShardingRuleOpInterface]> { let summary = "a >= b"; }
+def Cpc_AndOp : Cpc_BinaryOp<"and", Cpc_BoolTensor, 1, [Cpc_ShardingRuleOpInterface, Commutative]> { let summary = "a && b"; }
+def Cpc_OrOp : Cpc_BinaryOp<"or", Cpc_BoolTensor, 1, [Cpc_ShardingRuleOpInterface, Commutative]> { let summary = "a || b"; }
 
-def Cpc_WhereOp : Cpc_Op<"where", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
+def Cpc_WhereOp : Cpc_Op<"where", [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "cond ? a : b, broadcasting all three";
   let arguments = (ins Cpc_BoolTensor:$condition, Cpc_Tensor:$on_true, Cpc_Tensor:$on_false);
   let results = (outs Cpc_Tensor:$result);
@@ -141,7 +141,7 @@ def Cpc_WhereOp : Cpc_Op<"where", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>
 // Contractions, reductions and normalizations.
 //===----------------------------------------------------------------------===//
 
-def Cpc_MatMulOp : Cpc_Op<"matmul", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
+def Cpc_MatMulOp : Cpc_Op<"matmul", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "numpy matmul: batched, with broadcast batch dims, optionally transposed operands";
   let description = [{
     Rank-1 operands are promoted (lhs gets a leading, rhs a trailing 1) and the promoted
@@ -158,7 +158,8 @@ def Cpc_MatMulOp : Cpc_Op<"matmul", [DeclareOpInterfaceMethods<Cpc_VJPOpInterfac
 }
 
 class Cpc_ReduceOp<string mnemonic, Type type>
-    : Cpc_Op<mnemonic, [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> {
+    : Cpc_Op<mnemonic, [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>,
+                        DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>]> {
   let arguments = (ins type:$input, DenseI64ArrayAttr:$axes,
                        DefaultValuedAttr<BoolAttr, "false">:$keepdims);
   let results = (outs type:$result);
@@ -179,7 +180,7 @@ def Cpc_ReduceMaxOp : Cpc_ReduceOp<"reduce_max", Cpc_Tensor> { let summary = "ma
 def Cpc_ReduceMinOp : Cpc_ReduceOp<"reduce_min", Cpc_Tensor> { let summary = "min over axes"; }
 def Cpc_ReduceProdOp : Cpc_ReduceOp<"reduce_prod", Cpc_Tensor> { let summary = "product over axes"; }
 
-def Cpc_LayerNormOp : Cpc_Op<"layer_norm", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
+def Cpc_LayerNormOp : Cpc_Op<"layer_norm", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "(x - mean) / sqrt(var + epsilon) * scale + bias over dims [axis, rank)";
   let arguments = (ins Cpc_FloatTensor:$input, Cpc_FloatTensor:$scale, Cpc_FloatTensor:$bias,
                        I64Attr:$axis, F64Attr:$epsilon);
@@ -189,7 +190,7 @@ def Cpc_LayerNormOp : Cpc_Op<"layer_norm", [DeclareOpInterfaceMethods<Cpc_VJPOpI
   }];
 }
 
-def Cpc_SoftmaxOp : Cpc_Op<"softmax", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, SameOperandsAndResultType]> {
+def Cpc_SoftmaxOp : Cpc_Op<"softmax", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, SameOperandsAndResultType]> {
   let summary = "exp(x) / sum(exp(x)) along axis";
   let arguments = (ins Cpc_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Cpc_FloatTensor:$result);
@@ -197,7 +198,7 @@ def Cpc_SoftmaxOp : Cpc_Op<"softmax", [DeclareOpInterfaceMethods<Cpc_VJPOpInterf
   let hasVerifier = 1;
 }
 
-def Cpc_Conv2DOp : Cpc_Op<"conv2d", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
+def Cpc_Conv2DOp : Cpc_Op<"conv2d", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "2-D convolution, NCHW input, OIHW weight, optional bias [O]";
   let arguments = (ins Cpc_FloatTensor:$input, Cpc_FloatTensor:$weight,
                        Optional<Cpc_FloatTensor>:$bias,
@@ -215,7 +216,7 @@ def Cpc_Conv2DOp : Cpc_Op<"conv2d", [DeclareOpInterfaceMethods<Cpc_VJPOpInterfac
 // Data movement.
 //===----------------------------------------------------------------------===//
 
-def Cpc_ReshapeOp : Cpc_Op<"reshape", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure]> {
+def Cpc_ReshapeOp : Cpc_Op<"reshape", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure]> {
   let summary = "Same elements, row-major, new static shape";
   let arguments = (ins Cpc_Tensor:$input);
   let results = (outs Cpc_Tensor:$result);
@@ -223,14 +224,14 @@ def Cpc_ReshapeOp : Cpc_Op<"reshape", [DeclareOpInterfaceMethods<Cpc_VJPOpInterf
   let hasVerifier = 1;
 }
 
-def Cpc_TransposeOp : Cpc_Op<"transpose", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
+def Cpc_TransposeOp : Cpc_Op<"transpose", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "Permute dims: result dim i is input dim permutation[i]";
   let arguments = (ins Cpc_Tensor:$input, DenseI64ArrayAttr:$permutation);
   let results = (outs Cpc_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def Cpc_SliceOp : Cpc_Op<"slice", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
+def Cpc_SliceOp : Cpc_Op<"slice", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "Strided slice: per dim, elements start, start+stride, ... < limit";
   let arguments = (ins Cpc_Tensor:$input, DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$limits,
                        DenseI64ArrayAttr:$strides);
@@ -238,14 +239,14 @@ def Cpc_SliceOp : Cpc_Op<"slice", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def Cpc_ConcatOp : Cpc_Op<"concat", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
+def Cpc_ConcatOp : Cpc_Op<"concat", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "Join tensors along axis";
   let arguments = (ins Variadic<Cpc_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs Cpc_Tensor:$result);
   let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
 }
 
-def Cpc_BroadcastOp : Cpc_Op<"broadcast", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure]> {
+def Cpc_BroadcastOp : Cpc_Op<"broadcast", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure]> {
   let summary = "numpy broadcast to the result shape (ONNX Expand)";
   let arguments = (ins Cpc_Tensor:$input);
   let results = (outs Cpc_Tensor:$result);
@@ -253,7 +254,7 @@ def Cpc_BroadcastOp : Cpc_Op<"broadcast", [DeclareOpInterfaceMethods<Cpc_VJPOpIn
   let hasVerifier = 1;
 }
 
-def Cpc_GatherOp : Cpc_Op<"gather", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
+def Cpc_GatherOp : Cpc_Op<"gather", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "ONNX Gather: take slices of data along axis at indices";
   let description = [{
     Result shape is data.shape[:axis] + indices.shape + data.shape[axis+1:]. Negative
@@ -264,7 +265,7 @@ def Cpc_GatherOp : Cpc_Op<"gather", [DeclareOpInterfaceMethods<Cpc_VJPOpInterfac
   let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
 }
 
-def Cpc_GatherElementsOp : Cpc_Op<"gather_elements", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
+def Cpc_GatherElementsOp : Cpc_Op<"gather_elements", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "ONNX GatherElements / torch.gather: result has the shape of indices";
   let arguments = (ins Cpc_Tensor:$data, Cpc_IndexTensor:$indices, I64Attr:$axis);
   let results = (outs Cpc_Tensor:$result);
@@ -281,7 +282,7 @@ def Cpc_ScatterNDOp : Cpc_Op<"scatter_nd", [DeclareOpInterfaceMethods<Cpc_VJPOpI
   }];
 }
 
-def Cpc_TopKOp : Cpc_Op<"topk", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
+def Cpc_TopKOp : Cpc_Op<"topk", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "The k largest (or smallest) elements along axis and their indices";
   let description = [{
     Ties keep the lower index first, as ONNX specifies. With `sorted`, results are ordered.
@@ -293,7 +294,7 @@ def Cpc_TopKOp : Cpc_Op<"topk", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, 
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($values) `,` type($indices)";
 }
 
-def Cpc_ArgSortOp : Cpc_Op<"argsort", [Pure, InferTypeOpAdaptor]> {
+def Cpc_ArgSortOp : Cpc_Op<"argsort", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, Pure, InferTypeOpAdaptor]> {
   let summary = "Indices that sort input along axis (stable: ties keep input order)";
   let arguments = (ins Cpc_Tensor:$input, I64Attr:$axis,
                        DefaultValuedAttr<BoolAttr, "false">:$descending);
@@ -301,7 +302,7 @@ def Cpc_ArgSortOp : Cpc_Op<"argsort", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def Cpc_PadOp : Cpc_Op<"pad", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
+def Cpc_PadOp : Cpc_Op<"pad", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "Pad with a constant: `low`/`high` elements at each end, `interior` between elements";
   let description = [{
     Result dim = low + high + n + (n - 1) * interior. The VJP of a strided slice is a pad of the
@@ -317,7 +318,7 @@ def Cpc_PadOp : Cpc_Op<"pad", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pu
 // Gradients: fused VJPs of ops whose backward is not a short chain of other ops.
 //===----------------------------------------------------------------------===//
 
-def Cpc_GeluGradOp : Cpc_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+def Cpc_GeluGradOp : Cpc_Op<"gelu_grad", [Cpc_ShardingRuleOpInterface, Pure, SameOperandsAndResultType]> {
   let summary = "grad * gelu'(input)";
   let arguments = (ins Cpc_FloatTensor:$input, Cpc_FloatTensor:$grad,
                        DefaultValuedStrAttr<StrAttr, "none">:$approximate);
@@ -325,14 +326,14 @@ def Cpc_GeluGradOp : Cpc_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "$input `,` $grad attr-dict `:` type($input)";
 }
 
-def Cpc_SoftmaxGradOp : Cpc_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
+def Cpc_SoftmaxGradOp : Cpc_Op<"softmax_grad", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, Pure, SameOperandsAndResultType]> {
   let summary = "output * (grad - sum(grad * output, axis)): the VJP of softmax from its output";
   let arguments = (ins Cpc_FloatTensor:$output, Cpc_FloatTensor:$grad, I64Attr:$axis);
   let results = (outs Cpc_FloatTensor:$result);
   let assemblyFormat = "$output `,` $grad attr-dict `:` type($output)";
 }
 
-def Cpc_LayerNormGradOp : Cpc_Op<"layer_norm_grad", [Pure, InferTypeOpAdaptor]> {
+def Cpc_LayerNormGradOp : Cpc_Op<"layer_norm_grad", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, Pure, InferTypeOpAdaptor]> {
   let summary = "VJP of layer_norm: gradients of input, scale and bias";
   let description = [{
     Recomputes the mean and inverse standard deviation from `input` (cheaper to store than
@@ -347,7 +348,7 @@ def Cpc_LayerNormGradOp : Cpc_Op<"layer_norm_grad", [Pure, InferTypeOpAdaptor]> 
   }];
 }
 
-def Cpc_GatherGradOp : Cpc_Op<"gather_grad", [Pure, InferTypeOpAdaptor]> {
+def Cpc_GatherGradOp : Cpc_Op<"gather_grad", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, Pure, InferTypeOpAdaptor]> {
   let summary = "VJP of gather: scatter-add grad into zeros of the data's shape";
   let arguments = (ins Cpc_FloatTensor:$grad, Cpc_IndexTensor:$indices, I64Attr:$axis,
                        I64Attr:$dim_size);
@@ -355,7 +356,7 @@ def Cpc_GatherGradOp : Cpc_Op<"gather_grad", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$grad `,` $indices attr-dict `:` functional-type(operands, results)";
 }
 
-def Cpc_GatherElementsGradOp : Cpc_Op<"gather_elements_grad", [Pure]> {
+def Cpc_GatherElementsGradOp : Cpc_Op<"gather_elements_grad", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, Pure]> {
   let summary = "VJP of gather_elements: scatter-add grad (indices' shape) into zeros (result shape)";
   let arguments = (ins Cpc_FloatTensor:$grad, Cpc_IndexTensor:$indices, I64Attr:$axis);
   let results = (outs Cpc_FloatTensor:$result);
@@ -363,7 +364,7 @@ def Cpc_GatherElementsGradOp : Cpc_Op<"gather_elements_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Cpc_Conv2DGradInputOp : Cpc_Op<"conv2d_grad_input", [Pure]> {
+def Cpc_Conv2DGradInputOp : Cpc_Op<"conv2d_grad_input", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, Pure]> {
   let summary = "VJP of conv2d with respect to its input (a transposed convolution)";
   let arguments = (ins Cpc_FloatTensor:$grad, Cpc_FloatTensor:$weight, DenseI64ArrayAttr:$strides,
                        DenseI64ArrayAttr:$padding, DenseI64ArrayAttr:$dilations,
@@ -373,7 +374,7 @@ def Cpc_Conv2DGradInputOp : Cpc_Op<"conv2d_grad_input", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Cpc_Conv2DGradWeightOp : Cpc_Op<"conv2d_grad_weight", [Pure]> {
+def Cpc_Conv2DGradWeightOp : Cpc_Op<"conv2d_grad_weight", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, Pure]> {
   let summary = "VJP of conv2d with respect to its weight";
   let arguments = (ins Cpc_FloatTensor:$input, Cpc_FloatTensor:$grad, DenseI64ArrayAttr:$strides,
                        DenseI64ArrayAttr:$padding, DenseI64ArrayAttr:$dilations,
@@ -409,7 +410,7 @@ def Cpc_AssignOp : Cpc_Op<"assign", []> {
   let assemblyFormat = "$value `to` $name attr-dict `:` type($value)";
 }
 
-def Cpc_AdamWOp : Cpc_Op<"adamw", [Pure, InferTypeOpAdaptor]> {
+def Cpc_AdamWOp : Cpc_Op<"adamw", [Cpc_ShardingRuleOpInterface, Pure, InferTypeOpAdaptor]> {
   let summary = "One AdamW step: decoupled weight decay, bias-corrected moments";
   let description = [{
     With t = step (>= 1): m' = b1 m + (1-b1) g; v' = b2 v + (1-b2) g^2;
@@ -444,7 +445,7 @@ def Cpc_MeshOp : Cpc_Op<"mesh", [Symbol]> {
   }];
 }
 
-def Cpc_ShardOp : Cpc_Op<"shard", [Pure, SameOperandsAndResultType,
+def Cpc_ShardOp : Cpc_Op<"shard", [Cpc_ShardingRuleOpInterface, Pure, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Annotates that a value has the given sharding";
   let arguments = (ins Cpc_Tensor:$input, Cpc_ShardingAttr:$sharding);
@@ -497,6 +498,23 @@ def Cpc_AllGatherOp : Cpc_Op<"all_gather", [DeclareOpInterfaceMethods<SymbolUser
     /// The dim the blocks are joined along (unset: 0, which plans then do not mention).
     int64_t getGatherDim() { return getDim().value_or(0); }
   }];
+}
+
+def Cpc_AllToAllOp : Cpc_Op<"all_to_all", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Moves a split from one dim to another: every rank sends block j of `split_dim` to rank j";
+  let description = [{
+    Resharding without replication: each rank of a group cuts its value into one block per rank
+    along `split_dim`, sends block j to the group's rank j, and joins the blocks it receives
+    along `concat_dim` in rank order. A value split over the axes along `concat_dim` comes out
+    split over them along `split_dim`; each rank sends (n-1)/n of its block, where gathering
+    and slicing would receive (n-1) blocks. A collective.
+    Example: `cpc.all_to_all %x over @mesh ["tp"] {split_dim = 1 : i64, concat_dim = 0 : i64} : tensor<2x8xf32> -> tensor<4x4xf32>`
+  }];
+  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes, I64Attr:$split_dim,
+                       I64Attr:$concat_dim);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$input `over` $mesh $axes attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
 }
 
 def Cpc_ReduceScatterOp : Cpc_Op<"reduce_scatter", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {

@@ -1,8 +1,13 @@
 //===- ShardingRules.cpp - the factor rule of each op ---------------------===//
+//
+// One place per op for its ShardingRuleOpInterface methods: getShardingRule (the factors) and
+// propagatesPartial (which partial operands it passes on). Elementwise ops use the interface's
+// defaults (elementwiseShardingRule, no partial values).
+//
 #include "dialects/cpc/ShardingRules.h"
 #include "dialects/cpc/CpcDialect.h"
 
-#include "llvm/ADT/TypeSwitch.h"
+#include <numeric>
 
 using namespace mlir;
 
@@ -12,174 +17,143 @@ namespace {
 
 ArrayRef<int64_t> shapeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()).getShape(); }
 
-/// Builds a rule dim by dim.
-class RuleBuilder {
-public:
-  explicit RuleBuilder(Operation *op) {
-    for (Value v : op->getOperands())
-      rule_.operands.emplace_back(shapeOf(v).size(), ShardingRule::kNone);
-    for (Value v : op->getResults())
-      rule_.results.emplace_back(shapeOf(v).size(), ShardingRule::kNone);
-  }
-  int64_t factor() {
-    rule_.reduction.push_back(false);
-    return rule_.reduction.size() - 1;
-  }
-  void operand(unsigned i, int64_t dim, int64_t f) { rule_.operands[i][dim] = f; }
-  void result(unsigned i, int64_t dim, int64_t f) { rule_.results[i][dim] = f; }
-  ShardingRule finish() {
-    // A factor no result carries is a reduction.
-    for (int64_t f = 0; f < rule_.numFactors(); ++f) {
-      bool inResult = false;
-      for (auto &dims : rule_.results)
-        inResult |= llvm::is_contained(dims, f);
-      rule_.reduction[f] = !inResult;
-    }
-    return std::move(rule_);
-  }
+bool isSum(ReductionKind kind) { return kind == ReductionKind::Sum; }
 
-private:
-  ShardingRule rule_;
-};
+/// Ops that only move or select elements pass partial values of any kind on; ops linear in an
+/// operand pass partial sums only.
+bool movesData(ReductionKind) { return true; }
 
-/// Elementwise with numpy broadcasting: result dims are factors; an operand dim joins the
-/// factor of the result dim it aligns with unless it is a broadcast 1.
-ShardingRule elementwise(Operation *op, ArrayRef<int64_t> skipDims = {}) {
-  RuleBuilder b(op);
-  ArrayRef<int64_t> out = shapeOf(op->getResult(0));
-  SmallVector<int64_t> factors;
-  for (int64_t d = 0; d < (int64_t)out.size(); ++d)
-    factors.push_back(llvm::is_contained(skipDims, d) ? ShardingRule::kNone : b.factor());
-  for (unsigned r = 0; r < op->getNumResults(); ++r)
-    if (shapeOf(op->getResult(r)) == out)
-      for (int64_t d = 0; d < (int64_t)out.size(); ++d)
-        b.result(r, d, factors[d]);
-  for (unsigned i = 0; i < op->getNumOperands(); ++i) {
-    ArrayRef<int64_t> in = shapeOf(op->getOperand(i));
-    int64_t offset = out.size() - in.size();
-    for (int64_t d = 0; d < (int64_t)in.size(); ++d)
-      if (offset >= 0 && in[d] == out[d + offset] && in[d] != 1)
-        b.operand(i, d, factors[d + offset]);
-  }
-  return b.finish();
-}
-
-ShardingRule matmul(MatMulOp op) {
-  RuleBuilder b(op);
-  SmallVector<int64_t> l(shapeOf(op.getLhs())), r(shapeOf(op.getRhs()));
-  ArrayRef<int64_t> out = shapeOf(op.getResult());
+ShardingRule matmulRule(MatMulOp op) {
+  ShardingRuleBuilder b(op);
+  ArrayRef<int64_t> l = shapeOf(op.getLhs()), r = shapeOf(op.getRhs()), out = shapeOf(op.getResult());
   if (l.size() < 2 || r.size() < 2)
     return b.finish(); // vector products: keep whole
   int64_t lr = l.size(), rr = r.size(), orank = out.size();
   // Positions of M, K in lhs and K, N in rhs, as stored.
   int64_t lm = op.getTransposeLhs() ? lr - 1 : lr - 2, lk = op.getTransposeLhs() ? lr - 2 : lr - 1;
   int64_t rk = op.getTransposeRhs() ? rr - 1 : rr - 2, rn = op.getTransposeRhs() ? rr - 2 : rr - 1;
-  int64_t m = b.factor(), n = b.factor(), k = b.factor();
-  b.operand(0, lm, m);
-  b.operand(0, lk, k);
-  b.operand(1, rk, k);
-  b.operand(1, rn, n);
-  b.result(0, orank - 2, m);
-  b.result(0, orank - 1, n);
   // Batch dims, right-aligned and broadcast.
   for (int64_t d = 0; d < orank - 2; ++d) {
-    int64_t f = b.factor();
+    if (out[d] == 1)
+      continue;
+    int64_t f = b.factor(out[d]);
     b.result(0, d, f);
     int64_t ld = d - (orank - lr), rd = d - (orank - rr);
-    if (ld >= 0 && l[ld] == out[d] && out[d] != 1)
+    if (ld >= 0 && l[ld] == out[d])
       b.operand(0, ld, f);
-    if (rd >= 0 && r[rd] == out[d] && out[d] != 1)
+    if (rd >= 0 && r[rd] == out[d])
       b.operand(1, rd, f);
   }
+  auto dimFactor = [&](int64_t size) { return size == 1 ? -1 : b.factor(size); };
+  int64_t m = dimFactor(l[lm]), n = dimFactor(r[rn]), k = dimFactor(l[lk]);
+  if (m >= 0) {
+    b.operand(0, lm, m);
+    b.result(0, orank - 2, m);
+  }
+  if (n >= 0) {
+    b.operand(1, rn, n);
+    b.result(0, orank - 1, n);
+  }
+  if (k >= 0 && l[lk] == r[rk]) {
+    b.operand(0, lk, k);
+    b.operand(1, rk, k);
+  }
   return b.finish();
 }
 
-template <typename ReduceOpT> ShardingRule reduce(ReduceOpT op) {
-  RuleBuilder b(op);
-  ArrayRef<int64_t> axes = op.getAxes();
-  int64_t rank = shapeOf(op.getInput()).size(), out = 0;
-  for (int64_t d = 0; d < rank; ++d) {
-    int64_t f = b.factor();
-    b.operand(0, d, f);
+/// A reduction over `axes`: sum and mean leave partial sums, max partial maxima; min and
+/// product have no collective here, so their reduced dims stay whole.
+template <typename ReduceOpT>
+ShardingRule reduceRule(ReduceOpT op, std::optional<ReductionKind> kind) {
+  ShardingRuleBuilder b(op);
+  ArrayRef<int64_t> axes = op.getAxes(), in = shapeOf(op.getInput());
+  int64_t out = 0;
+  for (int64_t d = 0; d < (int64_t)in.size(); ++d) {
     bool reduced = llvm::is_contained(axes, d);
-    if (!reduced)
-      b.result(0, out++, f);
-    else if (op.getKeepdims())
-      ++out; // a kept size-1 dim: whole
+    if (in[d] != 1) {
+      int64_t f = reduced ? b.factor(in[d], kind ? FactorKind::Reduction : FactorKind::NeedReplication,
+                                     kind.value_or(ReductionKind::Sum))
+                          : b.factor(in[d]);
+      b.operand(0, d, f);
+      if (!reduced)
+        b.result(0, out, f);
+    }
+    if (!reduced || op.getKeepdims())
+      ++out;
   }
   return b.finish();
 }
 
-/// Reshape: dims that keep their size and position in a group of equal products share a
-/// factor; within a merge or split group only the major dims may (when their sizes match the
-/// split), which covers [B, S, D] <-> [B*S, D] for batch sharding.
-ShardingRule reshape(ReshapeOp op) {
-  RuleBuilder b(op);
+/// Reshape: the dims of each group of equal products are factored into their common
+/// refinement, taking the greatest common divisor of what is left of the current input and
+/// output dims at each step ([B*N, D] -> [B, N, D]: B, N, D; [N, 3D] -> [N, 3, H, Dh]: the
+/// input's last dim is 3, H, Dh). Where the rest of two dims is coprime the refinement stops
+/// and the rest stays whole.
+ShardingRule reshapeRule(ReshapeOp op) {
+  ShardingRuleBuilder b(op);
   ArrayRef<int64_t> in = shapeOf(op.getInput()), out = shapeOf(op.getResult());
+  if (llvm::is_contained(in, 0) || llvm::is_contained(out, 0))
+    return b.finish();
   size_t i = 0, o = 0;
+  auto skipUnit = [](ArrayRef<int64_t> shape, size_t &d) {
+    while (d < shape.size() && shape[d] == 1)
+      ++d;
+  };
+  skipUnit(in, i);
+  skipUnit(out, o);
+  int64_t restIn = i < in.size() ? in[i] : 1, restOut = o < out.size() ? out[o] : 1;
   while (i < in.size() && o < out.size()) {
-    size_t i0 = i, o0 = o;
-    int64_t pi = in[i++], po = out[o++];
-    while (pi != po) {
-      if (pi < po && i < in.size())
-        pi *= in[i++];
-      else if (o < out.size())
-        po *= out[o++];
-      else
-        break;
-    }
-    if (pi != po)
+    int64_t g = std::gcd(restIn, restOut);
+    if (g == 1) {
+      // Coprime rests: the rest of both dims is whole.
+      b.operand(0, i, b.factor(restIn, FactorKind::NeedReplication));
+      b.result(0, o, b.factor(restOut, FactorKind::NeedReplication));
       break;
-    // The major (first non-unit) dims of the group carry the factor.
-    size_t ii = i0, oo = o0;
-    while (ii + 1 < i && in[ii] == 1)
-      ++ii;
-    while (oo + 1 < o && out[oo] == 1)
-      ++oo;
-    if (in[ii] != 1 && out[oo] != 1) {
-      int64_t f = b.factor();
-      b.operand(0, ii, f);
-      b.result(0, oo, f);
     }
-    // Trailing unit dims belong to no group.
-    while (i < in.size() && in[i] == 1 && (o >= out.size() || out[o] != 1))
+    int64_t f = b.factor(g);
+    b.operand(0, i, f);
+    b.result(0, o, f);
+    restIn /= g;
+    restOut /= g;
+    if (restIn == 1) {
       ++i;
-    while (o < out.size() && out[o] == 1 && (i >= in.size() || in[i] != 1))
+      skipUnit(in, i);
+      restIn = i < in.size() ? in[i] : 1;
+    }
+    if (restOut == 1) {
       ++o;
+      skipUnit(out, o);
+      restOut = o < out.size() ? out[o] : 1;
+    }
   }
   return b.finish();
 }
 
-ShardingRule transpose(TransposeOp op) {
-  RuleBuilder b(op);
-  ArrayRef<int64_t> perm = op.getPermutation();
-  for (int64_t d = 0; d < (int64_t)perm.size(); ++d) {
-    int64_t f = b.factor();
-    b.result(0, d, f);
-    b.operand(0, perm[d], f);
-  }
-  return b.finish();
-}
-
-/// Dims that an op leaves whole-range (slice with full start/limit/stride 1, pad without padding).
+/// Dims that `keep` says pass through unchanged (a slice over the whole range, a pad without
+/// padding); the others are permutations, each side its own.
 template <typename Pred> ShardingRule passThroughDims(Operation *op, Pred keep) {
-  RuleBuilder b(op);
-  int64_t rank = shapeOf(op->getResult(0)).size();
-  for (int64_t d = 0; d < rank; ++d)
-    if (keep(d)) {
-      int64_t f = b.factor();
+  ShardingRuleBuilder b(op);
+  ArrayRef<int64_t> out = shapeOf(op->getResult(0));
+  for (int64_t d = 0; d < (int64_t)out.size(); ++d)
+    if (keep(d) && out[d] != 1) {
+      int64_t f = b.factor(out[d]);
       b.operand(0, d, f);
       b.result(0, d, f);
     }
+  b.wholeDims(FactorKind::Permutation);
   return b.finish();
 }
 
-/// Ops whose operands and results share leading dims [0, count): batch-like dims.
+/// Ops whose listed operands and results share the leading dims [0, count) (a layer norm's
+/// rows); every other dim needs replication.
 ShardingRule leadingDims(Operation *op, int64_t count, ArrayRef<unsigned> operandsWithDims,
                          ArrayRef<unsigned> resultsWithDims) {
-  RuleBuilder b(op);
+  ShardingRuleBuilder b(op);
+  ArrayRef<int64_t> shape = shapeOf(op->getOperand(operandsWithDims.front()));
   for (int64_t d = 0; d < count; ++d) {
-    int64_t f = b.factor();
+    if (shape[d] == 1)
+      continue;
+    int64_t f = b.factor(shape[d]);
     for (unsigned i : operandsWithDims)
       b.operand(i, d, f);
     for (unsigned r : resultsWithDims)
@@ -188,135 +162,330 @@ ShardingRule leadingDims(Operation *op, int64_t count, ArrayRef<unsigned> operan
   return b.finish();
 }
 
+/// gather_elements and its gradient: dims other than the axis line up between data (or grad),
+/// indices and result.
+ShardingRule gatherElementsRule(Operation *op, int64_t axis) {
+  ArrayRef<int64_t> in0 = shapeOf(op->getOperand(0)), in1 = shapeOf(op->getOperand(1)),
+                    out = shapeOf(op->getResult(0));
+  ShardingRuleBuilder b(op);
+  for (int64_t d = 0; d < (int64_t)out.size(); ++d)
+    if (d != axis && out[d] != 1 && in0[d] == out[d] && in1[d] == out[d]) {
+      int64_t f = b.factor(out[d]);
+      b.operand(0, d, f);
+      b.operand(1, d, f);
+      b.result(0, d, f);
+    }
+  return b.finish();
+}
+
+/// gather: result = data[:axis] + indices + data[axis+1:]; `forward` false is its gradient,
+/// whose result has data's shape and whose operand has the gathered one.
+ShardingRule gatherRule(Operation *op, int64_t axis, Value indices, bool forward) {
+  ShardingRuleBuilder b(op);
+  ArrayRef<int64_t> data = forward ? shapeOf(op->getOperand(0)) : shapeOf(op->getResult(0));
+  int64_t idxRank = shapeOf(indices).size();
+  for (int64_t d = 0; d < (int64_t)data.size(); ++d) {
+    if (d == axis || data[d] == 1)
+      continue;
+    int64_t f = b.factor(data[d]);
+    int64_t gathered = d < axis ? d : d - 1 + idxRank;
+    if (forward) {
+      b.operand(0, d, f);
+      b.result(0, gathered, f);
+    } else {
+      b.result(0, d, f);
+      b.operand(0, gathered, f);
+    }
+  }
+  return b.finish();
+}
+
 } // namespace
 
-std::optional<ShardingRule> getShardingRule(Operation *op) {
-  using R = std::optional<ShardingRule>;
-  return llvm::TypeSwitch<Operation *, R>(op)
-      .Case<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, EqualOp, LessOp, LessEqualOp, GreaterOp,
-            GreaterEqualOp, AndOp, OrOp, WhereOp, NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, ErfOp,
-            TanhOp, SigmoidOp, ReluOp, NotOp, GeluOp, CastOp, GeluGradOp, AdamWOp, ShardOp>(
-          [](Operation *o) -> R { return elementwise(o); })
-      .Case<SoftmaxOp, SoftmaxGradOp>([](Operation *o) -> R {
-        return elementwise(o, {(int64_t)o->getAttrOfType<IntegerAttr>("axis").getInt()});
-      })
-      .Case<BroadcastOp>([](BroadcastOp o) -> R { return elementwise(o); })
-      .Case<MatMulOp>([](MatMulOp o) -> R { return matmul(o); })
-      .Case<ReduceSumOp>([](auto o) -> R { return reduce(o); })
-      .Case<ReduceMeanOp>([](auto o) -> R { return reduce(o); })
-      .Case<ReduceMaxOp>([](auto o) -> R { return reduce(o); })
-      .Case<ReduceMinOp>([](auto o) -> R { return reduce(o); })
-      .Case<ReduceProdOp>([](auto o) -> R { return reduce(o); })
-      .Case<ReshapeOp>([](ReshapeOp o) -> R { return reshape(o); })
-      .Case<TransposeOp>([](TransposeOp o) -> R { return transpose(o); })
-      .Case<SliceOp>([](SliceOp o) -> R {
-        ArrayRef<int64_t> in = shapeOf(o.getInput());
-        return passThroughDims(o, [&](int64_t d) {
-          return o.getStarts()[d] == 0 && o.getLimits()[d] == in[d] && o.getStrides()[d] == 1;
-        });
-      })
-      .Case<PadOp>([](PadOp o) -> R {
-        return passThroughDims(o, [&](int64_t d) {
-          return o.getLow()[d] == 0 && o.getHigh()[d] == 0 && o.getInterior()[d] == 0;
-        });
-      })
-      .Case<ConcatOp>([](ConcatOp o) -> R {
-        int64_t axis = o.getAxis();
-        RuleBuilder b(o);
-        for (int64_t d = 0; d < (int64_t)shapeOf(o.getResult()).size(); ++d) {
-          if (d == axis)
-            continue;
-          int64_t f = b.factor();
-          b.result(0, d, f);
-          for (unsigned i = 0; i < o->getNumOperands(); ++i)
-            b.operand(i, d, f);
-        }
-        return b.finish();
-      })
-      .Case<LayerNormOp>([](LayerNormOp o) -> R { return leadingDims(o, o.getAxis(), {0}, {0}); })
-      .Case<LayerNormGradOp>([](LayerNormGradOp o) -> R { return leadingDims(o, o.getAxis(), {0, 2}, {0}); })
-      .Case<GatherElementsOp, GatherElementsGradOp>([](Operation *o) -> R {
-        // Dims other than the axis line up between data/grad, indices and result.
-        int64_t axis = o->getAttrOfType<IntegerAttr>("axis").getInt();
-        ArrayRef<int64_t> in0 = shapeOf(o->getOperand(0)), in1 = shapeOf(o->getOperand(1)),
-                          out = shapeOf(o->getResult(0));
-        RuleBuilder b(o);
-        for (int64_t d = 0; d < (int64_t)out.size(); ++d)
-          if (d != axis && in0[d] == out[d] && in1[d] == out[d]) {
-            int64_t f = b.factor();
-            b.operand(0, d, f);
-            b.operand(1, d, f);
-            b.result(0, d, f);
-          }
-        return b.finish();
-      })
-      .Case<TopKOp, ArgSortOp>([](Operation *o) -> R {
-        return elementwise(o, {(int64_t)o->getAttrOfType<IntegerAttr>("axis").getInt()});
-      })
-      .Case<GatherOp>([](GatherOp o) -> R {
-        // result = data[:axis] + indices + data[axis+1:]: data dims other than the axis line up.
-        RuleBuilder b(o);
-        int64_t axis = o.getAxis(), idxRank = shapeOf(o.getIndices()).size();
-        int64_t rank = shapeOf(o.getData()).size();
-        for (int64_t d = 0; d < rank; ++d) {
-          if (d == axis)
-            continue;
-          int64_t f = b.factor();
-          b.operand(0, d, f);
-          b.result(0, d < axis ? d : d - 1 + idxRank, f);
-        }
-        return b.finish();
-      })
-      .Case<GatherGradOp>([](GatherGradOp o) -> R {
-        // The inverse layout of gather: grad dims other than the gathered ones line up.
-        RuleBuilder b(o);
-        int64_t axis = o.getAxis(), idxRank = shapeOf(o.getIndices()).size();
-        int64_t rank = shapeOf(o.getResult()).size();
-        for (int64_t d = 0; d < rank; ++d) {
-          if (d == axis)
-            continue;
-          int64_t f = b.factor();
-          b.result(0, d, f);
-          b.operand(0, d < axis ? d : d - 1 + idxRank, f);
-        }
-        return b.finish();
-      })
-      .Case<Conv2DOp>([](Conv2DOp o) -> R {
-        RuleBuilder b(o);
-        int64_t n = b.factor(), out = b.factor(), c = b.factor();
-        b.operand(0, 0, n);
-        b.result(0, 0, n);
-        b.operand(1, 0, out);
-        b.result(0, 1, out);
-        if (o.getGroups() == 1) {
-          b.operand(0, 1, c);
-          b.operand(1, 1, c);
-        }
-        if (o.getBias())
-          b.operand(2, 0, out);
-        return b.finish();
-      })
-      .Case<Conv2DGradWeightOp>([](Conv2DGradWeightOp o) -> R {
-        RuleBuilder b(o);
-        int64_t n = b.factor(); // the batch is summed over: a reduction
-        b.operand(0, 0, n);
-        b.operand(1, 0, n);
-        return b.finish();
-      })
-      .Case<Conv2DGradInputOp>([](Conv2DGradInputOp o) -> R { return leadingDims(o, 1, {0}, {0}); })
-      .Default([](Operation *) -> R { return std::nullopt; });
+//===----------------------------------------------------------------------===//
+// Rules and the builder.
+//===----------------------------------------------------------------------===//
+
+bool ShardingRule::inOperands(int64_t f) const {
+  return llvm::any_of(operands, [&](const TensorFactors &dims) {
+    return llvm::any_of(dims, [&](const DimFactors &d) { return llvm::is_contained(d, f); });
+  });
 }
 
-bool propagatesPartialSums(Operation *op, unsigned index) {
-  return llvm::TypeSwitch<Operation *, bool>(op)
-      .Case<NegOp, ReshapeOp, TransposeOp, BroadcastOp, ReduceSumOp, SliceOp, ConcatOp, GatherOp, GatherElementsOp,
-            GatherGradOp, GatherElementsGradOp, Conv2DGradWeightOp, Conv2DGradInputOp>([](Operation *) { return true; })
-      .Case<PadOp>([](PadOp p) { return p.getValue().convertToDouble() == 0.0; })
-      .Case<CastOp>([](CastOp c) { return llvm::isa<FloatType>(c.getType().getElementType()); })
-      .Case<MulOp, MatMulOp>([](Operation *) { return true; }) // when the other operand is whole
-      .Case<DivOp>([&](DivOp) { return index == 0; })
-      .Case<AddOp, SubOp>([](Operation *) { return true; })   // when every operand is partial alike
-      .Default([](Operation *) { return false; });
+std::string ShardingRule::describe() const {
+  auto name = [](int64_t f) {
+    return f < 18 ? std::string(1, char('i' + f)) : "f" + std::to_string(f); // i..z, then f18...
+  };
+  auto tensors = [&](ArrayRef<TensorFactors> list) {
+    std::string s = "(";
+    for (size_t t = 0; t < list.size(); ++t) {
+      s += t ? ", [" : "[";
+      for (size_t d = 0; d < list[t].size(); ++d) {
+        s += d ? ", " : "";
+        for (int64_t f : list[t][d])
+          s += name(f);
+      }
+      s += "]";
+    }
+    return s + ")";
+  };
+  std::string s = tensors(operands) + " -> " + tensors(results) + " {";
+  for (int64_t f = 0; f < numFactors(); ++f)
+    s += (f ? ", " : "") + name(f) + "=" + std::to_string(factors[f].size);
+  s += "}";
+  auto list = [&](FactorKind kind, StringRef label) {
+    std::string names;
+    for (int64_t f = 0; f < numFactors(); ++f)
+      if (factors[f].kind == kind) {
+        names += (names.empty() ? "" : ", ") + name(f);
+        if (kind == FactorKind::Reduction && factors[f].reduction != ReductionKind::Sum)
+          names += "(" + stringifyReductionKind(factors[f].reduction).str() + ")";
+      }
+    if (!names.empty())
+      s += " " + label.str() + "={" + names + "}";
+  };
+  list(FactorKind::Reduction, "reduction");
+  list(FactorKind::NeedReplication, "need_replication");
+  list(FactorKind::Permutation, "permutation");
+  return s;
 }
+
+ShardingRuleBuilder::ShardingRuleBuilder(Operation *op) : op_(op) {
+  for (Value v : op->getOperands())
+    rule_.operands.emplace_back(shapeOf(v).size());
+  for (Value v : op->getResults())
+    rule_.results.emplace_back(shapeOf(v).size());
+}
+
+int64_t ShardingRuleBuilder::factor(int64_t size, FactorKind kind, ReductionKind reduction) {
+  rule_.factors.push_back({size, kind, reduction});
+  return rule_.numFactors() - 1;
+}
+
+void ShardingRuleBuilder::wholeDims(FactorKind kind) {
+  auto fill = [&](Value v, ShardingRule::TensorFactors &dims) {
+    ArrayRef<int64_t> shape = shapeOf(v);
+    for (size_t d = 0; d < dims.size(); ++d)
+      if (dims[d].empty() && shape[d] > 1)
+        dims[d].push_back(factor(shape[d], kind));
+  };
+  for (auto [v, dims] : llvm::zip(op_->getOperands(), rule_.operands))
+    fill(v, dims);
+  for (auto [v, dims] : llvm::zip(op_->getResults(), rule_.results))
+    fill(v, dims);
+}
+
+ShardingRule ShardingRuleBuilder::finish() {
+  wholeDims(FactorKind::NeedReplication);
+  for (int64_t f = 0; f < rule_.numFactors(); ++f) {
+    bool inResult = llvm::any_of(rule_.results, [&](const ShardingRule::TensorFactors &dims) {
+      return llvm::any_of(dims, [&](const ShardingRule::DimFactors &d) { return llvm::is_contained(d, f); });
+    });
+    if (!inResult && rule_.factors[f].kind == FactorKind::PassThrough)
+      rule_.factors[f].kind = FactorKind::Reduction;
+  }
+  return std::move(rule_);
+}
+
+std::optional<ShardingRule> getShardingRule(Operation *op) {
+  auto iface = llvm::dyn_cast<ShardingRuleOpInterface>(op);
+  if (!iface || llvm::any_of(op->getOperandTypes(), [](Type t) { return !llvm::isa<RankedTensorType>(t); }) ||
+      llvm::any_of(op->getResultTypes(), [](Type t) { return !llvm::isa<RankedTensorType>(t); }))
+    return std::nullopt;
+  return iface.getShardingRule();
+}
+
+bool propagatesPartial(Operation *op, unsigned index, ReductionKind kind) {
+  auto iface = llvm::dyn_cast<ShardingRuleOpInterface>(op);
+  return iface && iface.propagatesPartial(index, kind);
+}
+
+std::string checkShardingRule(const ShardingRule &rule, Operation *op) {
+  auto check = [&](Value v, const ShardingRule::TensorFactors &dims, StringRef what, unsigned i) -> std::string {
+    ArrayRef<int64_t> shape = shapeOf(v);
+    if (dims.size() != shape.size())
+      return (what + " " + Twine(i) + " has " + Twine(dims.size()) + " dims in the rule, " + Twine(shape.size()) +
+              " in its type")
+          .str();
+    for (size_t d = 0; d < shape.size(); ++d) {
+      int64_t product = 1;
+      for (int64_t f : dims[d])
+        product *= rule.factors[f].size;
+      if (product != shape[d] && !(shape[d] == 1 && dims[d].empty()))
+        return (what + " " + Twine(i) + " dim " + Twine(d) + " has size " + Twine(shape[d]) +
+                " but its factors multiply to " + Twine(product))
+            .str();
+    }
+    return "";
+  };
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    if (std::string e = check(v, rule.operands[i], "operand", i); !e.empty())
+      return e;
+  for (auto [i, v] : llvm::enumerate(op->getResults()))
+    if (std::string e = check(v, rule.results[i], "result", i); !e.empty())
+      return e;
+  return "";
+}
+
+ShardingRule elementwiseShardingRule(Operation *op, ArrayRef<int64_t> wholeDims) {
+  ShardingRuleBuilder b(op);
+  ArrayRef<int64_t> out = shapeOf(op->getResult(0));
+  SmallVector<int64_t> factors;
+  for (int64_t d = 0; d < (int64_t)out.size(); ++d)
+    factors.push_back(out[d] == 1 ? -1
+                                  : b.factor(out[d], llvm::is_contained(wholeDims, d) ? FactorKind::NeedReplication
+                                                                                      : FactorKind::PassThrough));
+  for (unsigned r = 0; r < op->getNumResults(); ++r)
+    if (shapeOf(op->getResult(r)) == out)
+      for (int64_t d = 0; d < (int64_t)out.size(); ++d)
+        if (factors[d] >= 0)
+          b.result(r, d, factors[d]);
+  for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+    ArrayRef<int64_t> in = shapeOf(op->getOperand(i));
+    int64_t offset = out.size() - in.size();
+    for (int64_t d = 0; d < (int64_t)in.size(); ++d)
+      if (offset >= 0 && in[d] == out[d + offset] && factors[d + offset] >= 0)
+        b.operand(i, d, factors[d + offset]);
+  }
+  return b.finish();
+}
+
+//===----------------------------------------------------------------------===//
+// Each op's interface methods.
+//===----------------------------------------------------------------------===//
+
+// Elementwise ops that are linear in their operands (add/sub when every operand is partial
+// alike, mul/div when the other operand is whole) or only copy them.
+bool NegOp::propagatesPartial(unsigned, ReductionKind kind) { return isSum(kind); }
+bool AddOp::propagatesPartial(unsigned, ReductionKind kind) { return isSum(kind); }
+bool SubOp::propagatesPartial(unsigned, ReductionKind kind) { return isSum(kind); }
+bool MulOp::propagatesPartial(unsigned, ReductionKind kind) { return isSum(kind); }
+bool DivOp::propagatesPartial(unsigned index, ReductionKind kind) { return index == 0 && isSum(kind); }
+bool CastOp::propagatesPartial(unsigned, ReductionKind) { return llvm::isa<FloatType>(getType().getElementType()); }
+bool BroadcastOp::propagatesPartial(unsigned, ReductionKind kind) { return movesData(kind); }
+
+ShardingRule SoftmaxOp::getShardingRule() { return elementwiseShardingRule(*this, {(int64_t)getAxis()}); }
+bool SoftmaxOp::propagatesPartial(unsigned, ReductionKind) { return false; }
+ShardingRule SoftmaxGradOp::getShardingRule() { return elementwiseShardingRule(*this, {(int64_t)getAxis()}); }
+bool SoftmaxGradOp::propagatesPartial(unsigned, ReductionKind) { return false; }
+ShardingRule TopKOp::getShardingRule() { return elementwiseShardingRule(*this, {(int64_t)getAxis()}); }
+bool TopKOp::propagatesPartial(unsigned, ReductionKind) { return false; }
+ShardingRule ArgSortOp::getShardingRule() { return elementwiseShardingRule(*this, {(int64_t)getAxis()}); }
+bool ArgSortOp::propagatesPartial(unsigned, ReductionKind) { return false; }
+
+ShardingRule MatMulOp::getShardingRule() { return matmulRule(*this); }
+bool MatMulOp::propagatesPartial(unsigned, ReductionKind kind) { return isSum(kind); }
+
+ShardingRule ReduceSumOp::getShardingRule() { return reduceRule(*this, ReductionKind::Sum); }
+bool ReduceSumOp::propagatesPartial(unsigned, ReductionKind kind) { return isSum(kind); }
+ShardingRule ReduceMeanOp::getShardingRule() { return reduceRule(*this, ReductionKind::Sum); }
+bool ReduceMeanOp::propagatesPartial(unsigned, ReductionKind) { return false; }
+ShardingRule ReduceMaxOp::getShardingRule() { return reduceRule(*this, ReductionKind::Max); }
+bool ReduceMaxOp::propagatesPartial(unsigned, ReductionKind kind) { return kind == ReductionKind::Max; }
+ShardingRule ReduceMinOp::getShardingRule() { return reduceRule(*this, std::nullopt); }
+bool ReduceMinOp::propagatesPartial(unsigned, ReductionKind) { return false; }
+ShardingRule ReduceProdOp::getShardingRule() { return reduceRule(*this, std::nullopt); }
+bool ReduceProdOp::propagatesPartial(unsigned, ReductionKind) { return false; }
+
+ShardingRule ReshapeOp::getShardingRule() { return reshapeRule(*this); }
+bool ReshapeOp::propagatesPartial(unsigned, ReductionKind kind) { return movesData(kind); }
+
+ShardingRule TransposeOp::getShardingRule() {
+  ShardingRuleBuilder b(*this);
+  ArrayRef<int64_t> perm = getPermutation(), out = shapeOf(getResult());
+  for (int64_t d = 0; d < (int64_t)perm.size(); ++d)
+    if (out[d] != 1) {
+      int64_t f = b.factor(out[d]);
+      b.result(0, d, f);
+      b.operand(0, perm[d], f);
+    }
+  return b.finish();
+}
+bool TransposeOp::propagatesPartial(unsigned, ReductionKind kind) { return movesData(kind); }
+
+ShardingRule SliceOp::getShardingRule() {
+  ArrayRef<int64_t> in = shapeOf(getInput());
+  return passThroughDims(*this, [&](int64_t d) {
+    return getStarts()[d] == 0 && getLimits()[d] == in[d] && getStrides()[d] == 1;
+  });
+}
+bool SliceOp::propagatesPartial(unsigned, ReductionKind kind) { return movesData(kind); }
+
+ShardingRule PadOp::getShardingRule() {
+  return passThroughDims(*this,
+                         [&](int64_t d) { return getLow()[d] == 0 && getHigh()[d] == 0 && getInterior()[d] == 0; });
+}
+bool PadOp::propagatesPartial(unsigned, ReductionKind kind) { return isSum(kind) && getValue().isZero(); }
+
+ShardingRule ConcatOp::getShardingRule() {
+  ShardingRuleBuilder b(*this);
+  ArrayRef<int64_t> out = shapeOf(getResult());
+  for (int64_t d = 0; d < (int64_t)out.size(); ++d) {
+    if (d == (int64_t)getAxis() || out[d] == 1)
+      continue;
+    int64_t f = b.factor(out[d]);
+    b.result(0, d, f);
+    for (unsigned i = 0; i < getNumOperands(); ++i)
+      b.operand(i, d, f);
+  }
+  b.wholeDims(FactorKind::Permutation);
+  return b.finish();
+}
+bool ConcatOp::propagatesPartial(unsigned, ReductionKind kind) { return movesData(kind); }
+
+ShardingRule LayerNormOp::getShardingRule() { return leadingDims(*this, getAxis(), {0}, {0}); }
+bool LayerNormOp::propagatesPartial(unsigned, ReductionKind) { return false; }
+// Its scale and bias gradients sum over the rows: a split row factor leaves them partial.
+ShardingRule LayerNormGradOp::getShardingRule() { return leadingDims(*this, getAxis(), {0, 2}, {0}); }
+bool LayerNormGradOp::propagatesPartial(unsigned, ReductionKind) { return false; }
+
+ShardingRule GatherElementsOp::getShardingRule() { return gatherElementsRule(*this, getAxis()); }
+bool GatherElementsOp::propagatesPartial(unsigned index, ReductionKind kind) { return index == 0 && movesData(kind); }
+ShardingRule GatherElementsGradOp::getShardingRule() { return gatherElementsRule(*this, getAxis()); }
+bool GatherElementsGradOp::propagatesPartial(unsigned index, ReductionKind kind) { return index == 0 && isSum(kind); }
+
+ShardingRule GatherOp::getShardingRule() { return gatherRule(*this, getAxis(), getIndices(), true); }
+bool GatherOp::propagatesPartial(unsigned index, ReductionKind kind) { return index == 0 && movesData(kind); }
+ShardingRule GatherGradOp::getShardingRule() { return gatherRule(*this, getAxis(), getIndices(), false); }
+bool GatherGradOp::propagatesPartial(unsigned index, ReductionKind kind) { return index == 0 && isSum(kind); }
+
+ShardingRule Conv2DOp::getShardingRule() {
+  ShardingRuleBuilder b(*this);
+  ArrayRef<int64_t> in = shapeOf(getInput()), w = shapeOf(getWeight());
+  if (in[0] != 1) {
+    int64_t n = b.factor(in[0]);
+    b.operand(0, 0, n);
+    b.result(0, 0, n);
+  }
+  if (w[0] != 1) {
+    int64_t out = b.factor(w[0]);
+    b.operand(1, 0, out);
+    b.result(0, 1, out);
+    if (getBias())
+      b.operand(2, 0, out);
+  }
+  if (getGroups() == 1 && in[1] != 1) {
+    int64_t c = b.factor(in[1]);
+    b.operand(0, 1, c);
+    b.operand(1, 1, c);
+  }
+  return b.finish();
+}
+bool Conv2DOp::propagatesPartial(unsigned, ReductionKind) { return false; }
+
+// The weight gradient sums over the batch: a reduction.
+ShardingRule Conv2DGradWeightOp::getShardingRule() {
+  ShardingRuleBuilder b(*this);
+  int64_t batch = shapeOf(getInput())[0];
+  if (batch != 1) {
+    int64_t n = b.factor(batch);
+    b.operand(0, 0, n);
+    b.operand(1, 0, n);
+  }
+  return b.finish();
+}
+bool Conv2DGradWeightOp::propagatesPartial(unsigned, ReductionKind kind) { return isSum(kind); }
+ShardingRule Conv2DGradInputOp::getShardingRule() { return leadingDims(*this, 1, {0}, {0}); }
+bool Conv2DGradInputOp::propagatesPartial(unsigned, ReductionKind kind) { return isSum(kind); }
 
 } // namespace cpc

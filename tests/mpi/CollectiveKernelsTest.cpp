@@ -1,6 +1,6 @@
 //===- CollectiveKernelsTest.cpp - collective kernels, run under mpirun -np N ---===//
 //
-// The kernels of cpc.all_gather, cpc.all_reduce and cpc.shard_slice as the executor calls them, on a real
+// The kernels of cpc.all_gather, cpc.all_reduce, cpc.all_to_all and cpc.shard_slice as the executor calls them, on a real
 // communicator. A plain program like CommunicatorTest: every rank runs every check in order.
 //
 #include "runtime/CollectiveKernels.h"
@@ -108,6 +108,35 @@ void allReduceKinds(Communicator &comm) {
   }
 }
 
+/// The all_to_all kernel moves a split over all ranks from dim 0 to dim 1 of a [2n, 3, 2n]
+/// tensor: slicing along dim 0 and moving gives the same block as slicing along dim 1; moving
+/// back gives the first block again.
+void allToAllMovesSplit(Communicator &comm) {
+  const int64_t n = comm.size();
+  Mesh mesh{{n}, {"tp"}};
+  std::vector<int64_t> shape = {2 * n, 3, 2 * n};
+  std::vector<float> whole(2 * n * 3 * 2 * n);
+  for (size_t i = 0; i < whole.size(); ++i)
+    whole[i] = float(i);
+  auto slice = [&](int64_t dim) {
+    std::vector<int64_t> block = shape;
+    block[dim] /= n;
+    std::vector<float> out(whole.size() / n);
+    nlohmann::json dims = nlohmann::json::array();
+    for (int64_t d = 0; d < 3; ++d)
+      dims.push_back(d == dim ? std::vector<std::string>{"tp"} : std::vector<std::string>{});
+    runKernel(comm, mesh, "cpc.shard_slice", ref(whole, shape), ref(out, block), {{"sharding", {{"dim_axes", dims}}}});
+    return out;
+  };
+  std::vector<float> rows = slice(0), cols = slice(2), moved(rows.size(), -1), back(rows.size(), -1);
+  runKernel(comm, mesh, "cpc.all_to_all", ref(rows, {2, 3, 2 * n}), ref(moved, {2 * n, 3, 2}),
+            {{"axes", {"tp"}}, {"split_dim", 2}, {"concat_dim", 0}});
+  check(moved == cols, "all_to_all moves the split from dim 0 to dim 2");
+  runKernel(comm, mesh, "cpc.all_to_all", ref(moved, {2 * n, 3, 2}), ref(back, {2, 3, 2 * n}),
+            {{"axes", {"tp"}}, {"split_dim", 0}, {"concat_dim", 2}});
+  check(back == rows, "all_to_all moves it back");
+}
+
 void badDim(Communicator &comm) {
   Mesh mesh{{comm.size()}, {"dp"}};
   std::vector<float> in(2), out(2 * comm.size());
@@ -134,6 +163,7 @@ int main() {
     groupAlongInnerDim(*comm);
     badDim(*comm);
     allReduceKinds(*comm);
+    allToAllMovesSplit(*comm);
   } catch (const std::exception &e) {
     check(false, std::string("unexpected error: ") + e.what());
   }

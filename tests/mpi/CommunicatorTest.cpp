@@ -225,6 +225,54 @@ void groupCollectives(Communicator &comm) {
   check(one == n, "world after groups");
 }
 
+/// all_to_all: block j of rank r's send goes to rank j; block i of recv comes from rank i; over
+/// the world, over a reversed group (positions follow the list), and with blocks larger than
+/// one message piece.
+void allToAllCollectives(Communicator &comm) {
+  const int n = comm.size(), r = comm.rank();
+  comm.resetCounts();
+  std::vector<int64_t> send(2 * n), recv(2 * n, -1);
+  for (int j = 0; j < n; ++j) {
+    send[2 * j] = 100 * r + j;
+    send[2 * j + 1] = -(100 * r + j);
+  }
+  comm.allToAll(send.data(), recv.data(), 2, DType::I64, {});
+  bool ok = true;
+  for (int i = 0; i < n; ++i)
+    ok = ok && recv[2 * i] == 100 * i + r && recv[2 * i + 1] == -(100 * i + r);
+  check(ok, "all_to_all values");
+  check(countOf(comm, "all_to_all").calls == 1 && countOf(comm, "all_to_all").bytes == (n - 1) * 2 * 8,
+        "all_to_all bytes");
+
+  std::vector<int> reversed;
+  for (int k = n - 1; k >= 0; --k)
+    reversed.push_back(k);
+  const int pos = n - 1 - r;
+  std::vector<double> one(n), got(n, -1);
+  for (int j = 0; j < n; ++j)
+    one[j] = 10.0 * pos + j; // block j goes to position j, i.e. rank n - 1 - j
+  comm.allToAll(one.data(), got.data(), 1, DType::F64, reversed);
+  ok = true;
+  for (int i = 0; i < n; ++i)
+    ok = ok && got[i] == 10.0 * i + pos;
+  check(ok, "all_to_all over a reversed group");
+
+  const int64_t count = kCollectiveChunkBytes / 4 + 5; // more than one piece per block
+  std::vector<float> big(count * n), bigOut(count * n, -1);
+  for (int j = 0; j < n; ++j)
+    for (int64_t e = 0; e < count; ++e)
+      big[j * count + e] = float(r * 7 + j * 3 + e % 11);
+  comm.allToAll(big.data(), bigOut.data(), count, DType::F32, {});
+  ok = true;
+  for (int i = 0; i < n; ++i)
+    for (int64_t e = 0; e < count; ++e)
+      ok = ok && bigOut[i * count + e] == float(i * 7 + r * 3 + e % 11);
+  check(ok, "all_to_all in pieces");
+  if (n > 1)
+    expectError("all_to_all in place", [&] { comm.allToAll(send.data(), send.data(), 2, DType::I64, {}); },
+                {"rank " + std::to_string(r), "all_to_all", "must differ"});
+}
+
 void errorPaths(Communicator &comm) {
   const int n = comm.size(), r = comm.rank();
   std::string me = "rank " + std::to_string(r);
@@ -249,8 +297,9 @@ void singleRank() {
   check(a[2] == 3 && b[0] == 1 && b[2] == 3, "single rank identities");
   one->reduceScatterSum(a, b, 3, DType::F32, {});
   one->broadcast(a, 12, 0);
-  check(one->counts().size() == 4 && commCountsJson(*one)["comm_bytes"] == 0 &&
-            formatCommCounts(*one) == "comm 4 calls 0 B",
+  one->allToAll(a, b, 3, DType::F32, {});
+  check(one->counts().size() == 5 && commCountsJson(*one)["comm_bytes"] == 0 &&
+            formatCommCounts(*one) == "comm 5 calls 0 B",
         "single rank counts '" + formatCommCounts(*one) + "'");
   expectError("single rank group", [&] { one->allReduceSum(a, 3, DType::F32, {1}); }, {"rank 0", "all_reduce"});
 }
@@ -276,7 +325,8 @@ int main() {
   check(comm->size() == std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE")), "world size");
   auto second = makeMpiCommunicator(); // a second communicator (its own MPI_Comm_dup) works too
   check(second->size() == comm->size(), "second communicator");
-  for (auto *step : {&worldCollectives, &maxCollectives, &largeAndUnevenCollectives, &groupCollectives, &errorPaths}) {
+  for (auto *step : {&worldCollectives, &maxCollectives, &largeAndUnevenCollectives, &groupCollectives, &allToAllCollectives,
+                     &errorPaths}) {
     try {
       step(*comm);
     } catch (const std::exception &e) {

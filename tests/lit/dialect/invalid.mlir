@@ -64,6 +64,36 @@ func.func @sharding_axis_split_and_partial(%a: tensor<8x8xf32>) {
 
 // -----
 
+// Tests that a reduction kind other than sum needs partial axes.
+cpc.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+func.func @sharding_reduction_without_partial(%a: tensor<8x8xf32>) {
+  // expected-error @+1 {{a reduction (max) needs partial axes}}
+  %0 = cpc.shard %a to <@mesh, [[], ["tp"]], reduction = max> : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that a priority is not negative.
+cpc.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+func.func @sharding_negative_priority(%a: tensor<8x8xf32>) {
+  // expected-error @+1 {{priority must be >= 0, got -1}}
+  %0 = cpc.shard %a to <@mesh, [[], ["tp"]], priority = -1> : tensor<8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that the optional parts of a sharding come once each, in order.
+cpc.mesh @mesh shape = [2, 4] axes = ["dp", "tp"]
+func.func @sharding_tail_out_of_order(%a: tensor<8x8xf32>) {
+  // expected-error @+1 {{expected 'partial', 'reduction' or 'priority' (once each, in this order), got 'partial'}}
+  %0 = cpc.shard %a to <@mesh, [[], []], priority = 1, partial = ["tp"]> : tensor<8x8xf32>
+  return
+}
+
+// -----
+
 //===----------------------------------------------------------------------===//
 // MeshOp
 //===----------------------------------------------------------------------===//
@@ -1105,4 +1135,34 @@ func.func @pad_overflows(%a: tensor<4xf32>) {
   // expected-error @+1 {{failed to infer returned types}}
   %0 = cpc.pad %a {low = array<i64: 9223372036854775807>, high = array<i64: 9223372036854775807>, interior = array<i64: 0>} : tensor<4xf32> -> tensor<4xf32>
   return
+}
+
+// -----
+
+// Tests that all_to_all needs two different dims.
+cpc.mesh @mesh shape = [4] axes = ["tp"]
+func.func @all_to_all_same_dim(%x: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  // expected-error @+1 {{split_dim 1 and concat_dim 1 must be two different dims of the rank-2 input}}
+  %0 = cpc.all_to_all %x over @mesh ["tp"] {split_dim = 1 : i64, concat_dim = 1 : i64} : tensor<8x8xf32> -> tensor<8x8xf32>
+  return %0 : tensor<8x8xf32>
+}
+
+// -----
+
+// Tests that all_to_all's result divides one dim and multiplies the other by the group's size.
+cpc.mesh @mesh shape = [4] axes = ["tp"]
+func.func @all_to_all_group_size(%x: tensor<2x8xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{exchanges blocks among 4 ranks, so dim 1 must shrink by that factor}}
+  %0 = cpc.all_to_all %x over @mesh ["tp"] {split_dim = 1 : i64, concat_dim = 0 : i64} : tensor<2x8xf32> -> tensor<4x4xf32>
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+// Tests that all_to_all's result keeps the element count.
+cpc.mesh @mesh shape = [4] axes = ["tp"]
+func.func @all_to_all_shape(%x: tensor<2x8xf32>) -> tensor<4x2xf32> {
+  // expected-error @+1 {{result must be the input with dim 1 divided and dim 0 multiplied by the number of ranks}}
+  %0 = cpc.all_to_all %x over @mesh ["tp"] {split_dim = 1 : i64, concat_dim = 0 : i64} : tensor<2x8xf32> -> tensor<4x2xf32>
+  return %0 : tensor<4x2xf32>
 }

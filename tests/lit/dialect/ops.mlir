@@ -354,18 +354,29 @@ func.func @argsort(%noise: tensor<2x196xf32>, %k: tensor<5xi32>) -> (tensor<2x19
 // Parallelism.
 
 // Tests that shard annotations round-trip: data-parallel activations, a column-split weight
-// that is a partial sum over dp and pp, a dim split over two mesh axes, and a 1-d mesh.
+// that is a partial sum over dp and pp, a dim split over two mesh axes, a 1-d mesh, and a
+// partial max with a propagation priority.
 // CHECK-LABEL: func.func @shard
 // CHECK: cpc.shard %{{.*}} to <@mesh, {{\[\[}}"dp"], [], []]> : tensor<8x196x768xf32>
 // CHECK: cpc.shard %{{.*}} to <@mesh, {{\[\[}}], ["tp"]], partial = ["dp", "pp"]> : tensor<768x3072xf32>
 // CHECK: cpc.shard %{{.*}} to <@mesh, {{\[\[}}"dp", "pp"], [], ["tp"]]> : tensor<8x196x768xf32>
 // CHECK: cpc.shard %{{.*}} to <@ring, {{\[\[}}], []], partial = ["x"]> : tensor<768x3072xf32>
+// CHECK: cpc.shard %{{.*}} to <@mesh, {{\[\[}}], ["tp"]], partial = ["dp"], reduction = max, priority = 2> : tensor<768x3072xf32>
 func.func @shard(%x: tensor<8x196x768xf32>, %w: tensor<768x3072xf32>) -> (tensor<8x196x768xf32>, tensor<768x3072xf32>) {
   %0 = cpc.shard %x to <@mesh, [["dp"], [], []]> : tensor<8x196x768xf32>
   %1 = cpc.shard %w to <@mesh, [[], ["tp"]], partial = ["dp", "pp"]> : tensor<768x3072xf32>
   %2 = cpc.shard %0 to <@mesh, [["dp", "pp"], [], ["tp"]]> : tensor<8x196x768xf32>
   %3 = cpc.shard %1 to <@ring, [[], []], partial = ["x"]> : tensor<768x3072xf32>
-  return %2, %3 : tensor<8x196x768xf32>, tensor<768x3072xf32>
+  %4 = cpc.shard %w to <@mesh, [[], ["tp"]], partial = ["dp"], reduction = max, priority = 2> : tensor<768x3072xf32>
+  return %2, %4 : tensor<8x196x768xf32>, tensor<768x3072xf32>
+}
+
+// Tests that all_to_all round-trips: a split over tp moves from dim 0 to dim 1.
+// CHECK-LABEL: func.func @all_to_all
+// CHECK: cpc.all_to_all %{{.*}} over @mesh ["tp"] {concat_dim = 0 : i64, split_dim = 1 : i64} : tensor<2x8xf32> -> tensor<8x2xf32>
+func.func @all_to_all(%x: tensor<2x8xf32>) -> tensor<8x2xf32> {
+  %0 = cpc.all_to_all %x over @mesh ["tp"] {split_dim = 1 : i64, concat_dim = 0 : i64} : tensor<2x8xf32> -> tensor<8x2xf32>
+  return %0 : tensor<8x2xf32>
 }
 
 // Tests that all_reduce round-trips with its default kind (sum, not printed), with kind max, and

@@ -307,17 +307,17 @@ func.func @optimizer(%x: tensor<4x8xf32> {cpc.sharding = #batch2}, %dy: tensor<4
 
 // -----
 
-// Tests gradient accumulation: the accumulator state holds partial sums, so a microbatch adds
-// its local (partial) gradient to it and assigns the partial sum; the update, which carries no
-// annotation and runs over the module's mesh, all-reduces the accumulator once, after the
-// linear 1/k scaling.
+// Tests gradient accumulation: the accumulator state is annotated as holding partial sums over
+// dp (as cpc-data-parallel marks it), so a microbatch adds its local (partial) gradient to it
+// and assigns the partial sum; the update all-reduces the accumulator once, after the linear
+// 1/k scaling.
 // CHECK-LABEL: func.func @accumulate
-// CHECK: %[[ACC:.*]] = cpc.state <gradient_accumulator> "grad_acc.fc.weight" : tensor<16x8xf32>
+// CHECK: %[[ACC:.*]] = cpc.state <gradient_accumulator> "grad_acc.fc.weight" {{.*}}: tensor<16x8xf32>
 // CHECK: %[[DW:.*]] = cpc.matmul {{.*}} : (tensor<2x16xf32>, tensor<2x8xf32>) -> tensor<16x8xf32>
 // CHECK: %[[SUM:.*]] = cpc.add %[[ACC]], %[[DW]] {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], []], partial = ["dp"]>]}
 // CHECK: cpc.assign %[[SUM]] to "grad_acc.fc.weight"
 // CHECK-LABEL: func.func @apply
-// CHECK: %[[ACC:.*]] = cpc.state <gradient_accumulator> "grad_acc.fc.weight" : tensor<16x8xf32>
+// CHECK: %[[ACC:.*]] = cpc.state <gradient_accumulator> "grad_acc.fc.weight" {{.*}}: tensor<16x8xf32>
 // CHECK: %[[AVG:.*]] = cpc.mul %[[ACC]], %{{.*}} {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], []], partial = ["dp"]>]}
 // CHECK-NEXT: %[[AVGALL:.*]] = cpc.all_reduce %[[AVG]] over @mesh ["dp"] : tensor<16x8xf32>
 // CHECK: cpc.adamw %{{.*}}, %[[AVGALL]],
@@ -327,7 +327,7 @@ func.func @optimizer(%x: tensor<4x8xf32> {cpc.sharding = #batch2}, %dy: tensor<4
 #partial2 = #cpc.sharding<@mesh, [[], []], partial = ["dp"]>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
 func.func @accumulate(%x: tensor<4x8xf32> {cpc.sharding = #batch2}, %dy: tensor<4x16xf32> {cpc.sharding = #batch2}) {
-  %acc = cpc.state <gradient_accumulator> "grad_acc.fc.weight" : tensor<16x8xf32>
+  %acc = cpc.state <gradient_accumulator> "grad_acc.fc.weight" {cpc.shardings = [#partial2]} : tensor<16x8xf32>
   %dw = cpc.matmul %dy, %x {cpc.shardings = [#partial2], transpose_lhs = true} : (tensor<4x16xf32>, tensor<4x8xf32>) -> tensor<16x8xf32>
   %sum = cpc.add %acc, %dw : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
   cpc.assign %sum to "grad_acc.fc.weight" : tensor<16x8xf32>
@@ -337,7 +337,7 @@ func.func @apply(%lr: tensor<f32> {cpc.runtime = #cpc.runtime_input<learning_rat
   %w = cpc.parameter "fc.weight" trainable : tensor<16x8xf32>
   %m = cpc.state <exp_avg> "adamw.exp_avg.fc.weight" : tensor<16x8xf32>
   %v = cpc.state <exp_avg_sq> "adamw.exp_avg_sq.fc.weight" : tensor<16x8xf32>
-  %acc = cpc.state <gradient_accumulator> "grad_acc.fc.weight" : tensor<16x8xf32>
+  %acc = cpc.state <gradient_accumulator> "grad_acc.fc.weight" {cpc.shardings = [#partial2]} : tensor<16x8xf32>
   %k = cpc.constant dense<0.5> : tensor<f32>
   %zero = cpc.constant dense<0.0> : tensor<16x8xf32>
   %avg = cpc.mul %acc, %k : (tensor<16x8xf32>, tensor<f32>) -> tensor<16x8xf32>
@@ -422,17 +422,18 @@ func.func @shard_ops(%x: tensor<4x6xf32>, %y: tensor<4x6xf32> {cpc.sharding = #b
 
 // -----
 
-// Tests that a value split along another dim than the op needs goes through whole: in
-// x + transpose(x), the transposed operand is gathered along dim 1 and sliced along dim 0.
-// CHECK-LABEL: func.func @via_whole
+// Tests an all-to-all reshard: in x + transpose(x), the transposed operand is split along dim 1
+// where the add needs it split along dim 0, so its split moves there in one all-to-all (each
+// rank sends half its block) instead of a gather and a slice.
+// CHECK-LABEL: func.func @all_to_all_reshard
 // CHECK: %[[T:.*]] = cpc.transpose {{.*}} : tensor<2x4xf32> -> tensor<4x2xf32>
-// CHECK: %[[G:.*]] = cpc.all_gather %[[T]] over @mesh ["dp"] {dim = 1 : i64} : tensor<4x2xf32> -> tensor<4x4xf32>
-// CHECK: %[[S:.*]] = cpc.shard_slice %[[G]] to <@mesh, {{\[\[}}"dp"], []]> : tensor<4x4xf32> -> tensor<2x4xf32>
-// CHECK: cpc.add %{{.*}}, %[[S]] {{.*}} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+// CHECK: %[[M:.*]] = cpc.all_to_all %[[T]] over @mesh ["dp"] {concat_dim = 1 : i64, split_dim = 0 : i64} : tensor<4x2xf32> -> tensor<2x4xf32>
+// CHECK-NOT: cpc.all_gather
+// CHECK: cpc.add %{{.*}}, %[[M]] {{.*}} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
 #batch2 = #cpc.sharding<@mesh, [["dp"], []]>
 #dim1of2 = #cpc.sharding<@mesh, [[], ["dp"]]>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
-func.func @via_whole(%x: tensor<4x4xf32> {cpc.sharding = #batch2}) -> tensor<4x4xf32> {
+func.func @all_to_all_reshard(%x: tensor<4x4xf32> {cpc.sharding = #batch2}) -> tensor<4x4xf32> {
   %t = cpc.transpose %x {cpc.shardings = [#dim1of2], permutation = array<i64: 1, 0>} : tensor<4x4xf32> -> tensor<4x4xf32>
   %a = cpc.add %x, %t {cpc.shardings = [#batch2]} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   return %a : tensor<4x4xf32>
@@ -440,15 +441,24 @@ func.func @via_whole(%x: tensor<4x4xf32> {cpc.sharding = #batch2}) -> tensor<4x4
 
 // -----
 
-// Tests that a max over the split batch is refused: its partial results would need a max
-// all-reduce.
+// Tests that a max over the split batch is a partial max, reduced by a max all-reduce where a
+// result needs it whole; the reshape in between passes the partial max on. A min over the
+// split batch (no min collective) gathers its operand instead.
+// CHECK-LABEL: func.func @max_over_batch
+// CHECK: %[[M:.*]] = cpc.reduce_max %{{.*}} {axes = array<i64: 0>, cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}]], partial = ["dp"], reduction = max>]} : tensor<2x6xf32> -> tensor<6xf32>
+// CHECK: %[[R:.*]] = cpc.reshape %[[M]] {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], []], partial = ["dp"], reduction = max>]} : tensor<6xf32> -> tensor<2x3xf32>
+// CHECK: %[[ALL:.*]] = cpc.all_reduce %[[R]] over @mesh ["dp"] {kind = #cpc.reduction<max>} : tensor<2x3xf32>
+// CHECK: %[[G:.*]] = cpc.all_gather %{{.*}} over @mesh ["dp"] : tensor<2x6xf32> -> tensor<4x6xf32>
+// CHECK: %[[MIN:.*]] = cpc.reduce_min %[[G]] {axes = array<i64: 0>} : tensor<4x6xf32> -> tensor<6xf32>
+// CHECK: return %[[ALL]], %[[MIN]]
 #batch2 = #cpc.sharding<@mesh, [["dp"], []]>
-#partial1 = #cpc.sharding<@mesh, [[]], partial = ["dp"]>
+#partialmax = #cpc.sharding<@mesh, [[]], partial = ["dp"], reduction = max>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
-func.func @max_over_batch(%x: tensor<4x6xf32> {cpc.sharding = #batch2}) -> tensor<6xf32> {
-  // expected-error @+1 {{reduces over a split dim, which needs a max/min/product all-reduce (not supported yet)}}
-  %m = cpc.reduce_max %x {cpc.shardings = [#partial1], axes = array<i64: 0>} : tensor<4x6xf32> -> tensor<6xf32>
-  return %m : tensor<6xf32>
+func.func @max_over_batch(%x: tensor<4x6xf32> {cpc.sharding = #batch2}) -> (tensor<2x3xf32>, tensor<6xf32>) {
+  %m = cpc.reduce_max %x {cpc.shardings = [#partialmax], axes = array<i64: 0>} : tensor<4x6xf32> -> tensor<6xf32>
+  %r = cpc.reshape %m : tensor<6xf32> -> tensor<2x3xf32>
+  %n = cpc.reduce_min %x {axes = array<i64: 0>} : tensor<4x6xf32> -> tensor<6xf32>
+  return %r, %n : tensor<2x3xf32>, tensor<6xf32>
 }
 
 // -----
@@ -465,25 +475,35 @@ func.func @assign_split(%x: tensor<4x6xf32> {cpc.sharding = #batch2}) {
 
 // -----
 
-// Tests that moving a value from one split to a different one is refused: y is split over tp
-// where the add needs it split over dp, like x.
+// Tests a reshard between splits over different axes: y is split over tp where the add needs
+// it split over dp, like x; it is gathered over tp and sliced over dp.
+// CHECK-LABEL: func.func @other_axes
+// CHECK: %[[G:.*]] = cpc.all_gather %arg1 over @mesh ["tp"] : tensor<2x6xf32> -> tensor<4x6xf32>
+// CHECK: %[[S:.*]] = cpc.shard_slice %[[G]] to <@mesh, {{\[\[}}"dp"], []]> : tensor<4x6xf32> -> tensor<2x6xf32>
+// CHECK: cpc.add %arg0, %[[S]]
 cpc.mesh @mesh shape = [2, 2] axes = ["dp", "tp"]
-func.func @other_split(%x: tensor<4x6xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], []]>}, %y: tensor<4x6xf32> {cpc.sharding = #cpc.sharding<@mesh, [["tp"], []]>}) -> tensor<4x6xf32> {
-  // expected-error @+1 {{operand 1 is split along dim 0 where the op needs another split (resharding a split value to a different split is not supported yet): [tp, -] vs [dp, -]}}
+func.func @other_axes(%x: tensor<4x6xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], []]>}, %y: tensor<4x6xf32> {cpc.sharding = #cpc.sharding<@mesh, [["tp"], []]>}) -> tensor<4x6xf32> {
   %a = cpc.add %x, %y {cpc.shardings = [#cpc.sharding<@mesh, [["dp"], []]>]} : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
   return %a : tensor<4x6xf32>
 }
 
 // -----
 
-// Tests that a partial sum is not sliced: the weight-gradient-like %g is a partial sum the mul
-// may take (it is linear in it), but the mul wants its rows split like x.
+// Tests that a partial sum is not sliced as it is: the weight-gradient-like %g is a partial sum
+// the mul may take (it is linear in it), but the mul wants its rows split like x, so %g is
+// all-reduced first and this rank's rows of the sum are sliced out; the product is then whole.
+// CHECK-LABEL: func.func @slice_partial
+// CHECK: %[[G:.*]] = cpc.matmul
+// CHECK: %[[R:.*]] = cpc.all_reduce %[[G]] over @mesh ["dp"] : tensor<4x4xf32>
+// CHECK: %[[S:.*]] = cpc.shard_slice %[[R]] to <@mesh, {{\[\[}}"dp"], []]> : tensor<4x4xf32> -> tensor<2x4xf32>
+// CHECK: %[[M:.*]] = cpc.mul %[[S]], %arg0 {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"dp"], []]>]}
+// CHECK-NOT: cpc.all_reduce
+// CHECK: return %[[M]]
 #batch2 = #cpc.sharding<@mesh, [["dp"], []]>
 #partial2 = #cpc.sharding<@mesh, [[], []], partial = ["dp"]>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
 func.func @slice_partial(%x: tensor<4x4xf32> {cpc.sharding = #batch2}) -> tensor<4x4xf32> {
   %g = cpc.matmul %x, %x {cpc.shardings = [#partial2], transpose_lhs = true} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
-  // expected-error @+1 {{cannot slice a partial sum (operand 0, [-, -] partial(dp))}}
   %m = cpc.mul %g, %x {cpc.shardings = [#batch2]} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   return %m : tensor<4x4xf32>
 }
@@ -496,4 +516,71 @@ func.func @shard_to_partial(%x: tensor<4x6xf32>) -> tensor<4x6xf32> {
   // expected-error @+1 {{cannot turn [-, -] into [-, -] partial(dp): only ops make partial sums}}
   %p = cpc.shard %x to <@mesh, [[], []], partial = ["dp"]> : tensor<4x6xf32>
   return %p : tensor<4x6xf32>
+}
+
+// -----
+
+// Tests a dim split over two axes: the input's 8 rows become 2 on each of the 4 ranks, and the
+// reshape's local result keeps dp on the major factor and tp on the next.
+// CHECK-LABEL: func.func @two_axes
+// CHECK-SAME: tensor<2x6xf32>
+// CHECK: cpc.reshape {{.*}} : tensor<2x6xf32> -> tensor<1x2x6xf32>
+// CHECK: cpc.exp {{.*}} : tensor<1x2x6xf32>
+cpc.mesh @mesh2d shape = [2, 2] axes = ["dp", "tp"]
+func.func @two_axes(%x: tensor<8x6xf32> {cpc.sharding = #cpc.sharding<@mesh2d, [["dp", "tp"], []]>}) -> tensor<2x4x6xf32> {
+  %r = cpc.reshape %x : tensor<8x6xf32> -> tensor<2x4x6xf32>
+  %e = cpc.exp %r : tensor<2x4x6xf32>
+  return %e : tensor<2x4x6xf32>
+}
+
+// -----
+
+// Tests the head split of a fused qkv (rows in head-major order): each rank holds whole heads
+// ([1 head, 3, Dh] of [2, 3, Dh]), so the reshape and transpose need no communication.
+// CHECK-LABEL: func.func @heads
+// CHECK-SAME: tensor<1x4x12xf32>
+// CHECK: cpc.reshape {{.*}} : tensor<1x4x12xf32> -> tensor<1x4x1x3x4xf32>
+// CHECK: cpc.transpose {{.*}} : tensor<1x4x1x3x4xf32> -> tensor<1x4x3x1x4xf32>
+// CHECK-NOT: cpc.all_
+// CHECK: return
+cpc.mesh @mesh2d shape = [2, 2] axes = ["dp", "tp"]
+func.func @heads(%qkv: tensor<2x4x24xf32> {cpc.sharding = #cpc.sharding<@mesh2d, [["dp"], [], ["tp"]]>}) -> tensor<2x4x3x2x4xf32> {
+  %r = cpc.reshape %qkv : tensor<2x4x24xf32> -> tensor<2x4x2x3x4xf32>
+  %t = cpc.transpose %r {permutation = array<i64: 0, 1, 3, 2, 4>} : tensor<2x4x2x3x4xf32> -> tensor<2x4x3x2x4xf32>
+  %e = cpc.exp %t : tensor<2x4x3x2x4xf32>
+  return %e : tensor<2x4x3x2x4xf32>
+}
+
+// -----
+
+// Tests a log-sum-exp over columns split over tp (vocab-parallel cross-entropy): the row max is
+// a partial max, all-reduced with max before the subtraction; the sum of exponentials is a
+// partial sum, all-reduced with sum before the log.
+// CHECK-LABEL: func.func @softmax_split_columns
+// CHECK: %[[M:.*]] = cpc.reduce_max {{.*}} : tensor<4x4xf32> -> tensor<4x1xf32>
+// CHECK: %[[MAX:.*]] = cpc.all_reduce %[[M]] over @mesh2d ["tp"] {kind = #cpc.reduction<max>} : tensor<4x1xf32>
+// CHECK: cpc.sub %{{.*}}, %[[MAX]]
+// CHECK: %[[Z:.*]] = cpc.reduce_sum
+// CHECK: %[[SUM:.*]] = cpc.all_reduce %[[Z]] over @mesh2d ["tp"] : tensor<4x1xf32>
+// CHECK: cpc.log %[[SUM]]
+// CHECK: cpc.add %{{.*}}, %[[MAX]]
+cpc.mesh @mesh2d shape = [2, 2] axes = ["dp", "tp"]
+func.func @softmax_split_columns(%x: tensor<4x8xf32> {cpc.sharding = #cpc.sharding<@mesh2d, [[], ["tp"]]>}) -> tensor<4x1xf32> {
+  %m = cpc.reduce_max %x {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %s = cpc.sub %x, %m : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %e = cpc.exp %s : tensor<4x8xf32>
+  %z = cpc.reduce_sum %e {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %l = cpc.log %z : tensor<4x1xf32>
+  %lse = cpc.add %l, %m : (tensor<4x1xf32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+  return %lse : tensor<4x1xf32>
+}
+
+// -----
+
+// Tests that the axes of a split dim must follow the mesh's order (blocks are numbered major to
+// minor, as the collectives order their groups).
+cpc.mesh @mesh shape = [2, 2] axes = ["dp", "tp"]
+// expected-error @+1 {{the axes of dim 0 must follow the mesh's order (tp, dp)}}
+func.func @axes_out_of_order(%x: tensor<4x6xf32> {cpc.sharding = #cpc.sharding<@mesh, [["tp", "dp"], []]>}) -> tensor<4x6xf32> {
+  return %x : tensor<4x6xf32>
 }

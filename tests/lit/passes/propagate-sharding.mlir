@@ -392,3 +392,98 @@ cpc.mesh @mesh shape = [2] axes = ["dp"]
 func.func @seed_axis(%x: tensor<4x4xf32> {cpc.sharding = #cpc.sharding<@mesh, [[], ["tp"]]>}) {
   return
 }
+
+// -----
+
+// Tests propagation through reshapes with split factors (the fused qkv, its rows in head-major
+// order): the split of the input's last dim over tp goes to the major factor H of [H, 3, Dh],
+// which the transpose carries to dim 3. Backward, a split H in [3, H, Dh] cannot become a block
+// of the merged dim (3 is whole), so the reshape's result stays whole.
+// CHECK-LABEL: func.func @heads
+// CHECK: cpc.reshape {{.*}}#cpc.sharding<@mesh2d, {{\[\[}}"dp"], [], ["tp"], [], []]>{{.*}} -> tensor<2x4x2x3x4xf32>
+// CHECK: cpc.transpose {{.*}}#cpc.sharding<@mesh2d, {{\[\[}}"dp"], [], [], ["tp"], []]>{{.*}} -> tensor<2x4x3x2x4xf32>
+// CHECK: cpc.exp
+// CHECK: cpc.reshape %{{[^ ]*}} : tensor<2x4x3x2x4xf32> -> tensor<2x4x24xf32>
+cpc.mesh @mesh2d shape = [2, 2] axes = ["dp", "tp"]
+func.func @heads(%qkv: tensor<2x4x24xf32> {cpc.sharding = #cpc.sharding<@mesh2d, [["dp"], [], ["tp"]]>}, %h: tensor<2x4x3x2x4xf32> {cpc.sharding = #cpc.sharding<@mesh2d, [[], [], [], ["tp"], []]>}) -> (tensor<2x4x3x2x4xf32>, tensor<2x4x24xf32>) {
+  %r = cpc.reshape %qkv : tensor<2x4x24xf32> -> tensor<2x4x2x3x4xf32>
+  %t = cpc.transpose %r {permutation = array<i64: 0, 1, 3, 2, 4>} : tensor<2x4x2x3x4xf32> -> tensor<2x4x3x2x4xf32>
+  %e = cpc.exp %h : tensor<2x4x3x2x4xf32>
+  %back = cpc.reshape %e : tensor<2x4x3x2x4xf32> -> tensor<2x4x24xf32>
+  return %t, %back : tensor<2x4x3x2x4xf32>, tensor<2x4x24xf32>
+}
+
+// -----
+
+// Tests a dim split over two axes (in mesh order): through a reshape that splits the dim, dp
+// covers the major factor 2 exactly and tp goes on to the next one; a transpose moves both.
+// CHECK-LABEL: func.func @two_axes
+// CHECK: cpc.reshape {{.*}}#cpc.sharding<@mesh2d, {{\[\[}}"dp"], ["tp"], []]>{{.*}} -> tensor<2x4x6xf32>
+// CHECK: cpc.neg {{.*}}#cpc.sharding<@mesh2d, {{\[\[}}"dp", "tp"], []]>
+// CHECK: cpc.transpose {{.*}}#cpc.sharding<@mesh2d, {{\[\[}}], ["dp", "tp"]]>{{.*}} -> tensor<6x8xf32>
+cpc.mesh @mesh2d shape = [2, 2] axes = ["dp", "tp"]
+func.func @two_axes(%x: tensor<8x6xf32> {cpc.sharding = #cpc.sharding<@mesh2d, [["dp", "tp"], []]>}) -> (tensor<2x4x6xf32>, tensor<6x8xf32>) {
+  %r = cpc.reshape %x : tensor<8x6xf32> -> tensor<2x4x6xf32>
+  %n = cpc.neg %x : tensor<8x6xf32>
+  %t = cpc.transpose %n {permutation = array<i64: 1, 0>} : tensor<8x6xf32> -> tensor<6x8xf32>
+  return %r, %t : tensor<2x4x6xf32>, tensor<6x8xf32>
+}
+
+// -----
+
+// Tests that splits over two axes meet in one value: the batch over dp from the input and the
+// columns over tp from a column-split weight (annotated at priority 1).
+// CHECK-LABEL: func.func @dp_and_tp
+// CHECK: cpc.matmul {{.*}}#cpc.sharding<@mesh2d, {{\[\[}}"dp"], ["tp"]]>{{.*}} -> tensor<4x16xf32>
+// CHECK: cpc.gelu {{.*}}#cpc.sharding<@mesh2d, {{\[\[}}"dp"], ["tp"]]>
+cpc.mesh @mesh2d shape = [2, 2] axes = ["dp", "tp"]
+func.func @dp_and_tp(%x: tensor<4x8xf32> {cpc.sharding = #cpc.sharding<@mesh2d, [["dp"], []]>}) -> tensor<4x16xf32> {
+  %w = cpc.parameter "fc1.weight" trainable : tensor<16x8xf32>
+  %ws = cpc.shard %w to <@mesh2d, [["tp"], []], priority = 1> : tensor<16x8xf32>
+  %y = cpc.matmul %x, %ws {transpose_rhs = true} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  %g = cpc.gelu %y : tensor<4x16xf32>
+  return %g : tensor<4x16xf32>
+}
+
+// -----
+
+// Tests priorities: two seeds want tp on different dims of the sum; the one of priority 0
+// propagates first and wins, whichever operand it is.
+// CHECK-LABEL: func.func @priority(
+// CHECK: cpc.add {{.*}}#cpc.sharding<@mesh2d, {{\[\[}}], ["tp"]]>
+// CHECK: cpc.exp {{.*}}#cpc.sharding<@mesh2d, {{\[\[}}], ["tp"]]>
+cpc.mesh @mesh2d shape = [2, 2] axes = ["dp", "tp"]
+func.func @priority(%a: tensor<4x4xf32> {cpc.sharding = #cpc.sharding<@mesh2d, [["tp"], []], priority = 1>}, %b: tensor<4x4xf32> {cpc.sharding = #cpc.sharding<@mesh2d, [[], ["tp"]]>}) -> tensor<4x4xf32> {
+  %c = cpc.add %a, %b : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %d = cpc.exp %c : tensor<4x4xf32>
+  return %d : tensor<4x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @priority_swapped
+// CHECK: cpc.add {{.*}}#cpc.sharding<@mesh2d, {{\[\[}}"tp"], []]>
+// CHECK: cpc.exp {{.*}}#cpc.sharding<@mesh2d, {{\[\[}}"tp"], []]>
+cpc.mesh @mesh2d shape = [2, 2] axes = ["dp", "tp"]
+func.func @priority_swapped(%a: tensor<4x4xf32> {cpc.sharding = #cpc.sharding<@mesh2d, [["tp"], []]>}, %b: tensor<4x4xf32> {cpc.sharding = #cpc.sharding<@mesh2d, [[], ["tp"]], priority = 1>}) -> tensor<4x4xf32> {
+  %c = cpc.add %a, %b : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %d = cpc.exp %c : tensor<4x4xf32>
+  return %d : tensor<4x4xf32>
+}
+
+// -----
+
+// Tests a partial max: a max over a dim split over tp (a softmax over split columns) is partial
+// of kind max; the sum of the exponentials is partial of kind sum.
+// CHECK-LABEL: func.func @partial_max
+// CHECK: cpc.reduce_max {{.*}}#cpc.sharding<@mesh2d, {{\[\[}}], []], partial = ["tp"], reduction = max>
+// CHECK: cpc.sub {{.*}}#cpc.sharding<@mesh2d, {{\[\[}}], ["tp"]]>
+// CHECK: cpc.reduce_sum {{.*}}#cpc.sharding<@mesh2d, {{\[\[}}], []], partial = ["tp"]>
+cpc.mesh @mesh2d shape = [2, 2] axes = ["dp", "tp"]
+func.func @partial_max(%x: tensor<4x8xf32> {cpc.sharding = #cpc.sharding<@mesh2d, [[], ["tp"]]>}) -> tensor<4x1xf32> {
+  %m = cpc.reduce_max %x {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %s = cpc.sub %x, %m : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %e = cpc.exp %s : tensor<4x8xf32>
+  %z = cpc.reduce_sum %e {axes = array<i64: 1>, keepdims = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  return %z : tensor<4x1xf32>
+}

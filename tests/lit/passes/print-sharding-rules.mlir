@@ -1,0 +1,37 @@
+// RUN: cpc-opt %s --cpc-print-sharding-rules | FileCheck %s
+
+// Tests each op's factor rule (ShardingRuleOpInterface) in Shardy's notation: dims as factor
+// lists (a dim of several factors printed together, major first), sizes, and the kinds that
+// are not pass-through.
+// CHECK-LABEL: func.func @rules
+// A matmul with a transposed weight: batch, rows and columns pass through, K is reduced.
+// CHECK: cpc.matmul {{.*}}cpc.sharding_rule = "([i, j, l], [k, l]) -> ([i, j, k]) {i=2, j=4, k=24, l=8} reduction={l}"
+// The fused qkv reshape [B, N, 3D] -> [B, N, 3, H, Dh]: the input's last dim is 3, H, Dh.
+// CHECK: cpc.reshape {{.*}}cpc.sharding_rule = "([i, j, klm]) -> ([i, j, k, l, m]) {i=2, j=4, k=3, l=2, m=4}"
+// [6, 4] -> [4, 6]: only the common major factor 2 may split; the coprime rests stay whole.
+// CHECK: cpc.reshape {{.*}}cpc.sharding_rule = "([ij, l]) -> ([ik, m]) {i=2, j=3, k=2, l=4, m=6} need_replication={j, k, l, m}"
+// A max over a dim reduces it with max; a min (no min collective) keeps it whole.
+// CHECK: cpc.reduce_max {{.*}}cpc.sharding_rule = "([i, j, k]) -> ([i, k]) {i=2, j=4, k=8} reduction={j(max)}"
+// CHECK: cpc.reduce_min {{.*}}cpc.sharding_rule = "([i, j, k]) -> ([i, k]) {i=2, j=4, k=8} need_replication={j}"
+// CHECK: cpc.softmax {{.*}}cpc.sharding_rule = "([i, j, k]) -> ([i, j, k]) {i=2, j=4, k=8} need_replication={k}"
+// A broadcast operand joins the factors of the dims it aligns with.
+// CHECK: cpc.add {{.*}}cpc.sharding_rule = "([i, j, k], [k]) -> ([i, j, k]) {i=2, j=4, k=8}"
+// A sliced dim and a concat axis would move data between ranks: permutations.
+// CHECK: cpc.slice {{.*}}cpc.sharding_rule = "([i, k, j]) -> ([i, l, j]) {i=2, j=8, k=4, l=2} permutation={k, l}"
+// CHECK: cpc.concat {{.*}}cpc.sharding_rule = "([i, k, j], [i, l, j]) -> ([i, m, j]) {i=2, j=8, k=4, l=4, m=8} permutation={k, l, m}"
+// CHECK: cpc.layer_norm {{.*}}cpc.sharding_rule = "([i, j, k], [l], [m]) -> ([i, j, n]) {i=2, j=4, k=8, l=8, m=8, n=8} need_replication={k, l, m, n}"
+// CHECK: cpc.transpose {{.*}}cpc.sharding_rule = "([i, k, j]) -> ([i, j, k]) {i=2, j=8, k=4}"
+func.func @rules(%x: tensor<2x4x8xf32>, %w: tensor<24x8xf32>, %b: tensor<8xf32>, %m: tensor<6x4xf32>, %s: tensor<4x6xf32>) -> (tensor<2x4x3x2x4xf32>, tensor<4x6xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x2x8xf32>, tensor<2x8x8xf32>, tensor<2x4x8xf32>, tensor<2x8x4xf32>) {
+  %qkv = cpc.matmul %x, %w {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<24x8xf32>) -> tensor<2x4x24xf32>
+  %heads = cpc.reshape %qkv : tensor<2x4x24xf32> -> tensor<2x4x3x2x4xf32>
+  %r = cpc.reshape %m : tensor<6x4xf32> -> tensor<4x6xf32>
+  %mx = cpc.reduce_max %x {axes = array<i64: 1>} : tensor<2x4x8xf32> -> tensor<2x8xf32>
+  %mn = cpc.reduce_min %x {axes = array<i64: 1>} : tensor<2x4x8xf32> -> tensor<2x8xf32>
+  %sm = cpc.softmax %x {axis = 2 : i64} : tensor<2x4x8xf32>
+  %a = cpc.add %x, %b : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %sl = cpc.slice %x {starts = array<i64: 0, 1, 0>, limits = array<i64: 2, 3, 8>, strides = array<i64: 1, 1, 1>} : tensor<2x4x8xf32> -> tensor<2x2x8xf32>
+  %c = cpc.concat %x, %x {axis = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x8x8xf32>
+  %ln = cpc.layer_norm %x, %b, %b {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %t = cpc.transpose %x {permutation = array<i64: 0, 2, 1>} : tensor<2x4x8xf32> -> tensor<2x8x4xf32>
+  return %heads, %r, %mx, %mn, %sm, %a, %sl, %c, %ln, %t : tensor<2x4x3x2x4xf32>, tensor<4x6xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x2x8xf32>, tensor<2x8x8xf32>, tensor<2x4x8xf32>, tensor<2x8x4xf32>
+}
