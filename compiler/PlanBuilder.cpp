@@ -214,12 +214,7 @@ private:
     int b = newBuffer(param.getType(), name, BufferKind::Parameter, param);
     BufferDesc &desc = plan_.buffers[b];
     desc.trainable = param.getTrainable();
-    if (ShardingAttr sharding = param.getShardingAttr()) { // ZeRO-3: the blob keeps the whole value
-      desc.globalShape.assign(param.getGlobalShapeAttr().asArrayRef().begin(),
-                              param.getGlobalShapeAttr().asArrayRef().end());
-      for (StringRef axis : sharding.getAxesOfDim(0))
-        desc.shardAxes.push_back(axis.str());
-    }
+    setSharding(desc, param.getGlobalShapeAttr(), param.getShardingAttr()); // the blob keeps the whole value
     if (!weights_.contains(name))
       throw RuntimeError("parameter '" + name + "' has no initial value in the model");
     if (weights_.byteSize(name) != desc.storedBytes())
@@ -239,7 +234,20 @@ private:
     int b = newBuffer(state.getType(), name, BufferKind::State, state);
     // The plan's roles carry the dialect's names (runtime/Plan.h).
     plan_.buffers[b].role = parseRole<VariableRole>(stringifyStateRole(state.getRole()).str());
+    setSharding(plan_.buffers[b], state.getGlobalShapeAttr(), state.getShardingAttr());
     return variables_[name] = b;
+  }
+
+  /// A sharded variable's global shape and the mesh axes of each dim of its block.
+  static void setSharding(BufferDesc &desc, DenseI64ArrayAttr globalShape, ShardingAttr sharding) {
+    if (!sharding)
+      return;
+    desc.globalShape.assign(globalShape.asArrayRef().begin(), globalShape.asArrayRef().end());
+    for (unsigned d = 0; d < desc.shape.size(); ++d) {
+      desc.shardDims.emplace_back();
+      for (StringRef axis : sharding.getAxesOfDim(d))
+        desc.shardDims.back().push_back(axis.str());
+    }
   }
 
   int checkVariable(int b, Operation *op, const std::string &name) {
@@ -247,6 +255,13 @@ private:
     const BufferDesc &d = plan_.buffers[b];
     if (std::vector<int64_t>(type.getShape().begin(), type.getShape().end()) != d.shape)
       throw RuntimeError("variable '" + name + "' is used with two different shapes");
+    auto sharding = op->getAttrOfType<ShardingAttr>("sharding");
+    BufferDesc again = d;
+    again.shardDims.clear();
+    again.globalShape.clear();
+    setSharding(again, op->getAttrOfType<DenseI64ArrayAttr>("global_shape"), sharding);
+    if (again.shardDims != d.shardDims)
+      throw RuntimeError("variable '" + name + "' is split two different ways in two programs");
     return b;
   }
 

@@ -69,7 +69,8 @@ struct CpcDataParallelPass : cpc::impl::CpcDataParallelBase<CpcDataParallelPass>
     if (failed(targets))
       return signalPassFailure();
     for (func::FuncOp func : *targets) {
-      seedBatch(func, mesh);
+      if (size > 1) // with dp = 1 (tensor parallelism alone) only propagation and partitioning run
+        seedBatch(func, mesh);
       if (failed(propagateShardings(func, mesh)) || failed(partitionFunction(func, mesh)))
         return signalPassFailure();
     }

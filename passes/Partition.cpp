@@ -203,35 +203,24 @@ private:
   LogicalResult partitionOp(Operation *op) {
     // Propagation's layouts of the results are replaced by the partitioned ones.
     op->removeAttr(kResultShardingsAttr);
-    // Results and assigns take whole values.
-    if (llvm::isa<func::ReturnOp, AssignOp>(op)) {
-      // Gradient accumulators hold partial sums: each microbatch adds its local gradients and the
-      // sum is reduced once per step, where the update reads it.
-      auto assign = llvm::dyn_cast<AssignOp>(op);
-      if (assign && isAccumulator(assign.getName()) && !currentOf(assign.getValue()).isSplit())
-        return success();
-      for (OpOperand &use : op->getOpOperands()) {
-        Layout l = currentOf(use.get());
-        if (!l.partial.empty())
+    // Results are never partial; an assign takes its variable's layout.
+    if (auto assign = llvm::dyn_cast<AssignOp>(op))
+      return partitionAssign(assign);
+    if (llvm::isa<func::ReturnOp>(op)) { // results stay as split as they are, never partial
+      for (OpOperand &use : op->getOpOperands())
+        if (!currentOf(use.get()).partial.empty())
           use.set(reduced(use.get(), op));
-        if (currentOf(use.get()).isSplit() && llvm::isa<AssignOp>(op))
-          return op->emitError("assigning a split value to a variable is not supported yet");
-      }
       return success();
     }
     if (auto shard = llvm::dyn_cast<ShardOp>(op))
       return partitionShard(shard);
     if (op->getNumResults() == 0)
       return success();
-    // A state holds what its annotation says: gradient accumulators hold partial sums over the
-    // data-parallel axes (see the assign case above), as the pass that seeds those axes marks.
-    if (auto state = llvm::dyn_cast<StateOp>(op)) {
-      Layout l = layoutOf(state);
-      if (l.isSplit())
-        return state.emitError("a split state variable is not supported yet: ") << l.describe();
-      current_[state] = l;
-      return success();
-    }
+    // A variable holds what its layout says: split dims are stored as this rank's block (the op
+    // records global_shape and sharding for the plan); gradient accumulators hold partial sums
+    // over the data-parallel axes (see partitionAssign), as the pass that seeds those axes marks.
+    if (llvm::isa<ParameterOp, StateOp>(op))
+      return partitionVariable(op);
     // Values with no operands: constants and random tensors stay whole here; users slice them.
     if (op->getNumOperands() == 0) {
       for (Value r : op->getResults())
@@ -327,6 +316,48 @@ private:
     return success();
   }
 
+  /// A parameter or state read: split variables become this rank's block.
+  LogicalResult partitionVariable(Operation *op) {
+    Value v = op->getResult(0);
+    Layout l = layoutOf(v);
+    if (llvm::isa<ParameterOp>(op))
+      l.clearPartial();
+    if (l.isSplit()) {
+      if (op->getAttr("sharding"))
+        return op->emitError("is already sharded and cannot be split again: ") << l.describe();
+      Layout dims = l;
+      dims.clearPartial();
+      op->setAttr("global_shape", b_.getDenseI64ArrayAttr(tensorType(v).getShape()));
+      op->setAttr("sharding", dims.toAttr(mesh_.ref()));
+      v.setType(localType(tensorType(v), l));
+    }
+    current_[v] = l;
+    StringRef name = op->getAttrOfType<StringAttr>("name").getValue();
+    variableLayouts_[name] = l;
+    return success();
+  }
+
+  /// An assign writes this rank's part of its variable: the value laid out as the variable is
+  /// read in this function (whole when it is not read here), and reduced unless the variable is a
+  /// gradient accumulator, which keeps each rank's partial sum until the update reads it.
+  LogicalResult partitionAssign(AssignOp assign) {
+    OpOperand &use = assign->getOpOperand(0);
+    auto it = variableLayouts_.find(assign.getName());
+    Layout want = it != variableLayouts_.end() ? it->second : Layout::whole(tensorType(use.get()).getRank());
+    bool keepPartial = isAccumulator(assign.getName()) && currentOf(use.get()).partial == want.partial &&
+                       currentOf(use.get()).reduction == want.reduction;
+    if (!keepPartial && !currentOf(use.get()).partial.empty())
+      use.set(reduced(use.get(), assign));
+    FailureOr<Value> v = resharded(use.get(), want, assign, 0);
+    if (failed(v))
+      return failure();
+    use.set(*v);
+    if (currentOf(use.get()).dims != want.dims)
+      return assign.emitError("cannot lay out the value as its variable: ") << currentOf(use.get()).describe()
+                                                                           << " vs " << want.describe();
+    return success();
+  }
+
   /// cpc.shard: its input laid out as the annotation says (reduced, gathered or sliced); the op
   /// itself has no place in the per-rank program.
   LogicalResult partitionShard(ShardOp shard) {
@@ -413,6 +444,7 @@ private:
   llvm::DenseMap<Value, Layout> layouts_; // propagated (global) layouts
   llvm::DenseMap<Value, Layout> current_; // layouts of the partitioned values
   llvm::DenseMap<Value, Value> allReduced_;
+  llvm::StringMap<Layout> variableLayouts_; // layouts of the variables read so far, by name
   llvm::DenseMap<std::pair<Value, int64_t>, Value> allGathered_;
   llvm::DenseMap<Operation *, std::optional<ShardingRule>> rules_;
 };

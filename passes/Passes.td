@@ -118,6 +118,31 @@ def CpcPartition : Pass<"cpc-partition", "::mlir::ModuleOp"> {
   let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
 }
 
+def CpcTensorParallel : Pass<"cpc-tensor-parallel", "::mlir::ModuleOp"> {
+  let summary = "Choose the tensor-parallel split of the parameters (Megatron 1D) over a dp x tp mesh";
+  let description = [{
+    Adds `cpc.mesh @mesh shape = [dp, tp] axes = ["dp", "tp"]` (rank = dp index * tp + tp
+    index: the tp ranks of one dp group are neighbours, as Megatron) and annotates parameters
+    of the training functions (found by cpc.phase) with `cpc.shardings`; cpc-data-parallel's
+    propagation and partitioning then do the rest (split storage, moments split alike, the
+    collectives). The split comes from the graph's structure, never from names: a Linear
+    followed by an activation and a second Linear (an MLP) makes the first column-parallel
+    (weight and bias split by output features) and the second row-parallel (weight split by
+    input features, its result a partial sum all-reduced over tp). Where the hidden size does
+    not divide by tp, that MLP stays replicated and a note says so. `shard` overrides or adds
+    splits by parameter name: "REGEX=SPEC", SPEC one entry per dim separated by `:` (or `,`
+    outside a pass option, whose lists split at commas), `-` for whole or mesh axes joined by
+    `*` (e.g. `blocks\.0\.mlp\.fc1\.weight=tp:-`); the last matching entry wins.
+  }];
+  let options = [
+    Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks (the mesh's first axis)">,
+    Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks (the mesh's second axis)">,
+    Option<"megatron", "megatron", "bool", /*default=*/"true", "Split MLPs as Megatron does">,
+    ListOption<"shard", "shard", "std::string", "Manual splits: REGEX=SPEC (SPEC: dims as - or axis*axis)">,
+  ];
+  let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
+}
+
 def CpcDataParallel : Pass<"cpc-data-parallel", "::mlir::ModuleOp"> {
   let summary = "Shard the batch of the given functions over a `dp` mesh axis and partition them";
   let description = [{

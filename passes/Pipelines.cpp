@@ -27,9 +27,16 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   pm.addPass(createCpcBuildTrainStep(step));
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
-  if (options.dataParallel <= 1)
+  if (options.dataParallel <= 1 && options.tensorParallel <= 1 && options.shard.empty())
     return;
   // The passes find the training functions by their cpc.phase.
+  if (options.tensorParallel > 1 || !options.shard.empty()) {
+    CpcTensorParallelOptions tp;
+    tp.dp = options.dataParallel;
+    tp.tp = options.tensorParallel;
+    tp.shard = options.shard;
+    pm.addPass(createCpcTensorParallel(tp));
+  }
   CpcDataParallelOptions dp;
   dp.size = options.dataParallel;
   pm.addPass(createCpcDataParallel(dp));
@@ -46,6 +53,6 @@ void cpc::registerCpcPipelines() {
   PassPipelineRegistration<TrainingPipelineOptions>(
       "cpc-training-pipeline",
       "The passes `cpc compile` runs on an imported model in training mode: autodiff, the "
-      "training step (accumulation, clipping, AdamW), then data parallelism and ZeRO",
+      "training step (accumulation, clipping, AdamW), then tensor and data parallelism and ZeRO",
       buildTrainingPipeline);
 }

@@ -84,13 +84,17 @@ private:
     return success();
   }
 
-  /// Values propagation may not split: inputs without a seed, parameters and states.
+  /// Values propagation may not split: seeds (except a state's annotation that only says it is
+  /// partial), inputs without a seed and parameters without one. A state (optimizer moments,
+  /// accumulators) follows what it is combined with, so that the moments of a split parameter
+  /// are split alike and each rank stores its block.
   bool fixed(Value v) const {
+    bool state = !llvm::isa<BlockArgument>(v) && llvm::isa<StateOp>(v.getDefiningOp());
     if (seeds_.count(v))
-      return true;
+      return !state || layouts_.lookup(v).isSplit();
     if (llvm::isa<BlockArgument>(v))
       return true;
-    return llvm::isa<ParameterOp, StateOp>(v.getDefiningOp());
+    return !state && llvm::isa<ParameterOp>(v.getDefiningOp());
   }
 
   /// The factor axes of `op` that its values' layouts imply, made legal.

@@ -1,5 +1,6 @@
 //===- CollectiveKernels.cpp ----------------------------------------------===//
 #include "runtime/CollectiveKernels.h"
+#include "runtime/Blocks.h"
 #include "runtime/Communicator.h"
 #include "runtime/Plan.h"
 
@@ -179,35 +180,8 @@ void shardSliceKernel(kernels::KernelContext &ctx) {
   const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
   checkMesh(ctx);
   auto dimAxes = ctx.attr("sharding").at("dim_axes").get<std::vector<std::vector<std::string>>>();
-  std::vector<int64_t> mine = meshCoordinates(ctx.rank, *ctx.meshShape);
-  std::vector<int64_t> start(in.rank(), 0);
-  for (int64_t d = 0; d < in.rank(); ++d) {
-    int64_t block = 0;
-    for (const auto &a : dimAxes.at(d)) {
-      int64_t i = axisIndex(ctx, a);
-      block = block * (*ctx.meshShape)[i] + mine[i];
-    }
-    start[d] = block * out.shape[d];
-  }
-  size_t es = dtypeSize(in.dtype);
-  std::vector<int64_t> inStrides(in.rank(), 1);
-  for (int64_t d = in.rank() - 2; d >= 0; --d)
-    inStrides[d] = inStrides[d + 1] * in.shape[d + 1];
-  // Copy row by row along the innermost dim.
-  int64_t inner = in.rank() ? out.shape.back() : 1, rows = out.numel() / std::max<int64_t>(inner, 1);
-  auto *dst = static_cast<char *>(out.data);
-  const auto *src = static_cast<const char *>(in.data);
-  for (int64_t row = 0; row < rows; ++row) {
-    int64_t offset = 0, rest = row;
-    for (int64_t d = in.rank() - 2; d >= 0; --d) {
-      int64_t idx = rest % out.shape[d];
-      rest /= out.shape[d];
-      offset += (start[d] + idx) * inStrides[d];
-    }
-    if (in.rank())
-      offset += start.back();
-    std::memcpy(dst + row * inner * es, src + offset * es, inner * es);
-  }
+  std::vector<int64_t> starts = blockStarts(*ctx.meshShape, *ctx.meshAxes, ctx.rank, dimAxes, out.shape);
+  copyBlock(in.data, in.shape, out.data, out.shape, starts, dtypeSize(in.dtype), true);
 }
 
 } // namespace

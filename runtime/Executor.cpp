@@ -1,5 +1,6 @@
 //===- Executor.cpp -------------------------------------------------------===//
 #include "runtime/Executor.h"
+#include "runtime/Blocks.h"
 #include "runtime/CollectiveKernels.h"
 #include "runtime/Communicator.h"
 
@@ -63,18 +64,16 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
     case BufferKind::Constant:
     case BufferKind::Parameter: {
       (b.kind == BufferKind::Constant ? memory_.constantBytes : memory_.parameterBytes) += b.bytes();
-      // A sharded parameter's block: this rank's slice of the whole value in the blob.
-      size_t offset = b.offset + (b.sharded() ? plan.shardIndex(options.rank, b.shardAxes) * b.bytes() : 0);
       // Kernels never write constants, nor parameters at inference: those run straight from a
       // plan held in memory. Training updates parameters in place, so they get memory of their own.
-      if (plan.blobInMemory() && (b.kind == BufferKind::Constant || plan.mode != "train")) {
-        views_[i].data = const_cast<uint8_t *>(plan.blob.data()) + offset;
+      if (!b.sharded() && plan.blobInMemory() && (b.kind == BufferKind::Constant || plan.mode != "train")) {
+        views_[i].data = const_cast<uint8_t *>(plan.blob.data()) + b.offset;
         memory_.inPlanBytes += b.bytes();
         break;
       }
       mem_->owned.push_back(std::make_unique<AlignedBuffer>(b.bytes()));
       views_[i].data = mem_->owned.back()->ptr;
-      plan.readBlob(offset, b.bytes(), views_[i].data);
+      loadBlock(b, views_[i].data);
       break;
     }
     case BufferKind::State: // zero-initialized by AlignedBuffer
@@ -231,6 +230,28 @@ TensorRef Executor::output(const std::string &name, const std::string &program) 
   throw RuntimeError("the plan has no output '" + name + "'");
 }
 
+void Executor::loadBlock(const BufferDesc &b, void *dst) const {
+  if (!b.sharded()) {
+    plan_.readBlob(b.offset, b.bytes(), dst);
+    return;
+  }
+  // A sharded parameter: this rank's block of the whole value in the blob. When only the
+  // leading dim is split the block is one contiguous range; otherwise it is cut out of the whole.
+  std::vector<int64_t> view = b.splitView();
+  std::vector<int64_t> starts = blockStarts(plan_, options_.rank, b.shardDims, b.shape);
+  bool contiguous = true;
+  for (size_t d = 1; d < b.shape.size(); ++d)
+    contiguous = contiguous && b.shape[d] == view[d];
+  if (contiguous) {
+    size_t rowBytes = b.shape.empty() || b.shape[0] == 0 ? 0 : b.bytes() / b.shape[0];
+    plan_.readBlob(b.offset + (starts.empty() ? 0 : starts[0] * rowBytes), b.bytes(), dst);
+    return;
+  }
+  std::vector<uint8_t> whole(b.storedBytes());
+  plan_.readBlob(b.offset, whole.size(), whole.data());
+  copyBlock(whole.data(), view, dst, b.shape, starts, dtypeSize(b.dtype), true);
+}
+
 HostTensor Executor::wholeVariable(const std::string &name) const {
   TensorRef local = variable(name);
   const BufferDesc *desc = nullptr;
@@ -246,10 +267,20 @@ HostTensor Executor::wholeVariable(const std::string &name) const {
   }
   if (!options_.comm)
     throw RuntimeError("gathering the sharded parameter '" + name + "' needs a communicator");
+  // Every member of the group of ranks that hold the other blocks sends its block; each block
+  // goes back to where its rank's coordinates put it.
+  std::vector<std::string> axes;
+  for (const auto &dim : desc->shardDims)
+    axes.insert(axes.end(), dim.begin(), dim.end());
+  std::vector<int> group = plan_.shardGroup(options_.rank, axes);
+  std::vector<uint8_t> blocks(local.bytes() * group.size());
+  options_.comm->allGather(local.data, blocks.data(), local.numel(), local.dtype, group);
   whole.shape = desc->globalShape;
   whole.data.resize(desc->storedBytes());
-  options_.comm->allGather(local.data, whole.data.data(), local.numel(), local.dtype,
-                           plan_.shardGroup(options_.rank, desc->shardAxes));
+  std::vector<int64_t> view = desc->splitView();
+  for (size_t k = 0; k < group.size(); ++k)
+    copyBlock(whole.data.data(), view, blocks.data() + k * local.bytes(), desc->shape,
+              blockStarts(plan_, group[k], desc->shardDims, desc->shape), dtypeSize(local.dtype), false);
   return whole;
 }
 

@@ -64,6 +64,9 @@ public:
   std::vector<std::pair<std::string, double>> profile(bool byShape = false) const;
 
 private:
+  /// Reads parameter `b`'s initial value, or this rank's block of it, from the plan's blob.
+  void loadBlock(const BufferDesc &b, void *dst) const;
+
   struct Memory;
   const Plan &plan_;
   ExecutorOptions options_;

@@ -162,7 +162,7 @@ nlohmann::json Plan::metadata() const {
               {"trainable", b.trainable}, {"role", roleName(b.role)}};
     if (b.sharded()) {
       d["global_shape"] = b.globalShape;
-      d["shard_axes"] = b.shardAxes;
+      d["shard_dims"] = b.shardDims;
     }
     bufs.push_back(std::move(d));
   }
@@ -221,6 +221,12 @@ std::vector<int> meshGroup(int rank, const std::vector<int64_t> &shape, const st
   return group;
 }
 
+std::vector<int64_t> BufferDesc::splitView() const {
+  if (shape.size() == 1 && globalShape.size() != 1)
+    return {numElements(globalShape)};
+  return globalShape;
+}
+
 int64_t Plan::shardIndex(int rank, const std::vector<std::string> &axes) const {
   std::vector<bool> along = meshDimsAlong(meshAxes, axes);
   // Row-major over the mesh dims in mesh order: the rank's position in its shardGroup.
@@ -261,16 +267,28 @@ void validateBufferSizes(const Plan &plan, const BufferDesc &b, size_t index) {
 }
 
 void validateShardedBuffer(const Plan &plan, const BufferDesc &b) {
-  int64_t parts = 1;
-  for (const std::string &axis : b.shardAxes) {
-    auto it = std::find(plan.meshAxes.begin(), plan.meshAxes.end(), axis);
-    if (it == plan.meshAxes.end())
-      failPlan("buffer '" + b.name + "' is sharded over '" + axis + "', which the mesh lacks");
-    parts *= plan.meshShape[it - plan.meshAxes.begin()]; // <= world size: cannot overflow
+  std::string what = "buffer '" + b.name + "'";
+  if (b.kind != BufferKind::Parameter && b.kind != BufferKind::State)
+    failPlan(what + " is sharded but is not a parameter or state");
+  if (b.shardDims.size() != b.shape.size() || (b.shape.size() != 1 && b.shape.size() != b.globalShape.size()))
+    failPlan(what + ": its shard dims, block and global shape do not match");
+  std::vector<int64_t> view = b.splitView();
+  std::vector<bool> used(plan.meshAxes.size(), false);
+  for (size_t d = 0; d < view.size(); ++d) {
+    int64_t parts = 1;
+    for (const std::string &axis : b.shardDims[d]) {
+      auto it = std::find(plan.meshAxes.begin(), plan.meshAxes.end(), axis);
+      if (it == plan.meshAxes.end())
+        failPlan(what + " is sharded over '" + axis + "', which the mesh lacks");
+      if (used[it - plan.meshAxes.begin()])
+        failPlan(what + " is sharded twice over '" + axis + "'");
+      used[it - plan.meshAxes.begin()] = true;
+      parts *= plan.meshShape[it - plan.meshAxes.begin()]; // <= world size: cannot overflow
+    }
+    if (checkedMul(b.shape[d], parts) != view[d])
+      failPlan(what + " is not a 1/" + std::to_string(parts) + " block of its global shape along dim " +
+               std::to_string(d));
   }
-  if (b.kind != BufferKind::Parameter || b.shape.size() != 1 ||
-      checkedMul(b.shape[0], parts) != numElements(b.globalShape))
-    failPlan("buffer '" + b.name + "' is not a 1/" + std::to_string(parts) + " block of its global shape");
 }
 
 void validateMesh(const Plan &plan) {
@@ -477,9 +495,9 @@ Plan readPlan(const std::string &path, PlanBlob blobMode) {
       d.aliasOf = b.at("alias_of");
       d.trainable = b.at("trainable");
       d.role = parseRole<VariableRole>(b.at("role"));
-      if (b.contains("shard_axes")) {
+      if (b.contains("shard_dims")) {
         d.globalShape = b.at("global_shape").get<std::vector<int64_t>>();
-        d.shardAxes = b.at("shard_axes").get<std::vector<std::string>>();
+        d.shardDims = b.at("shard_dims").get<std::vector<std::vector<std::string>>>();
       }
       plan.buffers.push_back(std::move(d));
     }

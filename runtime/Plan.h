@@ -27,8 +27,9 @@
 namespace cpc {
 
 // 2: sharded parameters (global_shape, shard_axes) and all_gather's dim; a reader of version 1
-// would silently ignore both. 3: roles of state buffers, runtime inputs and programs.
-constexpr uint32_t kPlanVersion = 3;
+// would silently ignore both. 3: roles of state buffers, runtime inputs and programs. 4: sharded
+// variables split per dim (shard_dims) for tensor parallelism, all_to_all, all_reduce's kind.
+constexpr uint32_t kPlanVersion = 4;
 constexpr size_t kPlanAlignment = 64;
 
 /// Collectives run through fixed scratch memory whatever the message size (so that the predicted
@@ -67,14 +68,18 @@ struct BufferDesc {
   int aliasOf = -1;             // a view of another buffer's memory (reshape, in-place)
   bool trainable = false;       // parameters only
   VariableRole role = VariableRole::None; // state buffers
-  // A sharded parameter (ZeRO-3): `shape` is one rank's 1-D block of the flattened parameter of
-  // `globalShape`, split over the mesh axes `shardAxes`. The blob holds the whole initial value;
-  // each rank loads its block.
+  // A sharded variable: `shape` is one rank's block of the value of `globalShape`, whose dims are
+  // split over the mesh axes in `shardDims` (one list per dim of `shape`, major to minor). Tensor
+  // parallelism splits the global dims themselves (`shape` has the global rank); ZeRO-3 splits
+  // the flattened value (`shape` is 1-D, one list). A parameter's blob holds the whole initial
+  // value; each rank loads its block.
   std::vector<int64_t> globalShape;
-  std::vector<std::string> shardAxes;
+  std::vector<std::vector<std::string>> shardDims;
 
   size_t bytes() const { return numElements(shape) * dtypeSize(dtype); }
-  bool sharded() const { return !shardAxes.empty(); }
+  bool sharded() const { return !shardDims.empty(); }
+  /// The global value viewed with `shape`'s rank: globalShape, or flattened for a 1-D block.
+  std::vector<int64_t> splitView() const;
   /// Bytes of its data in the blob (the whole value of a sharded parameter).
   size_t storedBytes() const { return sharded() ? numElements(globalShape) * dtypeSize(dtype) : bytes(); }
 };

@@ -171,9 +171,12 @@ void TrainRecipe::apply(const nlohmann::json &config, const std::string &origin)
             fail(origin, "parallel.tensor", "expected {\"mode\": ..., \"size\": ...}");
           for (const auto &[tk, tv] : pv.items()) {
             if (tk == "size") {
-              if (integer(tv, origin, "parallel.tensor.size", 1) != 1)
-                fail(origin, "parallel.tensor.size", "tensor parallelism is not available yet (use 1)");
-            } else if (tk != "mode") {
+              tensorParallel = integer(tv, origin, "parallel.tensor.size", 1);
+            } else if (tk == "mode") {
+              if (!tv.is_null() && tv != "1d")
+                fail(origin, "parallel.tensor.mode",
+                     "only '1d' (Megatron) tensor parallelism is available, got " + tv.dump());
+            } else {
               fail(origin, "parallel.tensor." + tk, "unknown key");
             }
           }

@@ -31,6 +31,7 @@ struct TrainRecipe {
   int64_t stepsPerEpoch = 1;
   std::string lrSchedule = "constant"; // "constant" | "cosine"
   int64_t accumulation = 1;
+  int64_t tensorParallel = 1; // parallel.tensor.size (mode '1d')
   double clipGradNorm = 0.0;
   double beta1 = 0.9, beta2 = 0.95, epsilon = 1e-8;
   std::vector<std::string> frozen;

@@ -74,33 +74,62 @@ static FailureOr<int64_t> collectiveGroupSize(Operation *op, FlatSymbolRefAttr m
   return axesSize(op, *mesh, names);
 }
 
+/// A sharded variable (parameter or state): `global_shape` and `sharding` come together, and the
+/// value is either a 1-D block of the flattened variable (ZeRO-3) or a block of the global rank
+/// split dim by dim, never partial.
+static LogicalResult verifyShardedVariable(Operation *op, RankedTensorType type, DenseI64ArrayAttr globalShape,
+                                           ShardingAttr sharding) {
+  if (bool(globalShape) != bool(sharding))
+    return op->emitOpError("a sharded variable needs both global_shape and sharding");
+  if (!sharding)
+    return success();
+  bool flat = type.getRank() == 1 && sharding.getDimAxes().size() == 1;
+  bool perDim = type.getRank() == (int64_t)globalShape.size() && (int64_t)sharding.getDimAxes().size() == type.getRank();
+  if ((!flat && !perDim) || !sharding.getPartialAxisNames().empty())
+    return op->emitOpError("a sharded variable is a 1-D block of the flattened value or a block split dim by dim");
+  return success();
+}
+
+/// Checks that a sharded variable's block times its axes' sizes is the global shape.
+static LogicalResult verifyShardedVariableUses(Operation *op, RankedTensorType type, DenseI64ArrayAttr globalShape,
+                                               ShardingAttr sharding, SymbolTableCollection &symbols) {
+  if (!sharding)
+    return success();
+  SmallVector<int64_t> view(globalShape.asArrayRef());
+  if (type.getRank() == 1 && view.size() != 1)
+    view = {numElements(globalShape.asArrayRef())};
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    FailureOr<int64_t> parts =
+        collectiveGroupSize(op, sharding.getMesh(), llvm::cast<ArrayAttr>(sharding.getDimAxes()[d]), symbols);
+    if (failed(parts))
+      return failure();
+    if (view[d] < 0 || checkedMul(type.getDimSize(d), *parts) != view[d])
+      return op->emitOpError("block of ") << type.getDimSize(d) << " elements along dim " << d << " times " << *parts
+                                          << " ranks is not the global " << view[d] << " elements";
+  }
+  return success();
+}
+
 LogicalResult ParameterOp::verify() {
   if (getName().empty())
     return emitOpError("needs a non-empty name");
   if (getTrainable() && !llvm::isa<FloatType>(getType().getElementType()))
     return emitOpError("only floating-point parameters can be trainable");
-  if (bool(getGlobalShapeAttr()) != bool(getShardingAttr()))
-    return emitOpError("a sharded parameter needs both global_shape and sharding");
-  if (ShardingAttr sharding = getShardingAttr()) {
-    if (getType().getRank() != 1 || sharding.getDimAxes().size() != 1 || !sharding.getPartialAxisNames().empty())
-      return emitOpError("a sharded parameter is a 1-D block split along dim 0");
-  }
-  return success();
+  return verifyShardedVariable(*this, llvm::cast<RankedTensorType>(getType()), getGlobalShapeAttr(), getShardingAttr());
 }
 
 LogicalResult ParameterOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  ShardingAttr sharding = getShardingAttr();
-  if (!sharding)
-    return success();
-  FailureOr<int64_t> parts =
-      collectiveGroupSize(*this, sharding.getMesh(), llvm::cast<ArrayAttr>(sharding.getDimAxes()[0]), symbols);
-  if (failed(parts))
-    return failure();
-  int64_t global = numElements(getGlobalShapeAttr().asArrayRef());
-  if (global < 0 || checkedMul(getType().getDimSize(0), *parts) != global)
-    return emitOpError("block of ") << getType().getDimSize(0) << " elements times " << *parts
-                                    << " ranks is not the global " << global << " elements";
-  return success();
+  return verifyShardedVariableUses(*this, llvm::cast<RankedTensorType>(getType()), getGlobalShapeAttr(),
+                                   getShardingAttr(), symbols);
+}
+
+LogicalResult StateOp::verify() {
+  return verifyShardedVariable(*this, llvm::cast<RankedTensorType>(getType()), getGlobalShapeAttr(), getShardingAttr());
+}
+
+LogicalResult StateOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyShardedVariableUses(*this, llvm::cast<RankedTensorType>(getType()), getGlobalShapeAttr(),
+                                   getShardingAttr(), symbols);
 }
 
 LogicalResult RandomUniformOp::verify() {

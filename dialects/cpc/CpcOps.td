@@ -32,9 +32,10 @@ def Cpc_ParameterOp : Cpc_Op<"parameter", [Pure, DeclareOpInterfaceMethods<Symbo
     `trainable` marks parameters that training updates; frozen ones (e.g. MAE's fixed
     positional embeddings) are plain inputs to the step.
 
-    A sharded parameter (ZeRO-3) carries `global_shape` and `sharding`: the value is this
-    rank's block of the flattened parameter, whose dim 0 is split over the sharding's mesh
-    axes; every rank stores only its block.
+    A sharded parameter carries `global_shape` and `sharding`, and every rank stores only its
+    block: either a 1-D block of the flattened parameter (ZeRO-3: dim 0 split over the
+    sharding's axes) or a block of the same rank as the global shape, each dim split over
+    its axes (tensor parallelism).
   }];
   let arguments = (ins StrAttr:$name, UnitAttr:$trainable, OptionalAttr<DenseI64ArrayAttr>:$global_shape,
                    OptionalAttr<Cpc_ShardingAttr>:$sharding);
@@ -388,16 +389,26 @@ def Cpc_Conv2DGradWeightOp : Cpc_Op<"conv2d_grad_weight", [DeclareOpInterfaceMet
 // Training state: persistent variables and the optimizer.
 //===----------------------------------------------------------------------===//
 
-def Cpc_StateOp : Cpc_Op<"state", []> {
+def Cpc_StateOp : Cpc_Op<"state", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Reads a persistent, zero-initialized training variable (optimizer moments, gradient accumulators)";
   let description = [{
     `role` says what the variable holds; passes, the plan and the runtime read it (the name
-    only identifies the variable). Example:
+    only identifies the variable). A sharded state (the moments of a tensor-parallel
+    parameter) carries `global_shape` and `sharding` like a sharded parameter. Example:
     `%m = cpc.state <exp_avg> "adamw.exp_avg.w" : tensor<4xf32>`
   }];
-  let arguments = (ins Cpc_StateRoleAttr:$role, StrAttr:$name);
+  let arguments = (ins Cpc_StateRoleAttr:$role, StrAttr:$name, OptionalAttr<DenseI64ArrayAttr>:$global_shape,
+                   OptionalAttr<Cpc_ShardingAttr>:$sharding);
   let results = (outs Cpc_Tensor:$result);
   let assemblyFormat = "$role $name attr-dict `:` type($result)";
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$type, "::cpc::StateRole":$role, "::llvm::StringRef":$name), [{
+      build($_builder, $_state, type, role, name, ::mlir::DenseI64ArrayAttr(), ShardingAttr());
+    }]>,
+    OpBuilder<(ins "::mlir::Type":$type, "::cpc::StateRoleAttr":$role, "::mlir::StringAttr":$name), [{
+      build($_builder, $_state, type, role, name, ::mlir::DenseI64ArrayAttr(), ShardingAttr());
+    }]>];
+  let hasVerifier = 1;
 }
 
 def Cpc_AssignOp : Cpc_Op<"assign", []> {

@@ -110,7 +110,8 @@ with tempdir() as work:
                  ({"gradient_accumulation": 3}, "key 'gradient_accumulation': 3 does not divide TOTAL_BATCH_SIZE 4"),
                  ({"TOTAL_BATCH_SIZE": 8}, "key 'TOTAL_BATCH_SIZE'"), ({"BETAS": [0.9]}, "key 'BETAS'"),
                  ({"lr_schedule": "step"}, "key 'lr_schedule'"), ({"frozen": ["("]}, "key 'frozen'"),
-                 ({"parallel": {"tensor": {"size": 2, "mode": "1d"}}}, "key 'parallel.tensor.size'")]
+                 ({"parallel": {"tensor": {"size": 2, "mode": "2d"}}}, "key 'parallel.tensor.mode'"),
+                 ({"parallel": {"tensor": {"size": 0}}}, "key 'parallel.tensor.size'")]
         for i, (changes, needle) in enumerate(cases):
             cfg = write_config(work, "bad%d" % i, **changes)
             proc = run([tool("cpc"), "compile", full, "--config", cfg, "-o", os.path.join(work, "bad.plan")],

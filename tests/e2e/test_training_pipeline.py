@@ -16,7 +16,8 @@ RECIPE = {"TOTAL_BATCH_SIZE": 8, "LR": 0.05, "WEIGHT_DECAY": 0.05, "clip_grad_no
 # (name, flags); the model is exported with a batch of 4, the microbatch.
 LAYOUTS = [("one rank", []), ("dp2 zero1", ["--dp", "2", "--zero", "1"]),
            ("dp2 zero3", ["--dp", "2", "--zero", "3"]),
-           ("accumulation 2 dp2", ["--dp", "2", "--set", "gradient_accumulation=2", "--set", "TOTAL_BATCH_SIZE=8"])]
+           ("accumulation 2 dp2", ["--dp", "2", "--set", "gradient_accumulation=2", "--set", "TOTAL_BATCH_SIZE=8"]),
+           ("dp2 tp2 with a --shard override", ["--dp", "2", "--tp", "2", "--shard", r"blocks\.0\.mlp\.fc2\.bias=tp"])]
 
 
 def main():

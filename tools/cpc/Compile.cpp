@@ -41,6 +41,13 @@ Options:
   --dump-ir FILE             Write the IR the plan is built from
   --dp N                     Data parallelism over N ranks (training): each rank takes 1/N of
                              every microbatch; gradients are all-reduced
+  --tp N                     Tensor parallelism over N ranks (training; Megatron 1D, or the config's
+                             parallel.tensor.size): MLPs split column- then row-parallel. The mesh
+                             is dp x tp, rank = dp index * N + tp index (a dp group's tp ranks are
+                             neighbours); the tp ranks of one dp group read the same samples
+  --shard REGEX=SPEC         Split the parameters whose name matches REGEX as SPEC, one entry per
+                             dim: '-' (whole) or mesh axes joined by '*', e.g. 'fc1\.weight=tp,-'
+                             (repeatable; overrides the Megatron choice)
   --no-inplace               Never let an op write its result over an input
 )";
 
@@ -153,7 +160,7 @@ std::string shardingString(ShardingAttr sharding) {
   return s;
 }
 
-/// The --dump-sharding table: every input and op result that is split or partial.
+/// The --dump-sharding table: every input, variable and op result that is split or partial.
 void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &functions) {
   auto mesh = module.lookupSymbol<MeshOp>("mesh");
   if (mesh) {
@@ -189,6 +196,10 @@ void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &f
     std::set<std::string> variablesShown; // a variable may be read at several places
     func.walk([&](mlir::Operation *op) {
       auto shardings = op->getAttrOfType<mlir::ArrayAttr>("cpc.shardings");
+      // Variables stored split (tensor parallelism) carry their layout as `sharding`.
+      if (!shardings && llvm::isa<ParameterOp, StateOp>(op))
+        if (auto stored = op->getAttrOfType<ShardingAttr>("sharding"))
+          shardings = mlir::ArrayAttr::get(op->getContext(), {stored});
       if (!shardings)
         return;
       std::string label = op->getName().getStringRef().str();
@@ -215,7 +226,8 @@ void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &f
 
 int runCompile(int argc, char **argv) {
   std::string input, output, mode, configPath;
-  int64_t dataParallel = 1;
+  int64_t dataParallel = 1, tensorParallel = 0; // 0: from the config
+  std::vector<std::string> shardRules;
   bool dumpSharding = false, printPipeline = false;
   std::string dumpIrPath;
   int64_t zeroStage = 0;
@@ -250,6 +262,19 @@ int runCompile(int argc, char **argv) {
       dataParallel = std::strtoll(v.c_str(), &end, 10);
       if (v.empty() || *end || dataParallel < 1 || dataParallel > 4096)
         throw UsageError("--dp expects a positive number of ranks, got '" + v + "'");
+    } else if (arg == "--tp") {
+      std::string v = takeValue(argc, argv, i);
+      char *end = nullptr;
+      tensorParallel = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end || tensorParallel < 1 || tensorParallel > 4096)
+        throw UsageError("--tp expects a positive number of ranks, got '" + v + "'");
+    } else if (arg == "--shard") {
+      std::string v = takeValue(argc, argv, i);
+      if (v.find('=') == std::string::npos || v[0] == '=')
+        throw UsageError("--shard expects REGEX=SPEC, got '" + v + "'");
+      size_t eq = v.rfind('=');
+      std::replace(v.begin() + eq, v.end(), ',', ':'); // the pipeline's lists split at commas
+      shardRules.push_back(v);
     } else if (arg == "--set") {
       overrides.push_back(takeValue(argc, argv, i));
     } else if (arg == "--no-inplace") {
@@ -312,8 +337,17 @@ int runCompile(int argc, char **argv) {
                        std::to_string(microbatch) + " samples");
     if (dataParallel == 1 && zeroStage > 0)
       throw UsageError("--zero shards over data-parallel ranks: use it with --dp N (N > 1)");
+    if (tensorParallel > 0 && recipe.tensorParallel > 1 && tensorParallel != recipe.tensorParallel)
+      throw UsageError("--tp " + std::to_string(tensorParallel) + " disagrees with parallel.tensor.size " +
+                       std::to_string(recipe.tensorParallel) + " in " + configPath);
+    if (tensorParallel == 0)
+      tensorParallel = recipe.tensorParallel;
+    if ((tensorParallel > 1 || !shardRules.empty()) && zeroStage > 0)
+      throw UsageError("--zero with tensor parallelism is not available yet (ZeRO shards whole optimizer states)");
     TrainingPipelineOptions pipeline;
     setPipelineOptions(pipeline, recipe, dataParallel, zeroStage);
+    pipeline.tensorParallel = tensorParallel;
+    pipeline.shard = shardRules;
     std::string pipelineText = runTrainingPipeline(context, *model.module, pipeline);
     if (printPipeline)
       std::cout << "pipeline: " << pipelineText << "\n";
@@ -322,10 +356,12 @@ int runCompile(int argc, char **argv) {
       if (auto func = findPhase(*model.module, phase))
         planOptions.functions.push_back(func.getSymName().str());
     training = {{"recipe", recipe.toJson()}, {"microbatch", microbatch}, {"programs", planOptions.functions},
-                {"data_parallel", dataParallel}, {"zero", zeroStage},
+                {"data_parallel", dataParallel}, {"tensor_parallel", tensorParallel}, {"zero", zeroStage},
                 {"batch_axes", dataParallel > 1 ? std::vector<std::string>{"dp"} : std::vector<std::string>{}}};
   } else if (dataParallel > 1) {
     throw UsageError("--dp applies to training plans (--mode train)");
+  } else if (tensorParallel > 1 || !shardRules.empty()) {
+    throw UsageError("--tp and --shard apply to training plans (--mode train)");
   } else if (zeroStage > 0) {
     throw UsageError("--zero applies to training plans (--mode train)");
   } else if (!configPath.empty() || !overrides.empty()) {

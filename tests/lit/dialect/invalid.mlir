@@ -227,7 +227,7 @@ func.func @parameter_trainable_int() {
 cpc.mesh @mesh shape = [2] axes = ["dp"]
 // Tests that a sharded parameter names both its global shape and its sharding.
 func.func @parameter_shard_without_global_shape() {
-  // expected-error @+1 {{'cpc.parameter' op a sharded parameter needs both global_shape and sharding}}
+  // expected-error @+1 {{'cpc.parameter' op a sharded variable needs both global_shape and sharding}}
   %0 = cpc.parameter "w" trainable {sharding = #cpc.sharding<@mesh, [["dp"]]>} : tensor<6xf32>
   return
 }
@@ -237,8 +237,28 @@ func.func @parameter_shard_without_global_shape() {
 cpc.mesh @mesh shape = [2] axes = ["dp"]
 // Tests that a sharded parameter's block times the ranks is its global size.
 func.func @parameter_shard_wrong_block() {
-  // expected-error @+1 {{'cpc.parameter' op block of 4 elements times 2 ranks is not the global 12 elements}}
+  // expected-error @+1 {{'cpc.parameter' op block of 4 elements along dim 0 times 2 ranks is not the global 12 elements}}
   %0 = cpc.parameter "w" trainable {global_shape = array<i64: 4, 3>, sharding = #cpc.sharding<@mesh, [["dp"]]>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+cpc.mesh @mesh shape = [2, 2] axes = ["dp", "tp"]
+// Tests that a block split dim by dim (tensor parallelism) matches its global shape per dim.
+func.func @parameter_shard_wrong_dim_block() {
+  // expected-error @+1 {{'cpc.parameter' op block of 3 elements along dim 1 times 2 ranks is not the global 3 elements}}
+  %0 = cpc.parameter "w" trainable {global_shape = array<i64: 4, 3>, sharding = #cpc.sharding<@mesh, [["tp"], ["dp"]]>} : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+cpc.mesh @mesh shape = [2, 2] axes = ["dp", "tp"]
+// Tests that a sharded state is never partial.
+func.func @state_shard_partial() {
+  // expected-error @+1 {{'cpc.state' op a sharded variable is a 1-D block of the flattened value or a block split dim by dim}}
+  %0 = cpc.state <exp_avg> "m" {global_shape = array<i64: 4, 3>, sharding = #cpc.sharding<@mesh, [["tp"], []], partial = ["dp"]>} : tensor<2x3xf32>
   return
 }
 

@@ -463,12 +463,15 @@ func.func @max_over_batch(%x: tensor<4x6xf32> {cpc.sharding = #batch2}) -> (tens
 
 // -----
 
-// Tests that assigning a split value to a variable is refused.
+// Tests that a split value assigned to a variable stored whole (not read split here) is
+// gathered first.
+// CHECK-LABEL: func.func @assign_split
+// CHECK: %[[G:.*]] = cpc.all_gather %{{.*}} over @mesh ["dp"] : tensor<2x6xf32> -> tensor<4x6xf32>
+// CHECK: cpc.assign %[[G]] to "v" : tensor<4x6xf32>
 #batch2 = #cpc.sharding<@mesh, [["dp"], []]>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
 func.func @assign_split(%x: tensor<4x6xf32> {cpc.sharding = #batch2}) {
   %e = cpc.exp %x {cpc.shardings = [#batch2]} : tensor<4x6xf32>
-  // expected-error @+1 {{assigning a split value to a variable is not supported yet}}
   cpc.assign %e to "v" : tensor<4x6xf32>
   return
 }

@@ -26,7 +26,7 @@ Plan zeroPlan(int stage, int64_t n, int64_t ranks) {
   param.trainable = true;
   if (stage == 3 && sharded) {
     param.globalShape = {n};
-    param.shardAxes = {"dp"};
+    param.shardDims = {{"dp"}};
   }
   int p = add(param);
   add({"frozen", DType::F32, {7}, BufferKind::Parameter});

@@ -49,14 +49,14 @@ TEST(PlanTest, ValidateChecksShardedParameters) {
   Plan plan = meshPlan();
   plan.buffers[0].shape = {4};
   plan.buffers[0].globalShape = {2, 4};
-  plan.buffers[0].shardAxes = {"dp"};
+  plan.buffers[0].shardDims = {{"dp"}};
   EXPECT_NO_THROW(plan.validate());
   plan.buffers[0].shape = {3}; // not a half of 8 elements
   EXPECT_THROW(plan.validate(), RuntimeError);
   plan.buffers[0].shape = {4};
-  plan.buffers[0].shardAxes = {"pp"}; // not a mesh axis
+  plan.buffers[0].shardDims = {{"pp"}}; // not a mesh axis
   EXPECT_THROW(plan.validate(), RuntimeError);
-  plan.buffers[0].shardAxes = {"dp"};
+  plan.buffers[0].shardDims = {{"dp"}};
   plan.buffers[0].globalShape = {4, 4}; // the blob holds 8 elements, not 16
   EXPECT_THROW(plan.validate(), RuntimeError);
 }
@@ -107,7 +107,7 @@ TEST(PlanTest, ValidateRefusesOverflowingShards) {
   Plan plan = meshPlan();
   plan.buffers[0].shape = {int64_t(1) << 45};
   plan.buffers[0].globalShape = {8};
-  plan.buffers[0].shardAxes = {"dp"};
+  plan.buffers[0].shardDims = {{"dp"}};
   expectInvalid(plan, "block of its global shape");
 }
 

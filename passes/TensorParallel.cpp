@@ -1,0 +1,228 @@
+//===- TensorParallel.cpp - Megatron-style parameter splits over tp -------===//
+//
+// Tensor parallelism as sharding: this pass only decides how parameters are split over the
+// `tp` mesh axis and writes those decisions as annotations (priority 1; --shard overrides are
+// priority 0); propagation and partitioning (cpc-data-parallel runs both) derive every
+// activation's layout, the split storage of parameters and their moments, and the collectives.
+// The Megatron pattern is found from the graph: Linear -> activation -> Linear.
+//
+#include "dialects/cpc/Roles.h"
+#include "passes/Passes.h"
+#include "passes/Sharding.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Regex.h"
+
+namespace cpc {
+#define GEN_PASS_DEF_CPCTENSORPARALLEL
+#include "passes/Passes.h.inc"
+} // namespace cpc
+
+using namespace mlir;
+using namespace cpc;
+
+namespace {
+
+/// A Linear: y = x W^T (+ b) with W [out, in] (torch's Linear, a transposed matmul operand) or
+/// y = x W (+ b) with W [in, out] (how torch exports Linear on 3-D inputs: a pre-transposed
+/// MatMul initializer), and b [out]. Records which weight dim holds the output features.
+struct Linear {
+  MatMulOp matmul;
+  ParameterOp weight;
+  int64_t outDim = 0; // the weight's output-feature dim; the other one holds input features
+  ParameterOp bias;   // null without a bias
+  Value output;       // the matmul, or the bias add
+  int64_t inDim() const { return 1 - outDim; }
+  int64_t outFeatures() { return weight.getType().getDimSize(outDim); }
+};
+
+std::optional<Linear> matchLinear(MatMulOp mm) {
+  auto weight = mm.getRhs().getDefiningOp<ParameterOp>();
+  if (!weight || mm.getTransposeLhs() || weight.getType().getRank() != 2 || weight.getShardingAttr())
+    return std::nullopt;
+  Linear l{mm, weight, mm.getTransposeRhs() ? 0 : 1, {}, mm.getResult()};
+  for (Operation *user : mm->getUsers())
+    if (auto add = llvm::dyn_cast<AddOp>(user)) {
+      Value other = add.getLhs() == mm.getResult() ? add.getRhs() : add.getLhs();
+      auto bias = other.getDefiningOp<ParameterOp>();
+      if (bias && bias.getType().getRank() == 1 && bias.getType().getDimSize(0) == l.outFeatures()) {
+        l.bias = bias;
+        l.output = add.getResult();
+        break;
+      }
+    }
+  return l;
+}
+
+/// The layout of a parameter of `rank` dims with dim `dim` split over tp.
+Layout splitOver(int64_t rank, int64_t dim, StringRef axis) {
+  Layout l = Layout::whole(rank);
+  l.dims[dim] = {axis.str()};
+  return l;
+}
+
+/// Parses a --shard SPEC for a parameter of `shape`: one entry per dim, `-` or axes joined by `*`.
+FailureOr<Layout> parseSpec(StringRef spec, ArrayRef<int64_t> shape, const Mesh &mesh, std::string &error) {
+  StringRef body = spec.trim();
+  if (body.consume_front("["))
+    if (!body.consume_back("]"))
+      return error = "unbalanced brackets", failure();
+  // Dims are separated by ',' or ':' (pass options split lists at commas, so cpc compile hands
+  // the pipeline ':').
+  std::string separated = body.str();
+  std::replace(separated.begin(), separated.end(), ':', ',');
+  body = separated;
+  SmallVector<StringRef> entries;
+  body.split(entries, ',');
+  if ((int64_t)entries.size() != (int64_t)shape.size())
+    return error = "has " + std::to_string(entries.size()) + " entries for a parameter of rank " +
+                   std::to_string(shape.size()),
+           failure();
+  Layout l = Layout::whole(shape.size());
+  for (auto [d, entry] : llvm::enumerate(entries)) {
+    entry = entry.trim();
+    if (entry == "-" || entry.empty())
+      continue;
+    SmallVector<StringRef> axes;
+    entry.split(axes, '*');
+    for (StringRef a : axes) {
+      if (!mesh.hasAxis(a.trim()))
+        return error = "names '" + a.trim().str() + "', which is not a mesh axis (dp, tp)", failure();
+      l.dims[d].push_back(a.trim().str());
+    }
+    if (shape[d] % mesh.parts(l.dims[d]))
+      return error = "splits dim " + std::to_string(d) + " of size " + std::to_string(shape[d]) + " into " +
+                     std::to_string(mesh.parts(l.dims[d])) + " blocks",
+             failure();
+  }
+  return l;
+}
+
+struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParallelPass> {
+  using CpcTensorParallelBase::CpcTensorParallelBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (dp < 1 || tp < 1) {
+      module.emitError("dp and tp must be >= 1");
+      return signalPassFailure();
+    }
+    FailureOr<MeshOp> meshOp = getOrCreateMesh(module);
+    if (failed(meshOp))
+      return signalPassFailure();
+    Mesh mesh(*meshOp);
+    FailureOr<SmallVector<func::FuncOp>> funcs =
+        functionsOrPhases(module, {}, {Phase::TrainStep, Phase::Accumulate, Phase::Apply});
+    if (failed(funcs))
+      return signalPassFailure();
+    // Decisions by parameter name: every function reads its own cpc.parameter ops.
+    llvm::StringMap<std::pair<Layout, int64_t>> decisions; // layout, priority
+    if (megatron && tp > 1)
+      for (func::FuncOp func : *funcs)
+        findMlps(func, mesh, decisions);
+    if (failed(applyOverrides(*funcs, mesh, decisions)))
+      return signalPassFailure();
+    for (func::FuncOp func : *funcs)
+      func.walk([&](ParameterOp param) {
+        auto it = decisions.find(param.getName());
+        if (it == decisions.end())
+          return;
+        ShardingAttr attr = it->second.first.toAttr(mesh.ref());
+        attr = ShardingAttr::get(attr.getContext(), attr.getMesh(), attr.getDimAxes(), attr.getPartialAxes(),
+                                 attr.getReduction(), it->second.second);
+        param->setAttr(kResultShardingsAttr, ArrayAttr::get(&getContext(), {attr}));
+      });
+  }
+
+  FailureOr<MeshOp> getOrCreateMesh(ModuleOp module) {
+    if (auto mesh = module.lookupSymbol<MeshOp>("mesh")) {
+      if (mesh.getAxisSize("dp") != dp || mesh.getAxisSize("tp") != tp)
+        return mesh.emitError("@mesh exists but is not dp=") << dp << " x tp=" << tp;
+      return mesh;
+    }
+    OpBuilder b(module.getContext());
+    b.setInsertionPointToStart(module.getBody());
+    return b.create<MeshOp>(module.getLoc(), b.getStringAttr("mesh"), b.getDenseI64ArrayAttr({dp, tp}),
+                            b.getStrArrayAttr({"dp", "tp"}));
+  }
+
+  /// Linear -> activation -> Linear: the first column-parallel, the second row-parallel.
+  void findMlps(func::FuncOp func, const Mesh &mesh, llvm::StringMap<std::pair<Layout, int64_t>> &decisions) {
+    // Backward reads the forward's values too (gelu_grad, weight gradients): the pattern is
+    // looked for among all users, not only single ones.
+    func.walk([&](MatMulOp mm) {
+      std::optional<Linear> first = matchLinear(mm);
+      if (!first)
+        return;
+      std::optional<Linear> second;
+      for (Operation *act : first->output.getUsers()) {
+        if (!llvm::isa<GeluOp, ReluOp, TanhOp, SigmoidOp>(act))
+          continue;
+        for (Operation *user : act->getUsers())
+          if (auto mm2 = llvm::dyn_cast<MatMulOp>(user); mm2 && mm2.getLhs() == act->getResult(0))
+            if ((second = matchLinear(mm2)))
+              break;
+        if (second)
+          break;
+      }
+      if (!second)
+        return;
+      int64_t hidden = first->outFeatures();
+      if (hidden % tp) {
+        if (!decisions.count(first->weight.getName()))
+          mlir::emitRemark(mm.getLoc()) << "the MLP of '" << first->weight.getName() << "' stays replicated: its "
+                                        << hidden << " hidden features do not split over tp=" << (int64_t)tp;
+        decisions[first->weight.getName()] = {Layout::whole(2), 1};
+        return;
+      }
+      decisions[first->weight.getName()] = {splitOver(2, first->outDim, "tp"), 1};
+      if (first->bias)
+        decisions[first->bias.getName()] = {splitOver(1, 0, "tp"), 1};
+      decisions[second->weight.getName()] = {splitOver(2, second->inDim(), "tp"), 1};
+    });
+    // Whole decisions (indivisible MLPs) are notes only.
+    for (auto it = decisions.begin(); it != decisions.end();) {
+      auto next = std::next(it);
+      if (!it->second.first.isSplit())
+        decisions.erase(it);
+      it = next;
+    }
+  }
+
+  LogicalResult applyOverrides(ArrayRef<func::FuncOp> funcs, const Mesh &mesh,
+                               llvm::StringMap<std::pair<Layout, int64_t>> &decisions) {
+    for (const std::string &entry : shard) {
+      size_t eq = entry.rfind('=');
+      if (eq == std::string::npos || eq == 0)
+        return getOperation().emitError("--shard '") << entry << "': expected REGEX=SPEC";
+      std::string pattern = "^(" + entry.substr(0, eq) + ")$", problem;
+      llvm::Regex re(pattern);
+      if (!re.isValid(problem))
+        return getOperation().emitError("--shard '") << entry << "': bad regex: " << problem;
+      bool matched = false;
+      for (func::FuncOp func : funcs) {
+        WalkResult walk = func.walk([&](ParameterOp param) {
+          if (!re.match(param.getName()))
+            return WalkResult::advance();
+          matched = true;
+          std::string error;
+          FailureOr<Layout> l = parseSpec(StringRef(entry).substr(eq + 1), param.getType().getShape(), mesh, error);
+          if (failed(l)) {
+            param.emitError("--shard '") << entry << "' for '" << param.getName() << "': the spec " << error;
+            return WalkResult::interrupt();
+          }
+          decisions[param.getName()] = {*l, 0};
+          return WalkResult::advance();
+        });
+        if (walk.wasInterrupted())
+          return failure();
+      }
+      if (!matched)
+        return getOperation().emitError("--shard '") << entry << "' matches no parameter";
+    }
+    return success();
+  }
+};
+
+} // namespace

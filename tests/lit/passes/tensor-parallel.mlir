@@ -1,0 +1,57 @@
+// RUN: cpc-opt %s -split-input-file -verify-diagnostics --cpc-tensor-parallel="tp=2" | FileCheck %s
+
+// Tests the Megatron pattern on one MLP found from its structure: Linear (a transposed weight
+// operand, as torch's Linear) -> GELU -> Linear. The first weight and its bias are split by
+// output features (column-parallel), the second weight by input features (row-parallel); its
+// bias stays whole. The mesh is dp x tp.
+// CHECK: cpc.mesh @mesh shape = [1, 2] axes = ["dp", "tp"]
+// CHECK-LABEL: func.func @mlp
+// CHECK: cpc.parameter "fc1.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp"], []], priority = 1>]} : tensor<16x8xf32>
+// CHECK: cpc.parameter "fc1.bias" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp"]], priority = 1>]} : tensor<16xf32>
+// CHECK: cpc.parameter "fc2.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], ["tp"]], priority = 1>]} : tensor<8x16xf32>
+// CHECK: cpc.parameter "fc2.bias" trainable : tensor<8xf32>
+func.func @mlp(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {cpc.phase = #cpc.phase<train_step>} {
+  %w1 = cpc.parameter "fc1.weight" trainable : tensor<16x8xf32>
+  %b1 = cpc.parameter "fc1.bias" trainable : tensor<16xf32>
+  %w2 = cpc.parameter "fc2.weight" trainable : tensor<8x16xf32>
+  %b2 = cpc.parameter "fc2.bias" trainable : tensor<8xf32>
+  %h = cpc.matmul %x, %w1 {transpose_rhs = true} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  %hb = cpc.add %b1, %h : (tensor<16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %a = cpc.gelu %hb : tensor<4x16xf32>
+  %y = cpc.matmul %a, %w2 {transpose_rhs = true} : (tensor<4x16xf32>, tensor<8x16xf32>) -> tensor<4x8xf32>
+  %yb = cpc.add %b2, %y : (tensor<8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %yb : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests the pattern with torch's pre-transposed MatMul weights ([in, out], how Linear exports on
+// 3-D inputs): the column split is then dim 1 of the first weight, the row split dim 0 of the
+// second.
+// CHECK-LABEL: func.func @pretransposed
+// CHECK: cpc.parameter "onnx::MatMul_1" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], ["tp"]], priority = 1>]} : tensor<8x16xf32>
+// CHECK: cpc.parameter "onnx::MatMul_2" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp"], []], priority = 1>]} : tensor<16x8xf32>
+func.func @pretransposed(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {cpc.phase = #cpc.phase<train_step>} {
+  %w1 = cpc.parameter "onnx::MatMul_1" trainable : tensor<8x16xf32>
+  %w2 = cpc.parameter "onnx::MatMul_2" trainable : tensor<16x8xf32>
+  %h = cpc.matmul %x, %w1 : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %a = cpc.relu %h : tensor<2x4x16xf32>
+  %y = cpc.matmul %a, %w2 : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+// -----
+
+// Tests that an MLP whose hidden size does not divide by tp stays replicated, with a note.
+// CHECK-LABEL: func.func @odd_hidden
+// CHECK: cpc.parameter "w1" trainable : tensor<5x8xf32>
+// CHECK: cpc.parameter "w2" trainable : tensor<8x5xf32>
+func.func @odd_hidden(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {cpc.phase = #cpc.phase<train_step>} {
+  %w1 = cpc.parameter "w1" trainable : tensor<5x8xf32>
+  %w2 = cpc.parameter "w2" trainable : tensor<8x5xf32>
+  // expected-remark @+1 {{the MLP of 'w1' stays replicated: its 5 hidden features do not split over tp=2}}
+  %h = cpc.matmul %x, %w1 {transpose_rhs = true} : (tensor<4x8xf32>, tensor<5x8xf32>) -> tensor<4x5xf32>
+  %a = cpc.gelu %h : tensor<4x5xf32>
+  %y = cpc.matmul %a, %w2 {transpose_rhs = true} : (tensor<4x5xf32>, tensor<8x5xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
