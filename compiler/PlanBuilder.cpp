@@ -1,5 +1,6 @@
 //===- PlanBuilder.cpp ----------------------------------------------------===//
 #include "compiler/PlanBuilder.h"
+#include "runtime/Blocks.h"
 #include "compiler/MemoryPlanner.h"
 #include "dialects/cpc/CpcDialect.h"
 #include "dialects/cpc/Roles.h"
@@ -223,6 +224,13 @@ private:
     size_t bytes = desc.storedBytes();
     desc.offset = appendToBlob(bytes);
     weights_.read(name, plan_.blob.data() + desc.offset);
+    if (auto view = param.getStoredViewAttr()) { // kept in another element order: permute it once here
+      desc.storedView.assign(view.asArrayRef().begin(), view.asArrayRef().end());
+      desc.storedPerm.assign(param.getStoredPermAttr().asArrayRef().begin(), param.getStoredPermAttr().asArrayRef().end());
+      std::vector<uint8_t> model(plan_.blob.begin() + desc.offset, plan_.blob.begin() + desc.offset + bytes);
+      permuteElements(model.data(), plan_.blob.data() + desc.offset, desc.storedView, desc.storedPerm,
+                      dtypeSize(desc.dtype), false);
+    }
     return variables_[name] = b;
   }
 

@@ -21,6 +21,7 @@ struct TrainedParam {
   std::string name;
   RankedTensorType type;
   bool decay;
+  ParameterOp forward; // how the forward reads it (its attributes, e.g. a stored element order)
 };
 
 class StepBuilder {
@@ -73,7 +74,12 @@ public:
       Value g = grad;
       if (coef)
         g = b.create<MulOp>(loc, g, toType(coef, et));
-      Value param = b.create<ParameterOp>(loc, p.type, b.getStringAttr(p.name), b.getUnitAttr());
+      auto paramOp = b.create<ParameterOp>(loc, p.type, b.getStringAttr(p.name), b.getUnitAttr());
+      if (ParameterOp forward = p.forward) { // the update reads the variable as the forward does
+        paramOp.setStoredViewAttr(forward.getStoredViewAttr());
+        paramOp.setStoredPermAttr(forward.getStoredPermAttr());
+      }
+      Value param = paramOp;
       Value m = b.create<StateOp>(loc, p.type, StateRole::ExpAvg, "adamw.exp_avg." + p.name);
       Value v = b.create<StateOp>(loc, p.type, StateRole::ExpAvgSq, "adamw.exp_avg_sq." + p.name);
       auto adam = b.create<AdamWOp>(loc, param, g, m, v, toType(lr, et), toType(step, et), b.getF64FloatAttr(beta1),
@@ -121,7 +127,12 @@ struct CpcBuildTrainStepPass : cpc::impl::CpcBuildTrainStepBase<CpcBuildTrainSte
       bool decay = !(defaultNoDecay && (type.getRank() <= 1 || llvm::StringRef(n).ends_with(".bias")));
       for (const auto &re : noDecay)
         decay &= !std::regex_search(n, re);
-      params.push_back({n, type, decay});
+      ParameterOp forward;
+      grad.walk([&](ParameterOp op) {
+        if (op.getName() == n)
+          forward = op;
+      });
+      params.push_back({n, type, decay, forward});
     }
 
     OpBuilder b(module.getContext());

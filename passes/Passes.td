@@ -118,6 +118,25 @@ def CpcPartition : Pass<"cpc-partition", "::mlir::ModuleOp"> {
   let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
 }
 
+def CpcHeadMajorQkv : Pass<"cpc-head-major-qkv", "::mlir::ModuleOp"> {
+  let summary = "Keep fused qkv projections in head-major order, so that splitting them splits heads";
+  let description = [{
+    Torch's attention computes q, k and v with one Linear of 3*D outputs and reshapes them to
+    [B, N, 3, H, Dh]: its weight rows run q's heads, then k's, then v's, so a contiguous block of
+    rows is not whole heads. Where the heads divide by `tp`, this pass (run before autodiff)
+    keeps the weight and bias in head-major order ([H, 3, Dh] rows: `stored_view` and
+    `stored_perm` on the parameters, which the plan applies to the initial values and the
+    runtime undoes on output) and reshapes the projection to [B, N, H, 3, Dh] followed by a
+    transpose to [B, N, 3, H, Dh], the value the model had. A split of the rows over tp then
+    gives each rank whole heads of q, k and v. Found from the graph: a Linear whose only use
+    is a reshape of its output features into [3, H, Dh].
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", /*default=*/"2", "Tensor-parallel ranks the heads must divide by">,
+  ];
+  let dependentDialects = ["::cpc::CpcDialect"];
+}
+
 def CpcTensorParallel : Pass<"cpc-tensor-parallel", "::mlir::ModuleOp"> {
   let summary = "Choose the tensor-parallel split of the parameters (Megatron 1D) over a dp x tp mesh";
   let description = [{

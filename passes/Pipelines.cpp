@@ -15,6 +15,11 @@ void cpc::addImportCleanupPasses(OpPassManager &pm) {
 }
 
 void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &options) {
+  if (options.tensorParallel > 1) { // before autodiff: gradients then come in the stored order
+    CpcHeadMajorQkvOptions heads;
+    heads.tp = options.tensorParallel;
+    pm.addPass(createCpcHeadMajorQkv(heads));
+  }
   pm.addPass(createCpcAutodiff());
   CpcBuildTrainStepOptions step;
   step.accumulation = options.accumulation;

@@ -4,14 +4,18 @@
 // `tp` mesh axis and writes those decisions as annotations (priority 1; --shard overrides are
 // priority 0); propagation and partitioning (cpc-data-parallel runs both) derive every
 // activation's layout, the split storage of parameters and their moments, and the collectives.
-// The Megatron pattern is found from the graph: Linear -> activation -> Linear.
+// The Megatron patterns are found from the graph: Linear -> activation -> Linear (an MLP), and
+// a head-major fused qkv Linear -> ... -> Linear (attention; cpc-head-major-qkv runs first).
 //
 #include "dialects/cpc/Roles.h"
 #include "passes/Passes.h"
 #include "passes/Sharding.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
+
+#include <limits>
 #include "llvm/Support/Regex.h"
 
 namespace cpc {
@@ -119,8 +123,10 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
     // Decisions by parameter name: every function reads its own cpc.parameter ops.
     llvm::StringMap<std::pair<Layout, int64_t>> decisions; // layout, priority
     if (megatron && tp > 1)
-      for (func::FuncOp func : *funcs)
+      for (func::FuncOp func : *funcs) {
         findMlps(func, mesh, decisions);
+        findAttention(func, decisions);
+      }
     if (failed(applyOverrides(*funcs, mesh, decisions)))
       return signalPassFailure();
     for (func::FuncOp func : *funcs)
@@ -188,6 +194,44 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
         decisions.erase(it);
       it = next;
     }
+  }
+
+  /// Attention: a fused qkv Linear kept in head-major order (cpc-head-major-qkv marked its
+  /// parameters) is column-parallel, each rank holding whole heads of q, k and v; the first
+  /// Linear its heads reach (in program order: the output projection, before anything of
+  /// backward) is row-parallel.
+  void findAttention(func::FuncOp func, llvm::StringMap<std::pair<Layout, int64_t>> &decisions) {
+    llvm::DenseMap<Operation *, int64_t> position;
+    func.walk([&](Operation *op) { position[op] = position.size(); });
+    func.walk([&](MatMulOp mm) {
+      std::optional<Linear> qkv = matchLinear(mm);
+      if (!qkv || !qkv->weight.getStoredPermAttr())
+        return;
+      // Everything computed from the heads, in program order.
+      llvm::SetVector<Operation *> reached;
+      SmallVector<Value> work = {qkv->output};
+      while (!work.empty()) {
+        Value v = work.pop_back_val();
+        for (Operation *user : v.getUsers())
+          if (reached.insert(user))
+            llvm::append_range(work, user->getResults());
+      }
+      std::optional<Linear> proj;
+      int64_t first = std::numeric_limits<int64_t>::max();
+      for (Operation *op : reached)
+        if (auto other = llvm::dyn_cast<MatMulOp>(op); other && position[op] < first)
+          if (std::optional<Linear> l = matchLinear(other); l && l->weight != qkv->weight) {
+            proj = l;
+            first = position[op];
+          }
+      int64_t features = qkv->outFeatures() / 3;
+      if (!proj || proj->weight.getType().getDimSize(proj->inDim()) != features)
+        return;
+      decisions[qkv->weight.getName()] = {splitOver(2, qkv->outDim, "tp"), 1};
+      if (qkv->bias)
+        decisions[qkv->bias.getName()] = {splitOver(1, 0, "tp"), 1};
+      decisions[proj->weight.getName()] = {splitOver(2, proj->inDim(), "tp"), 1};
+    });
   }
 
   LogicalResult applyOverrides(ArrayRef<func::FuncOp> funcs, const Mesh &mesh,

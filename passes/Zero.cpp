@@ -69,7 +69,8 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
                                bool trainable) {
     auto block = RankedTensorType::get({global.getNumElements() / ranks}, global.getElementType());
     auto param = b.create<ParameterOp>(loc, block, name, trainable ? b.getUnitAttr() : UnitAttr(),
-                                       b.getDenseI64ArrayAttr(global.getShape()), blockSharding(b.getContext()));
+                                       b.getDenseI64ArrayAttr(global.getShape()), blockSharding(b.getContext()),
+                                       DenseI64ArrayAttr(), DenseI64ArrayAttr());
     recordPlacement(param);
     return param;
   }

@@ -54,4 +54,35 @@ void copyBlock(void *whole, const std::vector<int64_t> &wholeShape, void *out, c
   }
 }
 
+void permuteElements(const void *src, void *dst, const std::vector<int64_t> &view, const std::vector<int64_t> &perm,
+                     size_t elementSize, bool inverse) {
+  const size_t rank = view.size();
+  std::vector<int64_t> outShape(rank), viewStrides(rank, 1);
+  for (size_t d = 0; d < rank; ++d)
+    outShape[d] = view[perm[d]];
+  for (int64_t d = (int64_t)rank - 2; d >= 0; --d)
+    viewStrides[d] = viewStrides[d + 1] * view[d + 1];
+  int64_t total = 1;
+  for (int64_t n : view)
+    total *= n;
+  // Walk the transposed tensor in order; `offset` follows the same element in the view.
+  std::vector<int64_t> index(rank, 0);
+  const auto *in = static_cast<const char *>(src);
+  auto *out = static_cast<char *>(dst);
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t offset = 0;
+    for (size_t d = 0; d < rank; ++d)
+      offset += index[d] * viewStrides[perm[d]];
+    if (inverse)
+      std::memcpy(out + offset * elementSize, in + i * elementSize, elementSize);
+    else
+      std::memcpy(out + i * elementSize, in + offset * elementSize, elementSize);
+    for (int64_t d = (int64_t)rank - 1; d >= 0; --d) {
+      if (++index[d] < outShape[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}
+
 } // namespace cpc

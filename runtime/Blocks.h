@@ -31,6 +31,11 @@ std::vector<int64_t> blockStarts(const std::vector<int64_t> &meshShape, const st
 void copyBlock(void *whole, const std::vector<int64_t> &wholeShape, void *out, const std::vector<int64_t> &block,
                const std::vector<int64_t> &starts, size_t elementSize, bool toBlock);
 
+/// Writes `src` (row-major, shape `view`) transposed by `perm` into `dst`: dst dim d is src dim
+/// perm[d]. With `inverse`, undoes that: `src` is the transposed tensor and `dst` gets `view`.
+void permuteElements(const void *src, void *dst, const std::vector<int64_t> &view, const std::vector<int64_t> &perm,
+                     size_t elementSize, bool inverse);
+
 } // namespace cpc
 
 #endif

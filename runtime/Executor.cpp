@@ -263,7 +263,7 @@ HostTensor Executor::wholeVariable(const std::string &name) const {
   if (!desc->sharded()) {
     whole.shape = local.shape;
     whole.data.assign(static_cast<const uint8_t *>(local.data), static_cast<const uint8_t *>(local.data) + local.bytes());
-    return whole;
+    return inModelOrder(*desc, std::move(whole));
   }
   if (!options_.comm)
     throw RuntimeError("gathering the sharded parameter '" + name + "' needs a communicator");
@@ -281,6 +281,15 @@ HostTensor Executor::wholeVariable(const std::string &name) const {
   for (size_t k = 0; k < group.size(); ++k)
     copyBlock(whole.data.data(), view, blocks.data() + k * local.bytes(), desc->shape,
               blockStarts(plan_, group[k], desc->shardDims, desc->shape), dtypeSize(local.dtype), false);
+  return inModelOrder(*desc, std::move(whole));
+}
+
+HostTensor Executor::inModelOrder(const BufferDesc &desc, HostTensor whole) {
+  if (!desc.permuted())
+    return whole;
+  std::vector<uint8_t> model(whole.data.size());
+  permuteElements(whole.data.data(), model.data(), desc.storedView, desc.storedPerm, dtypeSize(whole.dtype), true);
+  whole.data = std::move(model);
   return whole;
 }
 

@@ -64,6 +64,8 @@ public:
   std::vector<std::pair<std::string, double>> profile(bool byShape = false) const;
 
 private:
+  /// `whole` (a variable's whole stored value) in the model's element order.
+  static HostTensor inModelOrder(const BufferDesc &desc, HostTensor whole);
   /// Reads parameter `b`'s initial value, or this rank's block of it, from the plan's blob.
   void loadBlock(const BufferDesc &b, void *dst) const;
 

@@ -164,6 +164,10 @@ nlohmann::json Plan::metadata() const {
       d["global_shape"] = b.globalShape;
       d["shard_dims"] = b.shardDims;
     }
+    if (b.permuted()) {
+      d["stored_view"] = b.storedView;
+      d["stored_perm"] = b.storedPerm;
+    }
     bufs.push_back(std::move(d));
   }
   j["buffers"] = bufs;
@@ -291,6 +295,21 @@ void validateShardedBuffer(const Plan &plan, const BufferDesc &b) {
   }
 }
 
+void validatePermutedBuffer(const BufferDesc &b) {
+  std::string what = "buffer '" + b.name + "'";
+  if (b.kind != BufferKind::Parameter || b.storedView.size() != b.storedPerm.size() || b.storedView.size() > 16)
+    failPlan(what + ": a stored order needs a parameter and one permuted dim per view dim");
+  std::vector<bool> seen(b.storedPerm.size(), false);
+  for (int64_t p : b.storedPerm) {
+    if (p < 0 || p >= (int64_t)seen.size() || seen[p])
+      failPlan(what + ": stored_perm is not a permutation");
+    seen[p] = true;
+  }
+  auto elements = checkedNumElements(b.storedView);
+  if (!elements || *elements != numElements(b.sharded() ? b.globalShape : b.shape))
+    failPlan(what + ": stored_view does not hold the parameter's elements");
+}
+
 void validateMesh(const Plan &plan) {
   if (plan.worldSize < 1 || plan.worldSize > kMaxWorldSize)
     failPlan("world size " + std::to_string(plan.worldSize));
@@ -327,6 +346,8 @@ void Plan::validate() const {
       failPlan("buffer " + std::to_string(i) + " is larger than the memory it aliases");
     if (b.sharded() && b.aliasOf < 0)
       validateShardedBuffer(*this, b);
+    if (b.permuted())
+      validatePermutedBuffer(b);
   }
   int64_t arena = 0; // programs of a rank share one arena, as large as the largest of them
   for (const auto &p : programs) {
@@ -498,6 +519,10 @@ Plan readPlan(const std::string &path, PlanBlob blobMode) {
       if (b.contains("shard_dims")) {
         d.globalShape = b.at("global_shape").get<std::vector<int64_t>>();
         d.shardDims = b.at("shard_dims").get<std::vector<std::vector<std::string>>>();
+      }
+      if (b.contains("stored_perm")) {
+        d.storedView = b.at("stored_view").get<std::vector<int64_t>>();
+        d.storedPerm = b.at("stored_perm").get<std::vector<int64_t>>();
       }
       plan.buffers.push_back(std::move(d));
     }

@@ -28,7 +28,8 @@ namespace cpc {
 
 // 2: sharded parameters (global_shape, shard_axes) and all_gather's dim; a reader of version 1
 // would silently ignore both. 3: roles of state buffers, runtime inputs and programs. 4: sharded
-// variables split per dim (shard_dims) for tensor parallelism, all_to_all, all_reduce's kind.
+// variables split per dim (shard_dims) for tensor parallelism, parameters in another element order
+// (stored_view, stored_perm), all_to_all, all_reduce's kind.
 constexpr uint32_t kPlanVersion = 4;
 constexpr size_t kPlanAlignment = 64;
 
@@ -75,9 +76,14 @@ struct BufferDesc {
   // value; each rank loads its block.
   std::vector<int64_t> globalShape;
   std::vector<std::vector<std::string>> shardDims;
+  // A parameter kept in another element order than the model's (ParameterOp's stored_view and
+  // stored_perm): stored = transpose(reshape(model value, storedView), storedPerm).
+  std::vector<int64_t> storedView;
+  std::vector<int64_t> storedPerm;
 
   size_t bytes() const { return numElements(shape) * dtypeSize(dtype); }
   bool sharded() const { return !shardDims.empty(); }
+  bool permuted() const { return !storedPerm.empty(); }
   /// The global value viewed with `shape`'s rank: globalShape, or flattened for a 1-D block.
   std::vector<int64_t> splitView() const;
   /// Bytes of its data in the blob (the whole value of a sharded parameter).

@@ -115,6 +115,18 @@ LogicalResult ParameterOp::verify() {
     return emitOpError("needs a non-empty name");
   if (getTrainable() && !llvm::isa<FloatType>(getType().getElementType()))
     return emitOpError("only floating-point parameters can be trainable");
+  if (bool(getStoredViewAttr()) != bool(getStoredPermAttr()))
+    return emitOpError("stored_view and stored_perm come together");
+  if (auto view = getStoredViewAttr()) {
+    ArrayRef<int64_t> perm = getStoredPermAttr().asArrayRef();
+    SmallVector<bool> seen(perm.size(), false);
+    bool isPerm = perm.size() == view.size();
+    for (int64_t p : perm)
+      isPerm = isPerm && p >= 0 && p < (int64_t)perm.size() && !seen[p] && (seen[p] = true);
+    auto global = getGlobalShapeAttr() ? getGlobalShapeAttr().asArrayRef() : getType().getShape();
+    if (!isPerm || numElements(view.asArrayRef()) != numElements(global))
+      return emitOpError("stored_perm must permute the dims of stored_view, whose elements are the parameter's");
+  }
   return verifyShardedVariable(*this, llvm::cast<RankedTensorType>(getType()), getGlobalShapeAttr(), getShardingAttr());
 }
 

@@ -36,13 +36,21 @@ def Cpc_ParameterOp : Cpc_Op<"parameter", [Pure, DeclareOpInterfaceMethods<Symbo
     block: either a 1-D block of the flattened parameter (ZeRO-3: dim 0 split over the
     sharding's axes) or a block of the same rank as the global shape, each dim split over
     its axes (tensor parallelism).
+
+    `stored_view` and `stored_perm` say that the value is kept in another element order than
+    the model's: stored = transpose(reshape(model value, stored_view), stored_perm), read as
+    the model's shape (e.g. a fused qkv weight's rows in head-major order, so that a split of
+    its rows gives each rank whole heads). The plan permutes the initial value and the runtime
+    writes parameters back in the model's order.
   }];
   let arguments = (ins StrAttr:$name, UnitAttr:$trainable, OptionalAttr<DenseI64ArrayAttr>:$global_shape,
-                   OptionalAttr<Cpc_ShardingAttr>:$sharding);
+                   OptionalAttr<Cpc_ShardingAttr>:$sharding, OptionalAttr<DenseI64ArrayAttr>:$stored_view,
+                   OptionalAttr<DenseI64ArrayAttr>:$stored_perm);
   let results = (outs Cpc_Tensor:$result);
   let assemblyFormat = "$name (`trainable` $trainable^)? attr-dict `:` type($result)";
   let builders = [OpBuilder<(ins "::mlir::Type":$type, "::mlir::StringAttr":$name, "::mlir::UnitAttr":$trainable), [{
-    build($_builder, $_state, type, name, trainable, ::mlir::DenseI64ArrayAttr(), ShardingAttr());
+    build($_builder, $_state, type, name, trainable, ::mlir::DenseI64ArrayAttr(), ShardingAttr(),
+          ::mlir::DenseI64ArrayAttr(), ::mlir::DenseI64ArrayAttr());
   }]>];
   let hasVerifier = 1;
 }

@@ -61,6 +61,18 @@ TEST(PlanTest, ValidateChecksShardedParameters) {
   EXPECT_THROW(plan.validate(), RuntimeError);
 }
 
+TEST(PlanTest, ValidateChecksStoredOrders) {
+  Plan plan = meshPlan();
+  plan.buffers[0].storedView = {2, 4};
+  plan.buffers[0].storedPerm = {1, 0};
+  EXPECT_NO_THROW(plan.validate());
+  plan.buffers[0].storedPerm = {1, 1}; // not a permutation
+  EXPECT_THROW(plan.validate(), RuntimeError);
+  plan.buffers[0].storedPerm = {1, 0};
+  plan.buffers[0].storedView = {3, 4}; // 12 elements, the parameter has 8
+  EXPECT_THROW(plan.validate(), RuntimeError);
+}
+
 /// Expects validate() to throw a RuntimeError whose message contains `phrase`.
 void expectInvalid(const Plan &plan, const std::string &phrase) {
   try {

@@ -1,0 +1,119 @@
+"""Megatron tensor parallelism on MAE-tiny (examples/mae, exported by torch.onnx.export): every
+attention block is split by heads (the fused qkv kept in head-major order, column-parallel;
+the output projection row-parallel) and every MLP column- then row-parallel, found from the
+graph's structure. tp=2, tp=4, dp2 x tp2 and tp=2 with gradient accumulation train equal to one rank
+over 20 steps: loss and grad_norm per step within 1e-5 relative, with the learning rate and the
+clip threshold of the data-parallel test (the clip engages on most steps); final parameters,
+gathered and written back in the model's order (the qkv rows in their original order), within
+1e-5. Collectives: Megatron's 2 forward + 2 backward all-reduces of b*s*h per transformer block.
+"""
+import json
+import os
+
+import numpy as np
+
+from cpctest import Results, export_mae, run, tempdir, tool
+
+results = Results()
+STEPS = 20
+CLIP = 0.2
+RECIPE = {"TOTAL_BATCH_SIZE": 8, "LR": 0.05, "WEIGHT_DECAY": 0.05, "NUM_EPOCHS": 4, "WARMUP_EPOCHS": 1,
+          "STEPS_PER_EPOCH": 5, "lr_schedule": "cosine", "BETAS": [0.9, 0.95], "clip_grad_norm": CLIP,
+          "frozen": ["pos_embed$"]}
+ENV = dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1",
+           OMP_NUM_THREADS="1")
+# MAE-tiny: 2 encoder blocks of width 64 over 5 tokens (cls + 4 kept patches), 1 decoder block
+# of width 32 over 17 tokens.
+BLOCKS = [((5, 64), 2), ((17, 32), 1)]
+
+
+def train(work, model, name, flags, recipe, data):
+    config = os.path.join(work, name + ".json")
+    with open(config, "w") as f:
+        json.dump(recipe, f)
+    plan = os.path.join(work, name + ".plan")
+    run([tool("cpc"), "compile", model, "--config", config, "-o", plan, *flags])
+    metrics, params = os.path.join(work, name + ".jsonl"), os.path.join(work, name + "-params")
+    run([tool("cpc-run"), plan, "--steps", str(STEPS), "--metrics", metrics, "--output-dir", params,
+         "--input", "imgs=" + data[0], "--input", "noise=" + data[1]])
+    with open(metrics) as f:
+        lines = [json.loads(line) for line in f]
+    summary = json.loads(run([tool("cpc"), "inspect", plan, "--json"]).stdout)
+    return lines, params, summary
+
+
+def key_bias_slice(name, value):
+    """The k third of a fused qkv bias: softmax ignores a shift of the keys, so its true gradient
+    is exactly zero and AdamW turns rounding noise into updates of a few 1e-5 either way."""
+    if not name.endswith("attn.qkv.bias.npy"):
+        return None
+    third = value.size // 3
+    return slice(third, 2 * third)
+
+
+def compare(ours, single, params, single_params):
+    worst = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(ours, single))
+    worst_norm = max(abs(a["grad_norm"] - b["grad_norm"]) / abs(b["grad_norm"]) for a, b in zip(ours, single))
+    assert len(ours) == len(single) == STEPS, "%d and %d metric lines" % (len(ours), len(single))
+    assert worst <= 1e-5, "per-step loss differs by %.2e" % worst
+    assert worst_norm <= 1e-5, "per-step grad_norm differs by %.2e" % worst_norm
+    for name in sorted(os.listdir(single_params)):
+        a, b = np.load(os.path.join(single_params, name)), np.load(os.path.join(params, name))
+        assert a.shape == b.shape, "%s: shape %s, one rank %s" % (name, b.shape, a.shape)
+        keys = key_bias_slice(name, a)
+        if keys is not None:
+            # Noise-level on both sides (the q and v thirds, which train, are compared below).
+            assert np.abs(a[keys]).max() < 1e-3 and np.abs(b[keys]).max() < 1e-3, "%s: k bias moved" % name
+            a, b = np.delete(a, np.arange(a.size)[keys]), np.delete(b, np.arange(b.size)[keys])
+        assert np.allclose(a, b, rtol=1e-5, atol=1e-5), "%s differs by %.3g" % (name, np.abs(a - b).max())
+    return worst, worst_norm
+
+
+with tempdir() as work:
+    os.environ.update(ENV)
+    model = export_mae("tiny", 17, work, extra=["--batch", "8"])
+    rng = np.random.default_rng(0)
+    data = {}
+    for n in (8, 16):
+        imgs, noise = os.path.join(work, "imgs%d.npy" % n), os.path.join(work, "noise%d.npy" % n)
+        np.save(imgs, rng.standard_normal((n, 3, 32, 32)).astype(np.float32))
+        np.save(noise, rng.random((n, 16)).astype(np.float32))
+        data[n] = (imgs, noise)
+    single, single_params, _ = train(work, model, "one", [], RECIPE, data[8])
+    accumulated = dict(RECIPE, TOTAL_BATCH_SIZE=16, gradient_accumulation=2, LR=RECIPE["LR"] / 2)
+    single_acc, single_acc_params, _ = train(work, model, "one-acc", [], accumulated, data[16])
+
+    def one_rank():
+        clipped = sum(1 for m in single if m["grad_norm"] > CLIP)
+        assert single[-1]["loss"] < single[0]["loss"], "the loss did not fall"
+        assert clipped >= STEPS // 2, "the clip engaged on %d of %d steps" % (clipped, STEPS)
+        print("   one rank: loss %.4f -> %.4f, clip engaged on %d of %d steps" % (
+            single[0]["loss"], single[-1]["loss"], clipped, STEPS))
+
+    results.check("one rank: the loss falls and the clip engages", one_rank)
+
+    def layout(name, flags, dp, reference, recipe, samples):
+        def check():
+            ref, ref_params = reference
+            ours, params, summary = train(work, model, name, flags, recipe, data[samples])
+            worst, worst_norm = compare(ours, ref, params, ref_params)
+            shapes = [tuple(summary["buffers"][s["in"][0]]["shape"]) for p in summary["programs"]
+                      for s in p["steps"] if s["op"] == "cpc.all_reduce"]
+            for (tokens, width), blocks in BLOCKS:
+                found = shapes.count((8 // dp, tokens, width))
+                assert found == 4 * blocks, "%d all-reduces of [%d, %d, %d] for %d blocks, Megatron has %d" % (
+                    found, 8 // dp, tokens, width, blocks, 4 * blocks)
+            print("   %s: worst per-step difference loss %.2e grad_norm %.2e; %d all-reduces per step, %d B sent" % (
+                name, worst, worst_norm, ours[-1]["comm"]["all_reduce"]["calls"],
+                ours[-1]["comm"]["all_reduce"]["bytes"]))
+        return check
+
+    results.check("tp=2 (heads and MLPs split) equals one rank",
+                  layout("tp2", ["--tp", "2"], 1, (single, single_params), RECIPE, 8))
+    results.check("tp=4 (one head per rank) equals one rank",
+                  layout("tp4", ["--tp", "4"], 1, (single, single_params), RECIPE, 8))
+    results.check("dp2 x tp2 equals one rank",
+                  layout("dp2tp2", ["--dp", "2", "--tp", "2"], 2, (single, single_params), RECIPE, 8))
+    results.check("tp=2 with gradient accumulation 2 equals one rank",
+                  layout("tp2-acc2", ["--tp", "2"], 1, (single_acc, single_acc_params), accumulated, 16))
+results.finish()
