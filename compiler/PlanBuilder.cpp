@@ -168,6 +168,8 @@ private:
       for (const StepDesc &s : p.steps) {
         summing |= s.op == "cpc.all_reduce" || s.op == "cpc.reduce_scatter";
         bucket |= s.op == "cpc.all_reduce" && s.inputs.size() > 1;
+        if (s.op == "cpc.reduce_scatter" && s.attrs.value("dim", 0) > 0) // packed blocks of the input
+          interleave = std::max<int64_t>(interleave, plan_.buffers[s.inputs[0]].bytes());
         if (s.op == "cpc.all_to_all") // packed blocks out and in
           interleave = std::max<int64_t>(interleave, 2 * plan_.buffers[s.inputs[0]].bytes());
         if (s.op == "cpc.all_gather" && s.attrs.value("dim", 0) > 0) {

@@ -125,7 +125,9 @@ struct CpcBucketAllReducePass : cpc::impl::CpcBucketAllReduceBase<CpcBucketAllRe
         bucketReductions<ReduceScatterOp>(
             func, scatterBucketBytes,
             [](ReduceScatterOp op) {
-              return op.getType().getRank() == 1 && op.getType().getDimSize(0) > 0 ? op.getInput() : Value();
+              return op.getType().getRank() == 1 && op.getType().getDimSize(0) > 0 && op.getScatterDim() == 0
+                         ? op.getInput()
+                         : Value();
             },
             mergeReduceScatters);
     }

@@ -116,6 +116,39 @@ private:
     return r;
   }
 
+  /// The dim along which a reduce-scatter turns `have` (partial sums) into `want`: the one dim
+  /// `want` splits over exactly the partial axes where `have` is whole, every other dim alike.
+  std::optional<int64_t> scatterDim(const Layout &have, const Layout &want) const {
+    if (have.partial.empty() || have.reduction != ReductionKind::Sum)
+      return std::nullopt;
+    std::optional<int64_t> dim;
+    for (size_t d = 0; d < want.dims.size(); ++d) {
+      if (want.dims[d] == have.dims[d])
+        continue;
+      if (dim || !have.dims[d].empty() || want.dims[d] != have.partial)
+        return std::nullopt;
+      dim = d;
+    }
+    return dim;
+  }
+
+  /// The sum of partial `v`, this rank keeping its block of `dim` (a reduce-scatter).
+  Value reduceScattered(Value v, int64_t dim, Operation *before) {
+    Layout l = currentOf(v);
+    auto type = tensorType(v);
+    SmallVector<int64_t> shape(type.getShape());
+    shape[dim] /= mesh_.parts(l.partial);
+    b_.setInsertionPoint(before);
+    Value r = b_.create<ReduceScatterOp>(before->getLoc(), RankedTensorType::get(shape, type.getElementType()), v,
+                                         mesh_.ref(),
+                                         b_.getStrArrayAttr(SmallVector<StringRef>(l.partial.begin(), l.partial.end())),
+                                         dim ? b_.getI64IntegerAttr(dim) : IntegerAttr());
+    l.dims[dim] = l.partial;
+    l.clearPartial();
+    current_[r] = l;
+    return r;
+  }
+
   /// `v` made whole along `dim` by gathering every rank's block (the resharding rule), built
   /// once and reused.
   Value gathered(Value v, int64_t dim, Operation *before) {
@@ -241,12 +274,15 @@ private:
     for (OpOperand &use : op->getOpOperands())
       operandLayouts.push_back(currentOf(use.get()));
     SmallVector<bool> kept = partialOperandsKept(op, rule.has_value(), operandLayouts);
+    SmallVector<bool> reduceFirst;
     for (auto [i, use] : llvm::enumerate(op->getOpOperands()))
-      if (!operandLayouts[i].partial.empty() && !kept[i])
-        use.set(reduced(use.get(), op));
+      reduceFirst.push_back(!operandLayouts[i].partial.empty() && !kept[i]);
 
     // An op without a rule computes on whole values: gather the split ones.
     if (!rule) {
+      for (auto [i, use] : llvm::enumerate(op->getOpOperands()))
+        if (reduceFirst[i])
+          use.set(reduced(use.get(), op));
       for (auto [i, use] : llvm::enumerate(op->getOpOperands())) {
         FailureOr<Value> v = resharded(use.get(), Layout::whole(tensorType(use.get()).getRank()), op, i);
         if (failed(v))
@@ -266,11 +302,17 @@ private:
       collectFactorAxes(factorAxes, currentOf(v), dims, *rule, mesh_);
     legalizeFactorAxes(factorAxes, *rule, mesh_);
 
-    // Operands must be laid out as the factors say.
+    // Operands must be laid out as the factors say. A partial operand the op does not pass on is
+    // reduced first: reduce-scattered when the op wants it split over its partial axes (half an
+    // all-reduce's traffic; sequence parallelism's row-parallel outputs), else all-reduced.
     for (auto [i, use] : llvm::enumerate(op->getOpOperands())) {
       Layout want = currentOf(use.get());
       for (auto [d, factors] : llvm::enumerate(rule->operands[i]))
         want.dims[d] = dimAxes(factors, factorAxes);
+      if (reduceFirst[i]) {
+        std::optional<int64_t> dim = scatterDim(currentOf(use.get()), want);
+        use.set(dim ? reduceScattered(use.get(), *dim, op) : reduced(use.get(), op));
+      }
       FailureOr<Value> v = resharded(use.get(), want, op, i);
       if (failed(v))
         return failure();
@@ -379,8 +421,30 @@ private:
   }
 
   void reduceEagerly(Value v) {
-    if (!currentOf(v).partial.empty() && llvm::any_of(v.getUses(), [&](OpOperand &use) { return needsWhole(use); }))
+    if (!currentOf(v).partial.empty() &&
+        llvm::any_of(v.getUses(), [&](OpOperand &use) { return needsWhole(use) && !scatteredFor(use); }))
       reduced(v, v.getDefiningOp()->getNextNode());
+  }
+
+  /// Whether the user of partial `use` will want it split over exactly its partial axes, so that
+  /// it reduce-scatters the value itself (partitionOp) instead of reading an all-reduced copy.
+  bool scatteredFor(OpOperand &use) {
+    Operation *user = use.getOwner();
+    auto it = rules_.find(user);
+    if (it == rules_.end() || !it->second)
+      return false;
+    const ShardingRule &rule = *it->second;
+    FactorAxes factorAxes(rule.numFactors());
+    for (auto [r, dims] : llvm::zip(user->getResults(), rule.results))
+      collectFactorAxes(factorAxes, layoutOf(r), dims, rule, mesh_);
+    for (auto [i, operand] : llvm::enumerate(user->getOpOperands()))
+      collectFactorAxes(factorAxes, i == use.getOperandNumber() ? currentOf(operand.get()) : layoutOf(operand.get()),
+                        rule.operands[i], rule, mesh_);
+    legalizeFactorAxes(factorAxes, rule, mesh_);
+    Layout want = currentOf(use.get());
+    for (auto [d, factors] : llvm::enumerate(rule.operands[use.getOperandNumber()]))
+      want.dims[d] = dimAxes(factors, factorAxes);
+    return scatterDim(currentOf(use.get()), want).has_value();
   }
 
   /// Whether an assign to `name` writes a gradient accumulator (a variable the function reads

@@ -34,6 +34,7 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
   Option<int64_t> zeroStage{*this, "zero", llvm::cl::desc("ZeRO stage over dp (0-3)"), llvm::cl::init(0)};
   Option<int64_t> tensorParallel{*this, "tp", llvm::cl::desc("Tensor-parallel ranks (Megatron 1D)"), llvm::cl::init(1)};
   ListOption<std::string> shard{*this, "shard", llvm::cl::desc("Manual parameter splits: REGEX=SPEC")};
+  Option<bool> sequenceParallel{*this, "sp", llvm::cl::desc("Sequence parallelism over tp"), llvm::cl::init(false)};
 };
 
 /// The passes `cpc compile` runs on an imported model in training mode, registered as

@@ -148,7 +148,10 @@ def CpcTensorParallel : Pass<"cpc-tensor-parallel", "::mlir::ModuleOp"> {
     followed by an activation and a second Linear (an MLP) makes the first column-parallel
     (weight and bias split by output features) and the second row-parallel (weight split by
     input features, its result a partial sum all-reduced over tp). Where the hidden size does
-    not divide by tp, that MLP stays replicated and a note says so. `shard` overrides or adds
+    not divide by tp, that MLP stays replicated and a note says so. With `sp` (sequence
+    parallelism), the LayerNorm before each split block is split along the sequence over tp
+    and the residual stream follows: each block's all-reduces become an all-gather before its
+    column-parallel Linear and a reduce-scatter after its row-parallel one. `shard` overrides or adds
     splits by parameter name: "REGEX=SPEC", SPEC one entry per dim separated by `:` (or `,`
     outside a pass option, whose lists split at commas), `-` for whole or mesh axes joined by
     `*` (e.g. `blocks\.0\.mlp\.fc1\.weight=tp:-`); the last matching entry wins.
@@ -157,6 +160,8 @@ def CpcTensorParallel : Pass<"cpc-tensor-parallel", "::mlir::ModuleOp"> {
     Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks (the mesh's first axis)">,
     Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks (the mesh's second axis)">,
     Option<"megatron", "megatron", "bool", /*default=*/"true", "Split MLPs as Megatron does">,
+    Option<"sp", "sp", "bool", /*default=*/"false",
+           "Sequence parallelism: LayerNorm and residual regions split along the sequence over tp">,
     ListOption<"shard", "shard", "std::string", "Manual splits: REGEX=SPEC (SPEC: dims as - or axis*axis)">,
   ];
   let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];

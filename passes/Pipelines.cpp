@@ -40,6 +40,7 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     tp.dp = options.dataParallel;
     tp.tp = options.tensorParallel;
     tp.shard = options.shard;
+    tp.sp = options.sequenceParallel;
     pm.addPass(createCpcTensorParallel(tp));
   }
   CpcDataParallelOptions dp;

@@ -114,17 +114,44 @@ private:
     return factorAxes;
   }
 
+  /// The axes over which the op defining `v` makes it partial (split factors that its operands
+  /// have and `v` lacks): `v` cannot also be split over them.
+  MeshAxes reducedAxes(Value v) {
+    auto result = llvm::dyn_cast<OpResult>(v);
+    if (!result)
+      return {};
+    auto it = rules_.find(result.getOwner());
+    if (it == rules_.end())
+      return {};
+    const ShardingRule &rule = it->second;
+    FactorAxes factorAxes = factorAxesOf(result.getOwner(), rule, /*resultsFirst=*/false);
+    MeshAxes axes;
+    for (int64_t f = 0; f < rule.numFactors(); ++f) {
+      bool inResult = llvm::any_of(rule.results[result.getResultNumber()],
+                                   [&](const ShardingRule::DimFactors &d) { return llvm::is_contained(d, f); });
+      if (!inResult && rule.inOperands(f))
+        axes.append(factorAxes[f].begin(), factorAxes[f].end());
+    }
+    return axes;
+  }
+
   /// Splits the whole dims of `v` that the factor axes split, unless the axes are in use by
-  /// another dim of `v`.
+  /// another dim of `v` or `v` is partial over them (a row-parallel matmul's output stays whole
+  /// and partial even where its user wants it split: the partial sum is reduce-scattered there).
   bool refine(Value v, ArrayRef<ShardingRule::DimFactors> dims, const FactorAxes &factorAxes) {
     if (fixed(v))
       return false;
     auto it = layouts_.find(v);
     Layout l = it != layouts_.end() ? it->second : Layout::whole(tensorType(v).getRank());
     bool changed = false;
+    std::optional<MeshAxes> reduced;
     for (auto [d, factors] : llvm::enumerate(dims)) {
       MeshAxes axes = dimAxes(factors, factorAxes);
       if (!l.dims[d].empty() || axes.empty() || llvm::any_of(axes, [&](const std::string &a) { return l.uses(a); }))
+        continue;
+      if (!reduced)
+        reduced = reducedAxes(v);
+      if (llvm::any_of(axes, [&](const std::string &a) { return llvm::is_contained(*reduced, a); }))
         continue;
       l.dims[d] = axes;
       changed = true;
@@ -140,8 +167,10 @@ private:
   void propagateSplits() {
     SmallVector<std::pair<Operation *, ShardingRule>> ops;
     for (Operation &op : func_.getBody().front())
-      if (std::optional<ShardingRule> rule = getShardingRule(&op))
+      if (std::optional<ShardingRule> rule = getShardingRule(&op)) {
+        rules_.try_emplace(&op, *rule);
         ops.emplace_back(&op, std::move(*rule));
+      }
     bool changed = true;
     while (changed) {
       changed = false;
@@ -216,6 +245,7 @@ private:
   func::FuncOp func_;
   Mesh mesh_;
   SmallVector<Seed> seedList_;
+  llvm::DenseMap<Operation *, ShardingRule> rules_;
   llvm::DenseMap<Value, Layout> layouts_;
   llvm::DenseSet<Value> seeds_;
 };

@@ -186,6 +186,8 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       if (first->bias)
         decisions[first->bias.getName()] = {splitOver(1, 0, "tp"), 1};
       decisions[second->weight.getName()] = {splitOver(2, second->inDim(), "tp"), 1};
+      if (sp)
+        splitSequence(mm.getLhs());
     });
     // Whole decisions (indivisible MLPs) are notes only.
     for (auto it = decisions.begin(); it != decisions.end();) {
@@ -231,7 +233,32 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       if (qkv->bias)
         decisions[qkv->bias.getName()] = {splitOver(1, 0, "tp"), 1};
       decisions[proj->weight.getName()] = {splitOver(2, proj->inDim(), "tp"), 1};
+      if (sp)
+        splitSequence(mm.getLhs());
     });
+  }
+
+  /// Sequence parallelism: the LayerNorm that feeds a column-parallel Linear is split along the
+  /// sequence over tp (priority 2, after the weights), and propagation carries the split through
+  /// the residual stream (adds, norms) between blocks. Where the tokens do not divide by tp the
+  /// block keeps a whole sequence, with a note.
+  void splitSequence(Value input) {
+    auto norm = input.getDefiningOp<LayerNormOp>();
+    auto type = llvm::cast<RankedTensorType>(input.getType());
+    if (!norm || type.getRank() < 3 || norm->getAttr(kResultShardingsAttr))
+      return;
+    int64_t seq = type.getRank() - 2;
+    if (type.getDimSize(seq) % tp) {
+      mlir::emitRemark(norm.getLoc()) << "sequence parallelism skips this block: its " << type.getDimSize(seq)
+                                      << " tokens do not split over tp=" << (int64_t)tp;
+      return;
+    }
+    Layout l = Layout::whole(type.getRank());
+    l.dims[seq] = {"tp"};
+    ShardingAttr attr = l.toAttr(FlatSymbolRefAttr::get(norm.getContext(), "mesh"));
+    attr = ShardingAttr::get(attr.getContext(), attr.getMesh(), attr.getDimAxes(), attr.getPartialAxes(),
+                             attr.getReduction(), 2);
+    norm->setAttr(kResultShardingsAttr, ArrayAttr::get(norm.getContext(), {attr}));
   }
 
   LogicalResult applyOverrides(ArrayRef<func::FuncOp> funcs, const Mesh &mesh,

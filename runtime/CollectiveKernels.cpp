@@ -122,14 +122,35 @@ void allGatherKernel(kernels::KernelContext &ctx) {
       std::memcpy(dst + (o * parts + p) * chunk, blocks.data() + (p * outer + o) * chunk, chunk);
 }
 
-/// Sums the input over the group; this rank keeps block (its index in the group) of dim 0.
+/// Sums the input over the group; this rank keeps block (its index in the group) of attribute
+/// `dim` (default 0). Along an inner dim the blocks are packed one after another first.
 void reduceScatterKernel(kernels::KernelContext &ctx) {
   const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
   if (!ctx.comm)
     ctx.fail("needs a communicator (run the plan with cpc-run)");
   checkMesh(ctx);
-  ctx.comm->reduceScatterSum(in.data, out.data, out.numel(), in.dtype,
-                             groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>()));
+  auto dimAttr = ctx.attrs->find("dim");
+  int64_t dim = dimAttr == ctx.attrs->end() ? 0 : dimAttr->get<int64_t>();
+  if (dim < 0 || (in.rank() > 0 && dim >= in.rank()) || out.rank() != in.rank() ||
+      (in.rank() > 0 && (out.shape[dim] == 0 || in.shape[dim] % out.shape[dim])))
+    ctx.fail("cannot scatter along dim " + std::to_string(dim));
+  std::vector<int> group = groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>());
+  int64_t outer = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= in.shape[d];
+  if (outer == 1) {
+    ctx.comm->reduceScatterSum(in.data, out.data, out.numel(), in.dtype, group);
+    return;
+  }
+  // in[outer][parts][chunk] -> packed[parts][outer][chunk]: block j of the sum is then contiguous.
+  int64_t parts = in.shape[dim] / out.shape[dim];
+  size_t chunk = out.bytes() / outer;
+  std::vector<uint8_t> packed(in.bytes());
+  const auto *src = static_cast<const uint8_t *>(in.data);
+  for (int64_t j = 0; j < parts; ++j)
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(packed.data() + (j * outer + o) * chunk, src + (o * parts + j) * chunk, chunk);
+  ctx.comm->reduceScatterSum(packed.data(), out.data, out.numel(), in.dtype, group);
 }
 
 /// Moves the split of the group's axes from `concat_dim` to `split_dim`: this rank's value is

@@ -731,11 +731,13 @@ LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) 
   FailureOr<int64_t> group = collectiveGroupSize(*this, getMeshAttr(), getAxes(), symbols);
   if (failed(group))
     return failure();
-  int64_t parts = *group;
+  int64_t parts = *group, dim = getScatterDim();
   auto in = getInput().getType(), out = getType();
-  if (in.getRank() < 1 || in.getRank() != out.getRank() || in.getShape().drop_front() != out.getShape().drop_front() ||
-      in.getDimSize(0) != out.getDimSize(0) * parts || in.getElementType() != out.getElementType())
-    return emitOpError("result must be the input with dim 0 divided by the ") << parts << " ranks";
+  bool othersMatch = in.getRank() == out.getRank() && in.getElementType() == out.getElementType();
+  for (int64_t d = 0; othersMatch && d < in.getRank(); ++d)
+    othersMatch = d == dim || in.getDimSize(d) == out.getDimSize(d);
+  if (dim < 0 || dim >= in.getRank() || !othersMatch || in.getDimSize(dim) != out.getDimSize(dim) * parts)
+    return emitOpError("result must be the input with dim ") << dim << " divided by the " << parts << " ranks";
   return success();
 }
 

@@ -537,14 +537,27 @@ def Cpc_AllToAllOp : Cpc_Op<"all_to_all", [DeclareOpInterfaceMethods<SymbolUserO
 }
 
 def Cpc_ReduceScatterOp : Cpc_Op<"reduce_scatter", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "Sums a value over mesh axes; each rank keeps its block of dim 0 of the sum";
+  let summary = "Sums a value over mesh axes; each rank keeps its block of dim `dim` (0 when unset) of the sum";
   let description = [{
     Half of an all-reduce: with all_gather after it, the same traffic; without, each rank holds
-    only its share of the sum (ZeRO-2's gradient shards). A collective.
+    only its share of the sum (ZeRO-2's gradient shards; sequence parallelism's row-parallel
+    outputs, split along the sequence). A collective.
   }];
-  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes,
+                       OptionalAttr<I64Attr>:$dim);
   let results = (outs Cpc_Tensor:$result);
   let assemblyFormat = "$input `over` $mesh $axes attr-dict `:` type($input) `->` type($result)";
+  let builders = [
+    // Along dim 0 (the attribute left unset).
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$input, "::mlir::FlatSymbolRefAttr":$mesh,
+                   "::mlir::ArrayAttr":$axes), [{
+      build($_builder, $_state, result, input, mesh, axes, ::mlir::IntegerAttr());
+    }]>,
+  ];
+  let extraClassDeclaration = [{
+    /// The dim whose blocks the ranks keep (unset: 0, which plans then do not mention).
+    int64_t getScatterDim() { return getDim().value_or(0); }
+  }];
 }
 
 def Cpc_ShardSliceOp : Cpc_Op<"shard_slice", [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {

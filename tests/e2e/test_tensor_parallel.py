@@ -7,6 +7,9 @@ equal to one rank over 20 steps: loss and grad_norm per step within 1e-5 relativ
 parameters within 1e-5 (gathered into the model's own layout), with a learning rate that
 moves the loss and a clip threshold that engages. Also: the per-rank parameter bytes follow
 split / N + replicated, and the activation all-reduces are Megatron's 2 per MLP block per step.
+With --sp (sequence parallelism, the same model over 8 tokens) the residual stream and the
+LayerNorms are split along the sequence, and each block's all-reduces become an all-gather and
+a reduce-scatter (forward and backward), still equal to one rank.
 """
 import json
 import os
@@ -58,12 +61,12 @@ torch.onnx.export(Net(d, h), (torch.randn(b, s, 6), torch.randn(b, s, 3)), sys.a
 '''
 
 
-def train(work, name, flags, recipe=RECIPE, data="8"):
+def train(work, name, flags, recipe=RECIPE, data="8", model="mlp.onnx"):
     plan = os.path.join(work, name + ".plan")
     config = os.path.join(work, name + ".json")
     with open(config, "w") as f:
         json.dump(recipe, f)
-    run([tool("cpc"), "compile", os.path.join(work, "mlp.onnx"), "--config", config, "-o", plan, *flags])
+    run([tool("cpc"), "compile", os.path.join(work, model), "--config", config, "-o", plan, *flags])
     metrics, params = os.path.join(work, name + ".jsonl"), os.path.join(work, name + "-params")
     run([tool("cpc-run"), plan, "--steps", str(STEPS), "--metrics", metrics, "--output-dir", params,
          "--input", "x=" + os.path.join(work, "x%s.npy" % data),
@@ -181,11 +184,46 @@ with tempdir() as work:
                 (["--tp", "2", "--shard", "inp\\.bias=tp,"], "has 2 entries for a parameter of rank 1"),
                 (["--tp", "2", "--shard", "nothing=tp"], "matches no parameter"),
                 (["--tp", "2", "--dp", "2", "--zero", "1"], "--zero with tensor parallelism is not available"),
-                (["--tp", "2", "--mode", "infer"], "--tp and --shard apply to training plans")]:
+                (["--tp", "2", "--mode", "infer"], "--tp, --sp and --shard apply to training plans"),
+                (["--sp"], "--sp splits the sequence over the tensor-parallel ranks")]:
             out = run([tool("cpc"), "compile", model, "-o", os.path.join(work, "bad.plan"), *flags], check=False)
             lines = out.stderr.strip().splitlines()
             assert out.returncode == 1, "%s: exit %d" % (flags, out.returncode)
             assert len(lines) == 1 and expected in lines[0], "%s: %s" % (flags, out.stderr)
 
     results.check("bad --tp/--shard flags give one clear line and exit 1", bad_flags)
+
+    # Sequence parallelism needs tokens that divide by tp: the same model over 8 tokens.
+    run([PYTHON, script, os.path.join(work, "mlp-seq8.onnx"), str(BATCH), "8", str(WIDTH), str(HIDDEN)])
+    for n in (8,):
+        np.save(os.path.join(work, "xs%d.npy" % n), rng.standard_normal((n, 8, 6)).astype(np.float32))
+        np.save(os.path.join(work, "ts%d.npy" % n), rng.standard_normal((n, 8, 3)).astype(np.float32))
+    single_seq, single_seq_params, _ = train(work, "one-seq8", [], data="s8", model="mlp-seq8.onnx")
+
+    def sequence_parallel(name, flags, dp):
+        def check():
+            ours, params, summary = train(work, name, flags, data="s8", model="mlp-seq8.onnx")
+            worst, worst_norm = compare(ours, single_seq, params, single_seq_params)
+            steps = [(s["op"], summary["buffers"][s["in"][0]]["shape"]) for p in summary["programs"]
+                     for s in p["steps"] if s["op"] in ("cpc.all_gather", "cpc.reduce_scatter", "cpc.all_reduce")]
+            full, local = [BATCH // dp, 8, WIDTH], [BATCH // dp, 8 // 2, WIDTH]
+            # Megatron-SP, per MLP block and step: forward all-gather before fc1 and reduce-scatter
+            # after fc2, backward the same pair again; no all-reduce of activations is left.
+            scatters = sum(1 for op, shape in steps if op == "cpc.reduce_scatter" and shape == full)
+            gathers = sum(1 for op, shape in steps if op == "cpc.all_gather" and shape == local)
+            reduces = sum(1 for op, shape in steps if op == "cpc.all_reduce" and shape == full)
+            assert scatters == 2 * 2 and reduces == 0, "%d reduce-scatters and %d all-reduces of [b, s, h]" % (
+                scatters, reduces)
+            assert gathers >= 2 * 2, "%d all-gathers of [b, s/tp, h]" % gathers
+            comm = ours[-1]["comm"]
+            print("   %s: worst per-step difference loss %.2e grad_norm %.2e; per step %s reduce-scatters, %s "
+                  "all-gathers (%d of [b, s/tp, h]: 4 in the blocks, the rest for the input and head weight "
+                  "gradients), %s all-reduces (LayerNorm gradients, norm)" % (
+                      name, worst, worst_norm, comm["reduce_scatter"]["calls"], comm["all_gather"]["calls"], gathers,
+                      comm["all_reduce"]["calls"]))
+        return check
+
+    results.check("tp=2 --sp equals one rank: all-gather + reduce-scatter per block instead of all-reduces",
+                  sequence_parallel("tp2-sp", ["--tp", "2", "--sp"], 1))
+    results.check("dp2 x tp2 --sp equals one rank", sequence_parallel("dp2tp2-sp", ["--dp", "2", "--tp", "2", "--sp"], 2))
 results.finish()

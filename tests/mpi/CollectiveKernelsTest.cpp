@@ -1,6 +1,6 @@
 //===- CollectiveKernelsTest.cpp - collective kernels, run under mpirun -np N ---===//
 //
-// The kernels of cpc.all_gather, cpc.all_reduce, cpc.all_to_all and cpc.shard_slice as the executor calls them, on a real
+// The kernels of cpc.all_gather, cpc.all_reduce, cpc.all_to_all, cpc.reduce_scatter and cpc.shard_slice as the executor calls them, on a real
 // communicator. A plain program like CommunicatorTest: every rank runs every check in order.
 //
 #include "runtime/CollectiveKernels.h"
@@ -137,6 +137,23 @@ void allToAllMovesSplit(Communicator &comm) {
   check(back == rows, "all_to_all moves it back");
 }
 
+/// reduce_scatter along dim 1 of a [2, 2n] tensor: rank r keeps columns [2r, 2r+2) of the sum.
+void reduceScatterInnerDim(Communicator &comm) {
+  const int64_t n = comm.size(), r = comm.rank();
+  Mesh mesh{{n}, {"tp"}};
+  std::vector<float> mine(2 * 2 * n), out(2 * 2, -1);
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 2 * n; ++j)
+      mine[i * 2 * n + j] = float(100 * i + j + r);
+  runKernel(comm, mesh, "cpc.reduce_scatter", ref(mine, {2, 2 * n}), ref(out, {2, 2}), {{"axes", {"tp"}}, {"dim", 1}});
+  bool ok = true;
+  float ranks = float(n * (n - 1) / 2);
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 2; ++j)
+      ok = ok && out[i * 2 + j] == float(n * (100 * i + 2 * r + j)) + ranks;
+  check(ok, "reduce_scatter along dim 1 keeps this rank's columns of the sum");
+}
+
 void badDim(Communicator &comm) {
   Mesh mesh{{comm.size()}, {"dp"}};
   std::vector<float> in(2), out(2 * comm.size());
@@ -164,6 +181,7 @@ int main() {
     badDim(*comm);
     allReduceKinds(*comm);
     allToAllMovesSplit(*comm);
+    reduceScatterInnerDim(*comm);
   } catch (const std::exception &e) {
     check(false, std::string("unexpected error: ") + e.what());
   }

@@ -45,6 +45,9 @@ Options:
                              parallel.tensor.size): MLPs split column- then row-parallel. The mesh
                              is dp x tp, rank = dp index * N + tp index (a dp group's tp ranks are
                              neighbours); the tp ranks of one dp group read the same samples
+  --sp                       Sequence parallelism with --tp: LayerNorm and residual regions split along
+                             the sequence over tp; each block's all-reduces become all-gather +
+                             reduce-scatter
   --shard REGEX=SPEC         Split the parameters whose name matches REGEX as SPEC, one entry per
                              dim: '-' (whole) or mesh axes joined by '*', e.g. 'fc1\.weight=tp,-'
                              (repeatable; overrides the Megatron choice)
@@ -228,7 +231,7 @@ int runCompile(int argc, char **argv) {
   std::string input, output, mode, configPath;
   int64_t dataParallel = 1, tensorParallel = 0; // 0: from the config
   std::vector<std::string> shardRules;
-  bool dumpSharding = false, printPipeline = false;
+  bool dumpSharding = false, printPipeline = false, sequenceParallel = false;
   std::string dumpIrPath;
   int64_t zeroStage = 0;
   std::vector<std::string> overrides;
@@ -268,6 +271,8 @@ int runCompile(int argc, char **argv) {
       tensorParallel = std::strtoll(v.c_str(), &end, 10);
       if (v.empty() || *end || tensorParallel < 1 || tensorParallel > 4096)
         throw UsageError("--tp expects a positive number of ranks, got '" + v + "'");
+    } else if (arg == "--sp") {
+      sequenceParallel = true;
     } else if (arg == "--shard") {
       std::string v = takeValue(argc, argv, i);
       if (v.find('=') == std::string::npos || v[0] == '=')
@@ -348,6 +353,9 @@ int runCompile(int argc, char **argv) {
     setPipelineOptions(pipeline, recipe, dataParallel, zeroStage);
     pipeline.tensorParallel = tensorParallel;
     pipeline.shard = shardRules;
+    if (sequenceParallel && tensorParallel < 2)
+      throw UsageError("--sp splits the sequence over the tensor-parallel ranks: use it with --tp N (N > 1)");
+    pipeline.sequenceParallel = sequenceParallel;
     std::string pipelineText = runTrainingPipeline(context, *model.module, pipeline);
     if (printPipeline)
       std::cout << "pipeline: " << pipelineText << "\n";
@@ -360,8 +368,8 @@ int runCompile(int argc, char **argv) {
                 {"batch_axes", dataParallel > 1 ? std::vector<std::string>{"dp"} : std::vector<std::string>{}}};
   } else if (dataParallel > 1) {
     throw UsageError("--dp applies to training plans (--mode train)");
-  } else if (tensorParallel > 1 || !shardRules.empty()) {
-    throw UsageError("--tp and --shard apply to training plans (--mode train)");
+  } else if (tensorParallel > 1 || !shardRules.empty() || sequenceParallel) {
+    throw UsageError("--tp, --sp and --shard apply to training plans (--mode train)");
   } else if (zeroStage > 0) {
     throw UsageError("--zero applies to training plans (--mode train)");
   } else if (!configPath.empty() || !overrides.empty()) {

@@ -371,6 +371,16 @@ func.func @shard(%x: tensor<8x196x768xf32>, %w: tensor<768x3072xf32>) -> (tensor
   return %2, %4 : tensor<8x196x768xf32>, tensor<768x3072xf32>
 }
 
+// Tests that reduce_scatter round-trips along dim 0 (no dim attribute) and along an inner dim.
+// CHECK-LABEL: func.func @reduce_scatter
+// CHECK: cpc.reduce_scatter %{{.*}} over @mesh ["tp"] : tensor<8x4xf32> -> tensor<2x4xf32>
+// CHECK: cpc.reduce_scatter %{{.*}} over @mesh ["tp"] {dim = 1 : i64} : tensor<8x4xf32> -> tensor<8x1xf32>
+func.func @reduce_scatter(%x: tensor<8x4xf32>) -> (tensor<2x4xf32>, tensor<8x1xf32>) {
+  %0 = cpc.reduce_scatter %x over @mesh ["tp"] : tensor<8x4xf32> -> tensor<2x4xf32>
+  %1 = cpc.reduce_scatter %x over @mesh ["tp"] {dim = 1 : i64} : tensor<8x4xf32> -> tensor<8x1xf32>
+  return %0, %1 : tensor<2x4xf32>, tensor<8x1xf32>
+}
+
 // Tests that all_to_all round-trips: a split over tp moves from dim 0 to dim 1.
 // CHECK-LABEL: func.func @all_to_all
 // CHECK: cpc.all_to_all %{{.*}} over @mesh ["tp"] {concat_dim = 0 : i64, split_dim = 1 : i64} : tensor<2x8xf32> -> tensor<8x2xf32>

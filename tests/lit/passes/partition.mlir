@@ -587,3 +587,21 @@ cpc.mesh @mesh shape = [2, 2] axes = ["dp", "tp"]
 func.func @axes_out_of_order(%x: tensor<4x6xf32> {cpc.sharding = #cpc.sharding<@mesh, [["tp", "dp"], []]>}) -> tensor<4x6xf32> {
   return %x : tensor<4x6xf32>
 }
+
+// -----
+
+// Tests that a partial sum an op wants split along a dim over its partial axes is
+// reduce-scattered along that dim (sequence parallelism's row-parallel output meeting the
+// sequence-split residual) rather than all-reduced and sliced.
+// CHECK-LABEL: func.func @reduce_scatter_seq
+// CHECK: %[[P:.*]] = cpc.matmul %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<8x4xf32>) -> tensor<2x4x4xf32>
+// CHECK: %[[RS:.*]] = cpc.reduce_scatter %[[P]] over @mesh ["tp"] {dim = 1 : i64} : tensor<2x4x4xf32> -> tensor<2x2x4xf32>
+// CHECK-NOT: cpc.all_reduce
+// CHECK: cpc.add %arg1, %[[RS]] {{.*}} : (tensor<2x2x4xf32>, tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+cpc.mesh @mesh shape = [2] axes = ["tp"]
+func.func @reduce_scatter_seq(%h: tensor<2x4x16xf32> {cpc.sharding = #cpc.sharding<@mesh, [[], [], ["tp"]]>}, %res: tensor<2x4x4xf32> {cpc.sharding = #cpc.sharding<@mesh, [[], ["tp"], []]>}) -> tensor<2x4x4xf32> {
+  %w = cpc.parameter "w" trainable {cpc.shardings = [#cpc.sharding<@mesh, [["tp"], []]>]} : tensor<16x4xf32>
+  %p = cpc.matmul %h, %w {cpc.shardings = [#cpc.sharding<@mesh, [[], [], []], partial = ["tp"]>]} : (tensor<2x4x16xf32>, tensor<16x4xf32>) -> tensor<2x4x4xf32>
+  %o = cpc.add %res, %p {cpc.shardings = [#cpc.sharding<@mesh, [[], ["tp"], []]>]} : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  return %o : tensor<2x4x4xf32>
+}

@@ -1,4 +1,5 @@
 // RUN: cpc-opt %s -split-input-file -verify-diagnostics --cpc-tensor-parallel="tp=2" | FileCheck %s
+// RUN: cpc-opt %s -split-input-file --cpc-tensor-parallel="tp=2 sp=true" 2>/dev/null | FileCheck %s --check-prefix=SP
 
 // Tests the Megatron pattern on one MLP found from its structure: Linear (a transposed weight
 // operand, as torch's Linear) -> GELU -> Linear. The first weight and its bias are split by
@@ -54,4 +55,25 @@ func.func @odd_hidden(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {cpc.ph
   %a = cpc.gelu %h : tensor<4x5xf32>
   %y = cpc.matmul %a, %w2 {transpose_rhs = true} : (tensor<4x5xf32>, tensor<8x5xf32>) -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests sequence parallelism: the LayerNorm feeding a split MLP is split along the sequence
+// (dim 1 of [B, N, D]) over tp at priority 2, after the weights.
+// CHECK-LABEL: func.func @sp_block
+// CHECK: cpc.layer_norm
+// CHECK-NOT: cpc.shardings
+// CHECK: return
+// SP-LABEL: func.func @sp_block
+// SP: cpc.layer_norm {{.*}}cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], ["tp"], []], priority = 2>]
+func.func @sp_block(%x: tensor<2x4x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<2x4x8xf32> attributes {cpc.phase = #cpc.phase<train_step>} {
+  %w1 = cpc.parameter "w1" trainable : tensor<16x8xf32>
+  %w2 = cpc.parameter "w2" trainable : tensor<8x16xf32>
+  %n = cpc.layer_norm %x, %g, %b {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %h = cpc.matmul %n, %w1 {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %a = cpc.gelu %h : tensor<2x4x16xf32>
+  %y = cpc.matmul %a, %w2 {transpose_rhs = true} : (tensor<2x4x16xf32>, tensor<8x16xf32>) -> tensor<2x4x8xf32>
+  %r = cpc.add %x, %y : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %r : tensor<2x4x8xf32>
 }
