@@ -34,6 +34,31 @@ void checkMesh(const kernels::KernelContext &ctx) {
     ctx.fail("a collective step in a plan without a mesh");
 }
 
+/// Attribute `dim` of a collective (0 when unset) and the product of the dims before it.
+int64_t dimAttr(const kernels::KernelContext &ctx) {
+  auto it = ctx.attrs->find("dim");
+  return it == ctx.attrs->end() ? 0 : it->get<int64_t>();
+}
+int64_t outerOf(const std::vector<int64_t> &shape, int64_t dim) {
+  int64_t outer = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  return outer;
+}
+
+/// A tensor cut into `parts` blocks along a dim is [outer][parts][chunk] in memory; collectives
+/// exchange whole blocks, [parts][outer][chunk]. Reorders `src` into `dst` one way (toBlocks) or
+/// the other.
+void reorderBlocks(const void *src, void *dst, int64_t parts, int64_t outer, size_t chunk, bool toBlocks) {
+  const auto *in = static_cast<const uint8_t *>(src);
+  auto *out = static_cast<uint8_t *>(dst);
+  for (int64_t p = 0; p < parts; ++p)
+    for (int64_t o = 0; o < outer; ++o) {
+      size_t blockMajor = (p * outer + o) * chunk, interleaved = (o * parts + p) * chunk;
+      std::memcpy(out + (toBlocks ? blockMajor : interleaved), in + (toBlocks ? interleaved : blockMajor), chunk);
+    }
+}
+
 /// Reduces the inputs over the mesh axes (attribute `kind`: sum, the default, or max). One input
 /// is reduced in place in its output buffer; a bucket of several is packed into one buffer so
 /// that it costs one collective call.
@@ -99,27 +124,18 @@ void allGatherKernel(kernels::KernelContext &ctx) {
   if (!ctx.comm)
     ctx.fail("needs a communicator (run the plan with cpc-run)");
   checkMesh(ctx);
-  auto dimAttr = ctx.attrs->find("dim");
-  int64_t dim = dimAttr == ctx.attrs->end() ? 0 : dimAttr->get<int64_t>();
+  int64_t dim = dimAttr(ctx);
   if (dim < 0 || dim >= in.rank() || out.rank() != in.rank() || in.shape[dim] == 0 || out.shape[dim] % in.shape[dim])
     ctx.fail("cannot gather along dim " + std::to_string(dim));
   std::vector<int> group = groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>());
-  int64_t outer = 1;
-  for (int64_t d = 0; d < dim; ++d)
-    outer *= in.shape[d];
-  if (outer == 1) {
+  int64_t outer = outerOf(in.shape, dim);
+  if (outer == 1 || in.numel() == 0) { // every rank has the same shapes: all skip the same steps
     ctx.comm->allGather(in.data, out.data, in.numel(), in.dtype, group);
     return;
   }
-  // blocks[rank][outer][chunk] -> out[outer][rank][chunk]
   std::vector<uint8_t> blocks(out.bytes());
   ctx.comm->allGather(in.data, blocks.data(), in.numel(), in.dtype, group);
-  int64_t parts = out.shape[dim] / in.shape[dim];
-  size_t chunk = in.bytes() / outer;
-  auto *dst = static_cast<uint8_t *>(out.data);
-  for (int64_t p = 0; p < parts; ++p)
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(dst + (o * parts + p) * chunk, blocks.data() + (p * outer + o) * chunk, chunk);
+  reorderBlocks(blocks.data(), out.data, out.shape[dim] / in.shape[dim], outer, in.bytes() / outer, false);
 }
 
 /// Sums the input over the group; this rank keeps block (its index in the group) of attribute
@@ -129,27 +145,19 @@ void reduceScatterKernel(kernels::KernelContext &ctx) {
   if (!ctx.comm)
     ctx.fail("needs a communicator (run the plan with cpc-run)");
   checkMesh(ctx);
-  auto dimAttr = ctx.attrs->find("dim");
-  int64_t dim = dimAttr == ctx.attrs->end() ? 0 : dimAttr->get<int64_t>();
+  int64_t dim = dimAttr(ctx);
   if (dim < 0 || (in.rank() > 0 && dim >= in.rank()) || out.rank() != in.rank() ||
       (in.rank() > 0 && (out.shape[dim] == 0 || in.shape[dim] % out.shape[dim])))
     ctx.fail("cannot scatter along dim " + std::to_string(dim));
   std::vector<int> group = groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>());
-  int64_t outer = 1;
-  for (int64_t d = 0; d < dim; ++d)
-    outer *= in.shape[d];
-  if (outer == 1) {
+  int64_t outer = outerOf(in.shape, dim);
+  if (outer == 1 || in.numel() == 0) {
     ctx.comm->reduceScatterSum(in.data, out.data, out.numel(), in.dtype, group);
     return;
   }
-  // in[outer][parts][chunk] -> packed[parts][outer][chunk]: block j of the sum is then contiguous.
-  int64_t parts = in.shape[dim] / out.shape[dim];
-  size_t chunk = out.bytes() / outer;
+  // Block j of the sum is then contiguous.
   std::vector<uint8_t> packed(in.bytes());
-  const auto *src = static_cast<const uint8_t *>(in.data);
-  for (int64_t j = 0; j < parts; ++j)
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(packed.data() + (j * outer + o) * chunk, src + (o * parts + j) * chunk, chunk);
+  reorderBlocks(in.data, packed.data(), in.shape[dim] / out.shape[dim], outer, out.bytes() / outer, true);
   ctx.comm->reduceScatterSum(packed.data(), out.data, out.numel(), in.dtype, group);
 }
 
@@ -168,32 +176,14 @@ void allToAllKernel(kernels::KernelContext &ctx) {
       out.rank() != in.rank() || in.shape[split] % n || out.shape[concat] != in.shape[concat] * n)
     ctx.fail("cannot move a split from dim " + std::to_string(concat) + " to dim " + std::to_string(split) +
              " among " + std::to_string(n) + " ranks");
-  // A dim viewed as [outer, size, inner]: block j of `parts` along it is `outer` runs of
-  // size/parts * inner elements.
-  size_t es = dtypeSize(in.dtype);
-  auto runs = [&](const std::vector<int64_t> &shape, int64_t dim, int64_t parts, int64_t &outer, size_t &run) {
-    outer = 1;
-    int64_t inner = 1;
-    for (int64_t d = 0; d < dim; ++d)
-      outer *= shape[d];
-    for (size_t d = dim + 1; d < shape.size(); ++d)
-      inner *= shape[d];
-    run = shape[dim] / parts * inner * es;
-  };
+  if (in.numel() == 0)
+    return; // the same on every rank: nothing to exchange
   std::vector<uint8_t> packed(in.bytes()), received(in.bytes());
-  int64_t outer;
-  size_t run;
-  runs(in.shape, split, n, outer, run);
-  const auto *src = static_cast<const uint8_t *>(in.data);
-  for (int64_t j = 0; j < n; ++j) // packed[j][o] = in[o][block j]
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(packed.data() + (j * outer + o) * run, src + (o * n + j) * run, run);
+  int64_t outer = outerOf(in.shape, split);
+  reorderBlocks(in.data, packed.data(), n, outer, in.bytes() / outer / n, true);
   ctx.comm->allToAll(packed.data(), received.data(), in.numel() / n, in.dtype, group);
-  runs(out.shape, concat, n, outer, run);
-  auto *dst = static_cast<uint8_t *>(out.data);
-  for (int64_t i = 0; i < n; ++i) // out[o][block i] = received[i][o]
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(dst + (o * n + i) * run, received.data() + (i * outer + o) * run, run);
+  outer = outerOf(out.shape, concat);
+  reorderBlocks(received.data(), out.data, n, outer, out.bytes() / outer / n, false);
 }
 
 /// Copies this rank's block: dim d is split into the product of its axes' sizes.
