@@ -7,9 +7,10 @@ For each layout prints, per rank:
   - parameter bytes against split / tp + replicated (the split ones: Megatron's qkv, attention
     output, fc1 and fc2 weights and the qkv/fc1 biases);
   - the activation arena the compiler plans;
-  - all-reduces per step and bytes sent, against Megatron's count: per transformer block and
-    step, 2 forward + 2 backward all-reduces of b*s*h elements (b this rank's share of the
-    microbatch, s the block's tokens, h its width), whose ring volume is 2(N-1)/N of the tensor;
+  - all-reduces per step and bytes sent, against Megatron's count: per split block (attention or
+    MLP) and step, 1 forward + 1 backward all-reduce of b*s*h elements (b this rank's share of
+    the microbatch, s the block's tokens, h its width), one per split 2-D weight, whose ring
+    volume is 2(N-1)/N of the tensor (attention whose heads do not divide by tp stays whole);
     the rest is the scalar partial sums of the gradient norm (and, with dp, the gradient
     all-reduce);
   - the median step time after the first step, and its ratio to one rank measured in the same
@@ -79,8 +80,9 @@ def main():
         # Activation all-reduces: rank-3 [b, s, h] tensors over tp.
         acts = [summary["buffers"][s["in"][0]]["shape"] for p in summary["programs"] for s in p["steps"]
                 if s["op"] == "cpc.all_reduce" and len(summary["buffers"][s["in"][0]]["shape"]) == 3]
-        # Transformer blocks: the head-major qkv weights (2-D parameters kept in a stored order).
-        blocks = sum(1 for b in params if b.get("stored_perm") and len(b["shape"]) == 2)
+        # Megatron: one all-reduce per split Linear per step (forward after each row-parallel one,
+        # backward before each column-parallel one), i.e. one per split 2-D weight.
+        expected = sum(1 for b in params if b.get("shard_dims") and len(b["shape"]) == 2)
         act_bytes = sum(2 * (tp - 1) * 4 * int(np.prod(s)) // tp for s in acts)
         metrics = os.path.join(args.work_dir, "mae-%s.jsonl" % layout)
         if os.path.exists(metrics):
@@ -94,10 +96,10 @@ def main():
         base_time = base_time or step
         arena = max(p["arena_bytes"] for p in summary["programs"]) if "arena_bytes" in summary["programs"][0] else 0
         print("%-8s %12d %12d %11d %9d %9s %12d %12s %9.4f %7.2f" % (
-            layout, local, formula, arena, len(acts), "%d" % (4 * blocks) if tp > 1 else "-", sent,
+            layout, local, formula, arena, len(acts), "%d" % expected if tp > 1 else "-", sent,
             "%d+" % act_bytes if tp > 1 else "-", step, step / base_time))
     print("params B: what a rank stores; formula: split/tp + replicated (one rank: %d B). acts AR: the [b, s, h] "
-          "all-reduces per step (Megatron: 4 per block); AR B/step: all-reduce bytes sent per step, formula: the "
+          "all-reduces per step (Megatron: one per split Linear); AR B/step: all-reduce bytes sent per step, formula: the "
           "activation ring volumes plus scalars (and the dp gradient all-reduce)." % whole)
     return 0
 

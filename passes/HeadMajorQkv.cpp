@@ -51,8 +51,13 @@ struct CpcHeadMajorQkvPass : cpc::impl::CpcHeadMajorQkvBase<CpcHeadMajorQkvPass>
     if (rank < 1 || (int64_t)out.size() != rank + 2 || in.drop_back() != out.drop_back(3) || out[rank - 1] != 3)
       return;
     int64_t heads = out[rank], headDim = out[rank + 1];
-    if (heads % tp || !r.getInput().hasOneUse())
+    if (!r.getInput().hasOneUse())
       return;
+    if (heads % tp) {
+      mlir::emitRemark(r.getLoc()) << "attention with " << heads << " heads stays replicated: they do not split over tp="
+                                   << (int64_t)tp;
+      return;
+    }
     // The Linear: a matmul by a 2-D parameter, then possibly a bias add.
     Value linear = r.getInput();
     ParameterOp bias;

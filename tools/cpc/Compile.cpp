@@ -97,6 +97,13 @@ std::string runTrainingPipeline(mlir::MLIRContext &context, mlir::ModuleOp modul
   os << "'";
   std::string diagnostic;
   mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
+    if (diag.getSeverity() == mlir::DiagnosticSeverity::Remark) { // the passes' notes: one line each
+      std::string where;
+      if (auto name = llvm::dyn_cast<mlir::NameLoc>(diag.getLocation()))
+        where = name.getName().str() + ": ";
+      std::cerr << "cpc: note: " << where << diag.str() << "\n";
+      return mlir::success();
+    }
     if (diagnostic.empty())
       diagnostic = diag.str();
     return mlir::success();

@@ -1,4 +1,4 @@
-// RUN: cpc-opt %s -split-input-file --cpc-head-major-qkv="tp=2" | FileCheck %s
+// RUN: cpc-opt %s -split-input-file -verify-diagnostics --cpc-head-major-qkv="tp=2" | FileCheck %s
 
 // Tests that a fused qkv Linear (a transposed [3D, D] weight and a bias, reshaped to
 // [B, N, 3, H, Dh]) is kept in head-major order: both parameters record the stored order, and
@@ -34,7 +34,8 @@ func.func @qkv_pretransposed(%x: tensor<2x5x8xf32>) -> tensor<2x5x3x2x4xf32> {
 
 // -----
 
-// Tests that heads that do not divide by tp (3 heads, tp=2) leave the projection as it is.
+// Tests that heads that do not divide by tp (3 heads, tp=2) leave the projection as it is, with
+// a note.
 // CHECK-LABEL: func.func @odd_heads
 // CHECK: cpc.parameter "w" trainable : tensor<36x8xf32>
 // CHECK: cpc.reshape %{{.*}} : tensor<2x5x36xf32> -> tensor<2x5x3x3x4xf32>
@@ -42,6 +43,7 @@ func.func @qkv_pretransposed(%x: tensor<2x5x8xf32>) -> tensor<2x5x3x2x4xf32> {
 func.func @odd_heads(%x: tensor<2x5x8xf32>) -> tensor<2x5x3x3x4xf32> {
   %w = cpc.parameter "w" trainable : tensor<36x8xf32>
   %y = cpc.matmul %x, %w {transpose_rhs = true} : (tensor<2x5x8xf32>, tensor<36x8xf32>) -> tensor<2x5x36xf32>
+  // expected-remark @+1 {{attention with 3 heads stays replicated: they do not split over tp=2}}
   %h = cpc.reshape %y : tensor<2x5x36xf32> -> tensor<2x5x3x3x4xf32>
   return %h : tensor<2x5x3x3x4xf32>
 }
