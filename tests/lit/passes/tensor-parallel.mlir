@@ -77,3 +77,38 @@ func.func @sp_block(%x: tensor<2x4x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>)
   %r = cpc.add %x, %y : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %r : tensor<2x4x8xf32>
 }
+
+// -----
+
+// Tests the Megatron pattern on one attention block: the fused qkv Linear kept head-major (as
+// cpc-head-major-qkv leaves it) is column-parallel, weight and bias; the first Linear its heads
+// reach, the output projection, is row-parallel; its bias stays whole.
+// CHECK-LABEL: func.func @attention
+// CHECK: cpc.parameter "qkv.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp"], []], priority = 1>], stored_perm
+// CHECK: cpc.parameter "qkv.bias" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp"]], priority = 1>], stored_perm
+// CHECK: cpc.parameter "proj.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], ["tp"]], priority = 1>]} : tensor<8x8xf32>
+// CHECK: cpc.parameter "proj.bias" trainable : tensor<8xf32>
+func.func @attention(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {cpc.phase = #cpc.phase<train_step>} {
+  %w = cpc.parameter "qkv.weight" trainable {stored_perm = array<i64: 1, 0, 2, 3>, stored_view = array<i64: 3, 2, 4, 8>} : tensor<24x8xf32>
+  %b = cpc.parameter "qkv.bias" trainable {stored_perm = array<i64: 1, 0, 2>, stored_view = array<i64: 3, 2, 4>} : tensor<24xf32>
+  %pw = cpc.parameter "proj.weight" trainable : tensor<8x8xf32>
+  %pb = cpc.parameter "proj.bias" trainable : tensor<8xf32>
+  %i0 = cpc.constant dense<0> : tensor<i64>
+  %i1 = cpc.constant dense<1> : tensor<i64>
+  %i2 = cpc.constant dense<2> : tensor<i64>
+  %y = cpc.matmul %x, %w {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<24x8xf32>) -> tensor<2x4x24xf32>
+  %yb = cpc.add %b, %y : (tensor<24xf32>, tensor<2x4x24xf32>) -> tensor<2x4x24xf32>
+  %g = cpc.reshape %yb : tensor<2x4x24xf32> -> tensor<2x4x2x3x4xf32>
+  %t = cpc.transpose %g {permutation = array<i64: 3, 0, 2, 1, 4>} : tensor<2x4x2x3x4xf32> -> tensor<3x2x2x4x4xf32>
+  %q = cpc.gather %t, %i0 {axis = 0 : i64} : (tensor<3x2x2x4x4xf32>, tensor<i64>) -> tensor<2x2x4x4xf32>
+  %k = cpc.gather %t, %i1 {axis = 0 : i64} : (tensor<3x2x2x4x4xf32>, tensor<i64>) -> tensor<2x2x4x4xf32>
+  %v = cpc.gather %t, %i2 {axis = 0 : i64} : (tensor<3x2x2x4x4xf32>, tensor<i64>) -> tensor<2x2x4x4xf32>
+  %s = cpc.matmul %q, %k {transpose_rhs = true} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = cpc.softmax %s {axis = 3 : i64} : tensor<2x2x4x4xf32>
+  %o = cpc.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %ot = cpc.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x2x4x4xf32> -> tensor<2x4x2x4xf32>
+  %m = cpc.reshape %ot : tensor<2x4x2x4xf32> -> tensor<2x4x8xf32>
+  %z = cpc.matmul %m, %pw {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %zb = cpc.add %pb, %z : (tensor<8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %zb : tensor<2x4x8xf32>
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/python3
+"""Export the GPT training loss graph to ONNX: DIR/gpt-{size}-opset{N}.onnx with inputs idx and
+targets (B, T) int64 and output loss (scalar).
+
+torch.onnx.export writes the tied output head as its own (transposed) initializer, so the
+exported graph trains head and embedding as two parameters.
+
+Example:  /usr/bin/python3 examples/gpt/export.py --size tiny --batch 4 --out-dir /tmp/gpt
+"""
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpt_model import CONFIGS, build_model  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", default="tiny", choices=sorted(CONFIGS))
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--opset", type=int, default=17)
+    ap.add_argument("--out-dir", required=True)
+    args = ap.parse_args()
+    os.makedirs(args.out_dir, exist_ok=True)
+    model = build_model(args.size)
+    cfg = CONFIGS[args.size]
+    idx = torch.randint(0, cfg["vocab"], (args.batch, cfg["tokens"]))
+    path = os.path.join(args.out_dir, "gpt-%s-opset%d.onnx" % (args.size, args.opset))
+    torch.onnx.export(model, (idx, idx), path, input_names=["idx", "targets"], output_names=["loss"],
+                      opset_version=args.opset)
+    print(path)
+
+
+if __name__ == "__main__":
+    main()
