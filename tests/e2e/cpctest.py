@@ -50,5 +50,29 @@ class Results:
         sys.exit(1 if self.failed else 0)
 
 
+def compare_training(ours, single, params, single_params, steps, tol=1e-5):
+    """Checks a parallel run against the single-rank run: per-step loss and grad_norm within `tol`
+    relative, final parameters (the --output-dir .npy files) within `tol`. The key third of a
+    fused qkv bias is left out: softmax ignores a shift of the keys, so its true gradient is
+    exactly zero and AdamW turns rounding noise into steps in any layout. Returns the worst loss
+    and grad_norm differences."""
+    import numpy as np
+    assert len(ours) == len(single) == steps, "%d and %d metric lines" % (len(ours), len(single))
+    worst = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(ours, single))
+    worst_norm = max(abs(a["grad_norm"] - b["grad_norm"]) / abs(b["grad_norm"]) for a, b in zip(ours, single))
+    assert worst <= tol, "per-step loss differs by %.2e" % worst
+    assert worst_norm <= tol, "per-step grad_norm differs by %.2e" % worst_norm
+    names = sorted(os.listdir(single_params))
+    assert names and names == sorted(os.listdir(params)), "parameter files differ"
+    for name in names:
+        a, b = np.load(os.path.join(single_params, name)), np.load(os.path.join(params, name))
+        assert a.shape == b.shape, "%s: shape %s, one rank %s" % (name, b.shape, a.shape)
+        if name.endswith("qkv.bias.npy"):
+            third = a.shape[0] // 3
+            a, b = np.concatenate([a[:third], a[2 * third:]]), np.concatenate([b[:third], b[2 * third:]])
+        assert np.allclose(a, b, rtol=tol, atol=tol), "%s differs by %.3g" % (name, np.abs(a - b).max())
+    return worst, worst_norm
+
+
 def tempdir():
     return tempfile.TemporaryDirectory(prefix="cpc-test-")

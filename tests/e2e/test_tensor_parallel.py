@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from cpctest import PYTHON, Results, run, tempdir, tool
+from cpctest import compare_training, PYTHON, Results, run, tempdir, tool
 
 results = Results()
 STEPS = 20
@@ -78,16 +78,7 @@ def train(work, name, flags, recipe=RECIPE, data="8", model="mlp.onnx"):
 
 
 def compare(ours, single, params, single_params):
-    assert len(ours) == len(single) == STEPS, "%d and %d metric lines" % (len(ours), len(single))
-    worst = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(ours, single))
-    worst_norm = max(abs(a["grad_norm"] - b["grad_norm"]) / abs(b["grad_norm"]) for a, b in zip(ours, single))
-    assert worst <= 1e-5, "per-step loss differs by %.2e" % worst
-    assert worst_norm <= 1e-5, "per-step grad_norm differs by %.2e" % worst_norm
-    for name in sorted(os.listdir(single_params)):
-        a, b = np.load(os.path.join(single_params, name)), np.load(os.path.join(params, name))
-        assert a.shape == b.shape, "%s has shape %s, one rank %s" % (name, b.shape, a.shape)
-        assert np.allclose(a, b, rtol=1e-5, atol=1e-5), "%s differs by %.3g" % (name, np.abs(a - b).max())
-    return worst, worst_norm
+    return compare_training(ours, single, params, single_params, STEPS)
 
 
 def parameter_bytes(summary):
