@@ -2,8 +2,8 @@
 """Export the GPT training loss graph to ONNX: DIR/gpt-{size}-opset{N}.onnx with inputs idx and
 targets (B, T) int64 and output loss (scalar).
 
-torch.onnx.export writes the tied output head as its own (transposed) initializer, so the
-exported graph trains head and embedding as two parameters.
+Initializers keep their PyTorch names, and the output head stays tied to the token embedding
+(one parameter, read by the embedding lookup and, transposed, by the head).
 
 Example:  /usr/bin/python3 examples/gpt/export.py --size tiny --batch 4 --out-dir /tmp/gpt
 """
@@ -29,8 +29,12 @@ def main():
     cfg = CONFIGS[args.size]
     idx = torch.randint(0, cfg["vocab"], (args.batch, cfg["tokens"]))
     path = os.path.join(args.out_dir, "gpt-%s-opset%d.onnx" % (args.size, args.opset))
+    # As the MAE export: TRAINING mode (eval mode de-duplicates initializers by value, tying every
+    # LayerNorm to the first) and no constant folding (which would write the tied head as a
+    # separate transposed initializer instead of a Transpose of the embedding).
     torch.onnx.export(model, (idx, idx), path, input_names=["idx", "targets"], output_names=["loss"],
-                      opset_version=args.opset)
+                      opset_version=args.opset, do_constant_folding=False, export_params=True,
+                      training=torch.onnx.TrainingMode.TRAINING)
     print(path)
 
 

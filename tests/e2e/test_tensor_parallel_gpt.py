@@ -5,7 +5,8 @@ tp=2, dp2 x tp2 and tp=2 --sp train equal to one rank over 20 steps (loss and gr
 gradient is exactly zero — softmax ignores a shift of the keys — so AdamW turns rounding noise
 into steps in any layout), with a learning rate that moves the loss and a clip that engages.
 The attention (head-major qkv, column-parallel; projection row-parallel) and the MLPs are split;
-the embedding and the head stay replicated (vocab parallelism is not there yet).
+the token embedding, tied to the output head (one parameter, as the export keeps it), stays
+replicated (vocab parallelism is not there yet).
 """
 import json
 import os
@@ -16,9 +17,9 @@ from cpctest import compare_training, PYTHON, SOURCE, Results, run, tempdir, too
 
 results = Results()
 STEPS = 20
-CLIP = 1.0
+CLIP = 1.25  # between the gradient norms of the steps: the clip engages on some, not all
 BATCH, TOKENS, VOCAB = 4, 8, 64
-RECIPE = {"TOTAL_BATCH_SIZE": BATCH, "LR": 0.2, "WARMUP_EPOCHS": 0, "lr_schedule": "constant",
+RECIPE = {"TOTAL_BATCH_SIZE": BATCH, "LR": 0.1, "WARMUP_EPOCHS": 0, "lr_schedule": "constant",
           "clip_grad_norm": CLIP}
 ENV = dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1",
            OMP_NUM_THREADS="1")
@@ -55,9 +56,9 @@ with tempdir() as work:
 
     def one_rank():
         clipped = sum(1 for m in single if m["grad_norm"] > CLIP)
-        assert single[-1]["loss"] < 0.6 * single[0]["loss"], "the loss did not fall: %s" % [
+        assert single[-1]["loss"] < 0.8 * single[0]["loss"], "the loss did not fall: %s" % [
             round(m["loss"], 4) for m in single]
-        assert clipped >= STEPS // 2, "the clip engaged on %d of %d steps: %s" % (clipped, STEPS, [
+        assert 0 < clipped < STEPS, "the clip engaged on %d of %d steps: %s" % (clipped, STEPS, [
             round(m["grad_norm"], 3) for m in single])
         print("   one rank: loss %.4f -> %.4f, clip engaged on %d of %d steps" % (
             single[0]["loss"], single[-1]["loss"], clipped, STEPS))
