@@ -143,6 +143,8 @@ with tempdir() as work:
     results.check("tp=4 equals one rank", layout("tp4", ["--tp", "4"], 1, 4))
     results.check("dp2 x tp2 equals one rank (the tp ranks of a dp group read the same samples)",
                   layout("dp2tp2", ["--dp", "2", "--tp", "2"], 2, 2))
+    results.check("dp2 x tp2 with ZeRO-1 equals one rank (the tp blocks' moments sharded over dp)",
+                  layout("dp2tp2-zero1", ["--dp", "2", "--tp", "2", "--zero", "1"], 2, 2))
     results.check("tp=2 with gradient accumulation 2 equals one rank",
                   layout("tp2-acc2", ["--tp", "2"], 1, 2, (single_acc, single_acc_params), accumulated, "16"))
     results.check("parallel.tensor.size=2 in the config equals --tp 2",
@@ -174,7 +176,7 @@ with tempdir() as work:
                 (["--tp", "2", "--shard", "onnx::MatMul_61=pp,-"], "'pp', which is not a mesh axis"),
                 (["--tp", "2", "--shard", "inp\\.bias=tp,"], "has 2 entries for a parameter of rank 1"),
                 (["--tp", "2", "--shard", "nothing=tp"], "matches no parameter"),
-                (["--tp", "2", "--dp", "2", "--zero", "1"], "--zero with tensor parallelism is not available"),
+                (["--tp", "2", "--dp", "2", "--zero", "2"], "--zero 2 with tensor parallelism is not available"),
                 (["--tp", "2", "--mode", "infer"], "--tp, --sp and --shard apply to training plans"),
                 (["--sp"], "--sp splits the sequence over the tensor-parallel ranks")]:
             out = run([tool("cpc"), "compile", model, "-o", os.path.join(work, "bad.plan"), *flags], check=False)

@@ -1,7 +1,8 @@
 """Megatron tensor parallelism on MAE-tiny (examples/mae, exported by torch.onnx.export): every
 attention block is split by heads (the fused qkv kept in head-major order, column-parallel;
 the output projection row-parallel) and every MLP column- then row-parallel, found from the
-graph's structure. tp=2, tp=4, dp2 x tp2 and tp=2 with gradient accumulation train equal to one rank
+graph's structure. tp=2, tp=4, dp2 x tp2 (also with ZeRO-1) and tp=2 with gradient accumulation
+train equal to one rank
 over 20 steps: loss and grad_norm per step within 1e-5 relative, with the learning rate and the
 clip threshold of the data-parallel test (the clip engages on most steps); final parameters,
 gathered and written back in the model's order (the qkv rows in their original order), within
@@ -91,6 +92,8 @@ with tempdir() as work:
                   layout("tp4", ["--tp", "4"], 1, (single, single_params), RECIPE, 8))
     results.check("dp2 x tp2 equals one rank",
                   layout("dp2tp2", ["--dp", "2", "--tp", "2"], 2, (single, single_params), RECIPE, 8))
+    results.check("dp2 x tp2 with ZeRO-1 equals one rank",
+                  layout("dp2tp2-zero1", ["--dp", "2", "--tp", "2", "--zero", "1"], 2, (single, single_params), RECIPE, 8))
     results.check("tp=2 with gradient accumulation 2 equals one rank",
                   layout("tp2-acc2", ["--tp", "2"], 1, (single_acc, single_acc_params), accumulated, 16))
 results.finish()

@@ -354,8 +354,10 @@ int runCompile(int argc, char **argv) {
                        std::to_string(recipe.tensorParallel) + " in " + configPath);
     if (tensorParallel == 0)
       tensorParallel = recipe.tensorParallel;
-    if ((tensorParallel > 1 || !shardRules.empty()) && zeroStage > 0)
-      throw UsageError("--zero with tensor parallelism is not available yet (ZeRO shards whole optimizer states)");
+    if ((tensorParallel > 1 || !shardRules.empty()) && zeroStage > 1)
+      throw UsageError("--zero " + std::to_string(zeroStage) +
+                       " with tensor parallelism is not available yet (ZeRO-1 is: it shards the tp blocks' "
+                       "optimizer states over dp)");
     TrainingPipelineOptions pipeline;
     setPipelineOptions(pipeline, recipe, dataParallel, zeroStage);
     pipeline.tensorParallel = tensorParallel;
