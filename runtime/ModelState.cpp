@@ -49,7 +49,10 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
     if (b.kind == BufferKind::Parameter) {
       (b.trainable ? m.parameters : m.frozenParameters) += b.bytes();
       if (b.trainable) {
-        int64_t n = b.sharded() ? numElements(b.globalShape) : numElements(b.shape);
+        // Psi is what this rank's dp group trains: the whole of a ZeRO-3 block's parameter (ZeRO
+        // shards it over dp), but only the block of a tensor-parallel one (the other blocks belong
+        // to the other tp ranks). Below ZeRO-3 only tensor parallelism stores blocks.
+        int64_t n = b.sharded() && m.zeroStage == 3 ? numElements(b.globalShape) : numElements(b.shape);
         m.trainableElements += n;
         if (m.zeroStage == 0 || n % m.ranks == 0)
           m.shardableElements += n;

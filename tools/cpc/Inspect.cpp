@@ -104,9 +104,13 @@ int runInspect(int argc, char **argv) {
             << "\n  predicted peak memory per rank: " << mib(plan.predictedPeakBytes) << "\n";
   if (plan.mode == "train") {
     ModelStateBytes states = modelStateBytes(plan);
+    int64_t tensorParallel = plan.training.value("tensor_parallel", 1);
     std::cout << "  data parallel: " << states.ranks << " rank" << (states.ranks > 1 ? "s" : "") << ", ZeRO stage "
               << states.zeroStage;
-    if (sharded)
+    if (sharded && tensorParallel > 1)
+      std::cout << "\n  tensor parallel: " << tensorParallel << " ranks (" << sharded << " of " << parameterCount
+                << " parameters split over tp: each rank stores and updates its block)";
+    else if (sharded)
       std::cout << " (" << sharded << " of " << parameterCount
                 << " parameters stored as per-rank blocks, gathered before use)";
     std::cout << "\n  " << states.summary() << "\n";
