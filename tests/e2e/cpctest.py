@@ -50,6 +50,21 @@ class Results:
         sys.exit(1 if self.failed else 0)
 
 
+def train_plan(plan, steps, inputs, out_prefix):
+    """Trains `plan` for `steps` with cpc-run on `inputs` ({name: .npy path}); returns the metric
+    lines, the --output-dir of final parameters and `cpc inspect --json`'s summary of the plan."""
+    import json
+    metrics, params = out_prefix + ".jsonl", out_prefix + "-params"
+    args = [tool("cpc-run"), plan, "--steps", str(steps), "--metrics", metrics, "--output-dir", params]
+    for name, path in inputs.items():
+        args += ["--input", "%s=%s" % (name, path)]
+    run(args)
+    with open(metrics) as f:
+        lines = [json.loads(line) for line in f]
+    summary = json.loads(run([tool("cpc"), "inspect", plan, "--json"]).stdout)
+    return lines, params, summary
+
+
 def compare_training(ours, single, params, single_params, steps, tol=1e-5):
     """Checks a parallel run against the single-rank run: per-step loss and grad_norm within `tol`
     relative, final parameters (the --output-dir .npy files) within `tol`. The key third of a

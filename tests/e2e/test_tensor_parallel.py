@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from cpctest import compare_training, PYTHON, Results, run, tempdir, tool
+from cpctest import compare_training, train_plan, PYTHON, Results, run, tempdir, tool
 
 results = Results()
 STEPS = 20
@@ -67,14 +67,8 @@ def train(work, name, flags, recipe=RECIPE, data="8", model="mlp.onnx"):
     with open(config, "w") as f:
         json.dump(recipe, f)
     run([tool("cpc"), "compile", os.path.join(work, model), "--config", config, "-o", plan, *flags])
-    metrics, params = os.path.join(work, name + ".jsonl"), os.path.join(work, name + "-params")
-    run([tool("cpc-run"), plan, "--steps", str(STEPS), "--metrics", metrics, "--output-dir", params,
-         "--input", "x=" + os.path.join(work, "x%s.npy" % data),
-         "--input", "target=" + os.path.join(work, "t%s.npy" % data)])
-    with open(metrics) as f:
-        lines = [json.loads(line) for line in f]
-    summary = json.loads(run([tool("cpc"), "inspect", plan, "--json"]).stdout)
-    return lines, params, summary
+    return train_plan(plan, STEPS, {"x": os.path.join(work, "x%s.npy" % data),
+                                    "target": os.path.join(work, "t%s.npy" % data)}, os.path.join(work, name))
 
 
 def compare(ours, single, params, single_params):

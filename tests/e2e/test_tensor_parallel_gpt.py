@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from cpctest import compare_training, PYTHON, SOURCE, Results, run, tempdir, tool
+from cpctest import compare_training, train_plan, PYTHON, SOURCE, Results, run, tempdir, tool
 
 results = Results()
 STEPS = 20
@@ -29,13 +29,8 @@ def train(work, model, name, flags):
     config = os.path.join(work, "recipe.json")
     plan = os.path.join(work, name + ".plan")
     run([tool("cpc"), "compile", model, "--config", config, "-o", plan, *flags])
-    metrics, params = os.path.join(work, name + ".jsonl"), os.path.join(work, name + "-params")
-    run([tool("cpc-run"), plan, "--steps", str(STEPS), "--metrics", metrics, "--output-dir", params,
-         "--input", "idx=" + os.path.join(work, "idx.npy"), "--input", "targets=" + os.path.join(work, "targets.npy")])
-    with open(metrics) as f:
-        lines = [json.loads(line) for line in f]
-    summary = json.loads(run([tool("cpc"), "inspect", plan, "--json"]).stdout)
-    return lines, params, summary
+    return train_plan(plan, STEPS, {"idx": os.path.join(work, "idx.npy"), "targets": os.path.join(work, "targets.npy")},
+                      os.path.join(work, name))
 
 
 def compare(ours, single, params, single_params):

@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from cpctest import compare_training, Results, export_mae, run, tempdir, tool
+from cpctest import compare_training, train_plan, Results, export_mae, run, tempdir, tool
 
 results = Results()
 STEPS = 20
@@ -34,13 +34,7 @@ def train(work, model, name, flags, recipe, data):
         json.dump(recipe, f)
     plan = os.path.join(work, name + ".plan")
     run([tool("cpc"), "compile", model, "--config", config, "-o", plan, *flags])
-    metrics, params = os.path.join(work, name + ".jsonl"), os.path.join(work, name + "-params")
-    run([tool("cpc-run"), plan, "--steps", str(STEPS), "--metrics", metrics, "--output-dir", params,
-         "--input", "imgs=" + data[0], "--input", "noise=" + data[1]])
-    with open(metrics) as f:
-        lines = [json.loads(line) for line in f]
-    summary = json.loads(run([tool("cpc"), "inspect", plan, "--json"]).stdout)
-    return lines, params, summary
+    return train_plan(plan, STEPS, {"imgs": data[0], "noise": data[1]}, os.path.join(work, name))
 
 
 def compare(ours, single, params, single_params):
