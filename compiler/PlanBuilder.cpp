@@ -248,16 +248,23 @@ private:
     return variables_[name] = b;
   }
 
+  /// The mesh axes of each of a block's `rank` dims (none for an unsharded variable).
+  static std::vector<std::vector<std::string>> shardDimsOf(ShardingAttr sharding, size_t rank) {
+    std::vector<std::vector<std::string>> dims;
+    for (unsigned d = 0; sharding && d < rank; ++d) {
+      dims.emplace_back();
+      for (StringRef axis : sharding.getAxesOfDim(d))
+        dims.back().push_back(axis.str());
+    }
+    return dims;
+  }
+
   /// A sharded variable's global shape and the mesh axes of each dim of its block.
   static void setSharding(BufferDesc &desc, DenseI64ArrayAttr globalShape, ShardingAttr sharding) {
     if (!sharding)
       return;
     desc.globalShape.assign(globalShape.asArrayRef().begin(), globalShape.asArrayRef().end());
-    for (unsigned d = 0; d < desc.shape.size(); ++d) {
-      desc.shardDims.emplace_back();
-      for (StringRef axis : sharding.getAxesOfDim(d))
-        desc.shardDims.back().push_back(axis.str());
-    }
+    desc.shardDims = shardDimsOf(sharding, desc.shape.size());
   }
 
   int checkVariable(int b, Operation *op, const std::string &name) {
@@ -265,12 +272,7 @@ private:
     const BufferDesc &d = plan_.buffers[b];
     if (std::vector<int64_t>(type.getShape().begin(), type.getShape().end()) != d.shape)
       throw RuntimeError("variable '" + name + "' is used with two different shapes");
-    auto sharding = op->getAttrOfType<ShardingAttr>("sharding");
-    BufferDesc again = d;
-    again.shardDims.clear();
-    again.globalShape.clear();
-    setSharding(again, op->getAttrOfType<DenseI64ArrayAttr>("global_shape"), sharding);
-    if (again.shardDims != d.shardDims)
+    if (shardDimsOf(op->getAttrOfType<ShardingAttr>("sharding"), d.shape.size()) != d.shardDims)
       throw RuntimeError("variable '" + name + "' is split two different ways in two programs");
     return b;
   }

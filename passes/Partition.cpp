@@ -295,20 +295,15 @@ private:
     }
 
     // The axes of each factor: from the propagated layouts of results, then operands.
-    FactorAxes factorAxes(rule->numFactors());
-    for (auto [v, dims] : llvm::zip(op->getResults(), rule->results))
-      collectFactorAxes(factorAxes, layoutOf(v), dims, *rule, mesh_);
-    for (auto [v, dims] : llvm::zip(op->getOperands(), rule->operands))
-      collectFactorAxes(factorAxes, currentOf(v), dims, *rule, mesh_);
-    legalizeFactorAxes(factorAxes, *rule, mesh_);
+    FactorAxes factorAxes = factorAxesOf(
+        op, *rule, mesh_, /*resultsFirst=*/true, [&](Value r) { return layoutOf(r); },
+        [&](OpOperand &operand) { return currentOf(operand.get()); });
 
     // Operands must be laid out as the factors say. A partial operand the op does not pass on is
     // reduced first: reduce-scattered when the op wants it split over its partial axes (half an
     // all-reduce's traffic; sequence parallelism's row-parallel outputs), else all-reduced.
     for (auto [i, use] : llvm::enumerate(op->getOpOperands())) {
-      Layout want = currentOf(use.get());
-      for (auto [d, factors] : llvm::enumerate(rule->operands[i]))
-        want.dims[d] = dimAxes(factors, factorAxes);
+      Layout want = operandLayout(*rule, i, factorAxes, currentOf(use.get()));
       if (reduceFirst[i]) {
         std::optional<int64_t> dim = scatterDim(currentOf(use.get()), want);
         use.set(dim ? reduceScattered(use.get(), *dim, op) : reduced(use.get(), op));
@@ -433,18 +428,12 @@ private:
     auto it = rules_.find(user);
     if (it == rules_.end() || !it->second)
       return false;
-    const ShardingRule &rule = *it->second;
-    FactorAxes factorAxes(rule.numFactors());
-    for (auto [r, dims] : llvm::zip(user->getResults(), rule.results))
-      collectFactorAxes(factorAxes, layoutOf(r), dims, rule, mesh_);
-    for (auto [i, operand] : llvm::enumerate(user->getOpOperands()))
-      collectFactorAxes(factorAxes, i == use.getOperandNumber() ? currentOf(operand.get()) : layoutOf(operand.get()),
-                        rule.operands[i], rule, mesh_);
-    legalizeFactorAxes(factorAxes, rule, mesh_);
-    Layout want = currentOf(use.get());
-    for (auto [d, factors] : llvm::enumerate(rule.operands[use.getOperandNumber()]))
-      want.dims[d] = dimAxes(factors, factorAxes);
-    return scatterDim(currentOf(use.get()), want).has_value();
+    // As partitionOp will see it: this operand as it is now, the rest as propagation laid out.
+    FactorAxes factorAxes = factorAxesOf(
+        user, *it->second, mesh_, /*resultsFirst=*/true, [&](Value r) { return layoutOf(r); },
+        [&](OpOperand &operand) { return &operand == &use ? currentOf(operand.get()) : layoutOf(operand.get()); });
+    Layout have = currentOf(use.get());
+    return scatterDim(have, operandLayout(*it->second, use.getOperandNumber(), factorAxes, have)).has_value();
   }
 
   /// Whether an assign to `name` writes a gradient accumulator (a variable the function reads

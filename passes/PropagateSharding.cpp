@@ -99,19 +99,9 @@ private:
 
   /// The factor axes of `op` that its values' layouts imply, made legal.
   FactorAxes factorAxesOf(Operation *op, const ShardingRule &rule, bool resultsFirst) {
-    FactorAxes factorAxes(rule.numFactors());
-    auto collect = [&](ValueRange values, ArrayRef<ShardingRule::TensorFactors> dims) {
-      for (auto [v, tensor] : llvm::zip(values, dims))
-        if (auto it = layouts_.find(v); it != layouts_.end())
-          collectFactorAxes(factorAxes, it->second, tensor, rule, mesh_);
-    };
-    if (resultsFirst)
-      collect(op->getResults(), rule.results);
-    collect(op->getOperands(), rule.operands);
-    if (!resultsFirst)
-      collect(op->getResults(), rule.results);
-    legalizeFactorAxes(factorAxes, rule, mesh_);
-    return factorAxes;
+    return cpc::factorAxesOf(
+        op, rule, mesh_, resultsFirst, [&](Value v) { return layoutOf(v); },
+        [&](OpOperand &operand) { return layoutOf(operand.get()); });
   }
 
   /// The axes over which the op defining `v` makes it partial (split factors that its operands
@@ -123,16 +113,8 @@ private:
     auto it = rules_.find(result.getOwner());
     if (it == rules_.end())
       return {};
-    const ShardingRule &rule = it->second;
-    FactorAxes factorAxes = factorAxesOf(result.getOwner(), rule, /*resultsFirst=*/false);
-    MeshAxes axes;
-    for (int64_t f = 0; f < rule.numFactors(); ++f) {
-      bool inResult = llvm::any_of(rule.results[result.getResultNumber()],
-                                   [&](const ShardingRule::DimFactors &d) { return llvm::is_contained(d, f); });
-      if (!inResult && rule.inOperands(f))
-        axes.append(factorAxes[f].begin(), factorAxes[f].end());
-    }
-    return axes;
+    FactorAxes factorAxes = factorAxesOf(result.getOwner(), it->second, /*resultsFirst=*/false);
+    return resultLayout(it->second, result.getResultNumber(), factorAxes, nullptr).partial;
   }
 
   /// Splits the whole dims of `v` that the factor axes split, unless the axes are in use by

@@ -197,6 +197,29 @@ void legalizeFactorAxes(FactorAxes &factorAxes, const ShardingRule &rule, const 
   }
 }
 
+FactorAxes factorAxesOf(Operation *op, const ShardingRule &rule, const Mesh &mesh, bool resultsFirst,
+                        function_ref<Layout(Value)> resultOf, function_ref<Layout(OpOperand &)> operandOf) {
+  FactorAxes factorAxes(rule.numFactors());
+  auto results = [&] {
+    for (auto [v, dims] : llvm::zip(op->getResults(), rule.results))
+      collectFactorAxes(factorAxes, resultOf(v), dims, rule, mesh);
+  };
+  if (resultsFirst)
+    results();
+  for (auto [operand, dims] : llvm::zip(op->getOpOperands(), rule.operands))
+    collectFactorAxes(factorAxes, operandOf(operand), dims, rule, mesh);
+  if (!resultsFirst)
+    results();
+  legalizeFactorAxes(factorAxes, rule, mesh);
+  return factorAxes;
+}
+
+Layout operandLayout(const ShardingRule &rule, unsigned index, ArrayRef<MeshAxes> factorAxes, Layout base) {
+  for (auto [d, factors] : llvm::enumerate(rule.operands[index]))
+    base.dims[d] = dimAxes(factors, factorAxes);
+  return base;
+}
+
 MeshAxes dimAxes(ArrayRef<int64_t> factors, ArrayRef<MeshAxes> factorAxes) {
   MeshAxes axes;
   for (int64_t f : factors)

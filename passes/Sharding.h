@@ -92,6 +92,15 @@ void collectFactorAxes(FactorAxes &factorAxes, const Layout &l, llvm::ArrayRef<S
 /// same dim that is not split completely (splitting H of [3, H] with 3 whole is not a block).
 void legalizeFactorAxes(FactorAxes &factorAxes, const ShardingRule &rule, const Mesh &mesh);
 
+/// The (legal) factor axes of `op` from the layouts of its values: `resultOf` for results,
+/// `operandOf` for operands, results' claims first when `resultsFirst`.
+FactorAxes factorAxesOf(mlir::Operation *op, const ShardingRule &rule, const Mesh &mesh, bool resultsFirst,
+                        llvm::function_ref<Layout(mlir::Value)> resultOf,
+                        llvm::function_ref<Layout(mlir::OpOperand &)> operandOf);
+
+/// Operand `index` laid out as the factor axes say: its dims from them, its partial from `base`.
+Layout operandLayout(const ShardingRule &rule, unsigned index, llvm::ArrayRef<MeshAxes> factorAxes, Layout base);
+
 /// The axes of a dim made of `factors`: theirs, major first.
 MeshAxes dimAxes(llvm::ArrayRef<int64_t> factors, llvm::ArrayRef<MeshAxes> factorAxes);
 

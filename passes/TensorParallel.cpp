@@ -182,10 +182,7 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
         decisions[first->weight.getName()] = {Layout::whole(2), 1};
         return;
       }
-      decisions[first->weight.getName()] = {splitOver(2, first->outDim, "tp"), 1};
-      if (first->bias)
-        decisions[first->bias.getName()] = {splitOver(1, 0, "tp"), 1};
-      decisions[second->weight.getName()] = {splitOver(2, second->inDim(), "tp"), 1};
+      splitPair(*first, *second, decisions);
       if (sp)
         splitSequence(mm.getLhs());
     });
@@ -196,6 +193,15 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
         decisions.erase(it);
       it = next;
     }
+  }
+
+  /// Megatron's pair: `column` split by output features (weight and bias), `row` by input
+  /// features (its bias stays whole: it is added once, after the all-reduce).
+  static void splitPair(Linear &column, Linear &row, llvm::StringMap<std::pair<Layout, int64_t>> &decisions) {
+    decisions[column.weight.getName()] = {splitOver(2, column.outDim, "tp"), 1};
+    if (column.bias)
+      decisions[column.bias.getName()] = {splitOver(1, 0, "tp"), 1};
+    decisions[row.weight.getName()] = {splitOver(2, row.inDim(), "tp"), 1};
   }
 
   /// Attention: a fused qkv Linear kept in head-major order (cpc-head-major-qkv marked its
@@ -229,10 +235,7 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       int64_t features = qkv->outFeatures() / 3;
       if (!proj || proj->weight.getType().getDimSize(proj->inDim()) != features)
         return;
-      decisions[qkv->weight.getName()] = {splitOver(2, qkv->outDim, "tp"), 1};
-      if (qkv->bias)
-        decisions[qkv->bias.getName()] = {splitOver(1, 0, "tp"), 1};
-      decisions[proj->weight.getName()] = {splitOver(2, proj->inDim(), "tp"), 1};
+      splitPair(*qkv, *proj, decisions);
       if (sp)
         splitSequence(mm.getLhs());
     });

@@ -54,6 +54,15 @@ Options:
   --no-inplace               Never let an op write its result over an input
 )";
 
+/// The value of a --dp/--tp flag: a number of ranks in [1, 4096].
+int64_t parseRanks(const std::string &flag, const std::string &v) {
+  char *end = nullptr;
+  long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end || n < 1 || n > 4096)
+    throw UsageError(flag + " expects a positive number of ranks, got '" + v + "'");
+  return n;
+}
+
 /// Whether @main's first result is a scalar float (a loss): then training is the default.
 bool returnsScalarLoss(mlir::ModuleOp module) {
   auto main = module.lookupSymbol<mlir::func::FuncOp>("main");
@@ -267,17 +276,9 @@ int runCompile(int argc, char **argv) {
     } else if (arg == "--dump-ir") {
       dumpIrPath = takeValue(argc, argv, i);
     } else if (arg == "--dp") {
-      std::string v = takeValue(argc, argv, i);
-      char *end = nullptr;
-      dataParallel = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end || dataParallel < 1 || dataParallel > 4096)
-        throw UsageError("--dp expects a positive number of ranks, got '" + v + "'");
+      dataParallel = parseRanks("--dp", takeValue(argc, argv, i));
     } else if (arg == "--tp") {
-      std::string v = takeValue(argc, argv, i);
-      char *end = nullptr;
-      tensorParallel = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end || tensorParallel < 1 || tensorParallel > 4096)
-        throw UsageError("--tp expects a positive number of ranks, got '" + v + "'");
+      tensorParallel = parseRanks("--tp", takeValue(argc, argv, i));
     } else if (arg == "--sp") {
       sequenceParallel = true;
     } else if (arg == "--shard") {
