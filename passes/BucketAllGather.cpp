@@ -1,4 +1,5 @@
 //===- BucketAllGather.cpp - merge variable-updating all-gathers into buckets ===//
+#include "passes/BucketLayout.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -37,8 +38,9 @@ struct Member {
   llvm::SetVector<Operation *> chain;
 };
 
-/// Replaces the gathers of `bucket` by one gather of their concatenated blocks, issued where the
-/// last of them stood, and moves their assign chains after it.
+/// Replaces the gathers of `bucket` by one gather of their concatenated blocks (each flattened
+/// with its gather dim first), issued where the last of them stood, and moves their assign
+/// chains after it.
 void mergeBucket(MutableArrayRef<Member> bucket) {
   if (bucket.size() < 2)
     return;
@@ -47,11 +49,14 @@ void mergeBucket(MutableArrayRef<Member> bucket) {
   b.setInsertionPointAfter(last);
   Location loc = last.getLoc();
   auto elementType = last.getInput().getType().getElementType();
-  int64_t ranks = last.getType().getDimSize(0) / last.getInput().getType().getDimSize(0), blockElements = 0;
+  int64_t dim = last.getGatherDim();
+  int64_t ranks = last.getType().getDimSize(dim) / last.getInput().getType().getDimSize(dim), blockElements = 0;
   SmallVector<Value> blocks;
   for (Member &m : bucket) {
-    blocks.push_back(m.gather.getInput());
-    blockElements += m.gather.getInput().getType().getDimSize(0);
+    int64_t n = m.gather.getInput().getType().getNumElements();
+    Value input = withDimFirst(b, loc, m.gather.getInput(), m.gather.getGatherDim());
+    blocks.push_back(b.create<ReshapeOp>(loc, RankedTensorType::get({n}, elementType), input));
+    blockElements += n;
   }
   Value packed = b.create<ConcatOp>(loc, RankedTensorType::get({blockElements}, elementType), blocks,
                                     b.getI64IntegerAttr(0));
@@ -63,11 +68,12 @@ void mergeBucket(MutableArrayRef<Member> bucket) {
   // variable and freed before the next one is sliced.
   int64_t offset = 0;
   for (Member &m : bucket) {
-    int64_t block = m.gather.getInput().getType().getDimSize(0);
+    int64_t block = m.gather.getInput().getType().getNumElements();
     Value columns = b.create<SliceOp>(loc, RankedTensorType::get({ranks, block}, elementType), byRank,
                                       b.getDenseI64ArrayAttr({0, offset}),
                                       b.getDenseI64ArrayAttr({ranks, offset + block}), b.getDenseI64ArrayAttr({1, 1}));
-    Value whole = b.create<ReshapeOp>(loc, m.gather.getType(), columns);
+    // [ranks, block] holds the gathered value with its gather dim first, rank-major.
+    Value whole = fromDimFirst(b, loc, columns, m.gather.getType(), m.gather.getGatherDim());
     m.gather.getResult().replaceAllUsesWith(whole);
     SmallVector<Operation *> chain(m.chain.begin(), m.chain.end());
     llvm::sort(chain, [](Operation *x, Operation *y) { return x->isBeforeInBlock(y); }); // reshape before assign
@@ -93,8 +99,7 @@ void bucketAllGathers(func::FuncOp func, int64_t limit) {
   SmallVector<AllGatherOp> gathers;
   func.walk([&](AllGatherOp op) { gathers.push_back(op); });
   for (AllGatherOp op : gathers) {
-    if (op->getBlock() != &func.getBody().front() || op.getInput().getType().getRank() != 1 ||
-        op.getInput().getType().getDimSize(0) == 0 || (op.getDim() && *op.getDim() != 0))
+    if (op->getBlock() != &func.getBody().front() || op.getInput().getType().getNumElements() == 0)
       continue;
     Member m{op, {}};
     if (failed(collectAssignChain(op.getResult(), m.chain)) || m.chain.empty())

@@ -1,4 +1,5 @@
 //===- BucketAllReduce.cpp - merge consecutive reductions into buckets -----===//
+#include "passes/BucketLayout.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -33,9 +34,9 @@ void mergeAllReduces(ArrayRef<AllReduceOp> bucket) {
   }
 }
 
-/// Replaces the reduce-scatters of `bucket` (1-D, along dim 0) by one over their blocks laid
-/// side by side: input i viewed as [ranks, n_i / ranks] and concatenated along dim 1, so that
-/// rank r's block of the merged sum is its blocks of every member, sliced apart afterwards.
+/// Replaces the reduce-scatters of `bucket` by one over their blocks laid side by side: input
+/// i, its scatter dim first, viewed as [ranks, n_i / ranks] and concatenated along dim 1, so
+/// that rank r's block of the merged sum is its blocks of every member, sliced apart afterwards.
 void mergeReduceScatters(ArrayRef<ReduceScatterOp> bucket) {
   if (bucket.size() < 2)
     return;
@@ -44,11 +45,13 @@ void mergeReduceScatters(ArrayRef<ReduceScatterOp> bucket) {
   b.setInsertionPointAfter(last);
   Location loc = last.getLoc();
   Type et = last.getType().getElementType();
-  int64_t ranks = last.getInput().getType().getDimSize(0) / last.getType().getDimSize(0), total = 0;
+  int64_t dim = last.getScatterDim();
+  int64_t ranks = last.getInput().getType().getDimSize(dim) / last.getType().getDimSize(dim), total = 0;
   SmallVector<Value> columns;
   for (ReduceScatterOp op : bucket) {
-    int64_t block = op.getType().getDimSize(0);
-    columns.push_back(b.create<ReshapeOp>(loc, RankedTensorType::get({ranks, block}, et), op.getInput()));
+    int64_t block = op.getType().getNumElements();
+    Value input = withDimFirst(b, loc, op.getInput(), op.getScatterDim());
+    columns.push_back(b.create<ReshapeOp>(loc, RankedTensorType::get({ranks, block}, et), input));
     total += block;
   }
   Value side = b.create<ConcatOp>(loc, RankedTensorType::get({ranks, total}, et), columns, b.getI64IntegerAttr(1));
@@ -57,10 +60,10 @@ void mergeReduceScatters(ArrayRef<ReduceScatterOp> bucket) {
                                          last.getAxesAttr());
   int64_t offset = 0;
   for (ReduceScatterOp op : bucket) {
-    int64_t block = op.getType().getDimSize(0);
-    Value part = b.create<SliceOp>(loc, op.getType(), mine, b.getDenseI64ArrayAttr({offset}),
+    int64_t block = op.getType().getNumElements();
+    Value part = b.create<SliceOp>(loc, RankedTensorType::get({block}, et), mine, b.getDenseI64ArrayAttr({offset}),
                                    b.getDenseI64ArrayAttr({offset + block}), b.getDenseI64ArrayAttr({1}));
-    op.getResult().replaceAllUsesWith(part);
+    op.getResult().replaceAllUsesWith(fromDimFirst(b, loc, part, op.getType(), op.getScatterDim()));
     op.erase();
     offset += block;
   }
@@ -120,15 +123,11 @@ struct CpcBucketAllReducePass : cpc::impl::CpcBucketAllReduceBase<CpcBucketAllRe
                                                                                       : Value();
             },
             mergeAllReduces);
-      // ZeRO-2/3 gradients: 1-D reduce-scatters along dim 0 with non-empty blocks.
+      // ZeRO-2/3 gradients (and sequence-parallel outputs): reduce-scatters with non-empty blocks.
       if (scatterBucketBytes > 0)
         bucketReductions<ReduceScatterOp>(
             func, scatterBucketBytes,
-            [](ReduceScatterOp op) {
-              return op.getType().getRank() == 1 && op.getType().getDimSize(0) > 0 && op.getScatterDim() == 0
-                         ? op.getInput()
-                         : Value();
-            },
+            [](ReduceScatterOp op) { return op.getType().getNumElements() > 0 ? op.getInput() : Value(); },
             mergeReduceScatters);
     }
   }

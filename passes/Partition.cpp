@@ -132,8 +132,13 @@ private:
     return dim;
   }
 
-  /// The sum of partial `v`, this rank keeping its block of `dim` (a reduce-scatter).
+  /// The sum of partial `v`, this rank keeping its block of `dim` (a reduce-scatter), built once
+  /// and reused (ZeRO-2's gradient feeds both its norm term and the update).
   Value reduceScattered(Value v, int64_t dim, Operation *before) {
+    auto key = std::make_pair(v, dim);
+    auto it = reduceScattered_.find(key);
+    if (it != reduceScattered_.end())
+      return it->second;
     Layout l = currentOf(v);
     auto type = tensorType(v);
     SmallVector<int64_t> shape(type.getShape());
@@ -146,15 +151,16 @@ private:
     l.dims[dim] = l.partial;
     l.clearPartial();
     current_[r] = l;
+    reduceScattered_[key] = r;
     return r;
   }
 
   /// `v` made whole along `dim` by gathering every rank's block (the resharding rule), built
-  /// once and reused.
-  Value gathered(Value v, int64_t dim, Operation *before) {
+  /// once and reused unless `fresh` (a cpc.shard asks for the gather where it stands).
+  Value gathered(Value v, int64_t dim, Operation *before, bool fresh = false) {
     auto key = std::make_pair(v, dim);
     auto it = allGathered_.find(key);
-    if (it != allGathered_.end())
+    if (it != allGathered_.end() && !fresh)
       return it->second;
     Layout l = currentOf(v);
     MeshAxes axes = l.dims[dim];
@@ -167,7 +173,8 @@ private:
                                      dim ? b_.getI64IntegerAttr(dim) : IntegerAttr());
     l.dims[dim].clear();
     current_[g] = l;
-    allGathered_[key] = g;
+    if (!fresh)
+      allGathered_[key] = g;
     return g;
   }
 
@@ -207,7 +214,7 @@ private:
   /// `v` laid out as `want` (dims only) for `op`, operand `index`, the cheapest way: a split that
   /// moves to a dim that is whole goes by all-to-all; dims the op needs whole or split otherwise
   /// are gathered, then dims it needs split are sliced (a partial value reduced first).
-  FailureOr<Value> resharded(Value v, const Layout &want, Operation *op, unsigned index) {
+  FailureOr<Value> resharded(Value v, const Layout &want, Operation *op, unsigned index, bool fresh = false) {
     for (size_t from = 0; from < want.dims.size(); ++from) {
       Layout now = currentOf(v);
       if (now.dims[from].empty() || !want.dims[from].empty())
@@ -222,7 +229,7 @@ private:
     Layout have = currentOf(v);
     for (size_t d = 0; d < want.dims.size(); ++d)
       if (!have.dims[d].empty() && want.dims[d] != have.dims[d])
-        v = gathered(v, d, op);
+        v = gathered(v, d, op, fresh);
     if (currentOf(v).dims != want.dims) {
       // Each rank's block of its own partial value is not a partial value of the block: reduce
       // first. (A reduce-scatter would move less; the all-reduce is kept for other users.)
@@ -269,6 +276,8 @@ private:
       if (it != allReduced_.end())
         use.set(it->second);
     }
+    if (llvm::isa<AddOp, SubOp>(op))
+      alignPartialSums(op);
     // Operands: partial values the op does not pass on are reduced first.
     SmallVector<Layout> operandLayouts;
     for (OpOperand &use : op->getOpOperands())
@@ -299,6 +308,14 @@ private:
         op, *rule, mesh_, /*resultsFirst=*/true, [&](Value r) { return layoutOf(r); },
         [&](OpOperand &operand) { return currentOf(operand.get()); });
 
+    // A partial operand the op would pass on but wants split over exactly its partial axes (a
+    // gradient scaled by the clip coefficient, under ZeRO) is reduce-scattered instead: slicing
+    // a partial value would need its whole sum first.
+    for (auto [i, use] : llvm::enumerate(op->getOpOperands()))
+      if (kept[i] && scatterDim(currentOf(use.get()), operandLayout(*rule, i, factorAxes, currentOf(use.get())))) {
+        kept[i] = false;
+        reduceFirst[i] = true;
+      }
     // Operands must be laid out as the factors say. A partial operand the op does not pass on is
     // reduced first: reduce-scattered when the op wants it split over its partial axes (half an
     // all-reduce's traffic; sequence parallelism's row-parallel outputs), else all-reduced.
@@ -351,6 +368,65 @@ private:
     for (Value r : op->getResults())
       reduceEagerly(r);
     return success();
+  }
+
+  /// Partial sums over different axes meet in an add (the global norm's terms: partial over dp
+  /// under ZeRO-2, over dp and tp for a tp-split parameter, whole for a replicated one).
+  /// Scalars become partial over all those axes: a term replicated over some of them is scaled
+  /// by 1/their size, so that the sum is reduced once (as Megatron counts replicated
+  /// parameters' squares once). Other values are reduced over the axes the others lack only.
+  void alignPartialSums(Operation *op) {
+    SmallVector<Layout> now;
+    for (Value v : op->getOperands())
+      now.push_back(currentOf(v));
+    if (llvm::all_of(now, [](const Layout &l) { return l.partial.empty(); }) ||
+        llvm::any_of(now, [](const Layout &l) { return !l.partial.empty() && l.reduction != ReductionKind::Sum; }) ||
+        llvm::all_of(now, [&](const Layout &l) { return l.partial == now.front().partial; }))
+      return;
+    bool scalars = llvm::all_of(op->getOperands(), [](Value v) { return tensorType(v).getRank() == 0; });
+    MeshAxes target; // scalars: the union of the partial axes; else: the common ones
+    if (scalars) {
+      for (const Layout &l : now)
+        for (const std::string &a : l.partial)
+          if (!llvm::is_contained(target, a))
+            target.push_back(a);
+      llvm::sort(target, [&](const std::string &x, const std::string &y) {
+        return mesh_.axisIndex(x) < mesh_.axisIndex(y);
+      });
+    } else {
+      if (llvm::any_of(now, [](const Layout &l) { return l.partial.empty(); }))
+        return;
+      target = now.front().partial;
+      for (const Layout &l : now)
+        llvm::erase_if(target, [&](const std::string &a) { return !llvm::is_contained(l.partial, a); });
+      if (target.empty())
+        return;
+    }
+    for (auto [i, use] : llvm::enumerate(op->getOpOperands())) {
+      if (now[i].partial == target)
+        continue;
+      MeshAxes diff; // scalars: the axes to scale for; else: the axes to reduce over
+      for (const std::string &a : scalars ? target : now[i].partial)
+        if (!llvm::is_contained(scalars ? now[i].partial : target, a))
+          diff.push_back(a);
+      b_.setInsertionPoint(op);
+      Value r;
+      if (scalars) {
+        Type et = tensorType(use.get()).getElementType();
+        Value inverse = b_.create<ConstantOp>(
+            op->getLoc(), DenseElementsAttr::get(RankedTensorType::get({}, et), b_.getFloatAttr(et, 1.0 / mesh_.parts(diff))));
+        r = b_.create<MulOp>(op->getLoc(), use.get(), inverse);
+      } else {
+        r = b_.create<AllReduceOp>(op->getLoc(), ValueRange{use.get()}, mesh_.ref(),
+                                   b_.getStrArrayAttr(SmallVector<StringRef>(diff.begin(), diff.end())))
+                .getResult(0);
+      }
+      Layout l = now[i];
+      l.partial = target;
+      l.reduction = ReductionKind::Sum;
+      current_[r] = l;
+      use.set(r);
+    }
   }
 
   /// A parameter or state read: split variables become this rank's block.
@@ -407,7 +483,7 @@ private:
     if (currentOf(v).partial != want->partial || (!want->partial.empty() && currentOf(v).reduction != want->reduction))
       return shard.emitError("cannot turn ") << currentOf(v).describe() << " into " << want->describe()
                                              << ": only ops make partial sums";
-    FailureOr<Value> laidOut = resharded(v, *want, shard, 0);
+    FailureOr<Value> laidOut = resharded(v, *want, shard, 0, /*fresh=*/true);
     if (failed(laidOut))
       return failure();
     shard.getResult().replaceAllUsesWith(*laidOut);
@@ -499,6 +575,7 @@ private:
   llvm::DenseMap<Value, Value> allReduced_;
   llvm::StringMap<Layout> variableLayouts_; // layouts of the variables read so far, by name
   llvm::DenseMap<std::pair<Value, int64_t>, Value> allGathered_;
+  llvm::DenseMap<std::pair<Value, int64_t>, Value> reduceScattered_;
   llvm::DenseMap<Operation *, std::optional<ShardingRule>> rules_;
 };
 

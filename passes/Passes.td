@@ -188,24 +188,25 @@ def CpcDataParallel : Pass<"cpc-data-parallel", "::mlir::ModuleOp"> {
 }
 
 def CpcZero : Pass<"cpc-zero", "::mlir::ModuleOp"> {
-  let summary = "ZeRO stages 1-3: shard the optimizer states and the update (1), the gradients (2) and the parameters (3) over dp";
+  let summary = "ZeRO stages 1-3 as shardings: the optimizer states and the update (1), the gradients (2) and the parameters (3) split over dp";
   let description = [{
-    Runs after cpc-data-parallel. Every AdamW of a parameter whose element count divides by the
-    dp size works on this rank's 1/N of the flattened parameter: the gradient and parameter are
-    sliced, the moments are states of 1/N the size, and the updated shards are all-gathered into
-    the parameter. Optimizer-state memory per rank drops from 8 to 8/N bytes per fp32 parameter.
-    Stage 2 also replaces the gradient's all-reduce by a reduce-scatter of its partial sum, so
-    that each rank only ever holds its block of the summed gradient; the squared-norm terms
-    become per-rank shares, all-reduced once before the norm's sqrt.
-    Stage 3 also stores each such parameter as blocks (`cpc.parameter` with `global_shape` and
-    `sharding`): the update writes this rank's block back without gathering it, and every other
-    op that reads the parameter (in any function of the module) gets an all-gather of the
-    blocks right before it, so that the whole value lives only from there to that op.
+    Runs after cpc-tensor-parallel and before cpc-data-parallel, whose propagation and
+    partitioning turn its seeds into the per-rank program. Every AdamW update gets its results
+    split over `dp` on the first dim of the parameter that tensor parallelism left whole and
+    that divides by dp: each rank updates and stores 1/dp of the moments and all-gathers the
+    updated blocks into the parameter. Stage 2 also splits the gradient's square in the global
+    norm alike, so the gradient is reduce-scattered, never all-reduced, and the norm's terms stay
+    partial sums over dp until its sqrt. Stage 3 also stores the parameter split over dp
+    (`cpc.parameter` with `global_shape` and `sharding` after partitioning) and reads it through
+    a `cpc.shard` of its tensor-parallel layout right before every other op that uses it (in
+    any training function): the blocks are gathered there and the whole value lives only until
+    that op. Parameters without such a dim keep a whole optimizer on every rank.
   }];
   let options = [
     Option<"stage", "stage", "int64_t", /*default=*/"1", "ZeRO stage (1, 2 or 3)">,
+    Option<"dp", "dp", "int64_t", /*default=*/"2", "Data-parallel ranks (the @mesh to create when there is none)">,
     ListOption<"funcs", "funcs", "std::string",
-               "Functions whose AdamW updates are sharded (default: phases train_step and apply)">,
+               "Functions to shard in (default: phases train_step, accumulate and apply)">,
   ];
   let dependentDialects = ["::cpc::CpcDialect"];
 }

@@ -43,14 +43,15 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     tp.sp = options.sequenceParallel;
     pm.addPass(createCpcTensorParallel(tp));
   }
+  if (options.zeroStage > 0) { // seeds only: propagation and partitioning run in cpc-data-parallel
+    CpcZeroOptions zero;
+    zero.stage = options.zeroStage;
+    zero.dp = options.dataParallel;
+    pm.addPass(createCpcZero(zero));
+  }
   CpcDataParallelOptions dp;
   dp.size = options.dataParallel;
   pm.addPass(createCpcDataParallel(dp));
-  if (options.zeroStage > 0) {
-    CpcZeroOptions zero;
-    zero.stage = options.zeroStage;
-    pm.addPass(createCpcZero(zero));
-  }
   pm.addPass(createCpcBucketAllReduce());
   pm.addPass(createCpcBucketAllGather());
 }

@@ -25,7 +25,7 @@ bool Layout::uses(StringRef axis) const {
          llvm::any_of(dims, [&](const MeshAxes &d) { return llvm::is_contained(d, axis); });
 }
 
-ShardingAttr Layout::toAttr(FlatSymbolRefAttr mesh) const {
+ShardingAttr Layout::toAttr(FlatSymbolRefAttr mesh, int64_t priority) const {
   Builder b(mesh.getContext());
   SmallVector<Attribute> dimAttrs;
   for (const MeshAxes &axes : dims)
@@ -34,7 +34,7 @@ ShardingAttr Layout::toAttr(FlatSymbolRefAttr mesh) const {
   if (!partial.empty())
     partialAttr = b.getStrArrayAttr(SmallVector<StringRef>(partial.begin(), partial.end()));
   return ShardingAttr::get(mesh.getContext(), mesh, b.getArrayAttr(dimAttrs), partialAttr,
-                           partial.empty() ? ReductionKind::Sum : reduction, 0);
+                           partial.empty() ? ReductionKind::Sum : reduction, priority);
 }
 
 std::string Layout::describe() const {

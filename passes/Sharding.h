@@ -37,7 +37,7 @@ struct Layout {
     return l;
   }
   static Layout fromAttr(ShardingAttr attr);
-  ShardingAttr toAttr(mlir::FlatSymbolRefAttr mesh) const;
+  ShardingAttr toAttr(mlir::FlatSymbolRefAttr mesh, int64_t priority = 0) const;
   bool isSplit() const {
     return llvm::any_of(dims, [](const MeshAxes &d) { return !d.empty(); });
   }

@@ -1,6 +1,7 @@
 //===- ModelState.cpp -----------------------------------------------------===//
 #include "runtime/ModelState.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
@@ -39,6 +40,23 @@ std::string ModelStateBytes::summary() const {
   return os.str();
 }
 
+namespace {
+
+/// How many blocks the data-parallel (batch) axes split a stored variable into (1 when they do
+/// not: ZeRO-3 stores parameters split over them).
+int64_t dpBlocks(const Plan &plan, const BufferDesc &b) {
+  std::vector<std::string> batchAxes = plan.training.value("batch_axes", std::vector<std::string>{});
+  int64_t blocks = 1;
+  for (const std::vector<std::string> &axes : b.shardDims)
+    for (const std::string &axis : axes)
+      for (size_t i = 0; i < plan.meshAxes.size(); ++i)
+        if (plan.meshAxes[i] == axis && std::find(batchAxes.begin(), batchAxes.end(), axis) != batchAxes.end())
+          blocks *= plan.meshShape[i];
+  return blocks;
+}
+
+} // namespace
+
 ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
   ModelStateBytes m;
   m.zeroStage = plan.training.value("zero", 0);
@@ -49,13 +67,10 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
     if (b.kind == BufferKind::Parameter) {
       (b.trainable ? m.parameters : m.frozenParameters) += b.bytes();
       if (b.trainable) {
-        // Psi is what this rank's dp group trains: the whole of a ZeRO-3 block's parameter (ZeRO
-        // shards it over dp), but only the block of a tensor-parallel one (the other blocks belong
-        // to the other tp ranks). Below ZeRO-3 only tensor parallelism stores blocks.
-        int64_t n = b.sharded() && m.zeroStage == 3 ? numElements(b.globalShape) : numElements(b.shape);
-        m.trainableElements += n;
-        if (m.zeroStage == 0 || n % m.ranks == 0)
-          m.shardableElements += n;
+        // Psi is what this rank's dp group trains: a parameter stored split over dp (ZeRO-3)
+        // counts its dp blocks, but only this rank's tensor-parallel block (the other tp blocks
+        // belong to the other tp ranks).
+        m.trainableElements += numElements(b.shape) * dpBlocks(plan, b);
       }
     } else if (b.kind == BufferKind::State) {
       if (b.role == VariableRole::ExpAvg || b.role == VariableRole::ExpAvgSq)
@@ -77,6 +92,13 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
         producer[plan.rootOf(out)] = &s;
       if (s.op != "cpc.adamw" || s.inputs.size() < 2 || !updated.insert(plan.rootOf(s.inputs[0])).second)
         continue;
+      // ZeRO split this update when it split the moments over dp (a parameter without a dim
+      // that divides keeps a whole optimizer: 16 bytes per element).
+      if (s.inputs.size() > 2) {
+        const BufferDesc &moment = plan.buffers[plan.rootOf(s.inputs[2])];
+        if (int64_t blocks = dpBlocks(plan, moment); blocks > 1)
+          m.shardableElements += numElements(moment.shape) * blocks;
+      }
       int grad = s.inputs[1];
       auto it = producer.find(plan.rootOf(grad));
       if (it != producer.end() && it->second->op == "cpc.shard_slice")
@@ -84,6 +106,8 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
       m.gradients += plan.buffers[grad].bytes();
     }
   }
+  if (m.zeroStage == 0)
+    m.shardableElements = m.trainableElements;
   return m;
 }
 

@@ -88,6 +88,10 @@ with tempdir() as work:
                   layout("dp2tp2", ["--dp", "2", "--tp", "2"], 2, (single, single_params), RECIPE, 8))
     results.check("dp2 x tp2 with ZeRO-1 equals one rank",
                   layout("dp2tp2-zero1", ["--dp", "2", "--tp", "2", "--zero", "1"], 2, (single, single_params), RECIPE, 8))
+    results.check("dp2 x tp2 with ZeRO-2 equals one rank",
+                  layout("dp2tp2-zero2", ["--dp", "2", "--tp", "2", "--zero", "2"], 2, (single, single_params), RECIPE, 8))
+    results.check("dp2 x tp2 with ZeRO-3 equals one rank",
+                  layout("dp2tp2-zero3", ["--dp", "2", "--tp", "2", "--zero", "3"], 2, (single, single_params), RECIPE, 8))
     results.check("tp=2 with gradient accumulation 2 equals one rank",
                   layout("tp2-acc2", ["--tp", "2"], 1, (single_acc, single_acc_params), accumulated, 16))
 results.finish()

@@ -35,6 +35,7 @@ Options:
   --zero 0|1|2|3             ZeRO stage with --dp: 1 shards the optimizer states and the update over
                              the data-parallel ranks, 2 also reduce-scatters the gradients, 3 also
                              stores the parameters as per-rank blocks, all-gathered before each use
+                             (with --tp: each tp block split over dp along a dim tp left whole)
   --dump-sharding            Print each split or partial value: global shape, sharding, local shape
   --print-pipeline           Print the pass pipeline run on the imported model (training): with
                              `cpc import`, `cpc-opt --pass-pipeline=...` reproduces the plan's IR
@@ -224,7 +225,7 @@ void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &f
       std::string label = op->getName().getStringRef().str();
       if (auto nameLoc = llvm::dyn_cast<mlir::NameLoc>(op->getLoc()))
         label += " " + nameLoc.getName().str();
-      // ZeRO's placement of parameters and optimizer states: per-rank blocks of the flat value.
+      // Stored blocks of parameters and optimizer states (tensor parallelism, ZeRO).
       if (auto param = llvm::dyn_cast<ParameterOp>(op))
         label = "param " + param.getName().str();
       else if (auto state = llvm::dyn_cast<StateOp>(op))
@@ -355,10 +356,6 @@ int runCompile(int argc, char **argv) {
                        std::to_string(recipe.tensorParallel) + " in " + configPath);
     if (tensorParallel == 0)
       tensorParallel = recipe.tensorParallel;
-    if ((tensorParallel > 1 || !shardRules.empty()) && zeroStage > 1)
-      throw UsageError("--zero " + std::to_string(zeroStage) +
-                       " with tensor parallelism is not available yet (ZeRO-1 is: it shards the tp blocks' "
-                       "optimizer states over dp)");
     TrainingPipelineOptions pipeline;
     setPipelineOptions(pipeline, recipe, dataParallel, zeroStage);
     pipeline.tensorParallel = tensorParallel;

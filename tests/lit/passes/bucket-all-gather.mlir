@@ -59,3 +59,30 @@ func.func @late_assign(%w: tensor<6xf32>, %b: tensor<2xf32>) -> tensor<12xf32> {
   cpc.assign %gb to "b" : tensor<4xf32>
   return %y : tensor<12xf32>
 }
+
+// -----
+
+// Tests that blocks gathered along other dims (ZeRO's rows or columns of a 2-D parameter) join
+// the bucket: each is flattened with its gather dim first (a transpose for dim 1), and turned
+// back from its columns of the gathered buffer.
+// CHECK-LABEL: func.func @dims
+// CHECK: %[[T:.*]] = cpc.transpose %arg0 {permutation = array<i64: 1, 0>} : tensor<4x3xf32> -> tensor<3x4xf32>
+// CHECK: %[[FW:.*]] = cpc.reshape %[[T]] : tensor<3x4xf32> -> tensor<12xf32>
+// CHECK: %[[FB:.*]] = cpc.reshape %arg1 : tensor<2x4xf32> -> tensor<8xf32>
+// CHECK: %[[ALL:.*]] = cpc.all_gather {{.*}} : tensor<20xf32> -> tensor<40xf32>
+// CHECK: %[[RANKS:.*]] = cpc.reshape %[[ALL]] : tensor<40xf32> -> tensor<2x20xf32>
+// CHECK: %[[CW:.*]] = cpc.slice %[[RANKS]] {{.*}} : tensor<2x20xf32> -> tensor<2x12xf32>
+// CHECK: %[[RW:.*]] = cpc.reshape %[[CW]] : tensor<2x12xf32> -> tensor<6x4xf32>
+// CHECK: %[[W:.*]] = cpc.transpose %[[RW]] {permutation = array<i64: 1, 0>} : tensor<6x4xf32> -> tensor<4x6xf32>
+// CHECK: %[[CB:.*]] = cpc.slice %[[RANKS]] {{.*}} : tensor<2x20xf32> -> tensor<2x8xf32>
+// CHECK: %[[B:.*]] = cpc.reshape %[[CB]] : tensor<2x8xf32> -> tensor<4x4xf32>
+// CHECK: cpc.assign %[[W]] to "w" : tensor<4x6xf32>
+// CHECK: cpc.assign %[[B]] to "b" : tensor<4x4xf32>
+cpc.mesh @mesh shape = [2] axes = ["dp"]
+func.func @dims(%w: tensor<4x3xf32>, %b: tensor<2x4xf32>) {
+  %gw = cpc.all_gather %w over @mesh ["dp"] {dim = 1 : i64} : tensor<4x3xf32> -> tensor<4x6xf32>
+  %gb = cpc.all_gather %b over @mesh ["dp"] : tensor<2x4xf32> -> tensor<4x4xf32>
+  cpc.assign %gw to "w" : tensor<4x6xf32>
+  cpc.assign %gb to "b" : tensor<4x4xf32>
+  return
+}

@@ -494,11 +494,11 @@ func.func @other_axes(%x: tensor<4x6xf32> {cpc.sharding = #cpc.sharding<@mesh, [
 
 // Tests that a partial sum is not sliced as it is: the weight-gradient-like %g is a partial sum
 // the mul may take (it is linear in it), but the mul wants its rows split like x, so %g is
-// all-reduced first and this rank's rows of the sum are sliced out; the product is then whole.
+// reduce-scattered into this rank's rows of the sum (half an all-reduce's traffic); the product
+// is then whole.
 // CHECK-LABEL: func.func @slice_partial
 // CHECK: %[[G:.*]] = cpc.matmul
-// CHECK: %[[R:.*]] = cpc.all_reduce %[[G]] over @mesh ["dp"] : tensor<4x4xf32>
-// CHECK: %[[S:.*]] = cpc.shard_slice %[[R]] to <@mesh, {{\[\[}}"dp"], []]> : tensor<4x4xf32> -> tensor<2x4xf32>
+// CHECK: %[[S:.*]] = cpc.reduce_scatter %[[G]] over @mesh ["dp"] : tensor<4x4xf32> -> tensor<2x4xf32>
 // CHECK: %[[M:.*]] = cpc.mul %[[S]], %arg0 {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"dp"], []]>]}
 // CHECK-NOT: cpc.all_reduce
 // CHECK: return %[[M]]
@@ -604,4 +604,42 @@ func.func @reduce_scatter_seq(%h: tensor<2x4x16xf32> {cpc.sharding = #cpc.shardi
   %p = cpc.matmul %h, %w {cpc.shardings = [#cpc.sharding<@mesh, [[], [], []], partial = ["tp"]>]} : (tensor<2x4x16xf32>, tensor<16x4xf32>) -> tensor<2x4x4xf32>
   %o = cpc.add %res, %p {cpc.shardings = [#cpc.sharding<@mesh, [[], ["tp"], []]>]} : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   return %o : tensor<2x4x4xf32>
+}
+
+// -----
+
+// Tests that scalar partial sums over different axes (the global norm's terms of tp-split,
+// dp-split and replicated gradients) add up as one partial sum over all the axes: a term
+// replicated over some of them is scaled by 1/their size, and the total is all-reduced once.
+// CHECK-LABEL: func.func @norm_terms
+// CHECK: %[[HALF:.*]] = cpc.constant dense<5.000000e-01>
+// CHECK: %[[B:.*]] = cpc.mul %arg1, %[[HALF]]
+// CHECK: %[[S:.*]] = cpc.add %arg0, %[[B]] {cpc.shardings = [#cpc.sharding<@mesh, [], partial = ["dp", "tp"]>]}
+// CHECK: %[[QUARTER:.*]] = cpc.constant dense<2.500000e-01>
+// CHECK: %[[C:.*]] = cpc.mul %arg2, %[[QUARTER]]
+// CHECK: %[[T:.*]] = cpc.add %[[S]], %[[C]]
+// CHECK: %[[R:.*]] = cpc.all_reduce %[[T]] over @mesh ["dp", "tp"] : tensor<f32>
+// CHECK: cpc.sqrt %[[R]]
+cpc.mesh @mesh shape = [2, 2] axes = ["dp", "tp"]
+func.func @norm_terms(%a: tensor<f32> {cpc.sharding = #cpc.sharding<@mesh, [], partial = ["dp", "tp"]>}, %b: tensor<f32> {cpc.sharding = #cpc.sharding<@mesh, [], partial = ["dp"]>}, %c: tensor<f32>) -> tensor<f32> {
+  %s = cpc.add %a, %b : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %t = cpc.add %s, %c : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %r = cpc.sqrt %t : tensor<f32>
+  return %r : tensor<f32>
+}
+
+// -----
+
+// Tests that tensors partial over different axes are reduced over the axes the others lack
+// only: the sum stays partial over the common axis and is all-reduced once there.
+// CHECK-LABEL: func.func @partial_vectors
+// CHECK: %[[A:.*]] = cpc.all_reduce %arg0 over @mesh ["tp"] : tensor<4xf32>
+// CHECK: %[[S:.*]] = cpc.add %[[A]], %arg1 {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}]], partial = ["dp"]>]}
+// CHECK: %[[R:.*]] = cpc.all_reduce %[[S]] over @mesh ["dp"] : tensor<4xf32>
+// CHECK: cpc.sqrt %[[R]]
+cpc.mesh @mesh shape = [2, 2] axes = ["dp", "tp"]
+func.func @partial_vectors(%a: tensor<4xf32> {cpc.sharding = #cpc.sharding<@mesh, [[]], partial = ["dp", "tp"]>}, %b: tensor<4xf32> {cpc.sharding = #cpc.sharding<@mesh, [[]], partial = ["dp"]>}) -> tensor<4xf32> {
+  %s = cpc.add %a, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %r = cpc.sqrt %s : tensor<4xf32>
+  return %r : tensor<4xf32>
 }

@@ -8,7 +8,7 @@
 // CHECK-SAME: tensor<2x4xf32> {cpc.name = "x"
 // CHECK-SAME: attributes {cpc.phase = #cpc.phase<train_step>}
 // CHECK: cpc.all_reduce
-// CHECK: cpc.state <exp_avg> "adamw.exp_avg.w" {{.*}}: tensor<6xf32>
+// CHECK: cpc.state <exp_avg> "adamw.exp_avg.w" {{.*}}: tensor<2x3xf32>
 // CHECK: cpc.all_gather
 
 // Tests that with accumulation both phases are partitioned: the accumulators stay partial sums

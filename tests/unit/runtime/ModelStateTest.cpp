@@ -15,7 +15,7 @@ Plan zeroPlan(int stage, int64_t n, int64_t ranks) {
   plan.worldSize = ranks;
   plan.meshShape = {ranks};
   plan.meshAxes = {"dp"};
-  plan.training = {{"zero", stage}, {"data_parallel", ranks}};
+  plan.training = {{"zero", stage}, {"data_parallel", ranks}, {"batch_axes", {"dp"}}};
   bool sharded = stage > 0 && n % ranks == 0;
   int64_t block = sharded ? n / ranks : n;
   auto add = [&](BufferDesc b) {
@@ -34,6 +34,11 @@ Plan zeroPlan(int stage, int64_t n, int64_t ranks) {
   BufferDesc mDesc{"m", DType::F32, {block}, BufferKind::State}, vDesc{"v", DType::F32, {block}, BufferKind::State};
   mDesc.role = VariableRole::ExpAvg;
   vDesc.role = VariableRole::ExpAvgSq;
+  if (sharded)
+    for (BufferDesc *d : {&mDesc, &vDesc}) {
+      d->globalShape = {n};
+      d->shardDims = {{"dp"}};
+    }
   int m = add(mDesc);
   int v = add(vDesc);
   int whole = add({"grad", DType::F32, {n}, BufferKind::Arena});
