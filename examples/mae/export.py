@@ -91,9 +91,11 @@ def describe_onnx(path):
     return m, ops, inits
 
 
-def run_one(size, opset, batch, seed, out_dir, save_inputs):
+def run_one(size, opset, batch, seed, out_dir, save_inputs, img_size=None, mask_ratio=None):
     t0 = time.time()
-    model = build_model(size, seed=seed)
+    model = build_model(size, seed=seed, **({"img_size": img_size} if img_size else {}))
+    if mask_ratio is not None:  # baked into the graph, as the default is
+        model.DEFAULT_MASK_RATIO = mask_ratio
     model.train()  # no dropout / drop-path in this model, so train == eval numerically
     imgs, noise = make_inputs(model, batch, seed)
     with torch.no_grad():
@@ -119,7 +121,7 @@ def run_one(size, opset, batch, seed, out_dir, save_inputs):
           + ", ".join(f"{i.name}{[d.dim_value for d in i.type.tensor_type.shape.dim]}"
                       for i in m.graph.input))
     print("   ops: " + ", ".join(f"{k}:{v}" for k, v in sorted(ops.items())))
-    print(f"   loss (PyTorch, mask_ratio={MASK_RATIO}): {loss.item():.6f}   [{t_export:.1f}s]")
+    print(f"   loss (PyTorch, mask_ratio={model.DEFAULT_MASK_RATIO}): {loss.item():.6f}   [{t_export:.1f}s]")
     sys.stdout.flush()
 
 
@@ -133,6 +135,10 @@ def main():
     ap.add_argument("--batch", type=int, default=2, help="batch size baked into the graph")
     ap.add_argument("--out-dir", default=".", help="output directory (created if missing)")
     ap.add_argument("--seed", type=int, default=0, help="seed for weights and inputs")
+    ap.add_argument("--img-size", type=int, default=None,
+                    help="image side instead of the size's own (e.g. 24 with tiny: 9 patches)")
+    ap.add_argument("--mask-ratio", type=float, default=None,
+                    help=f"masking ratio baked into the graph (default {MASK_RATIO})")
     ap.add_argument("--save-inputs", action="store_true",
                     help="also write <stem>.imgs.npy, .noise.npy and the PyTorch .loss.npy")
     args = ap.parse_args()
@@ -140,7 +146,8 @@ def main():
     os.makedirs(args.out_dir, exist_ok=True)
     sizes = list(CONFIGS) if args.size == "all" else [args.size]
     for size in sizes:
-        run_one(size, args.opset, args.batch, args.seed, args.out_dir, args.save_inputs)
+        run_one(size, args.opset, args.batch, args.seed, args.out_dir, args.save_inputs, args.img_size,
+                args.mask_ratio)
 
 
 if __name__ == "__main__":
