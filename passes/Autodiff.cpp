@@ -46,7 +46,8 @@ LogicalResult differentiate(func::FuncOp forward) {
       continue;
     }
     bool anyVaried = llvm::any_of(op.getOperands(), [&](Value v) { return varied.contains(v); });
-    if (anyVaried)
+    auto vjp = llvm::dyn_cast<VJPOpInterface>(op);
+    if (anyVaried && !(vjp && !vjp.hasDerivative()))
       for (Value r : op.getResults())
         if (isFloatTensor(r))
           varied.insert(r);

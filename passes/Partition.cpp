@@ -308,14 +308,25 @@ private:
         op, *rule, mesh_, /*resultsFirst=*/true, [&](Value r) { return layoutOf(r); },
         [&](OpOperand &operand) { return currentOf(operand.get()); });
 
-    // A partial operand the op would pass on but wants split over exactly its partial axes (a
-    // gradient scaled by the clip coefficient, under ZeRO) is reduce-scattered instead: slicing
-    // a partial value would need its whole sum first.
-    for (auto [i, use] : llvm::enumerate(op->getOpOperands()))
-      if (kept[i] && scatterDim(currentOf(use.get()), operandLayout(*rule, i, factorAxes, currentOf(use.get())))) {
+    // A partial operand the op would pass on is reduced first where that cannot be: when the op
+    // wants it split over exactly its partial axes (a gradient scaled by the clip coefficient,
+    // under ZeRO: reduce-scattered, as slicing a partial value needs its whole sum first), or
+    // when a result would be split over one of them (a partial [N, 1] broadcast into a
+    // vocab-split [N, V]: no value is both split and partial over one axis).
+    MeshAxes resultAxes;
+    for (unsigned r = 0; r < op->getNumResults(); ++r)
+      for (const MeshAxes &axes : resultLayout(*rule, r, factorAxes, nullptr).dims)
+        resultAxes.append(axes.begin(), axes.end());
+    for (auto [i, use] : llvm::enumerate(op->getOpOperands())) {
+      if (!kept[i])
+        continue;
+      Layout have = currentOf(use.get());
+      bool clash = llvm::any_of(have.partial, [&](const std::string &a) { return llvm::is_contained(resultAxes, a); });
+      if (clash || scatterDim(have, operandLayout(*rule, i, factorAxes, have))) {
         kept[i] = false;
         reduceFirst[i] = true;
       }
+    }
     // Operands must be laid out as the factors say. A partial operand the op does not pass on is
     // reduced first: reduce-scattered when the op wants it split over its partial axes (half an
     // all-reduce's traffic; sequence parallelism's row-parallel outputs), else all-reduced.
@@ -361,6 +372,14 @@ private:
     // The layout of the results, for --dump-sharding and the plan's metadata.
     if (anySharded)
       op->setAttr(kResultShardingsAttr, b_.getArrayAttr(recorded));
+    if (auto blocks = llvm::dyn_cast<ShardingRuleOpInterface>(op)) {
+      SmallVector<ShardingAttr> laidOut, resultLayouts;
+      for (Value v : op->getOperands())
+        laidOut.push_back(currentOf(v).toAttr(mesh_.ref()));
+      for (Value r : op->getResults())
+        resultLayouts.push_back(currentOf(r).toAttr(mesh_.ref()));
+      blocks.adaptToBlocks(laidOut, resultLayouts);
+    }
     if (failed(fixReductionMeans(op)))
       return failure();
     // A partial sum that some user will need whole is reduced right where it is produced: the

@@ -126,6 +126,7 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       for (func::FuncOp func : *funcs) {
         findMlps(func, mesh, decisions);
         findAttention(func, decisions);
+        findEmbeddings(func, decisions);
       }
     if (failed(applyOverrides(*funcs, mesh, decisions)))
       return signalPassFailure();
@@ -239,6 +240,36 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       if (sp)
         splitSequence(mm.getLhs());
     });
+  }
+
+  /// Vocab parallelism (Megatron): a token embedding, a table gathered along its rows at
+  /// integer inputs, is split by rows over tp. Each rank looks up the tokens in its rows (zeros
+  /// for the others) and the lookups are all-reduced; an output head tied to the table (the same
+  /// parameter) then yields logits split over the vocabulary, and the cross-entropy's max, sum
+  /// of exponentials and target logit are all-reduced partial values (propagation does that
+  /// part: the gather and reduction rules).
+  void findEmbeddings(func::FuncOp func, llvm::StringMap<std::pair<Layout, int64_t>> &decisions) {
+    func.walk([&](GatherOp gather) {
+      auto table = gather.getData().getDefiningOp<ParameterOp>();
+      auto ids = llvm::dyn_cast<BlockArgument>(gather.getIndices());
+      if (!table || !ids || gather.getAxis() != 0 || table.getType().getRank() != 2 || table.getShardingAttr() ||
+          decisions.count(table.getName()))
+        return;
+      int64_t rows = table.getType().getDimSize(0);
+      if (rows % tp) {
+        mlir::emitRemark(gather.getLoc()) << "the embedding '" << table.getName() << "' stays replicated: its "
+                                          << rows << " rows do not split over tp=" << (int64_t)tp;
+        decisions[table.getName()] = {Layout::whole(2), 1};
+        return;
+      }
+      decisions[table.getName()] = {splitOver(2, 0, "tp"), 1};
+    });
+    for (auto it = decisions.begin(); it != decisions.end();) {
+      auto next = std::next(it);
+      if (!it->second.first.isSplit())
+        decisions.erase(it);
+      it = next;
+    }
   }
 
   /// Sequence parallelism: the LayerNorm that feeds a column-parallel Linear is split along the

@@ -18,10 +18,12 @@
 #include "dialects/cpc/ShardingRules.h"
 
 #include "dialects/cpc/CpcDialect.h.inc"
-#include "dialects/cpc/CpcInterfaces.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/cpc/CpcAttrs.h.inc"
+
+// After the attributes: ShardingRuleOpInterface::adaptToBlocks takes #cpc.sharding values.
+#include "dialects/cpc/CpcInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "dialects/cpc/CpcOps.h.inc"

@@ -21,6 +21,11 @@ def Cpc_VJPOpInterface : OpInterface<"VJPOpInterface"> {
       (ins "::mlir::OpBuilder &":$builder, "::mlir::ArrayRef<::mlir::Value>":$resultGrads,
            "::llvm::ArrayRef<bool>":$needGrad,
            "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
+    InterfaceMethod<[{
+        Whether the op's results depend differentiably on its operands: false for
+        cpc.stop_gradient, whose results autodiff treats as constants.
+      }],
+      "bool", "hasDerivative", (ins), [{}], [{ return true; }]>,
   ];
 }
 
@@ -48,6 +53,15 @@ def Cpc_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
       }],
       "bool", "propagatesPartial", (ins "unsigned":$index, "::cpc::ReductionKind":$kind), [{}],
       [{ return false; }]>,
+    InterfaceMethod<[{
+        Called by partitioning once the op's operands and results are this rank's blocks (their
+        types local, `operands` and `results` their layouts over the mesh): rewrites what the
+        op's attributes say about shapes or blocks, e.g. which block of an indexed dim a gather
+        holds. Most ops have nothing to rewrite.
+      }],
+      "void", "adaptToBlocks",
+      (ins "::llvm::ArrayRef<::cpc::ShardingAttr>":$operands, "::llvm::ArrayRef<::cpc::ShardingAttr>":$results),
+      [{}], [{ return; }]>,
   ];
 }
 

@@ -260,6 +260,57 @@ void MatMulOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRConte
   results.add<FoldTransposeIntoMatMul>(context);
 }
 
+namespace {
+/// reduce_sum(neg(x)) -> neg(reduce_sum(x)): the negation moves to the smaller tensor (and the
+/// sum meets what produced x, see SumOfScatteredRows).
+struct SumOfNegation : OpRewritePattern<ReduceSumOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ReduceSumOp op, PatternRewriter &rewriter) const override {
+    auto neg = op.getInput().getDefiningOp<NegOp>();
+    if (!neg || !llvm::isa<FloatType>(op.getType().getElementType()))
+      return failure();
+    Value sum = rewriter.create<ReduceSumOp>(op.getLoc(), op.getType(), neg.getInput(), op.getAxesAttr(),
+                                             op.getKeepdimsAttr());
+    rewriter.replaceOpWithNewOp<NegOp>(op, op.getType(), sum);
+    return success();
+  }
+};
+
+/// reduce_sum over `axis` of gather_elements_grad(g, indices) when the indices pick one element
+/// per row (size 1 along `axis`) is g itself: each row's gradient lands in one place. (A
+/// cross-entropy's backward then needs no sum over the classes, which a vocab-parallel split
+/// would have to all-reduce.)
+struct SumOfScatteredRows : OpRewritePattern<ReduceSumOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ReduceSumOp op, PatternRewriter &rewriter) const override {
+    auto scatter = op.getInput().getDefiningOp<GatherElementsGradOp>();
+    if (!scatter || scatter.getBlockAxesAttr() || op.getAxes().size() != 1)
+      return failure();
+    auto grad = llvm::cast<RankedTensorType>(scatter.getGrad().getType());
+    int64_t axis = scatter.getAxis() < 0 ? scatter.getAxis() + grad.getRank() : scatter.getAxis();
+    int64_t reduced = op.getAxes()[0] < 0 ? op.getAxes()[0] + grad.getRank() : op.getAxes()[0];
+    if (reduced != axis || grad.getDimSize(axis) != 1)
+      return failure();
+    // The other dims of the scatter's result are the indices' (gather_elements_grad verifies
+    // indices <= result; equal is what makes the sum exactly g).
+    auto result = llvm::cast<RankedTensorType>(scatter.getType());
+    for (int64_t d = 0; d < grad.getRank(); ++d)
+      if (d != axis && grad.getDimSize(d) != result.getDimSize(d))
+        return failure();
+    Value g = scatter.getGrad();
+    if (g.getType() == op.getType())
+      rewriter.replaceOp(op, g);
+    else
+      rewriter.replaceOpWithNewOp<ReshapeOp>(op, op.getType(), g);
+    return success();
+  }
+};
+} // namespace
+
+void ReduceSumOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContext *context) {
+  results.add<SumOfNegation, SumOfScatteredRows>(context);
+}
+
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
   auto in = rankedOrNull(adaptor.getInput().getType());

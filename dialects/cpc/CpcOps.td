@@ -95,6 +95,15 @@ def Cpc_GeluOp : Cpc_Op<"gelu", [Cpc_ShardingRuleOpInterface, DeclareOpInterface
   let hasVerifier = 1;
 }
 
+def Cpc_StopGradientOp : Cpc_UnaryOp<"stop_gradient", Cpc_Tensor, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface, ["buildVJP", "hasDerivative"]>]> {
+  let summary = "Identity whose result autodiff treats as a constant";
+  let description = [{
+    For values whose gradient cancels mathematically, e.g. the max that log-softmax subtracts
+    for stability: without it, the backward pass would compute (and, split over ranks,
+    all-reduce) terms that sum to zero.
+  }];
+}
+
 def Cpc_CastOp : Cpc_Op<"cast", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, Elementwise, SameOperandsAndResultShape]> {
   let summary = "Element type conversion (round to nearest even, float to int truncates)";
   let arguments = (ins Cpc_Tensor:$input);
@@ -183,7 +192,10 @@ class Cpc_ReduceOp<string mnemonic, Type type>
   }];
 }
 
-def Cpc_ReduceSumOp : Cpc_ReduceOp<"reduce_sum", Cpc_Tensor> { let summary = "sum over axes"; }
+def Cpc_ReduceSumOp : Cpc_ReduceOp<"reduce_sum", Cpc_Tensor> {
+  let summary = "sum over axes";
+  let hasCanonicalizer = 1;
+}
 def Cpc_ReduceMeanOp : Cpc_ReduceOp<"reduce_mean", Cpc_FloatTensor> { let summary = "mean over axes"; }
 def Cpc_ReduceMaxOp : Cpc_ReduceOp<"reduce_max", Cpc_Tensor> { let summary = "max over axes"; }
 def Cpc_ReduceMinOp : Cpc_ReduceOp<"reduce_min", Cpc_Tensor> { let summary = "min over axes"; }
@@ -263,20 +275,29 @@ def Cpc_BroadcastOp : Cpc_Op<"broadcast", [DeclareOpInterfaceMethods<Cpc_Shardin
   let hasVerifier = 1;
 }
 
-def Cpc_GatherOp : Cpc_Op<"gather", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
+def Cpc_GatherOp : Cpc_Op<"gather", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial", "adaptToBlocks"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "ONNX Gather: take slices of data along axis at indices";
   let description = [{
     Result shape is data.shape[:axis] + indices.shape + data.shape[axis+1:]. Negative
-    indices count from the end of the axis.
+    indices count from the end of the axis. With `block_axes`, data holds this rank's block of
+    the axis over those mesh axes and the indices are global: slices outside the block are zero
+    (the ranks' results are a partial sum: vocab-parallel embeddings).
   }];
-  let arguments = (ins Cpc_Tensor:$data, Cpc_IndexTensor:$indices, I64Attr:$axis);
+  let arguments = (ins Cpc_Tensor:$data, Cpc_IndexTensor:$indices, I64Attr:$axis,
+                       OptionalAttr<StrArrayAttr>:$block_axes);
   let results = (outs Cpc_Tensor:$result);
   let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
 }
 
-def Cpc_GatherElementsOp : Cpc_Op<"gather_elements", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
+def Cpc_GatherElementsOp : Cpc_Op<"gather_elements", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial", "adaptToBlocks"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "ONNX GatherElements / torch.gather: result has the shape of indices";
-  let arguments = (ins Cpc_Tensor:$data, Cpc_IndexTensor:$indices, I64Attr:$axis);
+  let description = [{
+    With `block_axes`, data holds this rank's block of the axis over those mesh axes and the
+    indices are global: elements outside the block are zero (a partial sum over the ranks:
+    the target logit of a vocab-parallel cross-entropy).
+  }];
+  let arguments = (ins Cpc_Tensor:$data, Cpc_IndexTensor:$indices, I64Attr:$axis,
+                       OptionalAttr<StrArrayAttr>:$block_axes);
   let results = (outs Cpc_Tensor:$result);
   let assemblyFormat = "$data `,` $indices attr-dict `:` functional-type(operands, results)";
 }
@@ -357,17 +378,26 @@ def Cpc_LayerNormGradOp : Cpc_Op<"layer_norm_grad", [DeclareOpInterfaceMethods<C
   }];
 }
 
-def Cpc_GatherGradOp : Cpc_Op<"gather_grad", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, Pure, InferTypeOpAdaptor]> {
+def Cpc_GatherGradOp : Cpc_Op<"gather_grad", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial", "adaptToBlocks"]>, Pure, InferTypeOpAdaptor]> {
   let summary = "VJP of gather: scatter-add grad into zeros of the data's shape";
+  let description = [{
+    With `block_axes`, the result is this rank's block of the axis (`dim_size` long) over those
+    mesh axes and the indices are global: only those inside the block are added.
+  }];
   let arguments = (ins Cpc_FloatTensor:$grad, Cpc_IndexTensor:$indices, I64Attr:$axis,
-                       I64Attr:$dim_size);
+                       I64Attr:$dim_size, OptionalAttr<StrArrayAttr>:$block_axes);
   let results = (outs Cpc_FloatTensor:$result);
   let assemblyFormat = "$grad `,` $indices attr-dict `:` functional-type(operands, results)";
 }
 
-def Cpc_GatherElementsGradOp : Cpc_Op<"gather_elements_grad", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, Pure]> {
+def Cpc_GatherElementsGradOp : Cpc_Op<"gather_elements_grad", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial", "adaptToBlocks"]>, Pure]> {
   let summary = "VJP of gather_elements: scatter-add grad (indices' shape) into zeros (result shape)";
-  let arguments = (ins Cpc_FloatTensor:$grad, Cpc_IndexTensor:$indices, I64Attr:$axis);
+  let description = [{
+    With `block_axes`, the result is this rank's block of the axis over those mesh axes and
+    the indices are global: only those inside the block are added.
+  }];
+  let arguments = (ins Cpc_FloatTensor:$grad, Cpc_IndexTensor:$indices, I64Attr:$axis,
+                       OptionalAttr<StrArrayAttr>:$block_axes);
   let results = (outs Cpc_FloatTensor:$result);
   let assemblyFormat = "$grad `,` $indices attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

@@ -164,26 +164,61 @@ ShardingRule leadingDims(Operation *op, int64_t count, ArrayRef<unsigned> operan
 
 /// gather_elements and its gradient: dims other than the axis line up between data (or grad),
 /// indices and result.
-ShardingRule gatherElementsRule(Operation *op, int64_t axis) {
-  ArrayRef<int64_t> in0 = shapeOf(op->getOperand(0)), in1 = shapeOf(op->getOperand(1)),
-                    out = shapeOf(op->getResult(0));
+/// The indexed dim of a gather's data may stay split (each rank gathers from its block, zeros
+/// elsewhere, and the result is a partial sum) when that moves less than gathering the data:
+/// for a stored table (vocab parallelism keeps it split) or when the result is under half the
+/// data (a cross-entropy's target logits). Otherwise the dim needs replication.
+bool gatherFromBlocks(Operation *op, Value data) {
+  if (data.getDefiningOp<ParameterOp>())
+    return true;
+  auto in = llvm::cast<RankedTensorType>(data.getType()), out = llvm::cast<RankedTensorType>(op->getResultTypes()[0]);
+  return 2 * out.getNumElements() < in.getNumElements();
+}
+
+/// gather_elements: result and indices have one shape, data the same but along `axis`;
+/// `forward` false is its gradient (result has data's shape, operand 0 the gathered one).
+/// The axis of the data: split forward, a partial sum (gatherFromBlocks); split in the
+/// gradient's result, each rank adds the indices inside its block.
+ShardingRule gatherElementsRule(Operation *op, int64_t axis, bool forward) {
+  Value data = forward ? op->getOperand(0) : op->getResult(0);
+  ArrayRef<int64_t> in0 = shapeOf(data), in1 = shapeOf(op->getOperand(1)),
+                    out = forward ? shapeOf(op->getResult(0)) : shapeOf(op->getOperand(0));
   ShardingRuleBuilder b(op);
   for (int64_t d = 0; d < (int64_t)out.size(); ++d)
     if (d != axis && out[d] != 1 && in0[d] == out[d] && in1[d] == out[d]) {
       int64_t f = b.factor(out[d]);
-      b.operand(0, d, f);
-      b.operand(1, d, f);
+      b.operand(forward ? 0 : 1, d, f);
+      b.operand(forward ? 1 : 0, d, f);
       b.result(0, d, f);
     }
+  if (in0[axis] != 1 && (!forward || gatherFromBlocks(op, data))) {
+    int64_t f = b.factor(in0[axis]);
+    forward ? b.operand(0, axis, f) : b.result(0, axis, f);
+  }
   return b.finish();
 }
 
 /// gather: result = data[:axis] + indices + data[axis+1:]; `forward` false is its gradient,
-/// whose result has data's shape and whose operand has the gathered one.
+/// whose result has data's shape and whose operand has the gathered one. The indexed dim as
+/// in gatherElementsRule.
 ShardingRule gatherRule(Operation *op, int64_t axis, Value indices, bool forward) {
   ShardingRuleBuilder b(op);
   ArrayRef<int64_t> data = forward ? shapeOf(op->getOperand(0)) : shapeOf(op->getResult(0));
   int64_t idxRank = shapeOf(indices).size();
+  if (data[axis] != 1 && (!forward || gatherFromBlocks(op, op->getOperand(0)))) {
+    int64_t f = b.factor(data[axis]);
+    forward ? b.operand(0, axis, f) : b.result(0, axis, f);
+  }
+  // The indices' dims are the gathered value's dims axis.. (a batch split of the token ids
+  // splits the lookups; in the gradient, each rank's scatter is a partial sum).
+  ArrayRef<int64_t> idxShape = shapeOf(indices);
+  for (int64_t i = 0; i < idxRank; ++i) {
+    if (idxShape[i] == 1)
+      continue;
+    int64_t f = b.factor(idxShape[i]);
+    b.operand(1, i, f); // the indices are operand 1 of both ops
+    forward ? b.result(0, axis + i, f) : b.operand(0, axis + i, f);
+  }
   for (int64_t d = 0; d < (int64_t)data.size(); ++d) {
     if (d == axis || data[d] == 1)
       continue;
@@ -357,6 +392,7 @@ ShardingRule elementwiseShardingRule(Operation *op, ArrayRef<int64_t> wholeDims)
 // Elementwise ops that are linear in their operands (add/sub when every operand is partial
 // alike, mul/div when the other operand is whole) or only copy them.
 bool NegOp::propagatesPartial(unsigned, ReductionKind kind) { return isSum(kind); }
+bool StopGradientOp::propagatesPartial(unsigned, ReductionKind kind) { return movesData(kind); }
 bool AddOp::propagatesPartial(unsigned, ReductionKind kind) { return isSum(kind); }
 bool SubOp::propagatesPartial(unsigned, ReductionKind kind) { return isSum(kind); }
 bool MulOp::propagatesPartial(unsigned, ReductionKind kind) { return isSum(kind); }
@@ -439,15 +475,40 @@ bool LayerNormOp::propagatesPartial(unsigned, ReductionKind) { return false; }
 ShardingRule LayerNormGradOp::getShardingRule() { return leadingDims(*this, getAxis(), {0, 2}, {0}); }
 bool LayerNormGradOp::propagatesPartial(unsigned, ReductionKind) { return false; }
 
-ShardingRule GatherElementsOp::getShardingRule() { return gatherElementsRule(*this, getAxis()); }
+ShardingRule GatherElementsOp::getShardingRule() { return gatherElementsRule(*this, getAxis(), true); }
 bool GatherElementsOp::propagatesPartial(unsigned index, ReductionKind kind) { return index == 0 && movesData(kind); }
-ShardingRule GatherElementsGradOp::getShardingRule() { return gatherElementsRule(*this, getAxis()); }
+ShardingRule GatherElementsGradOp::getShardingRule() { return gatherElementsRule(*this, getAxis(), false); }
 bool GatherElementsGradOp::propagatesPartial(unsigned index, ReductionKind kind) { return index == 0 && isSum(kind); }
 
 ShardingRule GatherOp::getShardingRule() { return gatherRule(*this, getAxis(), getIndices(), true); }
 bool GatherOp::propagatesPartial(unsigned index, ReductionKind kind) { return index == 0 && movesData(kind); }
 ShardingRule GatherGradOp::getShardingRule() { return gatherRule(*this, getAxis(), getIndices(), false); }
 bool GatherGradOp::propagatesPartial(unsigned index, ReductionKind kind) { return index == 0 && isSum(kind); }
+
+namespace {
+/// The mesh axes of dim `dim` of `layout` (null: whole) as an attribute, or null when whole.
+ArrayAttr blockAxesOf(ShardingAttr layout, int64_t dim) {
+  if (!layout || dim >= (int64_t)layout.getDimAxes().size())
+    return {};
+  auto axes = llvm::cast<ArrayAttr>(layout.getDimAxes()[dim]);
+  return axes.empty() ? ArrayAttr() : axes;
+}
+} // namespace
+
+// The gathers take their data's (the gradients: their result's) block of the indexed dim.
+void GatherOp::adaptToBlocks(ArrayRef<ShardingAttr> operands, ArrayRef<ShardingAttr>) {
+  setBlockAxesAttr(blockAxesOf(operands[0], getAxis()));
+}
+void GatherElementsOp::adaptToBlocks(ArrayRef<ShardingAttr> operands, ArrayRef<ShardingAttr>) {
+  setBlockAxesAttr(blockAxesOf(operands[0], getAxis()));
+}
+void GatherGradOp::adaptToBlocks(ArrayRef<ShardingAttr>, ArrayRef<ShardingAttr> results) {
+  setBlockAxesAttr(blockAxesOf(results[0], getAxis()));
+  setDimSize(getType().getDimSize(getAxis()));
+}
+void GatherElementsGradOp::adaptToBlocks(ArrayRef<ShardingAttr>, ArrayRef<ShardingAttr> results) {
+  setBlockAxesAttr(blockAxesOf(results[0], getAxis()));
+}
 
 ShardingRule Conv2DOp::getShardingRule() {
   ShardingRuleBuilder b(*this);

@@ -405,10 +405,17 @@ LogicalResult ConcatOp::buildVJP(OpBuilder &b, ArrayRef<Value> rg, ArrayRef<bool
   return success();
 }
 
+// Never called: autodiff does not differentiate through an op without a derivative.
+LogicalResult StopGradientOp::buildVJP(OpBuilder &, ArrayRef<Value>, ArrayRef<bool>, SmallVectorImpl<Value> &grads) {
+  grads.push_back(Value());
+  return success();
+}
+bool StopGradientOp::hasDerivative() { return false; }
+
 LogicalResult GatherOp::buildVJP(OpBuilder &b, ArrayRef<Value> rg, ArrayRef<bool> need, SmallVectorImpl<Value> &grads) {
   Value g = rg[0];
   grads.push_back(g && need[0] ? b.create<GatherGradOp>(getLoc(), g, getIndices(), getAxisAttr(),
-                                                        b.getI64IntegerAttr(typeOf(getData()).getDimSize(getAxis())))
+                                                        b.getI64IntegerAttr(typeOf(getData()).getDimSize(getAxis())), ArrayAttr())
                                      .getResult()
                                : Value());
   grads.push_back(Value());
@@ -419,7 +426,7 @@ LogicalResult GatherElementsOp::buildVJP(OpBuilder &b, ArrayRef<Value> rg, Array
                                          SmallVectorImpl<Value> &grads) {
   Value g = rg[0];
   grads.push_back(g && need[0] ? b.create<GatherElementsGradOp>(getLoc(), getData().getType(), g, getIndices(),
-                                                                getAxisAttr())
+                                                                getAxisAttr(), ArrayAttr())
                                      .getResult()
                                : Value());
   grads.push_back(Value());
@@ -430,7 +437,7 @@ LogicalResult TopKOp::buildVJP(OpBuilder &b, ArrayRef<Value> rg, ArrayRef<bool> 
   // values = gather_elements(input, indices): its VJP scatters back to the picked positions.
   Value g = rg[0];
   grads.push_back(g && need[0] ? b.create<GatherElementsGradOp>(getLoc(), getInput().getType(), g, getIndices(),
-                                                                getAxisAttr())
+                                                                getAxisAttr(), ArrayAttr())
                                      .getResult()
                                : Value());
   return success();

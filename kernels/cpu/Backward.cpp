@@ -60,6 +60,8 @@ int64_t normAxis(const KernelContext &ctx, int64_t rank) {
 }
 
 /// Indices as i64 with negatives wrapped into [0, size); fails on any outside [-size, size).
+/// Indices into a dim of `size` elements held as this rank's block (indexBlock): wrapped and
+/// checked against the global size, then made local (-1 outside the block).
 std::vector<int64_t> readIndices(const KernelContext &ctx, const TensorRef &t, int64_t size) {
   std::vector<int64_t> v(t.numel());
   if (t.dtype == DType::I64)
@@ -68,11 +70,12 @@ std::vector<int64_t> readIndices(const KernelContext &ctx, const TensorRef &t, i
     std::copy(t.as<int32_t>(), t.as<int32_t>() + v.size(), v.begin());
   else
     ctx.fail(std::string("indices must be i64 or i32, not ") + dtypeName(t.dtype));
+  IndexBlock block = indexBlock(ctx, size);
   for (int64_t &i : v) {
-    int64_t w = i < 0 ? i + size : i;
-    if (w < 0 || w >= size)
-      ctx.fail("index " + std::to_string(i) + " is out of range for a dim of size " + std::to_string(size));
-    i = w;
+    int64_t w = i < 0 ? i + block.global : i;
+    if (w < 0 || w >= block.global)
+      ctx.fail("index " + std::to_string(i) + " is out of range for a dim of size " + std::to_string(block.global));
+    i = block.localIndex(w);
   }
   return v;
 }
@@ -389,6 +392,8 @@ void gatherGradKernel(KernelContext &ctx) {
       return;
     forColumnBlocks(ctx, outer, inner, grad.numel(), [&](int64_t o, int64_t k0, int64_t k1) {
       for (int64_t i = 0; i < n; ++i) {
+        if (idx[i] < 0) // outside this rank's block
+          continue;
         const T *s = src + (o * n + i) * inner;
         T *d = dst + (o * size + idx[i]) * inner;
         for (int64_t k = k0; k < k1; ++k)
@@ -439,7 +444,8 @@ void gatherElementsGradKernel(KernelContext &ctx) {
       for (int64_t j = 0; j < len; ++j) {
         int64_t e0 = (o * len + j) * inner;
         for (int64_t k = k0; k < k1; ++k)
-          dst[outerOff[o] + idx[e0 + k] * ostride[axis] + innerOff[k]] += src[e0 + k];
+          if (idx[e0 + k] >= 0) // inside this rank's block
+            dst[outerOff[o] + idx[e0 + k] * ostride[axis] + innerOff[k]] += src[e0 + k];
       }
     });
   });

@@ -71,8 +71,9 @@ void gatherKernel(KernelContext &ctx) {
     ctx.fail("result " + shapeString(out.shape) + " should be " + shapeString(expect));
   std::vector<int64_t> idx = readIndices(ctx, indices);
   int64_t size = data.shape[axis];
+  IndexBlock block = indexBlock(ctx, size); // slices outside this rank's block are zero
   for (int64_t &i : idx)
-    i = wrapIndex(ctx, i, size, axis);
+    i = block.localIndex(wrapIndex(ctx, i, block.global, axis));
   int64_t outer = numElements({data.shape.begin(), data.shape.begin() + axis});
   int64_t inner = numElements({data.shape.begin() + axis + 1, data.shape.end()});
   int64_t n = (int64_t)idx.size();
@@ -82,7 +83,10 @@ void gatherKernel(KernelContext &ctx) {
 #pragma omp parallel for num_threads(ctx.threads) if (out.numel() > kParallelWork) schedule(static)
   for (int64_t t = 0; t < outer * n; ++t) {
     int64_t o = t / n, i = t % n;
-    std::memcpy(dst + t * chunk, src + (o * size + idx[i]) * chunk, chunk);
+    if (idx[i] < 0)
+      std::memset(dst + t * chunk, 0, chunk);
+    else
+      std::memcpy(dst + t * chunk, src + (o * size + idx[i]) * chunk, chunk);
   }
 }
 
@@ -108,12 +112,13 @@ void gatherElementsKernel(KernelContext &ctx) {
   // Source element offset of every result element: its own coords, with the axis coord
   // replaced by the index.
   int64_t n = (int64_t)idx.size();
+  IndexBlock block = indexBlock(ctx, data.shape[axis]); // elements outside this rank's block are zero
   std::vector<int64_t> coord(r, 0), srcOff(n);
   for (int64_t e = 0; e < n; ++e) {
-    int64_t off = 0;
+    int64_t off = 0, at = block.localIndex(wrapIndex(ctx, idx[e], block.global, axis));
     for (int64_t d = 0; d < r; ++d)
-      off += (d == axis ? wrapIndex(ctx, idx[e], data.shape[d], d) : coord[d]) * strides[d];
-    srcOff[e] = off;
+      off += (d == axis ? at : coord[d]) * strides[d];
+    srcOff[e] = at < 0 ? -1 : off;
     for (int64_t d = r - 1; d >= 0 && ++coord[d] == indices.shape[d]; --d)
       coord[d] = 0;
   }
@@ -121,7 +126,10 @@ void gatherElementsKernel(KernelContext &ctx) {
   const char *src = (const char *)data.data;
   char *dst = (char *)out.data;
   for (int64_t e = 0; e < n; ++e)
-    std::memcpy(dst + e * es, src + srcOff[e] * es, es);
+    if (srcOff[e] < 0)
+      std::memset(dst + e * es, 0, es);
+    else
+      std::memcpy(dst + e * es, src + srcOff[e] * es, es);
 }
 
 template <typename T>

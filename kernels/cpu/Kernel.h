@@ -48,6 +48,16 @@ struct KernelContext {
   [[noreturn]] void fail(const std::string &message) const;
 };
 
+/// An indexed dim that a gather (or its gradient) holds as this rank's block: the op's
+/// "block_axes" name the mesh axes splitting it, and its indices are global. Without the
+/// attribute the block is the whole dim.
+struct IndexBlock {
+  int64_t offset = 0, local = 0, global = 0;
+  /// The local position of global index `i` (in [0, global)), or -1 outside the block.
+  int64_t localIndex(int64_t i) const { return i >= offset && i < offset + local ? i - offset : -1; }
+};
+IndexBlock indexBlock(const KernelContext &ctx, int64_t local);
+
 using KernelFn = void (*)(KernelContext &);
 
 class KernelRegistry {

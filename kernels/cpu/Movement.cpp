@@ -270,6 +270,7 @@ void registerMovementKernels(KernelRegistry &registry) {
   registry.add("cpc.concat", concatKernel);
   registry.add("cpc.broadcast", broadcastKernel);
   registry.add("cpc.reshape", reshapeKernel);
+  registry.add("cpc.stop_gradient", reshapeKernel); // a copy (autodiff already read its meaning)
 }
 
 } // namespace cpc::kernels

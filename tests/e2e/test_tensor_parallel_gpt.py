@@ -4,9 +4,12 @@ tp=2, dp2 x tp2 and tp=2 --sp train equal to one rank over 20 steps (loss and gr
 1e-5 relative; final parameters within 1e-5, except the key third of each qkv bias, whose true
 gradient is exactly zero — softmax ignores a shift of the keys — so AdamW turns rounding noise
 into steps in any layout), with a learning rate that moves the loss and a clip that engages.
-The attention (head-major qkv, column-parallel; projection row-parallel) and the MLPs are split;
-the token embedding, tied to the output head (one parameter, as the export keeps it), stays
-replicated (vocab parallelism is not there yet).
+The attention (head-major qkv, column-parallel; projection row-parallel) and the MLPs are split,
+and the token embedding, tied to the output head (one parameter, as the export keeps it), is split
+by vocabulary rows (Megatron's vocab parallelism): each rank looks up its rows (one all-reduce),
+the head yields logits split over the vocabulary, and the cross-entropy all-reduces the max, the
+sum of exponentials and the target logit (3 forward) and nothing in backward. The collectives
+and bytes per step are checked against those formulas.
 """
 import json
 import os
@@ -66,19 +69,54 @@ with tempdir() as work:
             worst, worst_norm = compare(ours, single, params, single_params)
             split = [b["name"] for b in summary["buffers"]
                      if b["kind"] == "parameter" and b.get("shard_dims") and len(b["shape"]) == 2]
-            # Per block: qkv and fc1 column-parallel, proj and fc2 row-parallel.
-            assert len(split) == 2 * 4, "split weights: %s" % split
-            # Megatron: 4 all-reduces of [b, s, h] per block and step; with --sp 4 reduce-scatters
-            # (and all-gathers of [b, s/tp, h]) instead.
-            kind = "cpc.reduce_scatter" if "--sp" in flags else "cpc.all_reduce"
-            acts = [s for p in summary["programs"] for s in p["steps"] if s["op"] == kind
-                    and summary["buffers"][s["in"][0]]["shape"] == [BATCH // dp, TOKENS, 32]]
-            assert len(acts) == 2 * 4, "%d %s of [b, s, h], Megatron has 4 per block" % (len(acts), kind)
-            print("   %s: worst per-step difference loss %.2e grad_norm %.2e; %d split weights, %d %s of [b, s, h] "
-                  "per step" % (name, worst, worst_norm, len(split), len(acts), kind))
+            # Per block: qkv and fc1 column-parallel, proj and fc2 row-parallel; and the token
+            # embedding (tied to the head) split by vocabulary rows.
+            assert len(split) == 2 * 4 + 1 and "tok.weight" in split, "split weights: %s" % split
+            # One entry per value a collective carries (a bucket carries several).
+            steps = [(s["op"], summary["buffers"][i]["shape"], s.get("attrs", {}).get("kind", "sum"))
+                     for p in summary["programs"] for s in p["steps"] for i in s["in"]]
+            rows = [BATCH // dp * TOKENS, 1]
+            # The vocab-parallel cross-entropy: the max and the sum of exponentials over the
+            # vocabulary are all-reduced ([b*s, 1]; the target logit goes out with the loss), and
+            # its backward needs none.
+            ce = [(op, kind) for op, shape, kind in steps if op == "cpc.all_reduce" and shape == rows]
+            assert sorted(ce) == [("cpc.all_reduce", "max"), ("cpc.all_reduce", "sum")], ce
+            # Megatron: 4 all-reduces of [b, s, h] per block and step, plus the embedding's
+            # lookup (forward) and the tied head's input gradient (backward); with --sp all of
+            # them become reduce-scatters (and all-gathers of [b, s/tp, h]).
+            act = [BATCH // dp, TOKENS, 32]
+            reduces = sum(1 for op, shape, _ in steps if op == "cpc.all_reduce" and shape == act)
+            scatters = sum(1 for op, shape, _ in steps if op == "cpc.reduce_scatter" and shape == act)
+            if "--sp" in flags:
+                assert scatters == 2 * 4 + 2 and reduces == 0, "%d reduce-scatters, %d all-reduces of %s" % (
+                    scatters, reduces, act)
+            else:
+                assert reduces == 2 * 4 + 2 and scatters == 0, "%d all-reduces of %s, Megatron has 10" % (reduces, act)
+            comm = ours[-1]["comm"]
+            if dp == 1 and "--sp" not in flags:
+                # Bytes each rank sends per step (ring all-reduce: 2 (tp-1)/tp of each value):
+                # the 10 [b, s, h] activations, the 2 [b*s, 1] statistics and 2 scalars (the loss
+                # and the global norm's partial sum).
+                elements = 10 * BATCH * TOKENS * 32 + 2 * BATCH * TOKENS + 2
+                expected = 2 * (2 - 1) / 2 * 4 * elements
+                assert comm["all_reduce"]["bytes"] == expected, "sent %d B, expected %d" % (
+                    comm["all_reduce"]["bytes"], expected)
+            print("   %s: worst per-step difference loss %.2e grad_norm %.2e; %d split weights; per step %d "
+                  "all-reduces and %d reduce-scatters of [b, s, h], cross-entropy %s; collectives %s" % (
+                      name, worst, worst_norm, len(split), reduces, scatters, ce,
+                      {k: (v["calls"], v["bytes"]) for k, v in comm.items()}))
         return check
 
-    results.check("tp=2 equals one rank (heads and MLPs split)", layout("tp2", ["--tp", "2"], 1))
+    results.check("tp=2 equals one rank (heads, MLPs and the vocabulary split)", layout("tp2", ["--tp", "2"], 1))
     results.check("dp2 x tp2 equals one rank", layout("dp2tp2", ["--dp", "2", "--tp", "2"], 2))
     results.check("tp=2 --sp equals one rank (sequence-split residual stream)", layout("tp2-sp", ["--tp", "2", "--sp"], 1))
+
+    def odd_vocabulary():
+        # --shard can keep the table whole (replicated head and cross-entropy): still equal.
+        ours, params, summary = train(work, model, "tp2-whole-vocab", ["--tp", "2", "--shard", "tok\\.weight=-,-"])
+        worst, worst_norm = compare(ours, single, params, single_params)
+        assert not any(b["name"] == "tok.weight" and b.get("shard_dims") for b in summary["buffers"])
+        print("   tp2 with the embedding kept whole: worst difference loss %.2e grad_norm %.2e" % (worst, worst_norm))
+
+    results.check("tp=2 with the embedding kept whole by --shard equals one rank", odd_vocabulary)
 results.finish()

@@ -10,12 +10,14 @@ using namespace mlir;
 namespace cpc::onnx_import {
 namespace {
 
-/// log_softmax(x) along axis = (x - max) - log(sum(exp(x - max))).
+/// log_softmax(x) along axis = (x - max) - log(sum(exp(x - max))). The max only keeps exp in
+/// range: the result does not depend on it, so it gets no gradient (cpc.stop_gradient).
 Value logSoftmax(NodeImporter &n, Value x, int64_t axis) {
   auto keep = [&](int64_t a) {
     return SmallVector<NamedAttribute>{n.namedI64s("axes", {a}), n.namedBool("keepdims", true)};
   };
   Value max = n.emit1<ReduceMaxOp>({x}, keep(axis));
+  max = n.emitTyped<StopGradientOp>(max.getType(), {max});
   Value shifted = n.emit1<SubOp>({x, max});
   Value exp = n.emitTyped<ExpOp>(shifted.getType(), {shifted});
   Value sum = n.emit1<ReduceSumOp>({exp}, keep(axis));

@@ -35,3 +35,22 @@ func.func @rules(%x: tensor<2x4x8xf32>, %w: tensor<24x8xf32>, %b: tensor<8xf32>,
   %t = cpc.transpose %x {permutation = array<i64: 0, 2, 1>} : tensor<2x4x8xf32> -> tensor<2x8x4xf32>
   return %heads, %r, %mx, %mn, %sm, %a, %sl, %c, %ln, %t : tensor<2x4x3x2x4xf32>, tensor<4x6xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x2x8xf32>, tensor<2x8x8xf32>, tensor<2x4x8xf32>, tensor<2x8x4xf32>
 }
+
+// Tests the gathers' indexed dim: a stored table's rows (vocab parallelism) and a cross-entropy's
+// classes (the picked logits are under half the data) may stay split, each rank gathering from
+// its block: a reduction, the results partial sums; the indices' dims pass through (a batch
+// split of the token ids splits the lookups; in the gradient, the scatters are partial sums).
+// An activation whose gather keeps most of it needs the dim whole.
+// CHECK-LABEL: func.func @gathers
+// CHECK: cpc.gather {{.*}}cpc.sharding_rule = "([i, l], [j, k]) -> ([j, k, l]) {i=16, j=2, k=4, l=8} reduction={i}"
+// CHECK: cpc.gather_elements {{.*}}cpc.sharding_rule = "([i, j], [i, ]) -> ([i, ]) {i=8, j=16} reduction={j}"
+// CHECK: cpc.gather_grad {{.*}}cpc.sharding_rule = "([j, k, l], [j, k]) -> ([i, l]) {i=16, j=2, k=4, l=8} reduction={j, k}"
+// CHECK: cpc.gather_elements {{.*}}cpc.sharding_rule = "([i, k, j], [i, l, j]) -> ([i, m, j]) {i=2, j=8, k=4, l=3, m=3} need_replication={k, l, m}"
+func.func @gathers(%ids: tensor<2x4xi64>, %tgt: tensor<8x1xi64>, %logits: tensor<8x16xf32>, %g: tensor<2x4x8xf32>, %act: tensor<2x4x8xf32>, %pos: tensor<2x3x8xi64>) -> (tensor<2x4x8xf32>, tensor<8x1xf32>, tensor<16x8xf32>, tensor<2x3x8xf32>) {
+  %t = cpc.parameter "tok.weight" trainable : tensor<16x8xf32>
+  %e = cpc.gather %t, %ids {axis = 0 : i64} : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  %p = cpc.gather_elements %logits, %tgt {axis = 1 : i64} : (tensor<8x16xf32>, tensor<8x1xi64>) -> tensor<8x1xf32>
+  %dt = cpc.gather_grad %g, %ids {axis = 0 : i64, dim_size = 16 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<16x8xf32>
+  %k = cpc.gather_elements %act, %pos {axis = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x3x8xi64>) -> tensor<2x3x8xf32>
+  return %e, %p, %dt, %k : tensor<2x4x8xf32>, tensor<8x1xf32>, tensor<16x8xf32>, tensor<2x3x8xf32>
+}

@@ -112,3 +112,28 @@ func.func @attention(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {cpc
   %zb = cpc.add %pb, %z : (tensor<8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %zb : tensor<2x4x8xf32>
 }
+
+// -----
+
+// Tests vocab parallelism: a token embedding (a table gathered along its rows at an integer
+// input) is split by rows over tp, whether or not an output head reads it too.
+// CHECK-LABEL: func.func @embedding
+// CHECK: cpc.parameter "tok.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp"], []], priority = 1>]} : tensor<16x8xf32>
+func.func @embedding(%ids: tensor<2x4xi64>) -> tensor<2x4x16xf32> attributes {cpc.phase = #cpc.phase<train_step>} {
+  %t = cpc.parameter "tok.weight" trainable : tensor<16x8xf32>
+  %e = cpc.gather %t, %ids {axis = 0 : i64} : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  %logits = cpc.matmul %e, %t {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  return %logits : tensor<2x4x16xf32>
+}
+
+// -----
+
+// Tests that a table whose rows do not divide by tp stays whole, with a note.
+// CHECK-LABEL: func.func @odd_vocabulary
+// CHECK: cpc.parameter "tok.weight" trainable : tensor<15x8xf32>
+func.func @odd_vocabulary(%ids: tensor<2x4xi64>) -> tensor<2x4x8xf32> attributes {cpc.phase = #cpc.phase<train_step>} {
+  %t = cpc.parameter "tok.weight" trainable : tensor<15x8xf32>
+  // expected-remark @+1 {{the embedding 'tok.weight' stays replicated: its 15 rows do not split over tp=2}}
+  %e = cpc.gather %t, %ids {axis = 0 : i64} : (tensor<15x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  return %e : tensor<2x4x8xf32>
+}

@@ -167,3 +167,87 @@ TEST(IndexingKernels, ArgSortStableWithDuplicates) {
   run("cpc.argsort", {ref(u, {3, 2}, DType::U8)}, {ref(o2, {3, 2}, DType::I64)}, {{"axis", 0}});
   EXPECT_EQ(o2, (std::vector<int64_t>{2, 0, 0, 2, 1, 1}));
 }
+
+namespace {
+
+/// Runs `op` as rank `rank` of a dp=2 x tp=2 mesh (the kernels read their block from it).
+void runOnRank(const char *op, std::vector<TensorRef> ins, std::vector<TensorRef> outs, const nlohmann::json &attrs,
+               int rank) {
+  static const std::vector<int64_t> shape = {2, 2};
+  static const std::vector<std::string> axes = {"dp", "tp"};
+  KernelFn fn = KernelRegistry::cpu().find(op);
+  ASSERT_NE(fn, nullptr) << op;
+  KernelContext ctx;
+  ctx.op = op;
+  ctx.inputs = std::move(ins);
+  ctx.outputs = std::move(outs);
+  ctx.attrs = &attrs;
+  ctx.rank = rank;
+  ctx.meshShape = &shape;
+  ctx.meshAxes = &axes;
+  fn(ctx);
+}
+
+} // namespace
+
+// Vocab parallelism: each tp rank holds rows [2t, 2t+2) of a [4, 3] table and looks up the
+// global ids; rows outside its block come out zero, so the ranks' results add up to the lookup
+// of the whole table (and the dp coordinate does not matter).
+TEST(IndexingKernels, GatherFromABlockOfRowsGivesAPartialSum) {
+  std::vector<float> table(12);
+  std::iota(table.begin(), table.end(), 1.f);
+  std::vector<int64_t> ids = {3, 0, -1, 2, 1}; // -1 is row 3
+  std::vector<float> whole(15), sum(15, 0.f);
+  run("cpc.gather", {ref(table, {4, 3}), ref(ids, {5}, DType::I64)}, {ref(whole, {5, 3})}, {{"axis", 0}});
+  for (int t = 0; t < 2; ++t) {
+    std::vector<float> block(table.begin() + 6 * t, table.begin() + 6 * t + 6), out(15, -7.f);
+    runOnRank("cpc.gather", {ref(block, {2, 3}), ref(ids, {5}, DType::I64)}, {ref(out, {5, 3})},
+              {{"axis", 0}, {"block_axes", {"tp"}}}, /*rank=*/2 + t); // dp coordinate 1
+    for (int i = 0; i < 15; ++i)
+      sum[i] += out[i];
+  }
+  EXPECT_EQ(sum, whole);
+}
+
+TEST(IndexingKernels, GatherElementsFromABlockOfColumnsGivesAPartialSum) {
+  std::vector<float> logits = {1, 2, 3, 4, 5, 6, 7, 8}; // [2, 4], split into [2, 2] column blocks
+  std::vector<int64_t> target = {3, 0};                 // [2, 1]
+  std::vector<float> sum(2, 0.f);
+  for (int t = 0; t < 2; ++t) {
+    std::vector<float> block = {logits[2 * t], logits[2 * t + 1], logits[4 + 2 * t], logits[5 + 2 * t]}, out(2);
+    runOnRank("cpc.gather_elements", {ref(block, {2, 2}), ref(target, {2, 1}, DType::I64)}, {ref(out, {2, 1})},
+              {{"axis", 1}, {"block_axes", {"tp"}}}, t);
+    sum[0] += out[0];
+    sum[1] += out[1];
+  }
+  EXPECT_EQ(sum, (std::vector<float>{4, 5}));
+}
+
+// The gradients: each tp rank adds only the ids inside its block, and the blocks side by side
+// are the whole table's gradient.
+TEST(IndexingKernels, GatherGradsIntoABlockAddOnlyItsIndices) {
+  std::vector<float> g = {1, 10, 100, 1000}; // [4, 1] rows for ids 3, 0, 3, 1
+  std::vector<int64_t> ids = {3, 0, 3, 1};
+  std::vector<float> whole(4);
+  run("cpc.gather_grad", {ref(g, {4, 1}), ref(ids, {4}, DType::I64)}, {ref(whole, {4, 1})},
+      {{"axis", 0}, {"dim_size", 4}});
+  std::vector<float> joined;
+  for (int t = 0; t < 2; ++t) {
+    std::vector<float> block(2, -7.f);
+    runOnRank("cpc.gather_grad", {ref(g, {4, 1}), ref(ids, {4}, DType::I64)}, {ref(block, {2, 1})},
+              {{"axis", 0}, {"dim_size", 2}, {"block_axes", {"tp"}}}, t);
+    joined.insert(joined.end(), block.begin(), block.end());
+  }
+  EXPECT_EQ(joined, whole);
+  EXPECT_EQ(whole, (std::vector<float>{10, 1000, 0, 101}));
+
+  std::vector<float> ge = {5, 6};         // [2, 1]
+  std::vector<int64_t> target = {3, 0};   // [2, 1]
+  std::vector<float> left(4), right(4);   // [2, 2] blocks of a [2, 4] gradient
+  runOnRank("cpc.gather_elements_grad", {ref(ge, {2, 1}), ref(target, {2, 1}, DType::I64)}, {ref(left, {2, 2})},
+            {{"axis", 1}, {"block_axes", {"tp"}}}, 0);
+  runOnRank("cpc.gather_elements_grad", {ref(ge, {2, 1}), ref(target, {2, 1}, DType::I64)}, {ref(right, {2, 2})},
+            {{"axis", 1}, {"block_axes", {"tp"}}}, 1);
+  EXPECT_EQ(left, (std::vector<float>{0, 0, 6, 0}));
+  EXPECT_EQ(right, (std::vector<float>{0, 5, 0, 0}));
+}
