@@ -81,6 +81,33 @@ std::string libraryMessage(const nlohmann::json::exception &e) {
   size_t tag = what.find("] ");
   return tag == std::string::npos ? what : what.substr(tag + 2);
 }
+/// parallel.tensor.shard: {"REGEX": "SPEC", ...} (a shardformer-style policy; applied in key
+/// order) or ["REGEX=SPEC", ...] (in list order), SPEC as --shard writes it ("tp,-").
+std::vector<std::string> shardRuleList(const nlohmann::json &v, const std::string &origin) {
+  const std::string key = "parallel.tensor.shard";
+  std::vector<std::string> rules;
+  auto check = [&](const std::string &regex, const nlohmann::json &spec) {
+    if (regex.empty() || !spec.is_string() || spec.get<std::string>().empty())
+      fail(origin, key, "expected {\"REGEX\": \"SPEC\"} or [\"REGEX=SPEC\"] with SPEC like \"tp,-\"");
+    rules.push_back(regex + "=" + spec.get<std::string>());
+  };
+  if (v.is_object()) {
+    for (const auto &[regex, spec] : v.items())
+      check(regex, spec);
+  } else if (v.is_array()) {
+    for (const nlohmann::json &entry : v) {
+      std::string text = entry.is_string() ? entry.get<std::string>() : "";
+      size_t eq = text.rfind('=');
+      if (eq == std::string::npos)
+        fail(origin, key, "expected \"REGEX=SPEC\" entries, got " + entry.dump());
+      check(text.substr(0, eq), text.substr(eq + 1));
+    }
+  } else {
+    fail(origin, key, "expected {\"REGEX\": \"SPEC\"} or [\"REGEX=SPEC\"]");
+  }
+  return rules;
+}
+
 } // namespace
 
 void TrainRecipe::loadFile(const std::string &path) {
@@ -172,6 +199,8 @@ void TrainRecipe::apply(const nlohmann::json &config, const std::string &origin)
           for (const auto &[tk, tv] : pv.items()) {
             if (tk == "size") {
               tensorParallel = integer(tv, origin, "parallel.tensor.size", 1);
+            } else if (tk == "shard") {
+              shardRules = shardRuleList(tv, origin);
             } else if (tk == "mode") {
               if (!tv.is_null() && tv != "1d")
                 fail(origin, "parallel.tensor.mode",

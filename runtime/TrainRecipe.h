@@ -32,6 +32,9 @@ struct TrainRecipe {
   std::string lrSchedule = "constant"; // "constant" | "cosine"
   int64_t accumulation = 1;
   int64_t tensorParallel = 1; // parallel.tensor.size (mode '1d')
+  // parallel.tensor.shard: manual splits as REGEX=SPEC (the --shard syntax), applied in order
+  // before the command line's --shard rules (which therefore win).
+  std::vector<std::string> shardRules;
   double clipGradNorm = 0.0;
   double beta1 = 0.9, beta2 = 0.95, epsilon = 1e-8;
   std::vector<std::string> frozen;

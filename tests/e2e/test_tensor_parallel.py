@@ -172,6 +172,27 @@ with tempdir() as work:
 
     results.check("--shard splits a parameter the pattern leaves whole, still equal to one rank", manual_override)
 
+    def config_policy():
+        # The same splits as a shardformer-style policy in the config (parallel.tensor.shard):
+        # the same plan, so the same losses bit for bit.
+        policy = dict(RECIPE, parallel={"tensor": {"mode": "1d", "size": 2, "shard": {
+            "onnx::MatMul_60": "-,tp", "inp\\.bias": "tp"}}})
+        ours, _, _ = train(work, "tp2-policy", [], policy)
+        by_flag, _, _ = train(work, "tp2-shard-flags", ["--tp", "2", "--shard", "onnx::MatMul_60=-,tp",
+                                                  "--shard", "inp\\.bias=tp"])
+        assert [m["loss"] for m in ours] == [m["loss"] for m in by_flag], "the policy and --shard differ"
+        config = os.path.join(work, "bad-policy.json")
+        with open(config, "w") as f:
+            json.dump(dict(RECIPE, parallel={"tensor": {"size": 2, "shard": {"inp\\.bias": 3}}}), f)
+        out = run([tool("cpc"), "compile", os.path.join(work, "mlp.onnx"), "--config", config, "-o",
+                   os.path.join(work, "bad.plan")], check=False)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 1 and len(lines) == 1 and "parallel.tensor.shard" in lines[0] and \
+            "bad-policy.json" in lines[0], out.stderr
+        print("   parallel.tensor.shard: losses equal to --shard's; a bad entry: %s" % lines[0])
+
+    results.check("parallel.tensor.shard in the config splits as --shard does", config_policy)
+
     def bad_flags():
         model = os.path.join(work, "mlp.onnx")
         for flags, expected in [

@@ -51,7 +51,8 @@ Options:
                              reduce-scatter
   --shard REGEX=SPEC         Split the parameters whose name matches REGEX as SPEC, one entry per
                              dim: '-' (whole) or mesh axes joined by '*', e.g. 'fc1\.weight=tp,-'
-                             (repeatable; overrides the Megatron choice)
+                             (repeatable; overrides the Megatron choice and the config's
+                             parallel.tensor.shard policy)
   --no-inplace               Never let an op write its result over an input
 )";
 
@@ -286,8 +287,6 @@ int runCompile(int argc, char **argv) {
       std::string v = takeValue(argc, argv, i);
       if (v.find('=') == std::string::npos || v[0] == '=')
         throw UsageError("--shard expects REGEX=SPEC, got '" + v + "'");
-      size_t eq = v.rfind('=');
-      std::replace(v.begin() + eq, v.end(), ',', ':'); // the pipeline's lists split at commas
       shardRules.push_back(v);
     } else if (arg == "--set") {
       overrides.push_back(takeValue(argc, argv, i));
@@ -359,7 +358,11 @@ int runCompile(int argc, char **argv) {
     TrainingPipelineOptions pipeline;
     setPipelineOptions(pipeline, recipe, dataParallel, zeroStage);
     pipeline.tensorParallel = tensorParallel;
-    pipeline.shard = shardRules;
+    std::vector<std::string> rules = recipe.shardRules; // the config's policy first: --shard overrides it
+    rules.insert(rules.end(), shardRules.begin(), shardRules.end());
+    for (std::string &rule : rules) // the pipeline's lists split at commas: SPEC dims go as ':'
+      std::replace(rule.begin() + rule.rfind('='), rule.end(), ',', ':');
+    pipeline.shard = rules;
     if (sequenceParallel && tensorParallel < 2)
       throw UsageError("--sp splits the sequence over the tensor-parallel ranks: use it with --tp N (N > 1)");
     pipeline.sequenceParallel = sequenceParallel;
