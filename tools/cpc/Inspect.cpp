@@ -3,6 +3,7 @@
 #include "runtime/Plan.h"
 #include "tools/cpc/Commands.h"
 
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -52,11 +53,19 @@ int runInspect(int argc, char **argv) {
   std::map<std::string, int> bufferCounts;
   for (const auto &b : plan.buffers)
     bufferCounts[b.aliasOf >= 0 ? "view" : bufferKindName(b.kind)]++;
-  int64_t trainable = 0, sharded = 0, parameterCount = 0;
+  // Parameters stored as blocks: over the batch (data-parallel) axes (ZeRO-3), over others
+  // (tensor parallelism); one may be both.
+  std::vector<std::string> batchAxes = plan.training.value("batch_axes", std::vector<std::string>{});
+  int64_t trainable = 0, overBatch = 0, overModel = 0, parameterCount = 0;
   for (const auto &b : plan.buffers)
     if (b.kind == BufferKind::Parameter && b.aliasOf < 0) {
       parameterCount++;
-      sharded += b.sharded();
+      bool batch = false, model = false;
+      for (const auto &axes : b.shardDims)
+        for (const std::string &axis : axes)
+          (std::find(batchAxes.begin(), batchAxes.end(), axis) != batchAxes.end() ? batch : model) = true;
+      overBatch += batch;
+      overModel += model;
       if (b.trainable)
         trainable += numElements(b.sharded() ? b.globalShape : b.shape);
     }
@@ -107,12 +116,12 @@ int runInspect(int argc, char **argv) {
     int64_t tensorParallel = plan.training.value("tensor_parallel", 1);
     std::cout << "  data parallel: " << states.ranks << " rank" << (states.ranks > 1 ? "s" : "") << ", ZeRO stage "
               << states.zeroStage;
-    if (sharded && tensorParallel > 1)
-      std::cout << "\n  tensor parallel: " << tensorParallel << " ranks (" << sharded << " of " << parameterCount
-                << " parameters split over tp: each rank stores and updates its block)";
-    else if (sharded)
-      std::cout << " (" << sharded << " of " << parameterCount
+    if (overBatch)
+      std::cout << " (" << overBatch << " of " << parameterCount
                 << " parameters stored as per-rank blocks, gathered before use)";
+    if (overModel && tensorParallel > 1)
+      std::cout << "\n  tensor parallel: " << tensorParallel << " ranks (" << overModel << " of " << parameterCount
+                << " parameters split over tp: each rank stores and updates its block)";
     std::cout << "\n  " << states.summary() << "\n";
   }
   return 0;
