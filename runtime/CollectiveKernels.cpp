@@ -195,9 +195,43 @@ void shardSliceKernel(kernels::KernelContext &ctx) {
   copyBlock(in.data, in.shape, out.data, out.shape, starts, dtypeSize(in.dtype), true);
 }
 
+/// The world rank of this rank's peer: its coordinates with the one of `axis` set to `peer`.
+int peerRank(const kernels::KernelContext &ctx) {
+  checkMesh(ctx);
+  int64_t axis = axisIndex(ctx, ctx.attr("axis").get<std::string>()), peer = ctx.attrInt("peer");
+  std::vector<int64_t> coords = meshCoordinates(ctx.rank, *ctx.meshShape);
+  if (peer < 0 || peer >= (*ctx.meshShape)[axis])
+    ctx.fail("peer " + std::to_string(peer) + " is outside the mesh");
+  coords[axis] = peer;
+  int64_t rank = 0;
+  for (size_t d = 0; d < coords.size(); ++d)
+    rank = rank * (*ctx.meshShape)[d] + coords[d];
+  if (rank == ctx.rank)
+    ctx.fail("the peer is this rank");
+  return (int)rank;
+}
+
+void sendKernel(kernels::KernelContext &ctx) {
+  if (!ctx.comm)
+    ctx.fail("needs a communicator (run the plan with cpc-run)");
+  const TensorRef &in = ctx.inputs.at(0);
+  ctx.comm->send(in.data, in.bytes(), peerRank(ctx), ctx.attrInt("channel"));
+}
+
+void recvKernel(kernels::KernelContext &ctx) {
+  if (!ctx.comm)
+    ctx.fail("needs a communicator (run the plan with cpc-run)");
+  const TensorRef &out = ctx.outputs.at(0);
+  ctx.comm->recv(out.data, out.bytes(), peerRank(ctx), ctx.attrInt("channel"));
+}
+
 } // namespace
 
 kernels::KernelFn findCollectiveKernel(const std::string &op) {
+  if (op == "cpc.send")
+    return sendKernel;
+  if (op == "cpc.recv")
+    return recvKernel;
   if (op == "cpc.all_reduce")
     return allReduceKernel;
   if (op == "cpc.shard_slice")

@@ -1,6 +1,7 @@
 //===- Communicator.cpp - the single-rank communicator and count reports --===//
 #include "runtime/Communicator.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -56,7 +57,73 @@ public:
   }
   void barrier() override { Communicator::count("barrier", 0); }
 
+  // On one rank a stage can only talk to itself: a send is copied (so it completes at once) and
+  // kept until a receive of its channel takes it; a receive completes when a send meets it.
+  Transfer postSend(const void *data, int64_t bytes, int peer, int64_t channel) override {
+    checkPeer("send", bytes, peer);
+    auto waiting = std::find_if(transfers_.begin(), transfers_.end(), [&](const Pending &p) {
+      return !p.isSend && !p.done && p.channel == channel;
+    });
+    if (waiting != transfers_.end()) {
+      deliver(*waiting, data, bytes);
+    } else {
+      const auto *b = static_cast<const uint8_t *>(data);
+      queued_.push_back({channel, std::vector<uint8_t>(b, b + bytes)});
+    }
+    transfers_.push_back({channel, true, true, nullptr, bytes});
+    Communicator::count("send", bytes);
+    return transfers_.size() - 1;
+  }
+  Transfer postRecv(void *data, int64_t bytes, int peer, int64_t channel) override {
+    checkPeer("recv", bytes, peer);
+    transfers_.push_back({channel, false, false, data, bytes});
+    auto sent = std::find_if(queued_.begin(), queued_.end(), [&](const Queued &q) { return q.channel == channel; });
+    if (sent != queued_.end()) {
+      deliver(transfers_.back(), sent->data.data(), sent->data.size());
+      queued_.erase(sent);
+    }
+    Communicator::count("recv", 0);
+    return transfers_.size() - 1;
+  }
+  void wait(Transfer t) override {
+    if (t < 0 || t >= (Transfer)transfers_.size())
+      throw RuntimeError("rank 0: wait on an unknown transfer");
+    if (!transfers_[t].done)
+      throw RuntimeError("rank 0: recv on channel " + std::to_string(transfers_[t].channel) +
+                         " has no matching send (it would wait forever)");
+    transfers_[t].waited = true;
+    if (std::all_of(transfers_.begin(), transfers_.end(), [](const Pending &p) { return p.waited; }))
+      transfers_.clear(); // every handle is spent: start again (a step's transfers do not pile up)
+  }
+
 private:
+  struct Pending {
+    int64_t channel;
+    bool isSend, done;
+    void *target;
+    int64_t bytes;
+    bool waited = false;
+  };
+  struct Queued {
+    int64_t channel;
+    std::vector<uint8_t> data;
+  };
+  static void checkPeer(const char *kind, int64_t bytes, int peer) {
+    if (peer != 0 || bytes < 0)
+      throw RuntimeError(std::string("rank 0: ") + kind + ": invalid peer " + std::to_string(peer) + " or size " +
+                         std::to_string(bytes) + " (world size 1)");
+  }
+  static void deliver(Pending &recv, const void *data, int64_t bytes) {
+    if (bytes != recv.bytes)
+      throw RuntimeError("rank 0: recv on channel " + std::to_string(recv.channel) + " expects " +
+                         std::to_string(recv.bytes) + " B, the send has " + std::to_string(bytes) + " B");
+    if (bytes)
+      std::memcpy(recv.target, data, bytes);
+    recv.done = true;
+  }
+  std::vector<Pending> transfers_;
+  std::vector<Queued> queued_; // sends no receive has taken yet, oldest first
+
   // Same checks as the MPI communicator, so that plans fail the same way on one rank.
   static void check(const char *kind, int64_t count, DType type, const std::vector<int> &group) {
     if (type != DType::F32 && type != DType::F64 && type != DType::I64)

@@ -57,6 +57,18 @@ public:
   virtual void broadcast(void *data, int64_t bytes, int root) = 0;
   virtual void barrier() = 0;
 
+  /// Point-to-point (pipeline stages): a transfer of `bytes` to or from world rank `peer` on
+  /// `channel` (a message matches the receive of the same peer pair and channel). Posting does
+  /// not wait; wait() completes the transfer (a receive's data is then in place, a send's buffer
+  /// free again). Receives may be posted before the matching send. Sends count as "send" (their
+  /// bytes), receives as "recv" (no bytes: the peer sent them).
+  using Transfer = int64_t;
+  virtual Transfer postSend(const void *data, int64_t bytes, int peer, int64_t channel) = 0;
+  virtual Transfer postRecv(void *data, int64_t bytes, int peer, int64_t channel) = 0;
+  virtual void wait(Transfer transfer) = 0;
+  void send(const void *data, int64_t bytes, int peer, int64_t channel) { wait(postSend(data, bytes, peer, channel)); }
+  void recv(void *data, int64_t bytes, int peer, int64_t channel) { wait(postRecv(data, bytes, peer, channel)); }
+
   /// Counters since the last reset, by kind ("all_reduce", "all_gather", "reduce_scatter", ...).
   const std::map<std::string, CollectiveCount> &counts() const { return counts_; }
   void resetCounts() { counts_.clear(); }

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 
 namespace cpc {
 namespace {
@@ -83,13 +84,61 @@ public:
     MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(world_, &rank_);
     MPI_Comm_size(world_, &size_);
+    // Point-to-point messages on their own copy: their tags (channels) never meet the rings'.
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &p2p_), "init", {});
+    MPI_Comm_set_errhandler(p2p_, MPI_ERRORS_RETURN);
+    int *tagUpperBound = nullptr, found = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tagUpperBound, &found);
+    if (found && tagUpperBound)
+      maxChannel_ = *tagUpperBound;
   }
   ~MpiCommunicator() override {
     if (!mpiActive())
       return;
     for (auto &[group, g] : groups_)
       MPI_Comm_free(&g.comm);
+    MPI_Comm_free(&p2p_);
     MPI_Comm_free(&world_);
+  }
+
+  Transfer postSend(const void *data, int64_t bytes, int peer, int64_t channel) override {
+    checkTransfer("send", bytes, peer, channel);
+    const char *p = static_cast<const char *>(data);
+    std::vector<MPI_Request> &requests = transfers_[nextTransfer_];
+    // In chunks an int can count; MPI keeps messages of one pair and tag in order.
+    for (int64_t done = 0; done < bytes || (bytes == 0 && done == 0); done += kMessageChunk) {
+      int n = (int)std::min<int64_t>(kMessageChunk, bytes - done);
+      requests.emplace_back();
+      check(MPI_Isend(p + done, n, MPI_BYTE, peer, (int)channel, p2p_, &requests.back()), "send", {peer});
+      if (bytes == 0)
+        break;
+    }
+    Communicator::count("send", bytes);
+    return nextTransfer_++;
+  }
+
+  Transfer postRecv(void *data, int64_t bytes, int peer, int64_t channel) override {
+    checkTransfer("recv", bytes, peer, channel);
+    char *p = static_cast<char *>(data);
+    std::vector<MPI_Request> &requests = transfers_[nextTransfer_];
+    for (int64_t done = 0; done < bytes || (bytes == 0 && done == 0); done += kMessageChunk) {
+      int n = (int)std::min<int64_t>(kMessageChunk, bytes - done);
+      requests.emplace_back();
+      check(MPI_Irecv(p + done, n, MPI_BYTE, peer, (int)channel, p2p_, &requests.back()), "recv", {peer});
+      if (bytes == 0)
+        break;
+    }
+    Communicator::count("recv", 0);
+    return nextTransfer_++;
+  }
+
+  void wait(Transfer transfer) override {
+    auto it = transfers_.find(transfer);
+    if (it == transfers_.end())
+      throw RuntimeError("rank " + std::to_string(rank_) + ": wait on an unknown transfer");
+    std::vector<MPI_Request> requests = std::move(it->second);
+    transfers_.erase(it);
+    check(MPI_Waitall((int)requests.size(), requests.data(), MPI_STATUSES_IGNORE), "point-to-point", {});
   }
 
   int rank() const override { return rank_; }
@@ -315,7 +364,19 @@ private:
     return groups_[group] = Group{comm, position, (int)group.size()};
   }
 
-  MPI_Comm world_ = MPI_COMM_NULL;
+  void checkTransfer(const char *kind, int64_t bytes, int peer, int64_t channel) const {
+    if (peer < 0 || peer >= size_ || peer == rank_ || bytes < 0 || channel < 0 || channel > maxChannel_)
+      throw RuntimeError("rank " + std::to_string(rank_) + ": " + kind + ": invalid peer " + std::to_string(peer) +
+                         ", size " + std::to_string(bytes) + " or channel " + std::to_string(channel) +
+                         " (world size " + std::to_string(size_) + ", channels up to " +
+                         std::to_string(maxChannel_) + ")");
+  }
+
+  static constexpr int64_t kMessageChunk = INT_MAX / 2;
+  MPI_Comm world_ = MPI_COMM_NULL, p2p_ = MPI_COMM_NULL;
+  int64_t maxChannel_ = 32767; // MPI guarantees at least this tag
+  std::map<Transfer, std::vector<MPI_Request>> transfers_;
+  Transfer nextTransfer_ = 0;
   int rank_ = 0, size_ = 1;
   Group worldGroup_;
   std::map<std::vector<int>, Group> groups_;

@@ -768,6 +768,30 @@ LogicalResult AllToAllOp::verify() {
   return success();
 }
 
+/// A point-to-point op's peer: a coordinate of an axis of its mesh; channels are >= 0.
+static LogicalResult verifyPeer(Operation *op, FlatSymbolRefAttr meshRef, StringRef axis, int64_t peer,
+                                int64_t channel, SymbolTableCollection &symbols) {
+  FailureOr<MeshOp> mesh = lookupMesh(op, meshRef, symbols);
+  if (failed(mesh))
+    return failure();
+  int64_t size = mesh->getAxisSize(axis);
+  if (size < 0)
+    return op->emitOpError("mesh ") << meshRef << " has no axis '" << axis << "'";
+  if (peer < 0 || peer >= size)
+    return op->emitOpError("peer ") << peer << " is not a coordinate of axis '" << axis << "' (size " << size << ")";
+  if (channel < 0)
+    return op->emitOpError("channel must be >= 0, got ") << channel;
+  return success();
+}
+
+LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyPeer(*this, getMeshAttr(), getAxis(), getPeer(), getChannel(), symbols);
+}
+
+LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyPeer(*this, getMeshAttr(), getAxis(), getPeer(), getChannel(), symbols);
+}
+
 LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
   FailureOr<int64_t> group = collectiveGroupSize(*this, getMeshAttr(), getAxes(), symbols);
   if (failed(group))

@@ -590,6 +590,31 @@ def Cpc_ReduceScatterOp : Cpc_Op<"reduce_scatter", [DeclareOpInterfaceMethods<Sy
   }];
 }
 
+def Cpc_SendOp : Cpc_Op<"send", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Sends a value to the rank at coordinate `peer` along mesh axis `axis` (pipeline stages)";
+  let description = [{
+    Point-to-point: the receiving rank has this rank's coordinates on every other axis and
+    issues the cpc.recv of the same `channel` with this rank's coordinate as its `peer`. Not
+    Pure: never reordered or dropped.
+    Example: `cpc.send %x to @mesh ["pp" = 1] channel 3 : tensor<2x4xf32>`
+  }];
+  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrAttr:$axis, I64Attr:$peer,
+                       I64Attr:$channel);
+  let assemblyFormat = "$input `to` $mesh ` ` `[` $axis `=` $peer `]` `channel` $channel attr-dict `:` type($input)";
+}
+
+def Cpc_RecvOp : Cpc_Op<"recv", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Receives a value from the rank at coordinate `peer` along mesh axis `axis`";
+  let description = [{
+    The counterpart of cpc.send: the value the rank at `peer` (this rank's coordinates on the
+    other axes) sends on `channel`, of the result's type.
+    Example: `%x = cpc.recv from @mesh ["pp" = 0] channel 3 : tensor<2x4xf32>`
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$mesh, StrAttr:$axis, I64Attr:$peer, I64Attr:$channel);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "`from` $mesh ` ` `[` $axis `=` $peer `]` `channel` $channel attr-dict `:` type($result)";
+}
+
 def Cpc_ShardSliceOp : Cpc_Op<"shard_slice", [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "This rank's block of a value that every rank holds whole";
   let description = [{

@@ -90,6 +90,49 @@ void groupAlongInnerDim(Communicator &comm) {
   check(ok, "gather over tp along dim 1");
 }
 
+/// Pipeline stages on a dp x pp mesh (pp = 2): stage 0 sends its [2, 3] activation to stage 1 of
+/// its own dp row (cpc.send, peer 1) and stage 1 receives it (cpc.recv, peer 0); the value then
+/// goes back on another channel. Each pair talks only within its dp row.
+void sendRecvBetweenStages(Communicator &comm) {
+  const int n = comm.size(), r = comm.rank();
+  if (n % 2)
+    return;
+  Mesh mesh{{n / 2, 2}, {"dp", "pp"}};
+  const int stage = r % 2, row = r / 2;
+  auto runP2p = [&](const char *op, std::vector<TensorRef> ins, std::vector<TensorRef> outs,
+                    const nlohmann::json &attrs) {
+    kernels::KernelContext ctx;
+    ctx.op = op;
+    ctx.inputs = std::move(ins);
+    ctx.outputs = std::move(outs);
+    ctx.attrs = &attrs;
+    ctx.comm = &comm;
+    ctx.rank = r;
+    ctx.meshShape = &mesh.shape;
+    ctx.meshAxes = &mesh.axes;
+    findCollectiveKernel(op)(ctx);
+  };
+  std::vector<float> act(6), got(6, -1.f);
+  for (int i = 0; i < 6; ++i)
+    act[i] = float(100 * row + i);
+  if (stage == 0) {
+    runP2p("cpc.send", {ref(act, {2, 3})}, {}, {{"axis", "pp"}, {"peer", 1}, {"channel", 0}});
+    runP2p("cpc.recv", {}, {ref(got, {2, 3})}, {{"axis", "pp"}, {"peer", 1}, {"channel", 1}});
+    check(got == act, "stage 0 gets its activation back from stage 1");
+  } else {
+    runP2p("cpc.recv", {}, {ref(got, {2, 3})}, {{"axis", "pp"}, {"peer", 0}, {"channel", 0}});
+    check(got == act, "stage 1 receives its dp row's activation");
+    runP2p("cpc.send", {ref(got, {2, 3})}, {}, {{"axis", "pp"}, {"peer", 0}, {"channel", 1}});
+  }
+  bool threw = false;
+  try {
+    runP2p("cpc.send", {ref(act, {2, 3})}, {}, {{"axis", "pp"}, {"peer", stage}, {"channel", 2}});
+  } catch (const RuntimeError &e) {
+    threw = std::string(e.what()).find("the peer is this rank") != std::string::npos;
+  }
+  check(threw, "a send to this rank's own coordinate is refused");
+}
+
 /// The all_reduce kernel with kind "max" (as the plan writes `#cpc.reduction<max>`) gives every
 /// rank the element-wise maximum over the tp group; without "kind" it sums.
 void allReduceKinds(Communicator &comm) {
@@ -182,6 +225,7 @@ int main() {
     allReduceKinds(*comm);
     allToAllMovesSplit(*comm);
     reduceScatterInnerDim(*comm);
+    sendRecvBetweenStages(*comm);
   } catch (const std::exception &e) {
     check(false, std::string("unexpected error: ") + e.what());
   }

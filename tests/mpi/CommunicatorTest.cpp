@@ -302,6 +302,54 @@ void singleRank() {
             formatCommCounts(*one) == "comm 5 calls 0 B",
         "single rank counts '" + formatCommCounts(*one) + "'");
   expectError("single rank group", [&] { one->allReduceSum(a, 3, DType::F32, {1}); }, {"rank 0", "all_reduce"});
+  // A stage talking to itself: the send is kept until the receive takes it, in either order.
+  float c[3] = {};
+  one->send(a, 12, 0, 4);
+  one->recv(c, 12, 0, 4);
+  check(c[0] == 1 && c[2] == 3, "single rank send then recv");
+  Communicator::Transfer early = one->postRecv(b, 12, 0, 5);
+  one->send(a, 12, 0, 5);
+  one->wait(early);
+  check(b[1] == 2, "single rank recv posted first");
+  expectError("single rank recv without send", [&] { one->recv(c, 12, 0, 6); }, {"channel 6", "no matching send"});
+}
+
+/// Pipeline-style point-to-point: every rank sends a buffer to the next rank and receives the
+/// previous one's (a ring), with the receive posted before the send (as a stage posts its
+/// receives early) so that no order of arrival can block; then two channels between the same
+/// pair arriving in the other order than they were sent; counted as "send" (bytes) and "recv".
+void pointToPoint(Communicator &comm) {
+  const int n = comm.size(), r = comm.rank(), next = (r + 1) % n, prev = (r + n - 1) % n;
+  std::vector<float> out(1000), in(1000, -1.f);
+  for (int i = 0; i < 1000; ++i)
+    out[i] = float(r * 1000 + i);
+  comm.resetCounts();
+  Communicator::Transfer recv = comm.postRecv(in.data(), 4000, prev, 7);
+  Communicator::Transfer send = comm.postSend(out.data(), 4000, next, 7);
+  comm.wait(send);
+  comm.wait(recv);
+  bool ok = true;
+  for (int i = 0; i < 1000; ++i)
+    ok = ok && in[i] == float(prev * 1000 + i);
+  check(ok, "p2p ring values");
+  check(countOf(comm, "send").calls == 1 && countOf(comm, "send").bytes == 4000 && countOf(comm, "recv").calls == 1 &&
+            countOf(comm, "recv").bytes == 0,
+        "p2p counts");
+  // Ranks 0 and 1: two messages on channels 1 and 2; the receiver waits for channel 2 first.
+  if (r < 2) {
+    int64_t a = 10 + r, b = 20 + r, ga = 0, gb = 0;
+    if (r == 0) {
+      comm.send(&a, 8, 1, 1);
+      comm.send(&b, 8, 1, 2);
+    } else {
+      Communicator::Transfer t1 = comm.postRecv(&ga, 8, 0, 1), t2 = comm.postRecv(&gb, 8, 0, 2);
+      comm.wait(t2);
+      comm.wait(t1);
+      check(ga == 10 && gb == 20, "p2p channels keep their messages apart");
+    }
+  }
+  expectError("p2p to self", [&] { comm.send(out.data(), 4, r, 1); }, {"rank " + std::to_string(r), "invalid peer"});
+  expectError("p2p bad channel", [&] { comm.send(out.data(), 4, next, -1); }, {"channel -1"});
 }
 
 void failureLines() {
@@ -326,7 +374,7 @@ int main() {
   auto second = makeMpiCommunicator(); // a second communicator (its own MPI_Comm_dup) works too
   check(second->size() == comm->size(), "second communicator");
   for (auto *step : {&worldCollectives, &maxCollectives, &largeAndUnevenCollectives, &groupCollectives, &allToAllCollectives,
-                     &errorPaths}) {
+                     &pointToPoint, &errorPaths}) {
     try {
       step(*comm);
     } catch (const std::exception &e) {

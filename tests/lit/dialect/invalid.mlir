@@ -1186,3 +1186,32 @@ func.func @all_to_all_shape(%x: tensor<2x8xf32>) -> tensor<4x2xf32> {
   %0 = cpc.all_to_all %x over @mesh ["tp"] {split_dim = 1 : i64, concat_dim = 0 : i64} : tensor<2x8xf32> -> tensor<4x2xf32>
   return %0 : tensor<4x2xf32>
 }
+
+// -----
+
+// Tests that a send's peer is a coordinate of its axis.
+cpc.mesh @mesh shape = [2, 2] axes = ["dp", "pp"]
+func.func @send_peer_outside(%x: tensor<4xf32>) {
+  // expected-error @+1 {{peer 2 is not a coordinate of axis 'pp' (size 2)}}
+  cpc.send %x to @mesh ["pp" = 2] channel 0 : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that a receive names an axis of its mesh and a channel >= 0.
+cpc.mesh @mesh shape = [2, 2] axes = ["dp", "pp"]
+func.func @recv_unknown_axis() -> tensor<4xf32> {
+  // expected-error @+1 {{mesh @mesh has no axis 'tp'}}
+  %0 = cpc.recv from @mesh ["tp" = 0] channel 0 : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+cpc.mesh @mesh shape = [2, 2] axes = ["dp", "pp"]
+func.func @recv_negative_channel() -> tensor<4xf32> {
+  // expected-error @+1 {{channel must be >= 0, got -1}}
+  %0 = cpc.recv from @mesh ["pp" = 0] channel -1 : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

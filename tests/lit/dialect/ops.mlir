@@ -381,6 +381,17 @@ func.func @reduce_scatter(%x: tensor<8x4xf32>) -> (tensor<2x4xf32>, tensor<8x1xf
   return %0, %1 : tensor<2x4xf32>, tensor<8x1xf32>
 }
 
+// Tests that point-to-point ops round-trip: a stage sends to the rank at pp coordinate 1 and
+// receives from 0, on numbered channels.
+// CHECK-LABEL: func.func @send_recv
+// CHECK: cpc.send %arg0 to @mesh ["pp" = 1] channel 3 : tensor<2x4xf32>
+// CHECK: %{{.*}} = cpc.recv from @mesh ["pp" = 0] channel 4 : tensor<2x4xf32>
+func.func @send_recv(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  cpc.send %x to @mesh ["pp" = 1] channel 3 : tensor<2x4xf32>
+  %0 = cpc.recv from @mesh ["pp" = 0] channel 4 : tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
 // Tests that all_to_all round-trips: a split over tp moves from dim 0 to dim 1.
 // CHECK-LABEL: func.func @all_to_all
 // CHECK: cpc.all_to_all %{{.*}} over @mesh ["tp"] {concat_dim = 0 : i64, split_dim = 1 : i64} : tensor<2x8xf32> -> tensor<8x2xf32>
