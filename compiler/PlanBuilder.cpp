@@ -1,7 +1,8 @@
 //===- PlanBuilder.cpp ----------------------------------------------------===//
 #include "compiler/PlanBuilder.h"
-#include "runtime/Blocks.h"
 #include "compiler/MemoryPlanner.h"
+#include "runtime/Blocks.h"
+#include "runtime/ScheduleCheck.h"
 #include "dialects/cpc/CpcDialect.h"
 #include "dialects/cpc/Roles.h"
 
@@ -147,6 +148,10 @@ public:
                                plan_.bytesOfKind(BufferKind::Constant) + plan_.bytesOfKind(BufferKind::Input) +
                                collectiveScratchBytes();
     plan_.validate();
+    // Every rank's collectives and point-to-point transfers must pair up: a plan in which some
+    // rank would wait forever is not written.
+    if (std::string problem = checkPlanSchedule(plan_); !problem.empty())
+      throw RuntimeError("the plan would hang, " + problem);
     return std::move(plan_);
   }
 

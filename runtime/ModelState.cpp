@@ -45,7 +45,8 @@ namespace {
 /// How many blocks the data-parallel (batch) axes split a stored variable into (1 when they do
 /// not: ZeRO-3 stores parameters split over them).
 int64_t dpBlocks(const Plan &plan, const BufferDesc &b) {
-  std::vector<std::string> batchAxes = plan.training.value("batch_axes", std::vector<std::string>{});
+  std::vector<std::string> batchAxes =
+      plan.training.is_object() ? plan.training.value("batch_axes", std::vector<std::string>{}) : std::vector<std::string>{};
   int64_t blocks = 1;
   for (const std::vector<std::string> &axes : b.shardDims)
     for (const std::string &axis : axes)

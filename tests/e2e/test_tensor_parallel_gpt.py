@@ -111,6 +111,18 @@ with tempdir() as work:
     results.check("dp2 x tp2 equals one rank", layout("dp2tp2", ["--dp", "2", "--tp", "2"], 2))
     results.check("tp=2 --sp equals one rank (sequence-split residual stream)", layout("tp2-sp", ["--tp", "2", "--sp"], 1))
 
+    def schedule_listing():
+        # cpc inspect --schedule: each of the 4 ranks' collectives in order, with their groups,
+        # and the verdict of the check cpc compile ran (a plan that could hang is never written).
+        out = run([tool("cpc"), "inspect", os.path.join(work, "dp2tp2.plan"), "--schedule"]).stdout
+        assert "schedule check: every collective and transfer pairs up" in out, out[-2000:]
+        for r in range(4):
+            assert "  rank %d: " % r in out, out[:2000]
+        assert "cpc.all_reduce max f32[16x1] over {0,1}" in out, out[:4000]
+        print("   " + out.strip().splitlines()[-1])
+
+    results.check("cpc inspect --schedule lists every rank's collectives and the check passes", schedule_listing)
+
     def odd_vocabulary():
         # --shard can keep the table whole (replicated head and cross-entropy): still equal.
         ours, params, summary = train(work, model, "tp2-whole-vocab", ["--tp", "2", "--shard", "tok\\.weight=-,-"])

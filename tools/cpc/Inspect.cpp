@@ -1,20 +1,25 @@
 //===- Inspect.cpp - cpc inspect: describe a plan -------------------------===//
 #include "runtime/ModelState.h"
 #include "runtime/Plan.h"
+#include "runtime/ScheduleCheck.h"
 #include "tools/cpc/Commands.h"
 
 #include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <set>
 
 namespace cpc::tools {
 
 namespace {
-const char *kInspectUsage = R"(Usage: cpc inspect PLAN.bin [--json]
+const char *kInspectUsage = R"(Usage: cpc inspect PLAN.bin [--json | --schedule]
 
 Prints what a plan holds: ranks, ops by kind, buffers, predicted peak memory, parameter bytes,
 inputs and outputs with shapes. --json prints the same as one JSON object (with every step).
+--schedule prints each rank's communication, program by program, in the order the rank issues
+it (collectives with their groups, sends and receives with their peers and channels), and
+whether the ranks' lists pair up (the check cpc compile runs before writing a plan).
 )";
 
 std::string mib(int64_t bytes) {
@@ -22,11 +27,44 @@ std::string mib(int64_t bytes) {
   os << std::fixed << std::setprecision(2) << bytes / 1048576.0 << " MiB (" << bytes << " B)";
   return os.str();
 }
+/// Each rank's communication per program, and the check's verdict.
+int printSchedule(const Plan &plan) {
+  std::set<std::string> names;
+  for (const RankProgram &p : plan.programs)
+    names.insert(p.name);
+  for (const std::string &name : names) {
+    std::cout << "program " << name << ":\n";
+    std::vector<std::vector<CommAction>> ranks = commActions(plan, name);
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      std::cout << "  rank " << r << ": " << ranks[r].size() << " communication step"
+                << (ranks[r].size() == 1 ? "" : "s") << "\n";
+      for (const CommAction &a : ranks[r]) {
+        std::cout << "    " << a.what;
+        if (a.kind == CommAction::Kind::Collective) {
+          std::cout << " over {";
+          for (size_t i = 0; i < a.group.size(); ++i)
+            std::cout << (i ? "," : "") << a.group[i];
+          std::cout << "}";
+        } else {
+          std::cout << (a.kind == CommAction::Kind::Send ? " to rank " : " from rank ") << a.peer << " channel "
+                    << a.channel;
+        }
+        std::cout << (a.loc.empty() ? "" : "  (" + a.loc + ")") << "\n";
+      }
+    }
+  }
+  std::string problem = checkPlanSchedule(plan);
+  std::cout << (problem.empty() ? "schedule check: every collective and transfer pairs up; no rank can wait forever"
+                                : "schedule check FAILED: " + problem)
+            << "\n";
+  return problem.empty() ? 0 : 1;
+}
+
 } // namespace
 
 int runInspect(int argc, char **argv) {
   std::string path;
-  bool json = false;
+  bool json = false, schedule = false;
   for (int i = 2; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -34,6 +72,8 @@ int runInspect(int argc, char **argv) {
       return 0;
     } else if (arg == "--json") {
       json = true;
+    } else if (arg == "--schedule") {
+      schedule = true;
     } else if (!arg.empty() && arg[0] == '-') {
       throw UsageError("unknown option '" + arg + "' for 'cpc inspect'");
     } else if (path.empty()) {
@@ -45,6 +85,8 @@ int runInspect(int argc, char **argv) {
   if (path.empty())
     throw UsageError("'cpc inspect' needs a plan file");
   Plan plan = readPlan(path);
+  if (schedule)
+    return printSchedule(plan);
 
   std::map<std::string, int> opCounts;
   for (const auto &program : plan.programs)
@@ -55,7 +97,8 @@ int runInspect(int argc, char **argv) {
     bufferCounts[b.aliasOf >= 0 ? "view" : bufferKindName(b.kind)]++;
   // Parameters stored as blocks: over the batch (data-parallel) axes (ZeRO-3), over others
   // (tensor parallelism); one may be both.
-  std::vector<std::string> batchAxes = plan.training.value("batch_axes", std::vector<std::string>{});
+  std::vector<std::string> batchAxes =
+      plan.training.is_object() ? plan.training.value("batch_axes", std::vector<std::string>{}) : std::vector<std::string>{};
   int64_t trainable = 0, overBatch = 0, overModel = 0, parameterCount = 0;
   for (const auto &b : plan.buffers)
     if (b.kind == BufferKind::Parameter && b.aliasOf < 0) {

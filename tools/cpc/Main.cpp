@@ -17,6 +17,7 @@ Commands:
                              dialect and print it (or write it with -o)
   compile MODEL.onnx -o PLAN Compile a model into an execution plan for cpc-run
   inspect PLAN               Describe a plan: ranks, ops by kind, buffers, memory, inputs, outputs
+                             (--schedule: each rank's communication and the no-hang check)
 
 Run 'cpc <command> --help' for the options of a command.
 )";
