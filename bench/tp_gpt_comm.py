@@ -18,21 +18,16 @@ For each layout prints, per rank:
     (ranks beyond the machine's cores share them: on 2 cores tp4 is not a scaling figure).
 Nothing here is asserted: timings on a shared machine are noisy.
 """
+import argparse
+import json
 import os
+import subprocess
 import sys
 
-os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = "1"
-os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import subprocess  # noqa: E402
+from benchlib import SOURCE, compile_plan, parameter_bytes, run_metrics  # sets the environment first
 
 import numpy as np  # noqa: E402
 
-SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-BIN = os.path.join(SOURCE, "build", "bin")
 sys.path.insert(0, os.path.join(SOURCE, "examples", "gpt"))
 from gpt_model import CONFIGS  # noqa: E402
 
@@ -79,15 +74,9 @@ def main():
     for layout in args.layouts.split(","):
         dp, tp, sp, flags = flags_of(layout)
         plan = os.path.join(args.work_dir, "gpt-%s.plan" % layout)
-        subprocess.run([os.path.join(BIN, "cpc"), "compile", model, "--config", recipe, "-o", plan, *flags],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        summary = json.loads(subprocess.run([os.path.join(BIN, "cpc"), "inspect", plan, "--json"], check=True,
-                                            capture_output=True, text=True).stdout)
+        summary = compile_plan(model, recipe, plan, flags)
         buffers = summary["buffers"]
-        params = [b for b in buffers if b["kind"] == "parameter" and b["alias_of"] < 0]
-        local = sum(4 * int(np.prod(b["shape"])) for b in params)
-        split = sum(4 * int(np.prod(b["global_shape"])) for b in params if b.get("shard_dims"))
-        total = sum(4 * int(np.prod(b.get("global_shape", b["shape"]))) for b in params)
+        local, split, total = parameter_bytes(summary)
         whole = whole or total
         b = args.batch // dp
         values = [(st["op"], buffers[i]["shape"]) for p in summary["programs"] for st in p["steps"] for i in st["in"]]
@@ -100,12 +89,7 @@ def main():
         colls = ("%d RS + %d AG" % (scatters, gathers)) if sp else "%d AR" % reduces
         expected = ("%d RS + %d AG" % (megatron, megatron)) if sp else "%d AR" % megatron
         metrics = os.path.join(args.work_dir, "gpt-%s.jsonl" % layout)
-        if os.path.exists(metrics):
-            os.remove(metrics)
-        subprocess.run([os.path.join(BIN, "cpc-run"), plan, "--steps", str(args.steps), "--metrics", metrics,
-                        "--quiet", *inputs], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        with open(metrics) as f:
-            lines = [json.loads(line) for line in f]
+        lines = run_metrics(plan, args.steps, metrics, inputs)
         comm = lines[-1].get("comm", {})
         sent = {k: v["bytes"] for k, v in comm.items()}
         step = float(np.median([m["step_s"] for m in lines[1:]] or [lines[0]["step_s"]]))

@@ -102,34 +102,15 @@ public:
   }
 
   Transfer postSend(const void *data, int64_t bytes, int peer, int64_t channel) override {
-    checkTransfer("send", bytes, peer, channel);
-    const char *p = static_cast<const char *>(data);
-    std::vector<MPI_Request> &requests = transfers_[nextTransfer_];
-    // In chunks an int can count; MPI keeps messages of one pair and tag in order.
-    for (int64_t done = 0; done < bytes || (bytes == 0 && done == 0); done += kMessageChunk) {
-      int n = (int)std::min<int64_t>(kMessageChunk, bytes - done);
-      requests.emplace_back();
-      check(MPI_Isend(p + done, n, MPI_BYTE, peer, (int)channel, p2p_, &requests.back()), "send", {peer});
-      if (bytes == 0)
-        break;
-    }
+    Transfer t = post("send", const_cast<void *>(data), bytes, peer, channel);
     Communicator::count("send", bytes);
-    return nextTransfer_++;
+    return t;
   }
 
   Transfer postRecv(void *data, int64_t bytes, int peer, int64_t channel) override {
-    checkTransfer("recv", bytes, peer, channel);
-    char *p = static_cast<char *>(data);
-    std::vector<MPI_Request> &requests = transfers_[nextTransfer_];
-    for (int64_t done = 0; done < bytes || (bytes == 0 && done == 0); done += kMessageChunk) {
-      int n = (int)std::min<int64_t>(kMessageChunk, bytes - done);
-      requests.emplace_back();
-      check(MPI_Irecv(p + done, n, MPI_BYTE, peer, (int)channel, p2p_, &requests.back()), "recv", {peer});
-      if (bytes == 0)
-        break;
-    }
+    Transfer t = post("recv", data, bytes, peer, channel);
     Communicator::count("recv", 0);
-    return nextTransfer_++;
+    return t;
   }
 
   void wait(Transfer transfer) override {
@@ -362,6 +343,25 @@ private:
     check(rc, kind, group);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     return groups_[group] = Group{comm, position, (int)group.size()};
+  }
+
+  /// Posts a send (kind "send") or receive of `bytes` in chunks an int can count (MPI keeps the
+  /// messages of one pair and tag in order); one request even for an empty message.
+  Transfer post(const char *kind, void *data, int64_t bytes, int peer, int64_t channel) {
+    checkTransfer(kind, bytes, peer, channel);
+    bool sending = std::strcmp(kind, "send") == 0;
+    char *p = static_cast<char *>(data);
+    std::vector<MPI_Request> &requests = transfers_[nextTransfer_];
+    int64_t done = 0;
+    do {
+      int n = (int)std::min<int64_t>(kMessageChunk, bytes - done);
+      requests.emplace_back();
+      int rc = sending ? MPI_Isend(p + done, n, MPI_BYTE, peer, (int)channel, p2p_, &requests.back())
+                       : MPI_Irecv(p + done, n, MPI_BYTE, peer, (int)channel, p2p_, &requests.back());
+      check(rc, kind, {peer});
+      done += n;
+    } while (done < bytes);
+    return nextTransfer_++;
   }
 
   void checkTransfer(const char *kind, int64_t bytes, int peer, int64_t channel) const {

@@ -173,19 +173,8 @@ namespace {
 /// Runs `op` as rank `rank` of a dp=2 x tp=2 mesh (the kernels read their block from it).
 void runOnRank(const char *op, std::vector<TensorRef> ins, std::vector<TensorRef> outs, const nlohmann::json &attrs,
                int rank) {
-  static const std::vector<int64_t> shape = {2, 2};
-  static const std::vector<std::string> axes = {"dp", "tp"};
-  KernelFn fn = KernelRegistry::cpu().find(op);
-  ASSERT_NE(fn, nullptr) << op;
-  KernelContext ctx;
-  ctx.op = op;
-  ctx.inputs = std::move(ins);
-  ctx.outputs = std::move(outs);
-  ctx.attrs = &attrs;
-  ctx.rank = rank;
-  ctx.meshShape = &shape;
-  ctx.meshAxes = &axes;
-  fn(ctx);
+  RankOnMesh where{rank, {2, 2}, {"dp", "tp"}};
+  run(op, std::move(ins), std::move(outs), attrs, 2, &where);
 }
 
 } // namespace

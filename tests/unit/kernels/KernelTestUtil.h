@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 namespace cpc::kernels::testing {
@@ -20,9 +21,18 @@ TensorRef ref(std::vector<T> &v, std::vector<int64_t> shape, DType t = DType::F3
   return r;
 }
 
-/// Runs the CPU kernel registered for `op` (failing the test when there is none).
+/// A rank on a device mesh, for kernels that read their block from it.
+struct RankOnMesh {
+  int rank = 0;
+  std::vector<int64_t> shape;
+  std::vector<std::string> axes;
+};
+
+/// Runs the CPU kernel registered for `op` (failing the test when there is none), as `where`'s
+/// rank when given.
 inline void run(const char *op, std::vector<TensorRef> ins, std::vector<TensorRef> outs,
-                const nlohmann::json &attrs = nlohmann::json::object(), int threads = 2) {
+                const nlohmann::json &attrs = nlohmann::json::object(), int threads = 2,
+                const RankOnMesh *where = nullptr) {
   KernelFn fn = KernelRegistry::cpu().find(op);
   ASSERT_NE(fn, nullptr) << op;
   KernelContext ctx;
@@ -31,6 +41,11 @@ inline void run(const char *op, std::vector<TensorRef> ins, std::vector<TensorRe
   ctx.outputs = std::move(outs);
   ctx.attrs = &attrs;
   ctx.threads = threads;
+  if (where) {
+    ctx.rank = where->rank;
+    ctx.meshShape = &where->shape;
+    ctx.meshAxes = &where->axes;
+  }
   fn(ctx);
 }
 

@@ -1,0 +1,46 @@
+"""What the tensor-parallel benchmarks share: one thread per rank, the built tools, and compiling,
+inspecting and running a plan with metrics. Importing it sets the environment (before numpy)."""
+import json
+import os
+import subprocess
+
+os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = "1"
+os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+
+SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+BIN = os.path.join(SOURCE, "build", "bin")
+
+
+def compile_plan(model, config, plan, flags):
+    """Compiles `model` into `plan` and returns `cpc inspect --json` of it."""
+    subprocess.run([os.path.join(BIN, "cpc"), "compile", model, "--config", config, "-o", plan, *flags], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return json.loads(subprocess.run([os.path.join(BIN, "cpc"), "inspect", plan, "--json"], check=True,
+                                     capture_output=True, text=True).stdout)
+
+
+def run_metrics(plan, steps, metrics, extra=()):
+    """Runs `steps` steps of `plan` and returns its metrics lines."""
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    subprocess.run([os.path.join(BIN, "cpc-run"), plan, "--steps", str(steps), "--metrics", metrics, "--quiet",
+                    *extra], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(metrics) as f:
+        return [json.loads(line) for line in f]
+
+
+def parameter_bytes(summary):
+    """(bytes this rank stores, global bytes of the split parameters, global bytes of all of
+    them) from `cpc inspect --json` (f32 parameters)."""
+    params = [b for b in summary["buffers"] if b["kind"] == "parameter" and b["alias_of"] < 0]
+
+    def size(shape):
+        n = 4
+        for d in shape:
+            n *= d
+        return n
+
+    return (sum(size(b["shape"]) for b in params),
+            sum(size(b["global_shape"]) for b in params if b.get("shard_dims")),
+            sum(size(b.get("global_shape", b["shape"])) for b in params))
