@@ -3,6 +3,7 @@
 #include "runtime/Blocks.h"
 #include "runtime/CollectiveKernels.h"
 #include "runtime/Communicator.h"
+#include "runtime/Trace.h"
 
 #include <algorithm>
 #include <chrono>
@@ -96,9 +97,10 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
   for (const RankProgram &desc : plan.programs) {
     if (!Plan::runsOn(desc, options.rank))
       continue;
-    Program program{&desc, {}, {}, {}, 0};
+    Program program{&desc, {}, {}, {}, {}, 0};
     for (const StepDesc &step : desc.steps) {
       kernels::KernelFn fn = findCollectiveKernel(step.op);
+      program.communicates.push_back(fn && step.op != "cpc.shard_slice");
       if (!fn)
         fn = registry.find(step.op);
       if (!fn)
@@ -186,9 +188,19 @@ void Executor::run(const std::string &name) {
                          "=FILE)");
   if (options_.profile)
     program->stepSeconds.resize(program->contexts.size(), 0.0);
+  TraceRecorder *trace = options_.trace;
+  double programStart = trace ? TraceRecorder::nowUs() : 0.0;
   for (size_t i = 0; i < program->contexts.size(); ++i) {
     program->contexts[i].step = program->runs;
     try {
+      if (trace) {
+        double start = TraceRecorder::nowUs();
+        program->kernels[i](program->contexts[i]);
+        const StepDesc &step = program->desc->steps[i];
+        trace->add(step.op.substr(step.op.rfind('.') + 1), program->communicates[i] ? "comm" : "compute", start,
+                   TraceRecorder::nowUs() - start, {{"loc", step.loc}, {"step", i}});
+        continue;
+      }
       if (!options_.profile) {
         program->kernels[i](program->contexts[i]);
         continue;
@@ -201,6 +213,9 @@ void Executor::run(const std::string &name) {
                          "): " + e.what());
     }
   }
+  if (trace)
+    trace->add(name + " " + std::to_string(program->runs), "program", programStart,
+               TraceRecorder::nowUs() - programStart);
   ++program->runs;
 }
 

@@ -12,6 +12,8 @@
 
 namespace cpc {
 
+class TraceRecorder;
+
 class Communicator;
 
 struct ExecutorOptions {
@@ -19,6 +21,7 @@ struct ExecutorOptions {
   int threads = 1;
   bool profile = false; // time every step, summed by op (see profile())
   Communicator *comm = nullptr; // collectives; required when the plan has more than one rank
+  TraceRecorder *trace = nullptr; // when set, every program run and step is recorded
 };
 
 /// Bytes the executor holds, by purpose (what the plan's predicted peak accounts for).
@@ -77,6 +80,7 @@ private:
     const RankProgram *desc;
     std::vector<kernels::KernelContext> contexts;
     std::vector<kernels::KernelFn> kernels;
+    std::vector<bool> communicates; // per step: a collective or transfer (trace category "comm")
     std::vector<double> stepSeconds;
     uint64_t runs = 0;
   };

@@ -4,6 +4,7 @@
 #include "runtime/MemoryProbe.h"
 #include "runtime/ModelState.h"
 #include "runtime/TensorIO.h"
+#include "runtime/Trace.h"
 #include "runtime/Trainer.h"
 
 #include <algorithm>
@@ -37,6 +38,9 @@ Options:
   --steps N           Training: optimizer steps to run; inference: runs (mean time printed).
                       Default 1
   --profile           Print the time spent per op kind (--profile-shapes: per op and shapes)
+  --trace FILE        Write a Chrome/Perfetto trace (chrome://tracing, ui.perfetto.dev) of every
+                      program run and step, one track per rank, and print each rank's share of
+                      time in communication
   --quiet             Print only errors
   --verbose           Multi-rank plans: keep the ranks' stderr log and print its path
 )";
@@ -72,7 +76,21 @@ std::string formatValues(const cpc::TensorRef &t, int64_t count) {
   return os.str();
 }
 
-bool byShape = false; // --profile-shapes
+bool byShape = false;  // --profile-shapes
+std::string tracePath; // --trace
+
+/// Writes the ranks' trace (rank 0 merges it) and prints each rank's share of program time spent
+/// in communication.
+void finishTrace(const cpc::TraceRecorder &trace, cpc::Communicator &comm, bool quiet) {
+  std::vector<double> shares = cpc::writeTrace(tracePath, trace, comm);
+  if (quiet || shares.empty())
+    return;
+  std::cout << "trace: " << tracePath << " (one track per rank); time in communication:";
+  for (size_t r = 0; r < shares.size(); ++r)
+    std::cout << (r ? "," : "") << " rank " << r << " " << std::fixed << std::setprecision(1) << 100 * shares[r]
+              << "%" << std::defaultfloat;
+  std::cout << " (no pipeline stages: no bubble)\n";
+}
 
 void printProfile(const cpc::Executor &executor) {
   double total = 0;
@@ -221,11 +239,20 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
     quiet = true;
     outputDir.clear();
   }
-  cpc::Executor executor(plan, cpc::ExecutorOptions{comm.rank(), threads, profile, &comm});
+  std::unique_ptr<cpc::TraceRecorder> trace;
+  if (!tracePath.empty())
+    trace = std::make_unique<cpc::TraceRecorder>(comm.rank());
+  cpc::ExecutorOptions options{comm.rank(), threads, profile, &comm};
+  options.trace = trace.get();
+  cpc::Executor executor(plan, options);
   if (!outputDir.empty())
     prepareOutputDir(outputDir);
-  if (plan.mode == "train")
-    return train(plan, executor, comm, inputs, steps, outputDir, saveParameters, metricsPath, quiet, profile, probe);
+  if (plan.mode == "train") {
+    int rc = train(plan, executor, comm, inputs, steps, outputDir, saveParameters, metricsPath, quiet, profile, probe);
+    if (trace)
+      finishTrace(*trace, comm, quiet);
+    return rc;
+  }
   if (!metricsPath.empty())
     throw UsageError("--metrics records training steps; this plan is for inference");
   for (const auto &[name, file] : inputs)
@@ -266,6 +293,8 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
   }
   if (profile)
     printProfile(executor);
+  if (trace)
+    finishTrace(*trace, comm, quiet);
   return 0;
 }
 
@@ -304,6 +333,8 @@ int run(int argc, char **argv) {
       outputDir = value(i);
     } else if (arg == "--metrics") {
       metricsPath = value(i);
+    } else if (arg == "--trace") {
+      tracePath = value(i);
     } else if (arg == "--threads") {
       threads = positive(arg, value(i));
     } else if (arg == "--steps") {

@@ -123,6 +123,31 @@ with tempdir() as work:
 
     results.check("cpc inspect --schedule lists every rank's collectives and the check passes", schedule_listing)
 
+    def trace():
+        # cpc-run --trace: one Chrome/Perfetto track per rank with every program run (3 steps)
+        # and step, compute and communication apart; the share of time in communication printed.
+        path = os.path.join(work, "trace.json")
+        out = run([tool("cpc-run"), os.path.join(work, "dp2tp2.plan"), "--steps", "3", "--trace", path,
+                   "--input", "idx=" + os.path.join(work, "idx.npy"),
+                   "--input", "targets=" + os.path.join(work, "targets.npy")]).stdout
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+        names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+        assert names == {r: "rank %d" % r for r in range(4)}, names
+        for r in range(4):
+            mine = [e for e in events if e["pid"] == r and e["ph"] == "X"]
+            programs = [e for e in mine if e["cat"] == "program"]
+            assert [e["name"] for e in programs] == ["train_step %d" % i for i in range(3)], programs
+            comm = [e for e in mine if e["cat"] == "comm"]
+            assert len(comm) == 3 * 20 and all(e["dur"] >= 0 for e in mine), len(comm)
+            assert any(e["cat"] == "compute" and e["name"] == "matmul" for e in mine)
+        assert not [f for f in os.listdir(work) if f.startswith("trace.json.rank")], "rank parts left behind"
+        line = [l for l in out.splitlines() if l.startswith("trace: ")]
+        assert len(line) == 1 and "rank 3 " in line[0], out[-1500:]
+        print("   " + line[0])
+
+    results.check("cpc-run --trace writes one track per rank and the time in communication", trace)
+
     def odd_vocabulary():
         # --shard can keep the table whole (replicated head and cross-entropy): still equal.
         ours, params, summary = train(work, model, "tp2-whole-vocab", ["--tp", "2", "--shard", "tok\\.weight=-,-"])

@@ -1,0 +1,45 @@
+//===- Trace.h - a Chrome/Perfetto trace of what each rank ran ------------===//
+//
+// cpc-run --trace FILE: the executor records every step it runs (compute or communication) and
+// every program run, with wall-clock microseconds (the ranks of one machine share that clock);
+// at the end each rank writes its events next to FILE and rank 0 merges them into one trace
+// with one track per rank, which chrome://tracing and ui.perfetto.dev open.
+//
+#ifndef CPC_RUNTIME_TRACE_H
+#define CPC_RUNTIME_TRACE_H
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace cpc {
+
+class Communicator;
+
+class TraceRecorder {
+public:
+  explicit TraceRecorder(int rank) : rank_(rank) {}
+  /// Wall-clock microseconds.
+  static double nowUs();
+  /// A complete event ("X") on this rank's track; category "compute", "comm" or "program".
+  void add(const std::string &name, const char *category, double startUs, double durationUs,
+           nlohmann::json args = nlohmann::json::object());
+  /// Microseconds spent in events of `category`.
+  double totalUs(const std::string &category) const;
+  const std::vector<nlohmann::json> &events() const { return events_; }
+
+private:
+  int rank_;
+  std::vector<nlohmann::json> events_;
+  std::vector<std::pair<std::string, double>> totals_;
+};
+
+/// Writes `mine` as PATH.rankN; after a barrier, rank 0 merges every rank's part into PATH (a
+/// JSON object with "traceEvents", one process per rank) and removes the parts. Returns, on rank
+/// 0, each rank's fraction of program time spent in communication (empty elsewhere).
+std::vector<double> writeTrace(const std::string &path, const TraceRecorder &mine, Communicator &comm);
+
+} // namespace cpc
+
+#endif
