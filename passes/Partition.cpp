@@ -143,7 +143,13 @@ private:
     auto type = tensorType(v);
     SmallVector<int64_t> shape(type.getShape());
     shape[dim] /= mesh_.parts(l.partial);
-    b_.setInsertionPoint(before);
+    // Right where the partial sum is produced (as reduceEagerly's all-reduces): ZeRO-2's
+    // gradients then go out in backward's order and in buckets, and their whole partial sums die
+    // early.
+    if (Operation *def = v.getDefiningOp())
+      b_.setInsertionPointAfter(def);
+    else
+      b_.setInsertionPoint(before);
     Value r = b_.create<ReduceScatterOp>(before->getLoc(), RankedTensorType::get(shape, type.getElementType()), v,
                                          mesh_.ref(),
                                          b_.getStrArrayAttr(SmallVector<StringRef>(l.partial.begin(), l.partial.end())),
