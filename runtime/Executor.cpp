@@ -95,7 +95,7 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
 
   const kernels::KernelRegistry &registry = kernels::KernelRegistry::cpu();
   for (const RankProgram &desc : plan.programs) {
-    if (!Plan::runsOn(desc, options.rank))
+    if (!plan.runsOn(desc, options.rank))
       continue;
     Program program{&desc, {}, {}, {}, {}, 0};
     for (const StepDesc &step : desc.steps) {

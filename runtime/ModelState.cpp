@@ -85,7 +85,7 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
   // is what the rank holds.
   std::set<int> updated;
   for (const RankProgram &p : plan.programs) {
-    if (!Plan::runsOn(p, rank))
+    if (!plan.runsOn(p, rank))
       continue;
     std::map<int, const StepDesc *> producer; // root buffer -> the step writing it
     for (const StepDesc &s : p.steps) {

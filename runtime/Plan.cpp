@@ -129,6 +129,20 @@ int Plan::rootOf(int buffer) const {
   return b;
 }
 
+bool Plan::runsOn(const RankProgram &p, int rank) const {
+  if (p.rank != -1 && p.rank != rank)
+    return false;
+  if (p.coordinates.empty())
+    return true;
+  std::vector<int64_t> coords = meshCoordinates(rank, meshShape);
+  for (const auto &[axis, coordinate] : p.coordinates) {
+    auto it = std::find(meshAxes.begin(), meshAxes.end(), axis);
+    if (it == meshAxes.end() || coords[it - meshAxes.begin()] != coordinate)
+      return false;
+  }
+  return true;
+}
+
 int64_t Plan::arenaBytesOfRank(int rank) const {
   int64_t bytes = 0;
   for (const auto &p : programs)
@@ -184,8 +198,11 @@ nlohmann::json Plan::metadata() const {
     json steps = json::array();
     for (const auto &s : p.steps)
       steps.push_back({{"op", s.op}, {"in", s.inputs}, {"out", s.outputs}, {"attrs", s.attrs}, {"loc", s.loc}});
-    progs.push_back({{"rank", p.rank}, {"name", p.name}, {"phase", roleName(p.phase)}, {"arena_bytes", p.arenaBytes},
-                     {"steps", steps}});
+    json where = json::object();
+    for (const auto &[axis, coordinate] : p.coordinates)
+      where[axis] = coordinate;
+    progs.push_back({{"rank", p.rank}, {"where", where}, {"name", p.name}, {"phase", roleName(p.phase)},
+                     {"arena_bytes", p.arenaBytes}, {"steps", steps}});
   }
   j["programs"] = progs;
   return j;
@@ -353,6 +370,12 @@ void Plan::validate() const {
   for (const auto &p : programs) {
     if (p.arenaBytes < 0)
       failPlan("program '" + p.name + "' has a negative arena size");
+    for (const auto &[axis, coordinate] : p.coordinates) {
+      auto it = std::find(meshAxes.begin(), meshAxes.end(), axis);
+      if (it == meshAxes.end() || coordinate < 0 || coordinate >= meshShape[it - meshAxes.begin()])
+        failPlan("program '" + p.name + "' runs at " + axis + " = " + std::to_string(coordinate) +
+                 ", which is not a coordinate of the mesh");
+    }
     arena = std::max(arena, p.arenaBytes);
   }
   for (const auto &b : buffers) {
@@ -533,6 +556,8 @@ Plan readPlan(const std::string &path, PlanBlob blobMode) {
     for (const auto &p : j.at("programs")) {
       RankProgram prog;
       prog.rank = p.at("rank");
+      for (const auto &[axis, coordinate] : p.at("where").items())
+        prog.coordinates.push_back({axis, coordinate.get<int64_t>()});
       prog.name = p.at("name");
       prog.phase = parseRole<ProgramPhase>(p.at("phase"));
       prog.arenaBytes = p.at("arena_bytes");

@@ -30,7 +30,7 @@ namespace cpc {
 // would silently ignore both. 3: roles of state buffers, runtime inputs and programs. 4: sharded
 // variables split per dim (shard_dims) for tensor parallelism, parameters in another element order
 // (stored_view, stored_perm), all_to_all, all_reduce's kind.
-constexpr uint32_t kPlanVersion = 4;
+constexpr uint32_t kPlanVersion = 5;
 constexpr size_t kPlanAlignment = 64;
 
 /// Collectives run through fixed scratch memory whatever the message size (so that the predicted
@@ -107,7 +107,10 @@ struct NamedBuffer {
 };
 
 struct RankProgram {
-  int rank = 0; // -1: every rank runs it (SPMD)
+  int rank = 0; // -1: every rank runs it (SPMD), or those at `coordinates`
+  // Only the ranks at these mesh coordinates run it (e.g. {"pp", 1}: the ranks of one pipeline
+  // stage, a dp x tp sub-mesh); empty: no restriction.
+  std::vector<std::pair<std::string, int64_t>> coordinates;
   std::string name = "main";
   ProgramPhase phase = ProgramPhase::None;
   int64_t arenaBytes = 0;
@@ -149,7 +152,9 @@ struct Plan {
   /// The name of the program of `phase`, or "" when the plan has none.
   std::string programOfPhase(ProgramPhase phase) const;
   /// Whether program `p` runs on `rank`.
-  static bool runsOn(const RankProgram &p, int rank) { return p.rank == -1 || p.rank == rank; }
+  /// Whether `rank` runs program `p`: it is named (or the program is for every rank) and sits at
+  /// the program's mesh coordinates.
+  bool runsOn(const RankProgram &p, int rank) const;
   /// The arena one rank needs: the largest of its programs' arenas (they run one at a time).
   int64_t arenaBytesOfRank(int rank) const;
   /// Follows aliasOf to the buffer that owns the memory.

@@ -82,7 +82,7 @@ std::vector<std::vector<CommAction>> commActions(const Plan &plan, const std::st
   std::vector<std::vector<CommAction>> ranks(std::max(plan.worldSize, 1));
   for (int r = 0; r < (int)ranks.size(); ++r)
     for (const RankProgram &program : plan.programs) {
-      if (program.name != name || !Plan::runsOn(program, r))
+      if (program.name != name || !plan.runsOn(program, r))
         continue;
       for (const StepDesc &step : program.steps) {
         CommAction a;
@@ -95,7 +95,10 @@ std::vector<std::vector<CommAction>> commActions(const Plan &plan, const std::st
           a.kind = step.op == "cpc.send" ? CommAction::Kind::Send : CommAction::Kind::Recv;
           a.peer = peerOf(plan, r, step);
           a.channel = attrsOf(step).value("channel", int64_t(0));
-          int buffer = a.kind == CommAction::Kind::Send ? step.inputs.at(0) : step.outputs.at(0);
+          const std::vector<int> &values = a.kind == CommAction::Kind::Send ? step.inputs : step.outputs;
+          if (values.size() != 1)
+            throw RuntimeError(step.op + " at " + step.loc + " must carry one value");
+          int buffer = values[0];
           a.bytes = plan.buffers[buffer].bytes();
           a.what = step.op + " " + shapeText(plan.buffers[buffer]);
         } else {

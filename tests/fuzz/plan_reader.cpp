@@ -3,8 +3,8 @@
 // Bytes -> PLAN.bin -> readPlan (in memory, and with the tensors left in the file as cpc-run reads
 // it) -> what `cpc inspect` and `cpc-run` derive from a plan that loaded: its metadata, bytes per
 // buffer kind, model-state bytes per rank, the training recipe, every parameter's initial value
-// read from the blob, and the executor (arena, parameter and state memory, kernel resolution) for
-// single-rank plans of modest size.
+// read from the blob, the no-hang schedule check, and the executor (arena, parameter and state
+// memory, kernel resolution) for single-rank plans of modest size.
 //
 // A plan carries a checksum over everything after its 64-byte header, which random mutations
 // never keep; so unless the input's first byte after the magic asks for the raw bytes, the
@@ -16,6 +16,7 @@
 #include "runtime/Executor.h"
 #include "runtime/ModelState.h"
 #include "runtime/Plan.h"
+#include "runtime/ScheduleCheck.h"
 #include "runtime/TrainRecipe.h"
 #include "tests/fuzz/FuzzUtil.h"
 
@@ -51,6 +52,13 @@ void exercise(const cpc::Plan &plan) {
           (void)recipe.lrAt(step);
       } catch (const std::runtime_error &) {
       }
+    }
+  }
+  // The no-hang check cpc inspect --schedule runs (a fuzzed plan may fail it, never crash it).
+  if (plan.worldSize <= 64) {
+    try {
+      (void)cpc::checkPlanSchedule(plan);
+    } catch (const cpc::RuntimeError &) {
     }
   }
   if (plan.worldSize != 1)

@@ -138,8 +138,11 @@ int runInspect(int argc, char **argv) {
   for (const auto &n : plan.outputs)
     std::cout << "    " << describe(n) << "\n";
   for (const auto &program : plan.programs) {
-    std::cout << "  rank " << program.rank << ", program " << program.name << ": " << program.steps.size()
-              << " steps, arena " << mib(program.arenaBytes) << "\n";
+    std::cout << "  rank " << program.rank;
+    for (const auto &[axis, coordinate] : program.coordinates)
+      std::cout << " at " << axis << "=" << coordinate;
+    std::cout << ", program " << program.name << ": " << program.steps.size() << " steps, arena "
+              << mib(program.arenaBytes) << "\n";
   }
   if (plan.mode == "train" && plan.training.contains("recipe"))
     std::cout << "  training: microbatch " << plan.training.value("microbatch", 0) << ", recipe "

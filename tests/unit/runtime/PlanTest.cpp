@@ -171,3 +171,37 @@ TEST(PlanTest, DataLeftInTheFileIsReadOnDemand) {
 }
 
 } // namespace
+
+namespace {
+
+// Tests programs scoped to mesh coordinates (a pipeline stage: the ranks at pp = s, whatever
+// their dp coordinate): which ranks run them, the file round trip, and validation.
+TEST(PlanTest, ProgramsAtMeshCoordinatesRunOnThoseRanks) {
+  Plan plan = meshPlan();
+  plan.meshAxes = {"dp", "pp"};
+  plan.programs[0].name = "stage0";
+  plan.programs[0].coordinates = {{"pp", 0}};
+  RankProgram second = plan.programs[0];
+  second.name = "stage1";
+  second.coordinates = {{"pp", 1}};
+  plan.programs.push_back(second);
+  // Rank = dp * 2 + pp.
+  EXPECT_TRUE(plan.runsOn(plan.programs[0], 0));
+  EXPECT_TRUE(plan.runsOn(plan.programs[0], 2));
+  EXPECT_FALSE(plan.runsOn(plan.programs[0], 1));
+  EXPECT_TRUE(plan.runsOn(plan.programs[1], 3));
+  EXPECT_FALSE(plan.runsOn(plan.programs[1], 2));
+  std::string path = "/tmp/cpc-plan-stages-" + std::to_string(getpid()) + ".plan";
+  writePlan(plan, path);
+  Plan read = readPlan(path);
+  std::remove(path.c_str());
+  ASSERT_EQ(read.programs.size(), 2u);
+  EXPECT_EQ(read.programs[1].coordinates, (std::vector<std::pair<std::string, int64_t>>{{"pp", 1}}));
+  EXPECT_TRUE(read.runsOn(read.programs[1], 1));
+  plan.programs[1].coordinates = {{"pp", 2}};
+  EXPECT_THROW(plan.validate(), RuntimeError);
+  plan.programs[1].coordinates = {{"tp", 0}};
+  EXPECT_THROW(plan.validate(), RuntimeError);
+}
+
+} // namespace

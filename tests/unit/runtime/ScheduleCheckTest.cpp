@@ -112,4 +112,22 @@ TEST(ScheduleCheck, PlansArePairedOnTheirMesh) {
   EXPECT_THROW(commActions(spmd, "train_step"), RuntimeError);
 }
 
+// Tests stage programs on a dp=2 x pp=2 mesh: the ranks at pp = 0 send to pp = 1 of their own
+// dp row; the check pairs ranks 0-1 and 2-3.
+TEST(ScheduleCheck, StageProgramsPairWithinTheirRow) {
+  Plan plan = pipelinePlan(0);
+  plan.worldSize = 4;
+  plan.meshShape = {2, 2};
+  for (RankProgram &p : plan.programs) {
+    p.coordinates = {{"pp", p.rank}};
+    p.rank = -1;
+  }
+  std::vector<std::vector<CommAction>> actions = commActions(plan, "train_step");
+  ASSERT_EQ(actions.size(), 4u);
+  EXPECT_EQ(actions[2][0].kind, CommAction::Kind::Send);
+  EXPECT_EQ(actions[2][0].peer, 3);
+  EXPECT_EQ(actions[3][0].peer, 2);
+  EXPECT_EQ(checkPlanSchedule(plan), "");
+}
+
 } // namespace
