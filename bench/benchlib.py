@@ -12,6 +12,18 @@ SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BIN = os.path.join(SOURCE, "build", "bin")
 
 
+def export_mae(size, batch, work_dir):
+    """Exports the examples' MAE at `size` with `batch` baked in and writes a recipe beside it (that
+    global batch, the positional embeddings frozen); returns (model, config)."""
+    os.makedirs(work_dir, exist_ok=True)
+    subprocess.run(["/usr/bin/python3", os.path.join(SOURCE, "examples", "mae", "export.py"), "--size", size,
+                    "--batch", str(batch), "--out-dir", work_dir], check=True, stdout=subprocess.DEVNULL)
+    config = os.path.join(work_dir, "recipe.json")
+    with open(config, "w") as f:
+        json.dump({"TOTAL_BATCH_SIZE": batch, "frozen": ["pos_embed$"]}, f)
+    return os.path.join(work_dir, "mae-%s-opset17.onnx" % size), config
+
+
 def compile_plan(model, config, plan, flags):
     """Compiles `model` into `plan` and returns `cpc inspect --json` of it."""
     subprocess.run([os.path.join(BIN, "cpc"), "compile", model, "--config", config, "-o", plan, *flags], check=True,

@@ -18,21 +18,14 @@ For each layout prints, per rank:
     them, so this is not a scaling figure on a small machine).
 """
 import os
-import sys
 
-_THREADS = "1"
-os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = _THREADS
-os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+import argparse
+import json
+import subprocess
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import subprocess  # noqa: E402
+from benchlib import BIN, SOURCE, export_mae  # sets the environment first (one thread per rank)
 
 import numpy as np  # noqa: E402
-
-SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-BIN = os.path.join(SOURCE, "build", "bin")
 
 
 def main():
@@ -44,13 +37,7 @@ def main():
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--work-dir", default=os.path.join(SOURCE, "out", "bench-dp"))
     args = ap.parse_args()
-    os.makedirs(args.work_dir, exist_ok=True)
-    subprocess.run(["/usr/bin/python3", os.path.join(SOURCE, "examples", "mae", "export.py"), "--size", args.size,
-                    "--batch", str(args.batch), "--out-dir", args.work_dir], check=True, stdout=subprocess.DEVNULL)
-    model = os.path.join(args.work_dir, "mae-%s-opset17.onnx" % args.size)
-    cfg = os.path.join(args.work_dir, "recipe.json")
-    with open(cfg, "w") as f:
-        json.dump({"TOTAL_BATCH_SIZE": args.batch, "frozen": ["pos_embed$"]}, f)
+    model, cfg = export_mae(args.size, args.batch, args.work_dir)
     print("MAE-%s, global batch %d, per rank:" % (args.size, args.batch))
     print("%-9s %13s %13s %11s %12s %6s %12s %12s %12s %7s %9s" % (
         "layout", "model st. B", "formula B", "sent B/step", "formula B", "x DP", "collectives", "pred peak B",

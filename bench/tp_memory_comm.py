@@ -18,12 +18,10 @@ For each layout prints, per rank:
 Nothing here is asserted: timings on a shared machine are noisy.
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 
-from benchlib import SOURCE, compile_plan, parameter_bytes, run_metrics  # sets the environment first
+from benchlib import SOURCE, compile_plan, export_mae, parameter_bytes, run_metrics  # sets the environment first
 
 import numpy as np  # noqa: E402
 
@@ -46,13 +44,7 @@ def main():
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--work-dir", default=os.path.join(SOURCE, "out", "bench-tp"))
     args = ap.parse_args()
-    os.makedirs(args.work_dir, exist_ok=True)
-    subprocess.run(["/usr/bin/python3", os.path.join(SOURCE, "examples", "mae", "export.py"), "--size", args.size,
-                    "--batch", str(args.batch), "--out-dir", args.work_dir], check=True, stdout=subprocess.DEVNULL)
-    model = os.path.join(args.work_dir, "mae-%s-opset17.onnx" % args.size)
-    cfg = os.path.join(args.work_dir, "recipe.json")
-    with open(cfg, "w") as f:
-        json.dump({"TOTAL_BATCH_SIZE": args.batch, "frozen": ["pos_embed$"]}, f)
+    model, cfg = export_mae(args.size, args.batch, args.work_dir)
     print("MAE-%s, global batch %d, per rank:" % (args.size, args.batch))
     print("%-8s %12s %12s %11s %9s %9s %12s %12s %9s %7s" % (
         "layout", "params B", "formula B", "arena B", "acts AR", "Megatron", "AR B/step", "formula B", "step s",

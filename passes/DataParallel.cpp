@@ -53,17 +53,10 @@ struct CpcDataParallelPass : cpc::impl::CpcDataParallelBase<CpcDataParallelPass>
       module.emitError("data-parallel size must be >= 1");
       return signalPassFailure();
     }
-    OpBuilder b(module.getContext());
-    b.setInsertionPointToStart(module.getBody());
-    auto meshOp = module.lookupSymbol<MeshOp>("mesh");
-    if (!meshOp)
-      meshOp = b.create<MeshOp>(module.getLoc(), b.getStringAttr("mesh"), b.getDenseI64ArrayAttr({size}),
-                                b.getStrArrayAttr({"dp"}));
-    if (meshOp.getAxisSize("dp") != size) {
-      meshOp.emitError("@mesh exists but has no axis dp of size ") << size;
+    FailureOr<MeshOp> meshOp = getOrCreateMesh(module, {{"dp", size}});
+    if (failed(meshOp))
       return signalPassFailure();
-    }
-    Mesh mesh(meshOp);
+    Mesh mesh(*meshOp);
     FailureOr<SmallVector<func::FuncOp>> targets =
         functionsOrPhases(module, funcs, {Phase::TrainStep, Phase::Accumulate, Phase::Apply});
     if (failed(targets))

@@ -25,6 +25,25 @@ bool Layout::uses(StringRef axis) const {
          llvm::any_of(dims, [&](const MeshAxes &d) { return llvm::is_contained(d, axis); });
 }
 
+FailureOr<MeshOp> getOrCreateMesh(ModuleOp module, ArrayRef<std::pair<StringRef, int64_t>> axes) {
+  if (auto mesh = module.lookupSymbol<MeshOp>("mesh")) {
+    for (auto [name, size] : axes)
+      if (mesh.getAxisSize(name) != size)
+        return mesh.emitError("@mesh exists but has no axis ") << name << " of size " << size;
+    return mesh;
+  }
+  OpBuilder b(module.getContext());
+  b.setInsertionPointToStart(module.getBody());
+  SmallVector<int64_t> shape;
+  SmallVector<StringRef> names;
+  for (auto [name, size] : axes) {
+    names.push_back(name);
+    shape.push_back(size);
+  }
+  return b.create<MeshOp>(module.getLoc(), b.getStringAttr("mesh"), b.getDenseI64ArrayAttr(shape),
+                          b.getStrArrayAttr(names));
+}
+
 ShardingAttr Layout::toAttr(FlatSymbolRefAttr mesh, int64_t priority) const {
   Builder b(mesh.getContext());
   SmallVector<Attribute> dimAttrs;

@@ -13,6 +13,7 @@
 #include "dialects/cpc/ShardingRules.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 
 #include <string>
 
@@ -67,6 +68,12 @@ public:
 private:
   mutable MeshOp op_;
 };
+
+/// The module's @mesh, which must have each axis of `axes` (name, size); when the module has
+/// none it is created with exactly those axes, in that order (what the seeding passes share).
+/// Emits an error on a mismatch.
+mlir::FailureOr<MeshOp> getOrCreateMesh(mlir::ModuleOp module,
+                                        llvm::ArrayRef<std::pair<llvm::StringRef, int64_t>> axes);
 
 /// The mesh that the annotations in `func` (argument and result attributes, cpc.shard ops) refer
 /// to: a null MeshOp when there are none. Fails when they name an unknown mesh or several.

@@ -112,7 +112,7 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       module.emitError("dp and tp must be >= 1");
       return signalPassFailure();
     }
-    FailureOr<MeshOp> meshOp = getOrCreateMesh(module);
+    FailureOr<MeshOp> meshOp = getOrCreateMesh(module, {{"dp", dp}, {"tp", tp}});
     if (failed(meshOp))
       return signalPassFailure();
     Mesh mesh(*meshOp);
@@ -140,18 +140,6 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
                                  attr.getReduction(), it->second.second);
         param->setAttr(kResultShardingsAttr, ArrayAttr::get(&getContext(), {attr}));
       });
-  }
-
-  FailureOr<MeshOp> getOrCreateMesh(ModuleOp module) {
-    if (auto mesh = module.lookupSymbol<MeshOp>("mesh")) {
-      if (mesh.getAxisSize("dp") != dp || mesh.getAxisSize("tp") != tp)
-        return mesh.emitError("@mesh exists but is not dp=") << dp << " x tp=" << tp;
-      return mesh;
-    }
-    OpBuilder b(module.getContext());
-    b.setInsertionPointToStart(module.getBody());
-    return b.create<MeshOp>(module.getLoc(), b.getStringAttr("mesh"), b.getDenseI64ArrayAttr({dp, tp}),
-                            b.getStrArrayAttr({"dp", "tp"}));
   }
 
   /// Linear -> activation -> Linear: the first column-parallel, the second row-parallel.
@@ -187,13 +175,7 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       if (sp)
         splitSequence(mm.getLhs());
     });
-    // Whole decisions (indivisible MLPs) are notes only.
-    for (auto it = decisions.begin(); it != decisions.end();) {
-      auto next = std::next(it);
-      if (!it->second.first.isSplit())
-        decisions.erase(it);
-      it = next;
-    }
+    dropWholeDecisions(decisions); // indivisible MLPs: notes only
   }
 
   /// Megatron's pair: `column` split by output features (weight and bias), `row` by input
@@ -264,6 +246,12 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       }
       decisions[table.getName()] = {splitOver(2, 0, "tp"), 1};
     });
+    dropWholeDecisions(decisions); // indivisible tables: notes only
+  }
+
+  /// Whole decisions only keep a pattern from choosing a parameter twice within one function
+  /// (and from noting it twice); they are no splits.
+  static void dropWholeDecisions(llvm::StringMap<std::pair<Layout, int64_t>> &decisions) {
     for (auto it = decisions.begin(); it != decisions.end();) {
       auto next = std::next(it);
       if (!it->second.first.isSplit())

@@ -51,7 +51,11 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
       module.emitError("ZeRO stage ") << stage << " does not exist (stages 1, 2 and 3 do)";
       return signalPassFailure();
     }
-    FailureOr<MeshOp> meshOp = getOrCreateMesh(module);
+    if (dp < 2) {
+      module.emitError("cpc-zero shards over dp: it needs dp >= 2");
+      return signalPassFailure();
+    }
+    FailureOr<MeshOp> meshOp = getOrCreateMesh(module, {{"dp", dp}});
     if (failed(meshOp))
       return signalPassFailure();
     Mesh mesh(*meshOp);
@@ -75,20 +79,6 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
     if (stage == 3)
       for (func::FuncOp func : *reading)
         storeSplit(func, placements, mesh);
-  }
-
-  FailureOr<MeshOp> getOrCreateMesh(ModuleOp module) {
-    if (auto mesh = module.lookupSymbol<MeshOp>("mesh")) {
-      if (mesh.getAxisSize("dp") != dp)
-        return mesh.emitError("@mesh exists but has no axis dp of size ") << dp;
-      return mesh;
-    }
-    if (dp < 2)
-      return module.emitError("cpc-zero shards over dp: it needs dp >= 2"), failure();
-    OpBuilder b(module.getContext());
-    b.setInsertionPointToStart(module.getBody());
-    return b.create<MeshOp>(module.getLoc(), b.getStringAttr("mesh"), b.getDenseI64ArrayAttr({dp}),
-                            b.getStrArrayAttr({"dp"}));
   }
 
   /// The layout a parameter read has been given by the passes before (its tp split), or whole.

@@ -203,9 +203,7 @@ int peerRank(const kernels::KernelContext &ctx) {
   if (peer < 0 || peer >= (*ctx.meshShape)[axis])
     ctx.fail("peer " + std::to_string(peer) + " is outside the mesh");
   coords[axis] = peer;
-  int64_t rank = 0;
-  for (size_t d = 0; d < coords.size(); ++d)
-    rank = rank * (*ctx.meshShape)[d] + coords[d];
+  int64_t rank = meshRank(coords, *ctx.meshShape);
   if (rank == ctx.rank)
     ctx.fail("the peer is this rank");
   return (int)rank;

@@ -193,21 +193,21 @@ void Executor::run(const std::string &name) {
   for (size_t i = 0; i < program->contexts.size(); ++i) {
     program->contexts[i].step = program->runs;
     try {
-      if (trace) {
-        double start = TraceRecorder::nowUs();
+      if (!options_.profile && !trace) {
         program->kernels[i](program->contexts[i]);
+        continue;
+      }
+      double start = trace ? TraceRecorder::nowUs() : 0.0;
+      auto began = std::chrono::steady_clock::now();
+      program->kernels[i](program->contexts[i]);
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      if (options_.profile)
+        program->stepSeconds[i] += seconds;
+      if (trace) {
         const StepDesc &step = program->desc->steps[i];
         trace->add(step.op.substr(step.op.rfind('.') + 1), program->communicates[i] ? "comm" : "compute", start,
-                   TraceRecorder::nowUs() - start, {{"loc", step.loc}, {"step", i}});
-        continue;
+                   seconds * 1e6, {{"loc", step.loc}, {"step", i}});
       }
-      if (!options_.profile) {
-        program->kernels[i](program->contexts[i]);
-        continue;
-      }
-      auto start = std::chrono::steady_clock::now();
-      program->kernels[i](program->contexts[i]);
-      program->stepSeconds[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     } catch (const RuntimeError &e) {
       throw RuntimeError("program " + name + ", step " + std::to_string(i) + " (" + program->desc->steps[i].loc +
                          "): " + e.what());

@@ -44,16 +44,13 @@ namespace {
 
 /// How many blocks the data-parallel (batch) axes split a stored variable into (1 when they do
 /// not: ZeRO-3 stores parameters split over them).
-int64_t dpBlocks(const Plan &plan, const BufferDesc &b) {
-  std::vector<std::string> batchAxes =
-      plan.training.is_object() ? plan.training.value("batch_axes", std::vector<std::string>{}) : std::vector<std::string>{};
-  int64_t blocks = 1;
-  for (const std::vector<std::string> &axes : b.shardDims)
-    for (const std::string &axis : axes)
-      for (size_t i = 0; i < plan.meshAxes.size(); ++i)
-        if (plan.meshAxes[i] == axis && std::find(batchAxes.begin(), batchAxes.end(), axis) != batchAxes.end())
-          blocks *= plan.meshShape[i];
-  return blocks;
+int64_t dpBlocks(const Plan &plan, const std::vector<std::string> &batchAxes, const BufferDesc &b) {
+  std::vector<std::string> axes;
+  for (const std::vector<std::string> &dim : b.shardDims)
+    for (const std::string &axis : dim)
+      if (std::find(batchAxes.begin(), batchAxes.end(), axis) != batchAxes.end())
+        axes.push_back(axis);
+  return axes.empty() ? 1 : meshShardIndex(0, plan.meshShape, plan.meshAxes, axes).second;
 }
 
 } // namespace
@@ -62,6 +59,7 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
   ModelStateBytes m;
   m.zeroStage = plan.training.value("zero", 0);
   m.ranks = plan.training.value("data_parallel", 1);
+  const std::vector<std::string> batchAxes = plan.batchAxes();
   for (const BufferDesc &b : plan.buffers) {
     if (b.aliasOf >= 0)
       continue;
@@ -71,7 +69,7 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
         // Psi is what this rank's dp group trains: a parameter stored split over dp (ZeRO-3)
         // counts its dp blocks, but only this rank's tensor-parallel block (the other tp blocks
         // belong to the other tp ranks).
-        m.trainableElements += numElements(b.shape) * dpBlocks(plan, b);
+        m.trainableElements += numElements(b.shape) * dpBlocks(plan, batchAxes, b);
       }
     } else if (b.kind == BufferKind::State) {
       if (b.role == VariableRole::ExpAvg || b.role == VariableRole::ExpAvgSq)
@@ -97,7 +95,7 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
       // that divides keeps a whole optimizer: 16 bytes per element).
       if (s.inputs.size() > 2) {
         const BufferDesc &moment = plan.buffers[plan.rootOf(s.inputs[2])];
-        if (int64_t blocks = dpBlocks(plan, moment); blocks > 1)
+        if (int64_t blocks = dpBlocks(plan, batchAxes, moment); blocks > 1)
           m.shardableElements += numElements(moment.shape) * blocks;
       }
       int grad = s.inputs[1];

@@ -217,6 +217,27 @@ std::vector<int64_t> meshCoordinates(int64_t rank, const std::vector<int64_t> &s
   return c;
 }
 
+int64_t meshRank(const std::vector<int64_t> &coords, const std::vector<int64_t> &shape) {
+  int64_t rank = 0;
+  for (size_t d = 0; d < shape.size(); ++d)
+    rank = rank * shape[d] + coords[d];
+  return rank;
+}
+
+std::pair<int64_t, int64_t> meshShardIndex(int64_t rank, const std::vector<int64_t> &shape,
+                                           const std::vector<std::string> &names,
+                                           const std::vector<std::string> &axes) {
+  std::vector<bool> along = meshDimsAlong(names, axes);
+  std::vector<int64_t> c = meshCoordinates(rank, shape);
+  int64_t index = 0, parts = 1;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (along[d]) {
+      index = index * shape[d] + c[d];
+      parts *= shape[d];
+    }
+  return {index, parts};
+}
+
 std::vector<bool> meshDimsAlong(const std::vector<std::string> &names, const std::vector<std::string> &axes) {
   std::vector<bool> along(names.size(), false);
   for (const std::string &axis : axes) {
@@ -249,14 +270,13 @@ std::vector<int64_t> BufferDesc::splitView() const {
 }
 
 int64_t Plan::shardIndex(int rank, const std::vector<std::string> &axes) const {
-  std::vector<bool> along = meshDimsAlong(meshAxes, axes);
-  // Row-major over the mesh dims in mesh order: the rank's position in its shardGroup.
-  std::vector<int64_t> c = meshCoordinates(rank, meshShape);
-  int64_t index = 0;
-  for (size_t d = 0; d < meshShape.size(); ++d)
-    if (along[d])
-      index = index * meshShape[d] + c[d];
-  return index;
+  return meshShardIndex(rank, meshShape, meshAxes, axes).first;
+}
+
+std::vector<std::string> Plan::batchAxes() const {
+  if (!training.is_object())
+    return {};
+  return training.value("batch_axes", std::vector<std::string>{});
 }
 
 std::vector<int> Plan::shardGroup(int rank, const std::vector<std::string> &axes) const {

@@ -149,9 +149,11 @@ struct Plan {
   int64_t shardIndex(int rank, const std::vector<std::string> &axes) const;
   /// The world ranks that differ from `rank` only along `axes`, in shardIndex order.
   std::vector<int> shardGroup(int rank, const std::vector<std::string> &axes) const;
+  /// The mesh axes that split the batch (data parallelism; ZeRO shards over them too): the
+  /// training metadata's "batch_axes", none in an inference plan.
+  std::vector<std::string> batchAxes() const;
   /// The name of the program of `phase`, or "" when the plan has none.
   std::string programOfPhase(ProgramPhase phase) const;
-  /// Whether program `p` runs on `rank`.
   /// Whether `rank` runs program `p`: it is named (or the program is for every rank) and sits at
   /// the program's mesh coordinates.
   bool runsOn(const RankProgram &p, int rank) const;
@@ -168,6 +170,13 @@ struct Plan {
 
 /// Coordinates of `rank` on a row-major mesh of `shape`.
 std::vector<int64_t> meshCoordinates(int64_t rank, const std::vector<int64_t> &shape);
+/// The rank at `coords` of a row-major mesh of `shape` (the inverse of meshCoordinates).
+int64_t meshRank(const std::vector<int64_t> &coords, const std::vector<int64_t> &shape);
+/// Index of `rank` among the ranks that differ from it only along `axes` (mesh order), and how
+/// many such ranks there are: which block of a value split over `axes` it holds, of how many.
+std::pair<int64_t, int64_t> meshShardIndex(int64_t rank, const std::vector<int64_t> &shape,
+                                           const std::vector<std::string> &names,
+                                           const std::vector<std::string> &axes);
 /// Which dims of a mesh with axis names `names` the axes `axes` are; throws on an unknown axis.
 std::vector<bool> meshDimsAlong(const std::vector<std::string> &names, const std::vector<std::string> &axes);
 /// The ranks that differ from `rank` only along the mesh dims marked in `along`, ascending (the

@@ -47,9 +47,7 @@ int peerOf(const Plan &plan, int rank, const StepDesc &step) {
                        axis + "'");
   std::vector<int64_t> coords = meshCoordinates(rank, plan.meshShape);
   coords[d] = peer;
-  int64_t world = 0;
-  for (size_t i = 0; i < coords.size(); ++i)
-    world = world * plan.meshShape[i] + coords[i];
+  int64_t world = meshRank(coords, plan.meshShape);
   if (world == rank)
     throw RuntimeError(step.op + " at " + step.loc + ": rank " + std::to_string(rank) + " would talk to itself");
   return (int)world;

@@ -23,7 +23,7 @@ Trainer::Trainer(const Plan &plan, Executor &executor, int rank, Communicator *c
   dataParallel_ = plan.training.value("data_parallel", 1);
   // The mesh axes that split the batch: ranks that differ only along other axes (tensor
   // parallelism) read the same rows.
-  auto batchAxes = plan.training.value("batch_axes", std::vector<std::string>{});
+  std::vector<std::string> batchAxes = plan.batchAxes();
   batchIndex_ = batchAxes.empty() ? 0 : plan.shardIndex(rank, batchAxes);
   gradProgram_ = plan.programOfPhase(recipe_.accumulation == 1 ? ProgramPhase::TrainStep : ProgramPhase::Accumulate);
   applyProgram_ = plan.programOfPhase(ProgramPhase::Apply);

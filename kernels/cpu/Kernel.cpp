@@ -1,5 +1,6 @@
 //===- Kernel.cpp - registry and attribute helpers ------------------------===//
 #include "kernels/cpu/Kernel.h"
+#include "runtime/Plan.h"
 
 namespace cpc::kernels {
 
@@ -27,25 +28,10 @@ IndexBlock indexBlock(const KernelContext &ctx, int64_t local) {
   auto it = ctx.attrs->find("block_axes");
   if (it == ctx.attrs->end())
     return block;
-  auto axes = it->get<std::vector<std::string>>();
   if (!ctx.meshShape || !ctx.meshAxes || ctx.meshShape->size() != ctx.meshAxes->size())
     ctx.fail("block_axes without a device mesh");
-  // Row-major mesh coordinates; the block index runs over the named axes in mesh order.
-  int64_t rest = ctx.rank, index = 0, parts = 1;
-  std::vector<int64_t> coords(ctx.meshShape->size());
-  for (size_t d = ctx.meshShape->size(); d-- > 0;) {
-    coords[d] = rest % (*ctx.meshShape)[d];
-    rest /= (*ctx.meshShape)[d];
-  }
-  size_t found = 0;
-  for (size_t d = 0; d < ctx.meshShape->size(); ++d)
-    if (std::find(axes.begin(), axes.end(), (*ctx.meshAxes)[d]) != axes.end()) {
-      index = index * (*ctx.meshShape)[d] + coords[d];
-      parts *= (*ctx.meshShape)[d];
-      ++found;
-    }
-  if (found != axes.size())
-    ctx.fail("block_axes names an axis the mesh does not have");
+  auto [index, parts] =
+      meshShardIndex(ctx.rank, *ctx.meshShape, *ctx.meshAxes, it->get<std::vector<std::string>>());
   return {index * local, local, parts * local};
 }
 

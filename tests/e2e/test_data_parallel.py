@@ -14,19 +14,13 @@ import time
 
 import numpy as np
 
-from cpctest import Results, export_mae, run, tempdir, tool
+from cpctest import Results, export_mae, run, tempdir, tool, MAE_CLIP, MAE_RECIPE, MPI_ENV
 
 results = Results()
 STEPS = 20
-# The single-rank run's grad_norm falls from 0.63 to 0.16 over the 20 steps: a threshold of 0.2
-# clips the first 13 steps and leaves the rest alone (both sides of the clamp). The loss falls from
-# 1.32 to 1.02.
-CLIP = 0.2
-RECIPE = {"TOTAL_BATCH_SIZE": 8, "LR": 0.05, "WEIGHT_DECAY": 0.05, "NUM_EPOCHS": 4, "WARMUP_EPOCHS": 1,
-          "STEPS_PER_EPOCH": 5, "lr_schedule": "cosine", "BETAS": [0.9, 0.95], "clip_grad_norm": CLIP,
-          "frozen": ["pos_embed$"]}
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1",
-           OMP_NUM_THREADS="1")
+CLIP = MAE_CLIP  # clips the single-rank run's first 13 of 20 steps (cpctest.MAE_RECIPE)
+RECIPE = MAE_RECIPE
+ENV = dict(os.environ, **MPI_ENV)
 
 
 def load_jsonl(path):

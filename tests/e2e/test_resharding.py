@@ -10,13 +10,12 @@ import os
 
 import numpy as np
 
-from cpctest import PYTHON, Results, run, tempdir, tool
+from cpctest import PYTHON, Results, run, tempdir, tool, MPI_ENV
 
 results = Results()
 STEPS = 10
 CLIP = 0.05  # below the gradient norm on most steps of both models: the clip engages
-ENV = dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1",
-           OMP_NUM_THREADS="1")
+ENV = dict(MPI_ENV)
 
 EXPORT = r'''
 import sys, torch

@@ -16,14 +16,13 @@ import os
 
 import numpy as np
 
-from cpctest import compare_training, train_plan, PYTHON, Results, run, tempdir, tool
+from cpctest import compare_training, train_plan, PYTHON, Results, run, tempdir, tool, MPI_ENV
 
 results = Results()
 STEPS = 20
 CLIP = 0.3
 BATCH, SEQ, WIDTH, HIDDEN = 8, 5, 16, 32
-ENV = dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1",
-           OMP_NUM_THREADS="1")
+ENV = dict(MPI_ENV)
 RECIPE = {"TOTAL_BATCH_SIZE": BATCH, "LR": 0.4, "WARMUP_EPOCHS": 0, "lr_schedule": "constant",
           "clip_grad_norm": CLIP, "WEIGHT_DECAY": 0.05}
 

@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from cpctest import compare_training, train_plan, PYTHON, SOURCE, Results, run, tempdir, tool
+from cpctest import compare_training, train_plan, PYTHON, SOURCE, Results, run, tempdir, tool, MPI_ENV
 
 results = Results()
 STEPS = 20
@@ -24,8 +24,7 @@ CLIP = 1.25  # between the gradient norms of the steps: the clip engages on some
 BATCH, TOKENS, VOCAB = 4, 8, 64
 RECIPE = {"TOTAL_BATCH_SIZE": BATCH, "LR": 0.1, "WARMUP_EPOCHS": 0, "lr_schedule": "constant",
           "clip_grad_norm": CLIP}
-ENV = dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1",
-           OMP_NUM_THREADS="1")
+ENV = dict(MPI_ENV)
 
 
 def train(work, model, name, flags):

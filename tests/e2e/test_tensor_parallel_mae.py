@@ -14,16 +14,14 @@ import os
 
 import numpy as np
 
-from cpctest import compare_training, train_plan, Results, export_mae, run, tempdir, tool
+from cpctest import (compare_training, train_plan, Results, export_mae, run, tempdir, tool, MAE_CLIP, MAE_RECIPE,
+                     MPI_ENV)
 
 results = Results()
 STEPS = 20
-CLIP = 0.2
-RECIPE = {"TOTAL_BATCH_SIZE": 8, "LR": 0.05, "WEIGHT_DECAY": 0.05, "NUM_EPOCHS": 4, "WARMUP_EPOCHS": 1,
-          "STEPS_PER_EPOCH": 5, "lr_schedule": "cosine", "BETAS": [0.9, 0.95], "clip_grad_norm": CLIP,
-          "frozen": ["pos_embed$"]}
-ENV = dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1",
-           OMP_NUM_THREADS="1")
+CLIP = MAE_CLIP
+RECIPE = MAE_RECIPE
+ENV = dict(MPI_ENV)
 # MAE-tiny: 2 encoder blocks of width 64 over 5 tokens (cls + 4 kept patches), 1 decoder block
 # of width 32 over 17 tokens.
 BLOCKS = [((5, 64), 2), ((17, 32), 1)]

@@ -643,3 +643,20 @@ func.func @partial_vectors(%a: tensor<4xf32> {cpc.sharding = #cpc.sharding<@mesh
   %r = cpc.sqrt %s : tensor<4xf32>
   return %r : tensor<4xf32>
 }
+
+// -----
+
+// Tests that no value is both split and partial over one axis: a partial [8, 1] that the
+// broadcast would pass on into a result split over the same axis (a cross-entropy's row
+// statistic meeting vocab-split logits) is all-reduced first.
+// CHECK-LABEL: func.func @partial_into_split
+// CHECK: %[[R:.*]] = cpc.all_reduce %arg0 over @mesh ["tp"] : tensor<8x1xf32>
+// CHECK: %[[B:.*]] = cpc.broadcast %[[R]] {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], ["tp"]]>]} : tensor<8x1xf32> -> tensor<8x8xf32>
+// CHECK: cpc.mul %[[B]], %arg1
+// CHECK-NOT: cpc.all_reduce
+cpc.mesh @mesh shape = [2] axes = ["tp"]
+func.func @partial_into_split(%p: tensor<8x1xf32> {cpc.sharding = #cpc.sharding<@mesh, [[], []], partial = ["tp"]>}, %x: tensor<8x16xf32> {cpc.sharding = #cpc.sharding<@mesh, [[], ["tp"]]>}) -> tensor<8x16xf32> {
+  %b = cpc.broadcast %p {cpc.shardings = [#cpc.sharding<@mesh, [[], ["tp"]]>]} : tensor<8x1xf32> -> tensor<8x16xf32>
+  %m = cpc.mul %b, %x {cpc.shardings = [#cpc.sharding<@mesh, [[], ["tp"]]>]} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %m : tensor<8x16xf32>
+}
