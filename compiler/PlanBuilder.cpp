@@ -2,6 +2,7 @@
 #include "compiler/PlanBuilder.h"
 #include "compiler/MemoryPlanner.h"
 #include "runtime/Blocks.h"
+#include "runtime/PipelineSchedule.h"
 #include "runtime/ScheduleCheck.h"
 #include "dialects/cpc/CpcDialect.h"
 #include "dialects/cpc/Roles.h"
@@ -12,6 +13,7 @@
 
 #include <cstring>
 #include <map>
+#include <optional>
 
 using namespace mlir;
 
@@ -129,6 +131,7 @@ public:
   Plan build(ModuleOp module, const std::string &source) {
     plan_.mode = options_.mode;
     plan_.source = source;
+    plan_.training = options_.training;
     // A module with a mesh compiles to one SPMD program per function, run by every rank.
     if (auto mesh = module.lookupSymbol<MeshOp>("mesh")) {
       plan_.meshShape.assign(mesh.getShape().begin(), mesh.getShape().end());
@@ -143,15 +146,13 @@ public:
         throw RuntimeError("the module has no function @" + name);
       lowerFunction(func);
     }
-    int64_t arena = plan_.arenaBytesOfRank(0);
-    plan_.predictedPeakBytes = arena + plan_.bytesOfKind(BufferKind::Parameter) + plan_.bytesOfKind(BufferKind::State) +
-                               plan_.bytesOfKind(BufferKind::Constant) + plan_.bytesOfKind(BufferKind::Input) +
-                               collectiveScratchBytes();
     plan_.validate();
     // Every rank's collectives and point-to-point transfers must pair up: a plan in which some
     // rank would wait forever is not written.
-    if (std::string problem = checkPlanSchedule(plan_); !problem.empty())
+    std::vector<int64_t> sendPeaks;
+    if (std::string problem = checkPlanSchedule(plan_, &sendPeaks); !problem.empty())
       throw RuntimeError("the plan would hang, " + problem);
+    predictPeaks(sendPeaks);
     return std::move(plan_);
   }
 
@@ -164,6 +165,60 @@ private:
     std::vector<bool> inPlaceCandidate;
     std::vector<std::pair<int, int>> assigns; // (step index of the copy, variable buffer)
   };
+
+  /// The predicted peak per rank: its arena, the persistent buffers its programs use, the
+  /// collectives' scratch and, in a pipeline, the values its programs hand over between
+  /// microbatches' forward and backward (as many microbatches as the schedule keeps in flight)
+  /// and its buffered sends. The plan's predictedPeakBytes is the largest; a pipeline plan also
+  /// records each rank's ("peak_bytes_per_rank").
+  void predictPeaks(const std::vector<int64_t> &sendPeaks) {
+    int64_t scratch = collectiveScratchBytes();
+    std::optional<PipelineSchedule> schedule;
+    if (plan_.training.contains("pipeline"))
+      schedule = PipelineSchedule::fromJson(plan_.training["pipeline"]);
+    std::vector<int64_t> peaks;
+    for (int r = 0; r < std::max(plan_.worldSize, 1); ++r) {
+      std::vector<bool> used = plan_.buffersOfRank(r);
+      int64_t bytes = plan_.arenaBytesOfRank(r) + scratch;
+      for (size_t b = 0; b < plan_.buffers.size(); ++b)
+        if (used[b] && plan_.buffers[b].aliasOf < 0 && plan_.buffers[b].kind != BufferKind::Arena)
+          bytes += plan_.buffers[b].bytes();
+      if (schedule) {
+        bytes += handOverPeak(*schedule, r);
+        bytes += r < (int)sendPeaks.size() ? sendPeaks[r] : 0;
+      }
+      peaks.push_back(bytes);
+    }
+    plan_.predictedPeakBytes = *std::max_element(peaks.begin(), peaks.end());
+    if (schedule)
+      plan_.training["peak_bytes_per_rank"] = peaks;
+  }
+
+  /// The most bytes rank `rank` holds in hand-overs at once over its schedule.
+  int64_t handOverPeak(const PipelineSchedule &schedule, int rank) const {
+    int64_t stage = plan_.shardIndex(rank, {"pp"}), live = 0, peak = 0;
+    std::map<std::pair<int64_t, int64_t>, int64_t> held; // (channel, microbatch) -> bytes
+    for (const PipelineAction &a : schedule.actions.at(stage)) {
+      const RankProgram &p =
+          pipelineProgram(plan_, rank, a.backward ? ProgramPhase::Backward : ProgramPhase::Forward, a.chunk);
+      for (const NamedBuffer &out : plan_.outputs)
+        if (out.isTransfer() && out.program == p.name) {
+          int64_t bytes = plan_.buffers[out.buffer].bytes();
+          held[{out.transfer, a.microbatch}] = bytes;
+          live += bytes;
+        }
+      peak = std::max(peak, live);
+      for (const NamedBuffer &in : plan_.inputs)
+        if (in.isTransfer() && in.program == p.name) {
+          auto it = held.find({in.transfer, a.microbatch});
+          if (it != held.end()) {
+            live -= it->second;
+            held.erase(it);
+          }
+        }
+    }
+    return peak;
+  }
 
   /// The fixed scratch of the runtime's collectives (see kCollectiveChunkBytes).
   int64_t collectiveScratchBytes() const {
@@ -288,17 +343,24 @@ private:
     p.desc.rank = spmd_ ? -1 : 0;
     if (auto phase = getPhase(func))
       p.desc.phase = parseRole<ProgramPhase>(stringifyPhase(*phase).str());
+    if (auto stage = getPipelineRank(func)) // a pipeline stage's program: the ranks at pp = stage
+      p.desc.coordinates.push_back({"pp", *stage});
+    if (auto chunk = func->getAttrOfType<IntegerAttr>(kPipelineChunkAttrName))
+      p.desc.chunk = chunk.getInt();
     p.defStep.assign(plan_.buffers.size(), -1);
     auto grow = [&] { p.defStep.resize(plan_.buffers.size(), -1); };
     for (BlockArgument arg : func.getArguments()) {
       auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cpc.name");
-      std::string n = name ? name.getValue().str() : "arg" + std::to_string(arg.getArgNumber());
+      auto transfer = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kTransferAttrName);
+      std::string n = name       ? name.getValue().str()
+                      : transfer ? "transfer." + std::to_string(transfer.getInt())
+                                 : "arg" + std::to_string(arg.getArgNumber());
       int b = newBuffer(arg.getType(), n, BufferKind::Input, func);
       p.bufferOf[arg] = b;
       RuntimeInputKind runtime = RuntimeInputKind::None;
       if (auto input = getRuntimeInput(func, arg.getArgNumber()))
         runtime = parseRole<RuntimeInputKind>(stringifyRuntimeInput(*input).str());
-      plan_.inputs.push_back({n, b, p.desc.name, runtime});
+      plan_.inputs.push_back({n, b, p.desc.name, runtime, transfer ? transfer.getInt() : -1});
     }
     for (Operation &op : func.getBody().front()) {
       lower(p, &op, func);
@@ -342,7 +404,12 @@ private:
     if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
         auto n = func.getResultAttrOfType<StringAttr>(i, "cpc.name");
-        plan_.outputs.push_back({n ? n.getValue().str() : "output" + std::to_string(i), bufferOf(p, v), p.desc.name});
+        auto transfer = func.getResultAttrOfType<IntegerAttr>(i, kTransferAttrName);
+        std::string label = n          ? n.getValue().str()
+                            : transfer ? "transfer." + std::to_string(transfer.getInt())
+                                       : "output" + std::to_string(i);
+        plan_.outputs.push_back(
+            {label, bufferOf(p, v), p.desc.name, RuntimeInputKind::None, transfer ? transfer.getInt() : -1});
       }
       return;
     }

@@ -16,6 +16,8 @@ struct PlanOptions {
   /// Let elementwise ops write over an input that dies at that op, and producers of assigned
   /// values write straight into the variable.
   bool inPlace = true;
+  /// The plan's training metadata (its pipeline schedule is what the no-hang check simulates).
+  nlohmann::json training = nlohmann::json::object();
 };
 
 /// Lowers the functions of `module` to a one-rank plan: per function a linear schedule of kernel

@@ -1,4 +1,5 @@
 //===- Autodiff.cpp - reverse-mode differentiation over the cpc dialect ---===//
+#include "dialects/cpc/Roles.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -89,6 +90,7 @@ LogicalResult differentiate(func::FuncOp forward) {
     if (!vjp)
       return op->emitError("has no gradient rule, but a trainable parameter's gradient flows through it");
     builder.setInsertionPoint(ret);
+    Operation *before = ret->getPrevNode();
     SmallVector<Value> operandGrads;
     if (failed(vjp.buildVJP(builder, resultGrads, needGrad, operandGrads)))
       return failure();
@@ -106,6 +108,13 @@ LogicalResult differentiate(func::FuncOp forward) {
       Value &slot = grads[operand];
       slot = slot ? builder.create<AddOp>(op->getLoc(), slot, g).getResult() : g;
     }
+    // In a pipelined model the gradient's ops are backward, in the chunk of their forward op.
+    if (Attribute stage = op->getAttr(kStageAttrName))
+      for (Operation *created = before ? before->getNextNode() : &body.front(); created != ret.getOperation();
+           created = created->getNextNode()) {
+        created->setAttr(kBackwardAttrName, builder.getUnitAttr());
+        created->setAttr(kStageAttrName, stage);
+      }
   }
 
   // Results: the loss, then one gradient per trainable parameter (zeros when unused).

@@ -152,7 +152,7 @@ struct CpcBuildTrainStepPass : cpc::impl::CpcBuildTrainStepBase<CpcBuildTrainSte
     SmallVector<Value> grads(ret.getOperands().drop_front());
     unsigned numInputs = body.getNumArguments();
 
-    if (accumulation == 1) {
+    if (accumulation == 1 && !separateApply) {
       body.setSymName("train_step");
       setPhase(body, Phase::TrainStep);
       Block &block = body.getBody().front();

@@ -34,12 +34,20 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
   Option<int64_t> zeroStage{*this, "zero", llvm::cl::desc("ZeRO stage over dp (0-3)"), llvm::cl::init(0)};
   Option<int64_t> tensorParallel{*this, "tp", llvm::cl::desc("Tensor-parallel ranks (Megatron 1D)"), llvm::cl::init(1)};
   ListOption<std::string> shard{*this, "shard", llvm::cl::desc("Manual parameter splits: REGEX=SPEC")};
+  Option<int64_t> pipelineStages{*this, "pp", llvm::cl::desc("Pipeline ranks"), llvm::cl::init(1)};
+  Option<int64_t> virtualStages{*this, "virtual-stages", llvm::cl::desc("Model chunks per pipeline rank"),
+                                llvm::cl::init(1)};
+  ListOption<std::string> pipelineSplit{*this, "pp-split",
+                                        llvm::cl::desc("Hand cut points: the first op of each chunk but the first")};
   Option<bool> sequenceParallel{*this, "sp", llvm::cl::desc("Sequence parallelism over tp"), llvm::cl::init(false)};
 };
 
 /// The passes `cpc compile` runs on an imported model in training mode, registered as
 /// `cpc-training-pipeline` so that `cpc-opt` reproduces the IR a plan is built from.
 void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineOptions &options);
+
+/// The tensor-parallel, ZeRO and data-parallel passes of the training pipeline.
+void addShardingPasses(mlir::OpPassManager &pm, const TrainingPipelineOptions &options);
 
 /// Registers the named pipelines (cpc-opt, and every tool that parses pipelines).
 void registerCpcPipelines();

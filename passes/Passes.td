@@ -65,6 +65,8 @@ def CpcBuildTrainStep : Pass<"cpc-build-train-step", "::mlir::ModuleOp"> {
     ListOption<"noWeightDecay", "no-weight-decay", "std::string", "Regexes of parameters without weight decay">,
     Option<"defaultNoDecay", "default-no-decay", "bool", /*default=*/"true",
            "No weight decay on 1-D parameters and names ending in .bias">,
+    Option<"separateApply", "separate-apply", "bool", /*default=*/"false",
+           "Build @accumulate and @apply even for one microbatch (pipeline parallelism)">,
   ];
   let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
 }
@@ -209,6 +211,52 @@ def CpcZero : Pass<"cpc-zero", "::mlir::ModuleOp"> {
                "Functions to shard in (default: phases train_step, accumulate and apply)">,
   ];
   let dependentDialects = ["::cpc::CpcDialect"];
+}
+
+def CpcPipelineStages : Pass<"cpc-pipeline-stages", "::mlir::ModuleOp"> {
+  let summary = "Cut the forward model into pipeline chunks balanced by cost (labels ops with cpc.stage)";
+  let description = [{
+    Runs on the loss function before cpc-autodiff. Every op that depends on input data gets
+    `cpc.stage = c`, its chunk: `chunks` contiguous runs in program order whose most expensive
+    chunk (estimated FLOPs) is as cheap as possible, and among the cuts within `tolerance` of
+    that, those with the fewest bytes live across the cuts (between residual blocks in a
+    transformer). `split` names the cut points by hand: cut before the first op whose name
+    contains each entry. Parameters and constants (and what is computed from them alone) get
+    no label: every chunk that reads them has a copy. The module attribute
+    `cpc.pipeline_chunks` records each chunk's op count, FLOPs, parameter and boundary bytes.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", /*default=*/"\"main\"", "The loss function to cut">,
+    Option<"chunks", "chunks", "int64_t", /*default=*/"2", "Pipeline chunks (stages x virtual stages)">,
+    Option<"tolerance", "tolerance", "double", /*default=*/"1.1",
+           "How much dearer than the best-balanced cut the chosen chunks may be">,
+    ListOption<"split", "split", "std::string", "Hand cut points: names of the first op of each chunk but the first">,
+  ];
+  let dependentDialects = ["::cpc::CpcDialect"];
+}
+
+def CpcPipelineSplit : Pass<"cpc-pipeline-split", "::mlir::ModuleOp"> {
+  let summary = "Split the training step into per-chunk forward and backward programs and per-rank updates, joined by send/recv";
+  let description = [{
+    Runs after partitioning. `@accumulate` (one microbatch) becomes, for each chunk c,
+    `@forward_c` and `@backward_c` (`cpc.phase` forward/backward, `cpc.pipeline_chunk` c,
+    `cpc.pipeline_rank` c mod stages), and `@apply` one `@apply_r` per pipeline rank r. Each op
+    goes to the chunk of its `cpc.stage` label (from cpc-pipeline-stages through autodiff) or,
+    unlabeled (collectives, optimizer ops), where its operands are: a forward op no earlier than
+    its operands' chunks, a backward op no later, an update op where most of its operand bytes
+    live. A variable lives on every chunk that reads it, and an assign writes every copy.
+    Parameters, constants and what is computed from them alone are copied into each program
+    that uses them. A value read by another rank's program is sent right after it is computed
+    (`cpc.send` over the `pp` mesh axis, one channel per value and destination) and received
+    before its first use; a value read by a later program of the same rank (a saved activation,
+    or one chunk feeding another on the same rank) leaves as a result and enters as an argument
+    with `cpc.transfer` = its channel. Adds the `pp` axis to the mesh, outermost.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"2", "Pipeline ranks (the mesh's pp axis)">,
+    Option<"chunks", "chunks", "int64_t", /*default=*/"2", "Model chunks (stages x virtual stages)">,
+  ];
+  let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
 }
 
 def CpcBucketAllReduce : Pass<"cpc-bucket-all-reduce", "::mlir::ModuleOp"> {

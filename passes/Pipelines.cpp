@@ -15,6 +15,13 @@ void cpc::addImportCleanupPasses(OpPassManager &pm) {
 }
 
 void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &options) {
+  int64_t chunks = options.pipelineStages * options.virtualStages;
+  if (chunks > 1) { // labels the forward ops; autodiff carries the labels onto their gradients
+    CpcPipelineStagesOptions stages;
+    stages.chunks = chunks;
+    stages.split = options.pipelineSplit;
+    pm.addPass(createCpcPipelineStages(stages));
+  }
   if (options.tensorParallel > 1) { // before autodiff: gradients then come in the stored order
     CpcHeadMajorQkvOptions heads;
     heads.tp = options.tensorParallel;
@@ -29,11 +36,26 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   step.epsilon = options.epsilon;
   step.weightDecay = options.weightDecay;
   step.noWeightDecay = options.noWeightDecay;
+  step.separateApply = chunks > 1;
   pm.addPass(createCpcBuildTrainStep(step));
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
-  if (options.dataParallel <= 1 && options.tensorParallel <= 1 && options.shard.empty())
+  bool sharded = options.dataParallel > 1 || options.tensorParallel > 1 || !options.shard.empty();
+  if (!sharded && chunks == 1)
     return;
+  if (sharded)
+    addShardingPasses(pm, options);
+  if (chunks > 1) {
+    CpcPipelineSplitOptions split;
+    split.stages = options.pipelineStages;
+    split.chunks = chunks;
+    pm.addPass(createCpcPipelineSplit(split));
+  }
+  pm.addPass(createCpcBucketAllReduce());
+  pm.addPass(createCpcBucketAllGather());
+}
+
+void cpc::addShardingPasses(OpPassManager &pm, const TrainingPipelineOptions &options) {
   // The passes find the training functions by their cpc.phase.
   if (options.tensorParallel > 1 || !options.shard.empty()) {
     CpcTensorParallelOptions tp;
@@ -52,8 +74,6 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   CpcDataParallelOptions dp;
   dp.size = options.dataParallel;
   pm.addPass(createCpcDataParallel(dp));
-  pm.addPass(createCpcBucketAllReduce());
-  pm.addPass(createCpcBucketAllGather());
 }
 
 void cpc::registerCpcPipelines() {

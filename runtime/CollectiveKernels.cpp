@@ -209,18 +209,26 @@ int peerRank(const kernels::KernelContext &ctx) {
   return (int)rank;
 }
 
+/// The message tag of a send or receive: its channel and the microbatch being run.
+int64_t tagOf(const kernels::KernelContext &ctx) {
+  int64_t channel = ctx.attrInt("channel"), microbatch = ctx.microbatch ? *ctx.microbatch : 0;
+  if (channel < 0 || channel >= kChannelsPerTag || microbatch < 0 || microbatch >= kMaxMicrobatches)
+    ctx.fail("channel " + std::to_string(channel) + " or microbatch " + std::to_string(microbatch) + " out of range");
+  return pointToPointTag(channel, microbatch);
+}
+
 void sendKernel(kernels::KernelContext &ctx) {
   if (!ctx.comm)
     ctx.fail("needs a communicator (run the plan with cpc-run)");
   const TensorRef &in = ctx.inputs.at(0);
-  ctx.comm->send(in.data, in.bytes(), peerRank(ctx), ctx.attrInt("channel"));
+  ctx.comm->sendBuffered(in.data, in.bytes(), peerRank(ctx), tagOf(ctx));
 }
 
 void recvKernel(kernels::KernelContext &ctx) {
   if (!ctx.comm)
     ctx.fail("needs a communicator (run the plan with cpc-run)");
   const TensorRef &out = ctx.outputs.at(0);
-  ctx.comm->recv(out.data, out.bytes(), peerRank(ctx), ctx.attrInt("channel"));
+  ctx.comm->recv(out.data, out.bytes(), peerRank(ctx), tagOf(ctx));
 }
 
 } // namespace

@@ -85,6 +85,12 @@ public:
     Communicator::count("recv", 0);
     return transfers_.size() - 1;
   }
+  bool test(Transfer t) override {
+    if (t < 0 || t >= (Transfer)transfers_.size() || !transfers_[t].done)
+      return false;
+    wait(t);
+    return true;
+  }
   void wait(Transfer t) override {
     if (t < 0 || t >= (Transfer)transfers_.size())
       throw RuntimeError("rank 0: wait on an unknown transfer");
@@ -173,6 +179,30 @@ nlohmann::json commCountsJson(const Communicator &comm) {
     kinds[kind] = {{"calls", c.calls}, {"bytes", c.bytes}};
   }
   return {{"comm_calls", calls}, {"comm_bytes", bytes}, {"comm", kinds}};
+}
+
+void Communicator::sendBuffered(const void *data, int64_t bytes, int peer, int64_t channel) {
+  std::vector<uint8_t> copy(static_cast<const uint8_t *>(data), static_cast<const uint8_t *>(data) + bytes);
+  Transfer t = postSend(copy.data(), bytes, peer, channel); // the vector's heap block stays put when moved
+  bufferedBytes_ += bytes;
+  buffered_.emplace_back(t, std::move(copy));
+}
+
+void Communicator::reapSends() {
+  auto done = std::remove_if(buffered_.begin(), buffered_.end(), [&](auto &entry) {
+    if (!test(entry.first))
+      return false;
+    bufferedBytes_ -= entry.second.size();
+    return true;
+  });
+  buffered_.erase(done, buffered_.end());
+}
+
+void Communicator::completeSends() {
+  for (auto &[transfer, copy] : buffered_)
+    wait(transfer);
+  buffered_.clear();
+  bufferedBytes_ = 0;
 }
 
 } // namespace cpc

@@ -66,8 +66,20 @@ public:
   virtual Transfer postSend(const void *data, int64_t bytes, int peer, int64_t channel) = 0;
   virtual Transfer postRecv(void *data, int64_t bytes, int peer, int64_t channel) = 0;
   virtual void wait(Transfer transfer) = 0;
+  /// Completes `transfer` if it has finished (true; the handle is then spent), without waiting.
+  virtual bool test(Transfer transfer) = 0;
   void send(const void *data, int64_t bytes, int peer, int64_t channel) { wait(postSend(data, bytes, peer, channel)); }
   void recv(void *data, int64_t bytes, int peer, int64_t channel) { wait(postRecv(data, bytes, peer, channel)); }
+  /// A send that never waits for the receiver: `data` is copied and the copy sent; the copies
+  /// are released by completeSends (the end of a step). This is what makes a pipeline schedule's
+  /// sends safe in any order (ScheduleCheck.h proves the rest).
+  void sendBuffered(const void *data, int64_t bytes, int peer, int64_t channel);
+  /// Waits for every buffered send and frees the copies.
+  void completeSends();
+  /// Frees the copies of the buffered sends that have finished (never waits).
+  void reapSends();
+  /// Bytes held by buffered sends not yet completed.
+  int64_t bufferedSendBytes() const { return bufferedBytes_; }
 
   /// Counters since the last reset, by kind ("all_reduce", "all_gather", "reduce_scatter", ...).
   const std::map<std::string, CollectiveCount> &counts() const { return counts_; }
@@ -81,6 +93,8 @@ protected:
 
 private:
   std::map<std::string, CollectiveCount> counts_;
+  std::vector<std::pair<Transfer, std::vector<uint8_t>>> buffered_;
+  int64_t bufferedBytes_ = 0;
 };
 
 /// A communicator over a single rank (collectives are identities); used without MPI.

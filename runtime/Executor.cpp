@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 
 namespace cpc {
 
@@ -51,12 +52,14 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
   mem_->arena = std::make_unique<AlignedBuffer>(arenaBytes);
   memory_.arenaBytes = arenaBytes;
 
-  // Memory of every root buffer, then views (aliases) on top.
+  // Memory of every root buffer this rank's programs use (a pipeline stage holds only its own
+  // parameters and states), then views (aliases) on top.
+  std::vector<bool> used = buffersOfRank(plan, options.rank);
   views_.resize(plan.buffers.size());
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     const BufferDesc &b = plan.buffers[i];
     views_[i] = TensorRef{nullptr, b.dtype, b.shape};
-    if (b.aliasOf >= 0)
+    if (b.aliasOf >= 0 || !used[i])
       continue;
     switch (b.kind) {
     case BufferKind::Arena:
@@ -117,6 +120,7 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
       ctx.rank = options.rank;
       ctx.meshShape = &plan.meshShape;
       ctx.meshAxes = &plan.meshAxes;
+      ctx.microbatch = &microbatch_;
       program.contexts.push_back(std::move(ctx));
       program.kernels.push_back(fn);
     }
@@ -127,10 +131,17 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
 
 Executor::~Executor() = default;
 
+std::vector<bool> Executor::buffersOfRank(const Plan &plan, int rank) { return plan.buffersOfRank(rank); }
+
+bool Executor::runsHere(const NamedBuffer &n) const { return hasProgram(n.program); }
+
 void Executor::bindInput(const std::string &name, const HostTensor &tensor) {
   bool found = false;
   for (size_t i = 0; i < plan_.inputs.size(); ++i) {
     if (plan_.inputs[i].name != name)
+      continue;
+    found = true;
+    if (!runsHere(plan_.inputs[i])) // another rank's (pipeline stage's) program
       continue;
     const TensorRef &dst = views_[plan_.inputs[i].buffer];
     if (tensor.dtype != dst.dtype || tensor.shape != dst.shape)
@@ -138,7 +149,6 @@ void Executor::bindInput(const std::string &name, const HostTensor &tensor) {
                          ", got " + dtypeName(tensor.dtype) + shapeString(tensor.shape));
     std::memcpy(dst.data, tensor.data.data(), dst.bytes());
     bound_[i] = true;
-    found = true;
   }
   if (found)
     return;
@@ -150,7 +160,7 @@ void Executor::bindInput(const std::string &name, const HostTensor &tensor) {
 
 void Executor::bindSyntheticInputs(uint64_t seed) {
   for (size_t i = 0; i < plan_.inputs.size(); ++i) {
-    if (bound_[i] || plan_.inputs[i].isRuntime())
+    if (bound_[i] || plan_.inputs[i].isRuntime() || plan_.inputs[i].isTransfer() || !runsHere(plan_.inputs[i]))
       continue;
     const TensorRef &t = views_[plan_.inputs[i].buffer];
     uint64_t stream = seed ^ mix64(i + 1);
@@ -169,7 +179,7 @@ void Executor::bindSyntheticInputs(uint64_t seed) {
 std::vector<std::string> Executor::unboundInputs() const {
   std::vector<std::string> names;
   for (size_t i = 0; i < plan_.inputs.size(); ++i)
-    if (!bound_[i] && !plan_.inputs[i].isRuntime())
+    if (!bound_[i] && !plan_.inputs[i].isRuntime() && !plan_.inputs[i].isTransfer() && runsHere(plan_.inputs[i]))
       names.push_back(plan_.inputs[i].name);
   return names;
 }
@@ -213,9 +223,12 @@ void Executor::run(const std::string &name) {
                          "): " + e.what());
     }
   }
-  if (trace)
-    trace->add(name + " " + std::to_string(program->runs), "program", programStart,
-               TraceRecorder::nowUs() - programStart);
+  if (trace) { // a pipeline's programs run once per microbatch: the event names it
+    bool perMicrobatch = program->desc->phase == ProgramPhase::Forward || program->desc->phase == ProgramPhase::Backward;
+    trace->add(perMicrobatch ? name + " mb " + std::to_string(microbatch_) : name + " " + std::to_string(program->runs),
+               "program", programStart, TraceRecorder::nowUs() - programStart,
+               {{"run", program->runs}, {"microbatch", microbatch_}});
+  }
   ++program->runs;
 }
 

@@ -51,6 +51,10 @@ public:
 
   /// Runs program `name` once. Throws RuntimeError naming the failing step.
   void run(const std::string &name = "main");
+  /// The microbatch the next runs are for (tags their point-to-point messages).
+  void setMicrobatch(int64_t microbatch) { microbatch_ = microbatch; }
+  /// Which plan buffers (roots) the programs of `rank` use: the memory the rank allocates.
+  static std::vector<bool> buffersOfRank(const Plan &plan, int rank);
   bool hasProgram(const std::string &name) const;
 
   /// Output `name` of program `program` (any program, the last that has it, when empty).
@@ -87,6 +91,8 @@ private:
   std::vector<TensorRef> views_;  // one per plan buffer
   std::vector<Program> programs_;
   std::vector<bool> bound_;       // per plan input
+  int64_t microbatch_ = 0;
+  bool runsHere(const NamedBuffer &n) const;
   MemoryStats memory_;
 };
 

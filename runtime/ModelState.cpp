@@ -60,8 +60,11 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
   m.zeroStage = plan.training.value("zero", 0);
   m.ranks = plan.training.value("data_parallel", 1);
   const std::vector<std::string> batchAxes = plan.batchAxes();
-  for (const BufferDesc &b : plan.buffers) {
-    if (b.aliasOf >= 0)
+  // Only what this rank's programs use (a pipeline stage holds its own parameters).
+  std::vector<bool> used = plan.buffersOfRank(rank);
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const BufferDesc &b = plan.buffers[i];
+    if (b.aliasOf >= 0 || !used[i])
       continue;
     if (b.kind == BufferKind::Parameter) {
       (b.trainable ? m.parameters : m.frozenParameters) += b.bytes();

@@ -122,6 +122,18 @@ public:
     check(MPI_Waitall((int)requests.size(), requests.data(), MPI_STATUSES_IGNORE), "point-to-point", {});
   }
 
+  bool test(Transfer transfer) override {
+    auto it = transfers_.find(transfer);
+    if (it == transfers_.end())
+      throw RuntimeError("rank " + std::to_string(rank_) + ": test of an unknown transfer");
+    int finished = 0;
+    check(MPI_Testall((int)it->second.size(), it->second.data(), &finished, MPI_STATUSES_IGNORE), "point-to-point",
+          {});
+    if (finished)
+      transfers_.erase(it);
+    return finished;
+  }
+
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 

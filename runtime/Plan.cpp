@@ -77,6 +77,8 @@ const char *roleName(ProgramPhase phase) {
   case ProgramPhase::TrainStep: return "train_step";
   case ProgramPhase::Accumulate: return "accumulate";
   case ProgramPhase::Apply: return "apply";
+  case ProgramPhase::Forward: return "forward";
+  case ProgramPhase::Backward: return "backward";
   }
   return "?";
 }
@@ -143,6 +145,24 @@ bool Plan::runsOn(const RankProgram &p, int rank) const {
   return true;
 }
 
+std::vector<bool> Plan::buffersOfRank(int rank) const {
+  std::vector<bool> used(buffers.size(), false);
+  std::vector<std::string> names;
+  for (const RankProgram &p : programs)
+    if (runsOn(p, rank)) {
+      names.push_back(p.name);
+      for (const StepDesc &s : p.steps)
+        for (const auto *list : {&s.inputs, &s.outputs})
+          for (int b : *list)
+            used[rootOf(b)] = true;
+    }
+  for (const auto *list : {&inputs, &outputs})
+    for (const NamedBuffer &n : *list)
+      if (std::find(names.begin(), names.end(), n.program) != names.end())
+        used[rootOf(n.buffer)] = true;
+  return used;
+}
+
 int64_t Plan::arenaBytesOfRank(int rank) const {
   int64_t bytes = 0;
   for (const auto &p : programs)
@@ -187,8 +207,11 @@ nlohmann::json Plan::metadata() const {
   j["buffers"] = bufs;
   auto named = [](const std::vector<NamedBuffer> &v) {
     json a = json::array();
-    for (const auto &n : v)
+    for (const auto &n : v) {
       a.push_back({{"name", n.name}, {"buffer", n.buffer}, {"program", n.program}, {"runtime", roleName(n.runtime)}});
+      if (n.isTransfer())
+        a.back()["transfer"] = n.transfer;
+    }
     return a;
   };
   j["inputs"] = named(inputs);
@@ -203,6 +226,8 @@ nlohmann::json Plan::metadata() const {
       where[axis] = coordinate;
     progs.push_back({{"rank", p.rank}, {"where", where}, {"name", p.name}, {"phase", roleName(p.phase)},
                      {"arena_bytes", p.arenaBytes}, {"steps", steps}});
+    if (p.chunk >= 0)
+      progs.back()["chunk"] = p.chunk;
   }
   j["programs"] = progs;
   return j;
@@ -413,9 +438,19 @@ void Plan::validate() const {
             failPlan("step " + s.op + " uses buffer " + std::to_string(b) + " of " + std::to_string(buffers.size()));
   }
   for (const auto *list : {&inputs, &outputs})
-    for (const auto &n : *list)
+    for (const auto &n : *list) {
       if (n.buffer < 0 || n.buffer >= (int)buffers.size())
         failPlan("input/output '" + n.name + "' has no buffer");
+      if (n.transfer >= kChannelsPerTag)
+        failPlan("input/output '" + n.name + "' has a hand-over channel out of range");
+    }
+  for (const auto &p : programs)
+    for (const auto &s : p.steps)
+      if (s.op == "cpc.send" || s.op == "cpc.recv") {
+        const auto &channel = s.attrs.is_object() ? s.attrs.value("channel", nlohmann::json()) : nlohmann::json();
+        if (!channel.is_number_integer() || channel.get<int64_t>() < 0 || channel.get<int64_t>() >= kChannelsPerTag)
+          failPlan("step " + s.op + " at " + s.loc + " has no channel in [0, " + std::to_string(kChannelsPerTag) + ")");
+      }
 }
 
 void writePlan(const Plan &plan, const std::string &path) {
@@ -572,7 +607,8 @@ Plan readPlan(const std::string &path, PlanBlob blobMode) {
     for (const char *key : {"inputs", "outputs"})
       for (const auto &n : j.at(key))
         (std::string(key) == "inputs" ? plan.inputs : plan.outputs)
-            .push_back({n.at("name"), n.at("buffer"), n.at("program"), parseRole<RuntimeInputKind>(n.at("runtime"))});
+            .push_back({n.at("name"), n.at("buffer"), n.at("program"), parseRole<RuntimeInputKind>(n.at("runtime")),
+                        n.value("transfer", (int64_t)-1)});
     for (const auto &p : j.at("programs")) {
       RankProgram prog;
       prog.rank = p.at("rank");
@@ -580,6 +616,7 @@ Plan readPlan(const std::string &path, PlanBlob blobMode) {
         prog.coordinates.push_back({axis, coordinate.get<int64_t>()});
       prog.name = p.at("name");
       prog.phase = parseRole<ProgramPhase>(p.at("phase"));
+      prog.chunk = p.value("chunk", (int64_t)-1);
       prog.arenaBytes = p.at("arena_bytes");
       for (const auto &s : p.at("steps"))
         prog.steps.push_back({s.at("op"), s.at("in").get<std::vector<int>>(), s.at("out").get<std::vector<int>>(),

@@ -30,7 +30,10 @@ namespace cpc {
 // would silently ignore both. 3: roles of state buffers, runtime inputs and programs. 4: sharded
 // variables split per dim (shard_dims) for tensor parallelism, parameters in another element order
 // (stored_view, stored_perm), all_to_all, all_reduce's kind.
-constexpr uint32_t kPlanVersion = 5;
+// 5: programs scoped to mesh coordinates ("where"). 6: pipelines: forward/backward phases,
+// a program's model chunk, hand-over inputs and outputs ("transfer"), the schedule in the
+// training metadata.
+constexpr uint32_t kPlanVersion = 6;
 constexpr size_t kPlanAlignment = 64;
 
 /// Collectives run through fixed scratch memory whatever the message size (so that the predicted
@@ -39,6 +42,12 @@ constexpr size_t kPlanAlignment = 64;
 /// packing buffer.
 constexpr int64_t kCollectiveChunkBytes = 1 << 20;
 constexpr int64_t kBucketPieceBytes = 4 << 20;
+
+/// Point-to-point messages are tagged by channel and microbatch (a pipeline sends the same
+/// channel once per microbatch; the tag keeps them apart whatever order the ranks run in).
+constexpr int64_t kChannelsPerTag = 1 << 16;
+constexpr int64_t kMaxMicrobatches = 1 << 14;
+inline int64_t pointToPointTag(int64_t channel, int64_t microbatch) { return channel + microbatch * kChannelsPerTag; }
 
 /// Arena: temporaries of one program; Parameter: initialized from the blob, persistent;
 /// State: zero-initialized, persistent (optimizer moments, gradient accumulators);
@@ -53,7 +62,7 @@ enum class VariableRole : uint8_t { None, GradAccumulator, ExpAvg, ExpAvgSq };
 /// An input the runtime computes each step instead of reading user data.
 enum class RuntimeInputKind : uint8_t { None, LearningRate, Step };
 /// Which part of a training step a program is (None: inference).
-enum class ProgramPhase : uint8_t { None, TrainStep, Accumulate, Apply };
+enum class ProgramPhase : uint8_t { None, TrainStep, Accumulate, Apply, Forward, Backward };
 const char *roleName(VariableRole role);
 const char *roleName(RuntimeInputKind input);
 const char *roleName(ProgramPhase phase);
@@ -103,7 +112,11 @@ struct NamedBuffer {
   int buffer = -1;
   std::string program = "main"; // which program reads (input) or produces (output) it
   RuntimeInputKind runtime = RuntimeInputKind::None; // computed by the runtime (lr, step), not user data
+  // A pipeline hand-over (>= 0): the output of an earlier program of the rank that the runtime
+  // keeps per microbatch and binds to the input of a later one with the same channel.
+  int64_t transfer = -1;
   bool isRuntime() const { return runtime != RuntimeInputKind::None; }
+  bool isTransfer() const { return transfer >= 0; }
 };
 
 struct RankProgram {
@@ -113,6 +126,7 @@ struct RankProgram {
   std::vector<std::pair<std::string, int64_t>> coordinates;
   std::string name = "main";
   ProgramPhase phase = ProgramPhase::None;
+  int64_t chunk = -1; // the model chunk of a pipeline's forward or backward program
   int64_t arenaBytes = 0;
   std::vector<StepDesc> steps;
 };
@@ -157,6 +171,9 @@ struct Plan {
   /// Whether `rank` runs program `p`: it is named (or the program is for every rank) and sits at
   /// the program's mesh coordinates.
   bool runsOn(const RankProgram &p, int rank) const;
+  /// Which buffers (roots) the programs `rank` runs use: what the rank allocates (a pipeline
+  /// stage holds only its own parameters and states).
+  std::vector<bool> buffersOfRank(int rank) const;
   /// The arena one rank needs: the largest of its programs' arenas (they run one at a time).
   int64_t arenaBytesOfRank(int rank) const;
   /// Follows aliasOf to the buffer that owns the memory.

@@ -2,7 +2,10 @@
 #include "runtime/ScheduleCheck.h"
 
 #include <algorithm>
+#include <deque>
+#include <map>
 #include <set>
+#include <tuple>
 
 namespace cpc {
 
@@ -76,41 +79,105 @@ std::string describe(int rank, const CommAction &a) {
 
 } // namespace
 
+std::vector<CommAction> programCommActions(const Plan &plan, const RankProgram &program, int r, int64_t microbatch) {
+  std::vector<CommAction> list;
+  // A hand-over from an earlier program of this rank arrives before the program starts.
+  for (const NamedBuffer &in : plan.inputs)
+    if (in.isTransfer() && in.program == program.name) {
+      CommAction a;
+      a.kind = CommAction::Kind::Recv;
+      a.peer = r;
+      a.channel = pointToPointTag(in.transfer, microbatch);
+      a.bytes = plan.buffers[in.buffer].bytes();
+      a.what = "hand-over " + in.name;
+      a.loc = program.name;
+      list.push_back(std::move(a));
+    }
+  for (const StepDesc &step : program.steps) {
+    CommAction a;
+    a.loc = step.loc;
+    if (kCollectives.count(step.op)) {
+      a.what = describeCollective(plan, step);
+      auto axes = attrsOf(step).value("axes", std::vector<std::string>{});
+      a.group = plan.meshShape.empty() ? std::vector<int>{0} : plan.shardGroup(r, axes);
+    } else if (step.op == "cpc.send" || step.op == "cpc.recv") {
+      a.kind = step.op == "cpc.send" ? CommAction::Kind::Send : CommAction::Kind::Recv;
+      a.peer = peerOf(plan, r, step);
+      a.channel = pointToPointTag(attrsOf(step).value("channel", int64_t(0)), microbatch);
+      const std::vector<int> &values = a.kind == CommAction::Kind::Send ? step.inputs : step.outputs;
+      if (values.size() != 1)
+        throw RuntimeError(step.op + " at " + step.loc + " must carry one value");
+      int buffer = values[0];
+      a.bytes = plan.buffers[buffer].bytes();
+      a.what = step.op + " " + shapeText(plan.buffers[buffer]);
+    } else {
+      continue;
+    }
+    list.push_back(std::move(a));
+  }
+  for (const NamedBuffer &out : plan.outputs)
+    if (out.isTransfer() && out.program == program.name) {
+      CommAction a;
+      a.kind = CommAction::Kind::Send;
+      a.peer = r;
+      a.channel = pointToPointTag(out.transfer, microbatch);
+      a.bytes = plan.buffers[out.buffer].bytes();
+      a.what = "hand-over " + out.name;
+      a.loc = program.name;
+      list.push_back(std::move(a));
+    }
+  return list;
+}
+
 std::vector<std::vector<CommAction>> commActions(const Plan &plan, const std::string &name) {
   std::vector<std::vector<CommAction>> ranks(std::max(plan.worldSize, 1));
   for (int r = 0; r < (int)ranks.size(); ++r)
-    for (const RankProgram &program : plan.programs) {
-      if (program.name != name || !plan.runsOn(program, r))
-        continue;
-      for (const StepDesc &step : program.steps) {
-        CommAction a;
-        a.loc = step.loc;
-        if (kCollectives.count(step.op)) {
-          a.what = describeCollective(plan, step);
-          auto axes = attrsOf(step).value("axes", std::vector<std::string>{});
-          a.group = plan.meshShape.empty() ? std::vector<int>{0} : plan.shardGroup(r, axes);
-        } else if (step.op == "cpc.send" || step.op == "cpc.recv") {
-          a.kind = step.op == "cpc.send" ? CommAction::Kind::Send : CommAction::Kind::Recv;
-          a.peer = peerOf(plan, r, step);
-          a.channel = attrsOf(step).value("channel", int64_t(0));
-          const std::vector<int> &values = a.kind == CommAction::Kind::Send ? step.inputs : step.outputs;
-          if (values.size() != 1)
-            throw RuntimeError(step.op + " at " + step.loc + " must carry one value");
-          int buffer = values[0];
-          a.bytes = plan.buffers[buffer].bytes();
-          a.what = step.op + " " + shapeText(plan.buffers[buffer]);
-        } else {
-          continue;
-        }
-        ranks[r].push_back(std::move(a));
-      }
-    }
+    for (const RankProgram &program : plan.programs)
+      if (program.name == name && plan.runsOn(program, r))
+        for (CommAction &a : programCommActions(plan, program, r, 0))
+          ranks[r].push_back(std::move(a));
   return ranks;
 }
 
-std::string checkSchedule(const std::vector<std::vector<CommAction>> &ranks) {
+const RankProgram &pipelineProgram(const Plan &plan, int rank, ProgramPhase phase, int64_t chunk) {
+  for (const RankProgram &p : plan.programs)
+    if (p.phase == phase && (chunk < 0 || p.chunk == chunk) && plan.runsOn(p, rank))
+      return p;
+  throw RuntimeError("the plan has no " + std::string(roleName(phase)) + " program" +
+                     (chunk >= 0 ? " of chunk " + std::to_string(chunk) : std::string()) + " for rank " +
+                     std::to_string(rank));
+}
+
+std::vector<std::vector<CommAction>> pipelineCommActions(const Plan &plan, const PipelineSchedule &schedule) {
+  std::vector<std::vector<CommAction>> ranks(std::max(plan.worldSize, 1));
+  std::vector<std::string> axis{"pp"};
+  for (int r = 0; r < (int)ranks.size(); ++r) {
+    int64_t stage = plan.shardIndex(r, axis);
+    if (stage < 0 || stage >= (int64_t)schedule.actions.size())
+      throw RuntimeError("rank " + std::to_string(r) + " has no pipeline action list");
+    for (const PipelineAction &a : schedule.actions[stage]) {
+      const RankProgram &p =
+          pipelineProgram(plan, r, a.backward ? ProgramPhase::Backward : ProgramPhase::Forward, a.chunk);
+      for (CommAction &c : programCommActions(plan, p, r, a.microbatch)) {
+        c.loc = std::string(a.backward ? "B" : "F") + std::to_string(a.chunk) + "." + std::to_string(a.microbatch) +
+                " " + c.loc;
+        ranks[r].push_back(std::move(c));
+      }
+    }
+    for (CommAction &c : programCommActions(plan, pipelineProgram(plan, r, ProgramPhase::Apply, -1), r, 0))
+      ranks[r].push_back(std::move(c));
+  }
+  return ranks;
+}
+
+std::string checkSchedule(const std::vector<std::vector<CommAction>> &ranks, std::vector<int64_t> *sendPeakBytes) {
   const int n = ranks.size();
+  std::vector<int64_t> sending(n, 0);
+  if (sendPeakBytes)
+    sendPeakBytes->assign(n, 0);
   std::vector<size_t> pc(n, 0);
+  // Sent and not yet received, per (from, to, channel), in order.
+  std::map<std::tuple<int, int, int64_t>, std::deque<const CommAction *>> inFlight;
   auto next = [&](int r) -> const CommAction * { return pc[r] < ranks[r].size() ? &ranks[r][pc[r]] : nullptr; };
   for (bool progress = true; progress;) {
     progress = false;
@@ -140,15 +207,27 @@ std::string checkSchedule(const std::vector<std::vector<CommAction>> &ranks) {
             ++pc[m];
           progress = true;
         }
-      } else if (a->kind == CommAction::Kind::Send) {
-        const CommAction *b = a->peer >= 0 && a->peer < n ? next(a->peer) : nullptr;
-        if (b && b->kind == CommAction::Kind::Recv && b->peer == r && b->channel == a->channel) {
-          if (b->bytes != a->bytes)
-            return "rank " + std::to_string(r) + " sends " + std::to_string(a->bytes) + " B to rank " +
-                   std::to_string(a->peer) + " on channel " + std::to_string(a->channel) + " (" + a->loc +
-                   ") but the receive takes " + std::to_string(b->bytes) + " B (" + b->loc + ")";
+      } else if (a->kind == CommAction::Kind::Send) { // buffered: completes at once
+        inFlight[{r, a->peer, a->channel}].push_back(a);
+        if (a->peer != r) { // a hand-over to itself is no message
+          sending[r] += a->bytes;
+          if (sendPeakBytes)
+            (*sendPeakBytes)[r] = std::max((*sendPeakBytes)[r], sending[r]);
+        }
+        ++pc[r];
+        progress = true;
+      } else {
+        auto it = inFlight.find({a->peer, r, a->channel});
+        if (it != inFlight.end() && !it->second.empty()) {
+          const CommAction *sent = it->second.front();
+          if (sent->bytes != a->bytes)
+            return "rank " + std::to_string(a->peer) + " sends " + std::to_string(sent->bytes) + " B to rank " +
+                   std::to_string(r) + " on channel " + std::to_string(a->channel) + " (" + sent->loc +
+                   ") but the receive takes " + std::to_string(a->bytes) + " B (" + a->loc + ")";
+          if (a->peer != r)
+            sending[a->peer] -= sent->bytes;
+          it->second.pop_front();
           ++pc[r];
-          ++pc[a->peer];
           progress = true;
         }
       }
@@ -158,10 +237,21 @@ std::string checkSchedule(const std::vector<std::vector<CommAction>> &ranks) {
   for (int r = 0; r < n; ++r)
     if (const CommAction *a = next(r))
       stuck += (stuck.empty() ? "" : "; ") + describe(r, *a);
-  return stuck.empty() ? "" : "the ranks would wait forever: " + stuck;
+  if (!stuck.empty())
+    return "the ranks would wait forever: " + stuck;
+  for (const auto &[key, queue] : inFlight)
+    if (!queue.empty())
+      return "rank " + std::to_string(std::get<0>(key)) + " sends " + queue.front()->what + " (" + queue.front()->loc +
+             ") that rank " + std::to_string(std::get<1>(key)) + " never receives";
+  return "";
 }
 
-std::string checkPlanSchedule(const Plan &plan) {
+std::string checkPlanSchedule(const Plan &plan, std::vector<int64_t> *sendPeakBytes) {
+  if (plan.training.is_object() && plan.training.contains("pipeline")) {
+    PipelineSchedule schedule = PipelineSchedule::fromJson(plan.training["pipeline"]);
+    std::string problem = checkSchedule(pipelineCommActions(plan, schedule), sendPeakBytes);
+    return problem.empty() ? "" : "pipeline schedule " + std::string(scheduleName(schedule.kind)) + ": " + problem;
+  }
   std::set<std::string> names;
   for (const RankProgram &p : plan.programs)
     names.insert(p.name);

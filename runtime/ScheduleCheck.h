@@ -3,13 +3,17 @@
 // Every rank's communication in a plan is fixed at compile time, so whether the ranks can hang
 // is decidable before anything runs: simulate all ranks' ordered lists of collectives, sends and
 // receives, where a collective completes only when every member of its group has it next (the
-// same collective: a member issuing another one there is a mismatch) and a send only when its
-// peer has the matching receive next (the conservative, synchronous model: a plan that passes
-// cannot hang whatever MPI buffers). A plan that fails is not written (cpc compile) or run.
+// same collective: a member issuing another one there is a mismatch), a send completes at once
+// (the runtime copies what it sends and never waits for the receiver, see
+// Communicator::sendBuffered) and a receive when its message has been sent (matched by peer and
+// tag, in order). For a pipeline the lists are the whole step: each rank's schedule of forward and
+// backward programs per microbatch (tags carry the microbatch), the hand-overs between its own
+// programs, then its update. A plan that fails is not written (cpc compile) or run.
 //
 #ifndef CPC_RUNTIME_SCHEDULECHECK_H
 #define CPC_RUNTIME_SCHEDULECHECK_H
 
+#include "runtime/PipelineSchedule.h"
 #include "runtime/Plan.h"
 
 #include <cstdint>
@@ -33,12 +37,26 @@ struct CommAction {
 /// the plan's mesh). Throws RuntimeError for a step that names no valid peer or group.
 std::vector<std::vector<CommAction>> commActions(const Plan &plan, const std::string &name);
 
-/// Simulates the ranks' lists (rank i runs ranks[i]); "" when every action completes, else one
-/// line naming the ranks and the actions where they would wait forever or disagree.
-std::string checkSchedule(const std::vector<std::vector<CommAction>> &ranks);
+/// One rank's communication in `program` run for `microbatch` (hand-overs as transfers to itself).
+std::vector<CommAction> programCommActions(const Plan &plan, const RankProgram &program, int rank,
+                                           int64_t microbatch);
 
-/// checkSchedule over every program of `plan`; "" or the first problem, prefixed by the program.
-std::string checkPlanSchedule(const Plan &plan);
+/// Each world rank's communication over a whole pipelined step of `schedule`.
+std::vector<std::vector<CommAction>> pipelineCommActions(const Plan &plan, const PipelineSchedule &schedule);
+
+/// The program of `phase` (and `chunk`, unless -1) that `rank` runs; throws RuntimeError.
+const RankProgram &pipelineProgram(const Plan &plan, int rank, ProgramPhase phase, int64_t chunk);
+
+/// Simulates the ranks' lists (rank i runs ranks[i]); "" when every action completes, else one
+/// line naming the ranks and the actions where they would wait forever or disagree. With
+/// `sendPeakBytes`, also the most bytes each rank had sent and not yet received at once in the
+/// simulated order (what its buffered sends hold).
+std::string checkSchedule(const std::vector<std::vector<CommAction>> &ranks,
+                          std::vector<int64_t> *sendPeakBytes = nullptr);
+
+/// checkSchedule over every program of `plan` (over the whole step for a pipeline); "" or the
+/// first problem, prefixed by the program.
+std::string checkPlanSchedule(const Plan &plan, std::vector<int64_t> *sendPeakBytes = nullptr);
 
 } // namespace cpc
 

@@ -27,18 +27,27 @@ public:
            nlohmann::json args = nlohmann::json::object());
   /// Microseconds spent in events of `category`.
   double totalUs(const std::string &category) const;
+  /// Microseconds from the start of the first event to the end of the last.
+  double spanUs() const { return events_.empty() ? 0.0 : lastEndUs_ - firstStartUs_; }
   const std::vector<nlohmann::json> &events() const { return events_; }
 
 private:
   int rank_;
   std::vector<nlohmann::json> events_;
   std::vector<std::pair<std::string, double>> totals_;
+  double firstStartUs_ = 0, lastEndUs_ = 0;
+};
+
+/// What the trace says of one rank's time.
+struct RankTimeShares {
+  double communication = 0; // of the time in programs, the share in collectives and transfers
+  double idle = 0;          // of the time from its first event to its last, the share not computing
 };
 
 /// Writes `mine` as PATH.rankN; after a barrier, rank 0 merges every rank's part into PATH (a
 /// JSON object with "traceEvents", one process per rank) and removes the parts. Returns, on rank
-/// 0, each rank's fraction of program time spent in communication (empty elsewhere).
-std::vector<double> writeTrace(const std::string &path, const TraceRecorder &mine, Communicator &comm);
+/// 0, each rank's time shares (empty elsewhere).
+std::vector<RankTimeShares> writeTrace(const std::string &path, const TraceRecorder &mine, Communicator &comm);
 
 } // namespace cpc
 

@@ -167,6 +167,8 @@ void TrainRecipe::apply(const nlohmann::json &config, const std::string &origin)
       lrSchedule = v;
     } else if (key == "gradient_accumulation") {
       accumulation = integer(v, origin, key, 1);
+    } else if (key == "NUM_MICRO_BATCHES") {
+      microBatches = integer(v, origin, key, 1);
     } else if (key == "clip_grad_norm") {
       clipGradNorm = number(v, origin, key);
       if (clipGradNorm < 0)
@@ -191,8 +193,7 @@ void TrainRecipe::apply(const nlohmann::json &config, const std::string &origin)
         fail(origin, key, "expected an object like {\"pipeline\": 1, \"tensor\": {\"mode\": null, \"size\": 1}}");
       for (const auto &[pk, pv] : v.items()) {
         if (pk == "pipeline") {
-          if (integer(pv, origin, "parallel.pipeline", 1) != 1)
-            fail(origin, "parallel.pipeline", "pipeline parallelism is not available yet (use 1)");
+          pipelineStages = integer(pv, origin, "parallel.pipeline", 1);
         } else if (pk == "tensor") {
           if (!pv.is_object())
             fail(origin, "parallel.tensor", "expected {\"mode\": ..., \"size\": ...}");

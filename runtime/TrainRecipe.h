@@ -1,7 +1,7 @@
 //===- TrainRecipe.h - the training recipe: JSON config + flags -----------===//
 //
 // Colossal-AI's config keys (TOTAL_BATCH_SIZE, LR, WEIGHT_DECAY, NUM_EPOCHS, WARMUP_EPOCHS,
-// parallel, fp16, gradient_accumulation, clip_grad_norm) plus cpc's own (BETAS, EPS, MIN_LR,
+// parallel, fp16, gradient_accumulation, NUM_MICRO_BATCHES, clip_grad_norm) plus cpc's own (BETAS, EPS, MIN_LR,
 // lr_schedule, STEPS_PER_EPOCH, frozen, no_weight_decay). LR is the base rate per 256 samples:
 // the rate used is LR * TOTAL_BATCH_SIZE / 256, as in MAE.
 //
@@ -32,6 +32,10 @@ struct TrainRecipe {
   std::string lrSchedule = "constant"; // "constant" | "cosine"
   int64_t accumulation = 1;
   int64_t tensorParallel = 1; // parallel.tensor.size (mode '1d')
+  int64_t pipelineStages = 1; // parallel.pipeline
+  // NUM_MICRO_BATCHES (Colossal's pipeline microbatches): cpc compile folds it into
+  // `accumulation` (microbatches per update = gradient_accumulation x NUM_MICRO_BATCHES).
+  int64_t microBatches = 1;
   // parallel.tensor.shard: manual splits as REGEX=SPEC (the --shard syntax), applied in order
   // before the command line's --shard rules (which therefore win).
   std::vector<std::string> shardRules;

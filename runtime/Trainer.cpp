@@ -1,8 +1,10 @@
 //===- Trainer.cpp --------------------------------------------------------===//
 #include "runtime/Trainer.h"
+#include "runtime/ScheduleCheck.h"
 
 #include <chrono>
 #include <cstring>
+#include <set>
 #include <sys/resource.h>
 
 namespace cpc {
@@ -25,23 +27,95 @@ Trainer::Trainer(const Plan &plan, Executor &executor, int rank, Communicator *c
   // parallelism) read the same rows.
   std::vector<std::string> batchAxes = plan.batchAxes();
   batchIndex_ = batchAxes.empty() ? 0 : plan.shardIndex(rank, batchAxes);
+  if (plan.training.contains("pipeline")) {
+    schedule_ = PipelineSchedule::fromJson(plan.training["pipeline"]);
+    stage_ = plan.shardIndex(rank, {"pp"});
+    if (schedule_->microbatches != recipe_.accumulation || stage_ >= schedule_->stages)
+      throw RuntimeError("the plan's pipeline schedule does not match its recipe or mesh");
+    applyProgram_ = pipelineProgram(plan, rank, ProgramPhase::Apply, -1).name;
+    lossRank_ = producerOf("loss");
+    normRank_ = producerOf("grad_norm");
+    return;
+  }
   gradProgram_ = plan.programOfPhase(recipe_.accumulation == 1 ? ProgramPhase::TrainStep : ProgramPhase::Accumulate);
   applyProgram_ = plan.programOfPhase(ProgramPhase::Apply);
   if (gradProgram_.empty() || (recipe_.accumulation > 1 && applyProgram_.empty()))
     throw RuntimeError("the training plan lacks the programs of its phases");
 }
 
+int Trainer::producerOf(const std::string &name) const {
+  for (int r = 0; r < plan_.worldSize; ++r)
+    for (const NamedBuffer &out : plan_.outputs)
+      if (out.name == name)
+        for (const RankProgram &p : plan_.programs)
+          if (p.name == out.program && plan_.runsOn(p, r))
+            return r;
+  throw RuntimeError("the training plan has no output '" + name + "'");
+}
+
+double Trainer::fromRank(double value, int root) {
+  if (comm_ && plan_.worldSize > 1)
+    comm_->broadcast(&value, sizeof value, root);
+  return value;
+}
+
+double Trainer::runPipeline() {
+  double lossSum = 0;
+  for (const PipelineAction &a : schedule_->actions[stage_]) {
+    const RankProgram &p =
+        pipelineProgram(plan_, rank_, a.backward ? ProgramPhase::Backward : ProgramPhase::Forward, a.chunk);
+    exec_.setMicrobatch(a.microbatch);
+    bindMicrobatch(a.microbatch);
+    for (const NamedBuffer &in : plan_.inputs)
+      if (in.isTransfer() && in.program == p.name) {
+        auto it = handOver_.find({in.transfer, a.microbatch});
+        if (it == handOver_.end())
+          throw RuntimeError("pipeline: " + p.name + " of microbatch " + std::to_string(a.microbatch) +
+                             " runs before the program that hands it " + in.name);
+        exec_.bindInput(in.name, it->second);
+        handOver_.erase(it);
+      }
+    exec_.run(p.name);
+    for (const NamedBuffer &out : plan_.outputs) {
+      if (out.program != p.name)
+        continue;
+      if (out.isTransfer()) {
+        TensorRef t = exec_.output(out.name, p.name);
+        HostTensor copy{t.dtype, t.shape, {}};
+        copy.data.assign(static_cast<const uint8_t *>(t.data), static_cast<const uint8_t *>(t.data) + t.bytes());
+        handOver_[{out.transfer, a.microbatch}] = std::move(copy);
+      } else if (out.name == "loss") {
+        lossSum += *exec_.output("loss", p.name).as<float>();
+      }
+    }
+    if (comm_)
+      comm_->reapSends(); // the copies of what the receivers have taken
+  }
+  exec_.setMicrobatch(0);
+  exec_.run(applyProgram_);
+  if (comm_)
+    comm_->completeSends();
+  return lossSum;
+}
+
 void Trainer::setBatchInput(const std::string &name, HostTensor global) {
+  // A batch input of the microbatch programs (with a pipeline, of any stage's: their blocks agree).
+  auto isBatchInput = [&](const NamedBuffer &in) {
+    return !in.isRuntime() && !in.isTransfer() && (schedule_ || in.program == gradProgram_);
+  };
   const NamedBuffer *input = nullptr;
   for (const auto &in : plan_.inputs)
-    if (in.name == name && in.program == gradProgram_ && !in.isRuntime())
+    if (in.name == name && isBatchInput(in) && !input)
       input = &in;
   if (!input) {
-    std::string names;
+    std::set<std::string> names;
     for (const auto &in : plan_.inputs)
-      if (in.program == gradProgram_ && !in.isRuntime())
-        names += (names.empty() ? "" : ", ") + in.name;
-    throw RuntimeError("the plan has no input '" + name + "' (inputs: " + names + ")");
+      if (isBatchInput(in))
+        names.insert(in.name);
+    std::string list;
+    for (const std::string &n : names)
+      list += (list.empty() ? "" : ", ") + n;
+    throw RuntimeError("the plan has no input '" + name + "' (inputs: " + list + ")");
   }
   const BufferDesc &b = plan_.buffers[input->buffer]; // this rank's part of one microbatch
   int64_t k = recipe_.accumulation;
@@ -89,23 +163,33 @@ StepMetrics Trainer::step(int64_t index) {
   bindRuntimeInput(RuntimeInputKind::LearningRate, (float)m.lr);
   bindRuntimeInput(RuntimeInputKind::Step, (float)(index + 1));
   double lossSum = 0;
-  for (int64_t micro = 0; micro < recipe_.accumulation; ++micro) {
-    bindMicrobatch(micro);
-    exec_.run(gradProgram_);
-    lossSum += *exec_.output("loss", gradProgram_).as<float>();
-  }
-  std::string normProgram = gradProgram_;
-  if (recipe_.accumulation > 1) {
-    exec_.run(applyProgram_);
-    normProgram = applyProgram_;
+  if (schedule_) {
+    lossSum = runPipeline();
+    m.gradNorm = rank_ == normRank_ ? *exec_.output("grad_norm", applyProgram_).as<float>() : 0.0;
+  } else {
+    for (int64_t micro = 0; micro < recipe_.accumulation; ++micro) {
+      bindMicrobatch(micro);
+      exec_.run(gradProgram_);
+      lossSum += *exec_.output("loss", gradProgram_).as<float>();
+    }
+    std::string normProgram = gradProgram_;
+    if (recipe_.accumulation > 1) {
+      exec_.run(applyProgram_);
+      normProgram = applyProgram_;
+    }
+    m.gradNorm = *exec_.output("grad_norm", normProgram).as<float>();
   }
   m.loss = lossSum / recipe_.accumulation;
-  m.gradNorm = *exec_.output("grad_norm", normProgram).as<float>();
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.samplesPerSecond = microbatch_ * recipe_.accumulation / m.seconds;
   if (comm_) {
     m.comm = commCountsJson(*comm_);
     m.commSummary = formatCommCounts(*comm_);
+    comm_->resetCounts();
+  }
+  if (schedule_) { // the last stage has them: every rank reports the same metrics
+    m.loss = fromRank(m.loss, lossRank_);
+    m.gradNorm = fromRank(m.gradNorm, normRank_);
     comm_->resetCounts();
   }
   struct rusage usage;

@@ -4,9 +4,11 @@
 
 #include "runtime/Communicator.h"
 #include "runtime/Executor.h"
+#include "runtime/PipelineSchedule.h"
 #include "runtime/TrainRecipe.h"
 
 #include <map>
+#include <optional>
 #include <string>
 
 namespace cpc {
@@ -45,6 +47,13 @@ public:
 
 private:
   void bindMicrobatch(int64_t m);
+  /// This rank's pipeline actions for one step (then its update); returns the summed loss of
+  /// the microbatches (0 on ranks without the loss).
+  double runPipeline();
+  /// `value` from world rank `root` on every rank (the loss and norm of a pipeline's last stage).
+  double fromRank(double value, int root);
+  /// The lowest world rank whose programs produce output `name`.
+  int producerOf(const std::string &name) const;
   /// Binds `value` to every input the runtime computes as `kind`.
   void bindRuntimeInput(RuntimeInputKind kind, float value);
 
@@ -59,6 +68,12 @@ private:
   std::string gradProgram_;  // the program of phase train_step (one microbatch) or accumulate
   std::string applyProgram_; // the program of phase apply (with gradient accumulation)
   std::map<std::string, std::vector<HostTensor>> slices_; // input -> one tensor per microbatch
+  // Pipeline parallelism: the schedule, this rank's stage, the values its programs hand over
+  // (per channel and microbatch, until the program that reads them runs).
+  std::optional<PipelineSchedule> schedule_;
+  int64_t stage_ = 0;
+  std::map<std::pair<int64_t, int64_t>, HostTensor> handOver_;
+  int lossRank_ = 0, normRank_ = 0;
 };
 
 } // namespace cpc

@@ -5,6 +5,7 @@
 #include "runtime/ModelState.h"
 #include "runtime/TensorIO.h"
 #include "runtime/Trace.h"
+#include "runtime/PipelineSchedule.h"
 #include "runtime/Trainer.h"
 
 #include <algorithm>
@@ -81,15 +82,29 @@ std::string tracePath; // --trace
 
 /// Writes the ranks' trace (rank 0 merges it) and prints each rank's share of program time spent
 /// in communication.
-void finishTrace(const cpc::TraceRecorder &trace, cpc::Communicator &comm, bool quiet) {
-  std::vector<double> shares = cpc::writeTrace(tracePath, trace, comm);
+void finishTrace(const cpc::Plan &plan, const cpc::TraceRecorder &trace, cpc::Communicator &comm, bool quiet) {
+  std::vector<cpc::RankTimeShares> shares = cpc::writeTrace(tracePath, trace, comm);
   if (quiet || shares.empty())
     return;
+  auto percent = [](double v) {
+    std::ostringstream os;
+    os << std::fixed << std::setprecision(1) << 100 * v << "%";
+    return os.str();
+  };
   std::cout << "trace: " << tracePath << " (one track per rank); time in communication:";
   for (size_t r = 0; r < shares.size(); ++r)
-    std::cout << (r ? "," : "") << " rank " << r << " " << std::fixed << std::setprecision(1) << 100 * shares[r]
-              << "%" << std::defaultfloat;
-  std::cout << " (no pipeline stages: no bubble)\n";
+    std::cout << (r ? "," : "") << " rank " << r << " " << percent(shares[r].communication);
+  if (!plan.training.is_object() || !plan.training.contains("pipeline")) {
+    std::cout << " (no pipeline stages: no bubble)\n";
+    return;
+  }
+  cpc::PipelineSchedule s = cpc::PipelineSchedule::fromJson(plan.training["pipeline"]);
+  std::cout << "\npipeline idle share (not computing, measured):";
+  for (size_t r = 0; r < shares.size(); ++r)
+    std::cout << (r ? "," : "") << " rank " << r << " " << percent(shares[r].idle);
+  std::cout << "; " << cpc::scheduleName(s.kind) << " bubble with equal stages "
+            << (s.virtualStages > 1 ? "(P-1)/(V*M+P-1)" : "(P-1)/(M+P-1)") << " = " << percent(s.bubbleFraction())
+            << "\n";
 }
 
 void printProfile(const cpc::Executor &executor) {
@@ -151,6 +166,38 @@ void prepareOutputDir(const std::string &dir) {
   ::unlink(probe.c_str());
 }
 
+/// Writes each parameter's final value into `outputDir` (rank 0; "" elsewhere). The ranks that
+/// hold a parameter gather its blocks (a collective over its shard group); when rank 0 holds
+/// none of it (another pipeline stage's), the lowest rank that does sends it the whole value.
+void saveParameterFiles(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &comm,
+                        const std::string &outputDir) {
+  std::vector<std::vector<bool>> held;
+  for (int r = 0; r < plan.worldSize; ++r)
+    held.push_back(cpc::Executor::buffersOfRank(plan, r));
+  const int64_t firstTag = cpc::kChannelsPerTag * cpc::kMaxMicrobatches; // above every pipeline tag
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const cpc::BufferDesc &b = plan.buffers[i];
+    if (b.kind != cpc::BufferKind::Parameter || b.aliasOf >= 0)
+      continue;
+    int holder = 0;
+    while (holder < plan.worldSize && !held[holder][i])
+      ++holder;
+    if (holder == plan.worldSize)
+      continue; // read by no program
+    cpc::HostTensor whole;
+    if (held[comm.rank()][i])
+      whole = executor.wholeVariable(b.name);
+    if (holder != 0 && comm.rank() == holder) {
+      comm.send(whole.data.data(), whole.data.size(), 0, firstTag + (int64_t)i);
+    } else if (holder != 0 && comm.rank() == 0) {
+      whole = {b.dtype, b.sharded() ? b.globalShape : b.shape, std::vector<uint8_t>(b.storedBytes())};
+      comm.recv(whole.data.data(), whole.data.size(), holder, firstTag + (int64_t)i);
+    }
+    if (!outputDir.empty())
+      cpc::writeNpy(outputDir + "/" + b.name + ".npy", whole.ref());
+  }
+}
+
 /// Runs `steps` optimizer steps of a training plan, printing one progress line per step.
 int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &comm,
           const std::vector<std::pair<std::string, std::string>> &inputs, int steps, const std::string &outputDir,
@@ -197,14 +244,8 @@ int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &com
   }
   if (!quiet)
     std::cout << memoryLine(plan, executor, probe) << "\n";
-  // Sharded parameters are gathered on every rank (a collective); rank 0 writes them.
   if (saveParameters)
-    for (const auto &b : plan.buffers)
-      if (b.kind == cpc::BufferKind::Parameter && b.aliasOf < 0) {
-        cpc::HostTensor whole = executor.wholeVariable(b.name);
-        if (!outputDir.empty())
-          cpc::writeNpy(outputDir + "/" + b.name + ".npy", whole.ref());
-      }
+    saveParameterFiles(plan, executor, comm, outputDir);
   if (profile)
     printProfile(executor);
   return 0;
@@ -250,7 +291,7 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
   if (plan.mode == "train") {
     int rc = train(plan, executor, comm, inputs, steps, outputDir, saveParameters, metricsPath, quiet, profile, probe);
     if (trace)
-      finishTrace(*trace, comm, quiet);
+      finishTrace(plan, *trace, comm, quiet);
     return rc;
   }
   if (!metricsPath.empty())
@@ -294,7 +335,7 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
   if (profile)
     printProfile(executor);
   if (trace)
-    finishTrace(*trace, comm, quiet);
+    finishTrace(plan, *trace, comm, quiet);
   return 0;
 }
 

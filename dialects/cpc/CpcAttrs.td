@@ -62,7 +62,9 @@ def Cpc_StateRoleAttr : EnumAttr<Cpc_Dialect, Cpc_StateRole, "state_role"> {
 def Cpc_Phase : I32EnumAttr<"Phase", "which part of a training step a function is", [
     I32EnumAttrCase<"TrainStep", 0, "train_step">,
     I32EnumAttrCase<"Accumulate", 1, "accumulate">,
-    I32EnumAttrCase<"Apply", 2, "apply">]> {
+    I32EnumAttrCase<"Apply", 2, "apply">,
+    I32EnumAttrCase<"Forward", 3, "forward">,
+    I32EnumAttrCase<"Backward", 4, "backward">]> {
   let cppNamespace = "::cpc";
   let genSpecializedAttr = 0;
 }
@@ -72,7 +74,9 @@ def Cpc_PhaseAttr : EnumAttr<Cpc_Dialect, Cpc_Phase, "phase"> {
   let description = [{
     `train_step`: forward, backward and update of one microbatch. With gradient accumulation,
     `accumulate` adds one microbatch's gradients into the accumulators and `apply` averages,
-    clips and updates. The runtime runs functions by phase, never by name.
+    clips and updates. With pipeline parallelism a microbatch's `accumulate` is cut into a
+    `forward` and a `backward` function per model chunk (`cpc.pipeline_stage`), and `apply`
+    into one function per pipeline rank. The runtime runs functions by phase, never by name.
   }];
 }
 

@@ -49,6 +49,31 @@ inline void setRuntimeInput(mlir::func::FuncOp func, unsigned arg, RuntimeInput 
   func.setArgAttr(arg, kRuntimeInputAttrName, RuntimeInputAttr::get(func.getContext(), input));
 }
 
+// Pipeline parallelism. Op attributes: the model chunk of a forward op (`cpc.stage`, i64, set
+// by cpc-pipeline-stages), which autodiff copies onto the ops of the op's gradient and marks
+// `cpc.backward`. Function attributes of the split programs: the chunk a forward or backward
+// function computes and the pipeline rank (the mesh's pp coordinate) that runs it. Argument and
+// result attribute `cpc.transfer` (i64 channel): a value one program of a rank hands to a later
+// one of the same microbatch (saved activations, chunks of one rank), which the runtime keeps.
+inline constexpr llvm::StringLiteral kStageAttrName = "cpc.stage";
+inline constexpr llvm::StringLiteral kBackwardAttrName = "cpc.backward";
+inline constexpr llvm::StringLiteral kPipelineChunkAttrName = "cpc.pipeline_chunk";
+inline constexpr llvm::StringLiteral kPipelineRankAttrName = "cpc.pipeline_rank";
+inline constexpr llvm::StringLiteral kTransferAttrName = "cpc.transfer";
+
+inline std::optional<int64_t> getStage(mlir::Operation *op) {
+  if (auto attr = op->getAttrOfType<mlir::IntegerAttr>(kStageAttrName))
+    return attr.getInt();
+  return std::nullopt;
+}
+
+/// The pipeline rank that runs `func` (none: every rank).
+inline std::optional<int64_t> getPipelineRank(mlir::func::FuncOp func) {
+  if (auto attr = func->getAttrOfType<mlir::IntegerAttr>(kPipelineRankAttrName))
+    return attr.getInt();
+  return std::nullopt;
+}
+
 /// The functions named in `names`, or, when it is empty, those of `phases` in module order.
 /// Emits an error on `module` and fails for a name that is no function.
 inline mlir::FailureOr<llvm::SmallVector<mlir::func::FuncOp>>

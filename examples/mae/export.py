@@ -91,9 +91,12 @@ def describe_onnx(path):
     return m, ops, inits
 
 
-def run_one(size, opset, batch, seed, out_dir, save_inputs, img_size=None, mask_ratio=None):
+def run_one(size, opset, batch, seed, out_dir, save_inputs, img_size=None, mask_ratio=None, depth=None):
     t0 = time.time()
-    model = build_model(size, seed=seed, **({"img_size": img_size} if img_size else {}))
+    overrides = {"img_size": img_size} if img_size else {}
+    if depth:
+        overrides["depth"] = depth
+    model = build_model(size, seed=seed, **overrides)
     if mask_ratio is not None:  # baked into the graph, as the default is
         model.DEFAULT_MASK_RATIO = mask_ratio
     model.train()  # no dropout / drop-path in this model, so train == eval numerically
@@ -137,6 +140,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0, help="seed for weights and inputs")
     ap.add_argument("--img-size", type=int, default=None,
                     help="image side instead of the size's own (e.g. 24 with tiny: 9 patches)")
+    ap.add_argument("--depth", type=int, default=None,
+                    help="encoder blocks instead of the size's own (e.g. 4 with tiny, for pipeline stages)")
     ap.add_argument("--mask-ratio", type=float, default=None,
                     help=f"masking ratio baked into the graph (default {MASK_RATIO})")
     ap.add_argument("--save-inputs", action="store_true",
@@ -147,7 +152,7 @@ def main():
     sizes = list(CONFIGS) if args.size == "all" else [args.size]
     for size in sizes:
         run_one(size, args.opset, args.batch, args.seed, args.out_dir, args.save_inputs, args.img_size,
-                args.mask_ratio)
+                args.mask_ratio, args.depth)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ struct KernelContext {
   int rank = 0;
   const std::vector<int64_t> *meshShape = nullptr;
   const std::vector<std::string> *meshAxes = nullptr;
+  const int64_t *microbatch = nullptr; // the microbatch the program runs for (point-to-point tags)
 
   const nlohmann::json &attr(const char *name) const;
   int64_t attrInt(const char *name) const { return attr(name).get<int64_t>(); }

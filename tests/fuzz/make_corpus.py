@@ -132,7 +132,7 @@ def source_seeds():
 
 
 def build_seeds(out, cpc):
-    """Plans compiled from the checked-in torch seeds: infer, train, train from a config, dp and ZeRO."""
+    """Plans compiled from the checked-in torch seeds: infer, train, train from a config, dp, ZeRO, pp."""
     out = os.path.join(out, "plan_reader")
     os.makedirs(out, exist_ok=True)
     train = os.path.join(CORPUS, "onnx_import", "torch_mlp_train")
@@ -144,6 +144,7 @@ def build_seeds(out, cpc):
         ("train_config", [train, "--config", config, "--set", "TOTAL_BATCH_SIZE=8"]),
         ("dp2", [train, "--dp", "2"]),
         ("dp2_zero3", [train, "--dp", "2", "--zero", "3"]),
+        ("pp2", [train, "--pp", "2", "--microbatches", "2"]),
     ]
     failed = 0
     for name, args in jobs:

@@ -124,6 +124,37 @@ void sendRecvBetweenStages(Communicator &comm) {
     check(got == act, "stage 1 receives its dp row's activation");
     runP2p("cpc.send", {ref(got, {2, 3})}, {}, {{"axis", "pp"}, {"peer", 0}, {"channel", 1}});
   }
+  // Sends are buffered (a copy goes out; the sender never waits for the receiver): the copies
+  // are released at the end of the step.
+  check(comm.bufferedSendBytes() == 24, "one buffered send of 24 B per rank");
+  comm.completeSends();
+  check(comm.bufferedSendBytes() == 0, "completed sends release their copies");
+  // The same channel in two microbatches: the tag keeps them apart, whatever order they arrive.
+  int64_t microbatch = 0;
+  auto runTagged = [&](const char *op, std::vector<float> &v, int64_t peer, int64_t mb) {
+    kernels::KernelContext ctx;
+    nlohmann::json attrs = {{"axis", "pp"}, {"peer", peer}, {"channel", 5}};
+    ctx.op = op;
+    (std::string(op) == "cpc.send" ? ctx.inputs : ctx.outputs).push_back(ref(v, {2, 3}));
+    ctx.attrs = &attrs;
+    ctx.comm = &comm;
+    ctx.rank = r;
+    ctx.meshShape = &mesh.shape;
+    ctx.meshAxes = &mesh.axes;
+    microbatch = mb;
+    ctx.microbatch = &microbatch;
+    findCollectiveKernel(op)(ctx);
+  };
+  std::vector<float> first(6, 1.f), second(6, 2.f), a(6), b(6);
+  if (stage == 0) {
+    runTagged("cpc.send", first, 1, 0);
+    runTagged("cpc.send", second, 1, 1);
+  } else {
+    runTagged("cpc.recv", b, 0, 1); // microbatch 1 first
+    runTagged("cpc.recv", a, 0, 0);
+    check(a == first && b == second, "messages of one channel are matched by microbatch");
+  }
+  comm.completeSends();
   bool threw = false;
   try {
     runP2p("cpc.send", {ref(act, {2, 3})}, {}, {{"axis", "pp"}, {"peer", stage}, {"channel", 2}});

@@ -2,6 +2,7 @@
 #include "compiler/PlanBuilder.h"
 #include "dialects/cpc/Roles.h"
 #include "passes/Passes.h"
+#include "runtime/PipelineSchedule.h"
 #include "runtime/TrainRecipe.h"
 #include "tools/cpc/Commands.h"
 
@@ -12,6 +13,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <optional>
 #include <iomanip>
 #include <set>
 #include <iostream>
@@ -27,8 +29,8 @@ Options:
                              a scalar loss); infer: the forward computation
   --config CFG.json          Training recipe (Colossal-AI keys: TOTAL_BATCH_SIZE, LR, WEIGHT_DECAY,
                              NUM_EPOCHS, WARMUP_EPOCHS, gradient_accumulation, clip_grad_norm,
-                             parallel, fp16; cpc keys: BETAS, EPS, MIN_LR, lr_schedule,
-                             STEPS_PER_EPOCH, frozen, no_weight_decay)
+                             NUM_MICRO_BATCHES, parallel, fp16; cpc keys: BETAS, EPS, MIN_LR,
+                             lr_schedule, STEPS_PER_EPOCH, frozen, no_weight_decay)
   --set KEY=VALUE            Override one config key (VALUE is JSON, e.g. --set LR=1e-3); repeatable
   --input-shape NAME=AxBxC   Static shape for a graph input with symbolic dims (repeatable)
   --frozen REGEX             Treat matching parameters as frozen (repeatable)
@@ -53,6 +55,19 @@ Options:
                              dim: '-' (whole) or mesh axes joined by '*', e.g. 'fc1\.weight=tp,-'
                              (repeatable; overrides the Megatron choice and the config's
                              parallel.tensor.shard policy)
+  --pp N                     Pipeline parallelism over N ranks (training; or the config's
+                             parallel.pipeline): the model is cut into N stages balanced by cost
+                             (a table of the stages is printed), each stage its own programs;
+                             the mesh is pp x dp x tp (a stage's ranks are neighbours)
+  --microbatches M           Microbatches per step (NUM_MICRO_BATCHES; multiplies
+                             gradient_accumulation): global batch = M x the model's batch
+  --schedule gpipe|1f1b|interleaved
+                             The pipeline schedule (default 1f1b)
+  --virtual-stages V         Model chunks per pipeline rank (interleaved; default 2 there)
+  --pp-split NAME,...        Cut the stages by hand: before the first op whose name contains
+                             each NAME (N - 1 names, or N x V - 1 with --virtual-stages)
+  --debug-schedule R=A,...   Replace pipeline rank R's action list (F<chunk>.<mb>, B<chunk>.<mb>;
+                             ';' between ranks), e.g. to see the no-hang check refuse a schedule
   --no-inplace               Never let an op write its result over an input
 )";
 
@@ -243,11 +258,49 @@ void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &f
   }
 }
 
+/// Applies --debug-schedule "R=F0.0,B0.0;R2=...": rank R's list replaced, then re-validated.
+void replaceActions(PipelineSchedule &schedule, const std::string &spec) {
+  nlohmann::json j = schedule.toJson();
+  for (llvm::StringRef part : llvm::split(spec, ';')) {
+    auto [rank, list] = part.split('=');
+    unsigned r = 0;
+    if (rank.trim().getAsInteger(10, r) || r >= (unsigned)schedule.stages || list.empty())
+      throw UsageError("--debug-schedule expects R=ACTION,... with R a pipeline rank, got '" + part.str() + "'");
+    nlohmann::json actions = nlohmann::json::array();
+    for (llvm::StringRef a : llvm::split(list, ','))
+      actions.push_back(a.trim().str());
+    j["actions"][r] = actions;
+  }
+  schedule = PipelineSchedule::fromJson(j);
+}
+
+/// The stage table: per chunk its pipeline rank, ops, estimated FLOPs, parameter and boundary bytes.
+void printStageTable(mlir::ModuleOp module, const PipelineSchedule &schedule) {
+  auto table = module->getAttrOfType<mlir::ArrayAttr>("cpc.pipeline_chunks");
+  if (!table)
+    return;
+  std::cout << "pipeline: " << schedule.stages << " stages x " << schedule.virtualStages << " chunks, "
+            << schedule.microbatches << " microbatches, " << scheduleName(schedule.kind) << ", bubble "
+            << std::fixed << std::setprecision(3) << schedule.bubbleFraction() << std::defaultfloat << "\n";
+  std::cout << "  chunk  rank     ops        GFLOP   param bytes  in bytes  first op\n";
+  for (mlir::Attribute a : table) {
+    auto d = llvm::cast<mlir::DictionaryAttr>(a);
+    auto get = [&](const char *k) { return llvm::cast<mlir::IntegerAttr>(d.get(k)).getInt(); };
+    double flops = llvm::cast<mlir::FloatAttr>(d.get("flops")).getValueAsDouble();
+    std::cout << "  " << std::setw(5) << get("chunk") << std::setw(6) << get("chunk") % schedule.stages
+              << std::setw(8) << get("ops") << std::setw(13) << std::setprecision(4) << flops / 1e9
+              << std::setw(14) << get("parameter_bytes") << std::setw(10) << get("boundary_bytes") << "  "
+              << llvm::cast<mlir::StringAttr>(d.get("first_op")).getValue().str() << "\n";
+  }
+}
+
 } // namespace
 
 int runCompile(int argc, char **argv) {
   std::string input, output, mode, configPath;
   int64_t dataParallel = 1, tensorParallel = 0; // 0: from the config
+  int64_t pipelineStages = 0, microbatches = 0, virtualStages = 0;
+  std::string scheduleName = "1f1b", debugSchedule, pipelineSplit;
   std::vector<std::string> shardRules;
   bool dumpSharding = false, printPipeline = false, sequenceParallel = false;
   std::string dumpIrPath;
@@ -281,6 +334,20 @@ int runCompile(int argc, char **argv) {
       dataParallel = parseRanks("--dp", takeValue(argc, argv, i));
     } else if (arg == "--tp") {
       tensorParallel = parseRanks("--tp", takeValue(argc, argv, i));
+    } else if (arg == "--pp") {
+      pipelineStages = parseRanks("--pp", takeValue(argc, argv, i));
+    } else if (arg == "--microbatches") {
+      microbatches = parseRanks("--microbatches", takeValue(argc, argv, i));
+    } else if (arg == "--virtual-stages") {
+      virtualStages = parseRanks("--virtual-stages", takeValue(argc, argv, i));
+    } else if (arg == "--schedule") {
+      scheduleName = takeValue(argc, argv, i);
+      if (scheduleName != "gpipe" && scheduleName != "1f1b" && scheduleName != "interleaved")
+        throw UsageError("--schedule expects gpipe, 1f1b or interleaved, got '" + scheduleName + "'");
+    } else if (arg == "--pp-split") {
+      pipelineSplit = takeValue(argc, argv, i);
+    } else if (arg == "--debug-schedule") {
+      debugSchedule = takeValue(argc, argv, i);
     } else if (arg == "--sp") {
       sequenceParallel = true;
     } else if (arg == "--shard") {
@@ -342,6 +409,10 @@ int runCompile(int argc, char **argv) {
     if (!returnsScalarLoss(*model.module))
       throw UsageError("--mode train needs a graph whose first output is a scalar loss");
     int64_t microbatch = graphBatch(*model.module);
+    if (microbatches > 0) // --microbatches is NUM_MICRO_BATCHES; both multiply gradient_accumulation
+      recipe.microBatches = microbatches;
+    recipe.accumulation *= recipe.microBatches;
+    recipe.microBatches = 1;
     if (recipe.totalBatchSize == 0)
       recipe.totalBatchSize = std::max<int64_t>(microbatch, 1) * recipe.accumulation;
     recipe.validate(microbatch, configPath.empty() ? "config" : configPath);
@@ -355,6 +426,26 @@ int runCompile(int argc, char **argv) {
                        std::to_string(recipe.tensorParallel) + " in " + configPath);
     if (tensorParallel == 0)
       tensorParallel = recipe.tensorParallel;
+    if (pipelineStages > 0 && recipe.pipelineStages > 1 && pipelineStages != recipe.pipelineStages)
+      throw UsageError("--pp " + std::to_string(pipelineStages) + " disagrees with parallel.pipeline " +
+                       std::to_string(recipe.pipelineStages) + " in " + configPath);
+    if (pipelineStages == 0)
+      pipelineStages = recipe.pipelineStages;
+    PipelineScheduleKind kind = parseScheduleName(scheduleName);
+    if (virtualStages == 0)
+      virtualStages = kind == PipelineScheduleKind::Interleaved && pipelineStages > 1 ? 2 : 1;
+    std::optional<PipelineSchedule> schedule;
+    if (pipelineStages > 1) {
+      try {
+        schedule = buildPipelineSchedule(kind, pipelineStages, virtualStages, recipe.accumulation);
+        if (!debugSchedule.empty())
+          replaceActions(*schedule, debugSchedule);
+      } catch (const RuntimeError &e) {
+        throw UsageError(e.what());
+      }
+    } else if (!debugSchedule.empty() || !pipelineSplit.empty() || virtualStages > 1) {
+      throw UsageError("--virtual-stages, --pp-split and --debug-schedule need --pp N (N > 1)");
+    }
     TrainingPipelineOptions pipeline;
     setPipelineOptions(pipeline, recipe, dataParallel, zeroStage);
     pipeline.tensorParallel = tensorParallel;
@@ -366,18 +457,33 @@ int runCompile(int argc, char **argv) {
     if (sequenceParallel && tensorParallel < 2)
       throw UsageError("--sp splits the sequence over the tensor-parallel ranks: use it with --tp N (N > 1)");
     pipeline.sequenceParallel = sequenceParallel;
+    pipeline.pipelineStages = pipelineStages;
+    pipeline.virtualStages = schedule ? virtualStages : 1;
+    if (!pipelineSplit.empty()) {
+      std::vector<std::string> cuts;
+      for (llvm::StringRef cut : llvm::split(pipelineSplit, ','))
+        cuts.push_back(cut.str());
+      pipeline.pipelineSplit = cuts;
+    }
     std::string pipelineText = runTrainingPipeline(context, *model.module, pipeline);
     if (printPipeline)
       std::cout << "pipeline: " << pipelineText << "\n";
-    planOptions.functions.clear(); // the training functions, found by their phase
-    for (Phase phase : {Phase::TrainStep, Phase::Accumulate, Phase::Apply})
-      if (auto func = findPhase(*model.module, phase))
+    planOptions.functions.clear(); // the training functions, found by their phase, in module order
+    for (auto func : model.module->getOps<mlir::func::FuncOp>())
+      if (getPhase(func))
         planOptions.functions.push_back(func.getSymName().str());
     training = {{"recipe", recipe.toJson()}, {"microbatch", microbatch}, {"programs", planOptions.functions},
                 {"data_parallel", dataParallel}, {"tensor_parallel", tensorParallel}, {"zero", zeroStage},
                 {"batch_axes", dataParallel > 1 ? std::vector<std::string>{"dp"} : std::vector<std::string>{}}};
+    if (schedule) {
+      training["pipeline"] = schedule->toJson();
+      printStageTable(*model.module, *schedule);
+    }
+    planOptions.training = training;
   } else if (dataParallel > 1) {
     throw UsageError("--dp applies to training plans (--mode train)");
+  } else if (pipelineStages > 1 || microbatches > 0) {
+    throw UsageError("--pp and --microbatches apply to training plans (--mode train)");
   } else if (tensorParallel > 1 || !shardRules.empty() || sequenceParallel) {
     throw UsageError("--tp, --sp and --shard apply to training plans (--mode train)");
   } else if (zeroStage > 0) {
@@ -390,7 +496,6 @@ int runCompile(int argc, char **argv) {
   if (!dumpIrPath.empty())
     writeModule(*model.module, dumpIrPath);
   Plan plan = buildPlan(*model.module, *model.weights, input, planOptions);
-  plan.training = training;
   writePlan(plan, output);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   size_t steps = 0;

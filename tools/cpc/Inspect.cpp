@@ -1,6 +1,7 @@
 //===- Inspect.cpp - cpc inspect: describe a plan -------------------------===//
 #include "runtime/ModelState.h"
 #include "runtime/Plan.h"
+#include "runtime/PipelineSchedule.h"
 #include "runtime/ScheduleCheck.h"
 #include "tools/cpc/Commands.h"
 
@@ -19,7 +20,9 @@ Prints what a plan holds: ranks, ops by kind, buffers, predicted peak memory, pa
 inputs and outputs with shapes. --json prints the same as one JSON object (with every step).
 --schedule prints each rank's communication, program by program, in the order the rank issues
 it (collectives with their groups, sends and receives with their peers and channels), and
-whether the ranks' lists pair up (the check cpc compile runs before writing a plan).
+whether the ranks' lists pair up (the check cpc compile runs before writing a plan); for a
+pipeline, first each pipeline rank's list of actions (F<chunk>.<microbatch> forward,
+B<chunk>.<microbatch> backward, then its update) and the schedule's idle share.
 )";
 
 std::string mib(int64_t bytes) {
@@ -29,6 +32,16 @@ std::string mib(int64_t bytes) {
 }
 /// Each rank's communication per program, and the check's verdict.
 int printSchedule(const Plan &plan) {
+  if (plan.training.is_object() && plan.training.contains("pipeline")) {
+    PipelineSchedule s = PipelineSchedule::fromJson(plan.training["pipeline"]);
+    std::cout << "pipeline schedule " << scheduleName(s.kind) << ": " << s.stages << " stages x " << s.virtualStages
+              << " chunks, " << s.microbatches << " microbatches; idle share with equal stages "
+              << (s.virtualStages > 1 ? "(P-1)/(V*M+P-1)" : "(P-1)/(M+P-1)") << " = " << s.bubbleFraction() << "\n"
+              << s.format();
+    for (int64_t r = 0; r < s.stages; ++r)
+      std::cout << "  pipeline rank " << r << " holds the activations of at most " << s.peakInFlight(r)
+                << " microbatch chunk" << (s.peakInFlight(r) == 1 ? "" : "s") << "\n";
+  }
   std::set<std::string> names;
   for (const RankProgram &p : plan.programs)
     names.insert(p.name);
@@ -130,18 +143,35 @@ int runInspect(int argc, char **argv) {
   };
   std::cout << "plan " << path << " (format version " << plan.version << ")\n"
             << "  source: " << plan.source << "\n  mode: " << plan.mode << "\n  ranks: " << plan.worldSize << "\n";
-  std::cout << "  inputs:\n";
-  for (const auto &n : plan.inputs)
-    std::cout << "    " << describe(n) << "\n";
-  std::cout << "  outputs:\n";
-  for (const auto &n : plan.outputs)
-    std::cout << "    " << describe(n) << "\n";
+  // Each name once (pipeline programs each bind their own copy); hand-overs between a rank's
+  // programs are counted, not listed.
+  for (const auto *list : {&plan.inputs, &plan.outputs}) {
+    std::cout << (list == &plan.inputs ? "  inputs:\n" : "  outputs:\n");
+    std::set<std::string> shown;
+    int64_t handOvers = 0, handOverBytes = 0;
+    for (const auto &n : *list) {
+      if (n.isTransfer()) {
+        ++handOvers;
+        handOverBytes += plan.buffers[n.buffer].bytes();
+      } else if (shown.insert(n.name).second) {
+        std::cout << "    " << describe(n) << "\n";
+      }
+    }
+    if (handOvers)
+      std::cout << "    (and " << handOvers << " hand-overs between a rank's pipeline programs, " << handOverBytes
+                << " B per microbatch)\n";
+  }
   for (const auto &program : plan.programs) {
     std::cout << "  rank " << program.rank;
     for (const auto &[axis, coordinate] : program.coordinates)
       std::cout << " at " << axis << "=" << coordinate;
     std::cout << ", program " << program.name << ": " << program.steps.size() << " steps, arena "
               << mib(program.arenaBytes) << "\n";
+  }
+  if (plan.mode == "train" && plan.training.contains("pipeline")) {
+    PipelineSchedule s = PipelineSchedule::fromJson(plan.training["pipeline"]);
+    std::cout << "  pipeline: " << s.stages << " stages x " << s.virtualStages << " chunks, " << s.microbatches
+              << " microbatches, schedule " << scheduleName(s.kind) << " (cpc inspect --schedule lists it)\n";
   }
   if (plan.mode == "train" && plan.training.contains("recipe"))
     std::cout << "  training: microbatch " << plan.training.value("microbatch", 0) << ", recipe "

@@ -29,7 +29,7 @@ Plan zeroPlan(int stage, int64_t n, int64_t ranks) {
     param.shardDims = {{"dp"}};
   }
   int p = add(param);
-  add({"frozen", DType::F32, {7}, BufferKind::Parameter});
+  int frozen = add({"frozen", DType::F32, {7}, BufferKind::Parameter});
   // Roles, not names, make these optimizer states: the names say nothing to the count.
   BufferDesc mDesc{"m", DType::F32, {block}, BufferKind::State}, vDesc{"v", DType::F32, {block}, BufferKind::State};
   mDesc.role = VariableRole::ExpAvg;
@@ -54,6 +54,9 @@ Plan zeroPlan(int stage, int64_t n, int64_t ranks) {
     program.steps.push_back({"cpc.reduce_scatter", {whole}, {grad}, nlohmann::json::object(), "rs"});
   }
   program.steps.push_back({"cpc.adamw", {p, grad, m, v}, {p, m, v}, nlohmann::json::object(), "adamw"});
+  // A rank counts what its programs use: the frozen parameter is read (by the forward).
+  int scaled = add({"scaled", DType::F32, {7}, BufferKind::Arena});
+  program.steps.push_back({"cpc.neg", {frozen}, {scaled}, nlohmann::json::object(), "forward"});
   plan.programs.push_back(program);
   return plan;
 }

@@ -55,20 +55,22 @@ TEST(ScheduleCheck, MembersThatDisagreeAreNamed) {
   EXPECT_NE(problem.find("cpc.all_gather f32[4] (b)"), std::string::npos) << problem;
 }
 
-// Tests pipeline exchanges: stage 0 sends then receives, stage 1 receives then sends: fine; both
-// sending first is a cycle of waits (under the synchronous model), reported per rank.
+// Tests pipeline exchanges: sends never wait (the runtime buffers them), so both stages sending
+// first completes; both receiving first is a cycle of waits, reported per rank.
 TEST(ScheduleCheck, SendsMeetTheirReceivesWithoutCycles) {
   EXPECT_EQ(checkSchedule({{send(1, 0), recv(1, 1)}, {recv(0, 0), send(0, 1)}}), "");
-  std::string problem = checkSchedule({{send(1, 0), recv(1, 1)}, {send(0, 1), recv(0, 0)}});
+  EXPECT_EQ(checkSchedule({{send(1, 0), recv(1, 1)}, {send(0, 1), recv(0, 0)}}), "");
+  std::string problem = checkSchedule({{recv(1, 1), send(1, 0)}, {recv(0, 0), send(0, 1)}});
   EXPECT_NE(problem.find("would wait forever"), std::string::npos) << problem;
-  EXPECT_NE(problem.find("rank 0 waits to send 16 B to rank 1 on channel 0"), std::string::npos) << problem;
-  EXPECT_NE(problem.find("rank 1 waits to send 16 B to rank 0 on channel 1"), std::string::npos) << problem;
+  EXPECT_NE(problem.find("rank 0 waits to receive from rank 1 on channel 1"), std::string::npos) << problem;
+  EXPECT_NE(problem.find("rank 1 waits to receive from rank 0 on channel 0"), std::string::npos) << problem;
 }
 
 // Tests that a receive on another channel, a size mismatch, a missing member and a collective
 // that a member never issues are all caught.
 TEST(ScheduleCheck, MismatchesAreCaught) {
   EXPECT_NE(checkSchedule({{send(1, 0)}, {recv(0, 2)}}), "");
+  EXPECT_NE(checkSchedule({{send(1, 0)}, {}}).find("never receives"), std::string::npos);
   EXPECT_NE(checkSchedule({{send(1, 0, 16)}, {recv(0, 0, 8)}}).find("the receive takes 8 B"), std::string::npos);
   EXPECT_NE(checkSchedule({{collective("ar", {1})}, {}}).find("over a group without it"), std::string::npos);
   std::string problem = checkSchedule({{collective("ar", {0, 1})}, {}});

@@ -1,0 +1,47 @@
+//===- Cost.cpp -----------------------------------------------------------===//
+#include "dialects/cpc/Cost.h"
+#include "dialects/cpc/CpcDialect.h"
+
+using namespace mlir;
+
+namespace cpc {
+
+namespace {
+int64_t elements(Value v) {
+  auto t = llvm::dyn_cast<RankedTensorType>(v.getType());
+  return t && t.hasStaticShape() ? t.getNumElements() : 0;
+}
+} // namespace
+
+int64_t valueBytes(Value v) {
+  auto t = llvm::dyn_cast<RankedTensorType>(v.getType());
+  if (!t || !t.hasStaticShape())
+    return 0;
+  int64_t bits = t.getElementType().isIntOrFloat() ? t.getElementType().getIntOrFloatBitWidth() : 8;
+  return t.getNumElements() * std::max<int64_t>(bits / 8, 1);
+}
+
+int64_t estimateFlops(Operation *op) {
+  if (auto mm = llvm::dyn_cast<MatMulOp>(op)) {
+    auto lhs = llvm::cast<RankedTensorType>(mm.getLhs().getType());
+    int64_t k = lhs.getRank() == 1 ? lhs.getDimSize(0)
+                                   : lhs.getDimSize(lhs.getRank() - (mm.getTransposeLhs() ? 2 : 1));
+    return 2 * elements(mm.getResult()) * k;
+  }
+  // A convolution's output element sums Cin/groups x kh x kw products: the weight's elements
+  // per output channel (operand 1; the gradients are counted alike, roughly).
+  if (llvm::isa<Conv2DOp, Conv2DGradInputOp, Conv2DGradWeightOp>(op)) {
+    auto w = llvm::cast<RankedTensorType>(op->getOperand(1).getType());
+    int64_t perOutput = w.getRank() == 4 && w.getDimSize(0) > 0 ? w.getNumElements() / w.getDimSize(0) : 1;
+    int64_t out = 0;
+    for (Value r : op->getResults())
+      out += elements(r);
+    return 2 * out * perOutput;
+  }
+  int64_t n = 0;
+  for (Value r : op->getResults())
+    n += elements(r);
+  return n;
+}
+
+} // namespace cpc
