@@ -16,6 +16,8 @@ struct PlanOptions {
   /// Let elementwise ops write over an input that dies at that op, and producers of assigned
   /// values write straight into the variable.
   bool inPlace = true;
+  /// Refuse a plan in which some rank would wait forever (off only to test the runtime's check).
+  bool checkSchedule = true;
   /// The plan's training metadata (its pipeline schedule is what the no-hang check simulates).
   nlohmann::json training = nlohmann::json::object();
 };

@@ -191,6 +191,16 @@ void Splitter::placeAccumulate(func::FuncOp func) {
       for (Operation *read : reads)
         homeChunks_[variableName(read)].insert(chunk);
     }
+  // A variable this step writes but does not read lives where its value is computed (or, for a
+  // value of parameters and constants alone, on chunk 0): @apply reads it there.
+  func.walk([&](AssignOp assign) {
+    std::set<int64_t> &homes = homeChunks_[variableName(assign)];
+    if (!homes.empty())
+      return;
+    Operation *def = assign.getValue().getDefiningOp();
+    auto it = def ? chunkOf_.find(def) : chunkOf_.end();
+    homes.insert(it == chunkOf_.end() ? 0 : it->second);
+  });
 }
 
 void Splitter::placeApply(func::FuncOp func) {
@@ -369,16 +379,14 @@ SmallVector<Program *> Splitter::programsOf(Operation *op, bool update) {
     Operation *def = assign.getValue().getDefiningOp();
     if (update) {
       std::set<int64_t> ranks = homeRanks_[variableName(op)];
-      if (ranks.empty() && def && rankOf_.count(def))
-        ranks.insert(rankOf_[def]);
+      if (ranks.empty()) // written, never read: where its value is (rank 0 for a constant one)
+        ranks.insert(def && rankOf_.count(def) ? rankOf_[def] : 0);
       for (int64_t r : ranks)
         ps.push_back(&program(Kind::Apply, r));
       return ps;
     }
     bool back = def && backward_.contains(def);
-    std::set<int64_t> chunks = homeChunks_[variableName(op)];
-    if (chunks.empty() && def && chunkOf_.count(def))
-      chunks.insert(chunkOf_[def]);
+    const std::set<int64_t> &chunks = homeChunks_[variableName(op)]; // never empty (placeAccumulate)
     for (int64_t c : chunks)
       ps.push_back(&program(back ? Kind::Backward : Kind::Forward, c));
     return ps;
@@ -433,7 +441,8 @@ struct CpcPipelineSplitPass : cpc::impl::CpcPipelineSplitBase<CpcPipelineSplitPa
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (stages < 1 || chunks < stages || chunks % stages) {
-      module.emitError("pipeline split: ") << chunks << " chunks do not spread evenly over " << stages << " ranks";
+      module.emitError("pipeline split: ")
+          << (int64_t)chunks << " chunks do not spread evenly over " << (int64_t)stages << " ranks";
       return signalPassFailure();
     }
     func::FuncOp accumulate = findPhase(module, Phase::Accumulate), apply = findPhase(module, Phase::Apply);

@@ -82,7 +82,9 @@ FailureOr<Cuts> chooseCuts(ArrayRef<double> cost, ArrayRef<int64_t> crossing, co
   if (worst == inf)
     return failure();
   auto [bytes, begins] = solve([&](size_t j, size_t, double) { return j > 0 ? (double)crossing[j] : 0.0; },
-                               [](double a, double b) { return a + b; }, worst * tolerance);
+                               [](double a, double b) { return a + b; }, worst * std::max(tolerance, 1.0));
+  if (bytes == inf)
+    return failure();
   Cuts cuts;
   cuts.begins = begins;
   cuts.boundaryBytes = (int64_t)bytes;
@@ -177,7 +179,7 @@ struct CpcPipelineStagesPass : cpc::impl::CpcPipelineStagesBase<CpcPipelineStage
     SmallVector<Operation *> ops = dataOps(func);
     size_t n = ops.size();
     if ((int64_t)n < chunks) {
-      func.emitError("cannot cut ") << n << " ops into " << chunks << " pipeline chunks";
+      func.emitError("cannot cut ") << n << " ops into " << (int64_t)chunks << " pipeline chunks";
       return signalPassFailure();
     }
     llvm::DenseMap<Operation *, size_t> indexOf;
@@ -192,7 +194,7 @@ struct CpcPipelineStagesPass : cpc::impl::CpcPipelineStagesBase<CpcPipelineStage
       return signalPassFailure();
     FailureOr<Cuts> cuts = chooseCuts(cost, crossing, *allowed, chunks, tolerance);
     if (failed(cuts)) {
-      func.emitError("found no way to cut the model into ") << chunks << " pipeline chunks";
+      func.emitError("found no way to cut the model into ") << (int64_t)chunks << " pipeline chunks";
       return signalPassFailure();
     }
     Builder b(module.getContext());
@@ -232,7 +234,7 @@ struct CpcPipelineStagesPass : cpc::impl::CpcPipelineStagesBase<CpcPipelineStage
     }
     if (!split.empty() && (int64_t)split.size() != chunks - 1)
       return func.emitError("--pp-split names ")
-             << split.size() << " cut points; " << chunks << " chunks need " << chunks - 1;
+             << split.size() << " cut points; " << (int64_t)chunks << " chunks need " << (int64_t)chunks - 1;
     return allowed;
   }
 };

@@ -214,7 +214,7 @@ int64_t tagOf(const kernels::KernelContext &ctx) {
   int64_t channel = ctx.attrInt("channel"), microbatch = ctx.microbatch ? *ctx.microbatch : 0;
   if (channel < 0 || channel >= kChannelsPerTag || microbatch < 0 || microbatch >= kMaxMicrobatches)
     ctx.fail("channel " + std::to_string(channel) + " or microbatch " + std::to_string(microbatch) + " out of range");
-  return pointToPointTag(channel, microbatch);
+  return pointToPointTag(channel, microbatch, std::max<int64_t>(ctx.channels, channel + 1));
 }
 
 void sendKernel(kernels::KernelContext &ctx) {

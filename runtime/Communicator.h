@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <climits>
 #include <map>
 #include <memory>
 #include <string>
@@ -66,6 +67,8 @@ public:
   virtual Transfer postSend(const void *data, int64_t bytes, int peer, int64_t channel) = 0;
   virtual Transfer postRecv(void *data, int64_t bytes, int peer, int64_t channel) = 0;
   virtual void wait(Transfer transfer) = 0;
+  /// The largest tag (channel) a transfer may use (MPI_TAG_UB; MPI promises at least 32767).
+  virtual int64_t maxTag() const { return INT32_MAX; }
   /// Completes `transfer` if it has finished (true; the handle is then spent), without waiting.
   virtual bool test(Transfer transfer) = 0;
   void send(const void *data, int64_t bytes, int peer, int64_t channel) { wait(postSend(data, bytes, peer, channel)); }

@@ -97,6 +97,7 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
       views_[i].data = views_[plan.rootOf(i)].data;
 
   const kernels::KernelRegistry &registry = kernels::KernelRegistry::cpu();
+  const int64_t channels = std::max<int64_t>(plan.pointToPointChannels(), 1);
   for (const RankProgram &desc : plan.programs) {
     if (!plan.runsOn(desc, options.rank))
       continue;
@@ -121,6 +122,7 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
       ctx.meshShape = &plan.meshShape;
       ctx.meshAxes = &plan.meshAxes;
       ctx.microbatch = &microbatch_;
+      ctx.channels = channels;
       program.contexts.push_back(std::move(ctx));
       program.kernels.push_back(fn);
     }

@@ -134,6 +134,7 @@ public:
     return finished;
   }
 
+  int64_t maxTag() const override { return maxChannel_; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 

@@ -1,5 +1,6 @@
 //===- PipelineSchedule.cpp -----------------------------------------------===//
 #include "runtime/PipelineSchedule.h"
+#include "runtime/Plan.h"
 #include "runtime/TensorIO.h"
 
 #include <map>
@@ -57,6 +58,9 @@ PipelineSchedule buildPipelineSchedule(PipelineScheduleKind kind, int64_t stages
                                        int64_t microbatches) {
   if (stages < 1 || virtualStages < 1 || microbatches < 1)
     throw RuntimeError("--pp, --virtual-stages and --microbatches must be >= 1");
+  if (microbatches > kMaxMicrobatches)
+    throw RuntimeError("a pipeline runs at most " + std::to_string(kMaxMicrobatches) + " microbatches per step, not " +
+                       std::to_string(microbatches));
   if (kind != PipelineScheduleKind::Interleaved && virtualStages != 1)
     throw RuntimeError("--virtual-stages " + std::to_string(virtualStages) + " needs --schedule interleaved");
   if (kind == PipelineScheduleKind::Interleaved) {
@@ -148,7 +152,7 @@ PipelineSchedule PipelineSchedule::parse(const nlohmann::json &j) {
   s.virtualStages = j.at("virtual_stages").get<int64_t>();
   s.microbatches = j.at("microbatches").get<int64_t>();
   if (s.stages < 1 || s.stages > 4096 || s.virtualStages < 1 || s.virtualStages > 64 || s.microbatches < 1 ||
-      s.microbatches > (1 << 15))
+      s.microbatches > kMaxMicrobatches)
     throw RuntimeError("pipeline schedule: stages, virtual stages or microbatches out of range");
   const auto &ranks = j.at("actions");
   if (!ranks.is_array() || (int64_t)ranks.size() != s.stages)

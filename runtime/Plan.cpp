@@ -145,6 +145,21 @@ bool Plan::runsOn(const RankProgram &p, int rank) const {
   return true;
 }
 
+int64_t Plan::pointToPointChannels() const {
+  int64_t channels = 0;
+  for (const RankProgram &p : programs)
+    for (const StepDesc &s : p.steps)
+      if ((s.op == "cpc.send" || s.op == "cpc.recv") && s.attrs.is_object()) {
+        const auto &c = s.attrs.value("channel", nlohmann::json());
+        if (c.is_number_integer())
+          channels = std::max(channels, c.get<int64_t>() + 1);
+      }
+  for (const auto *list : {&inputs, &outputs})
+    for (const NamedBuffer &n : *list)
+      channels = std::max(channels, n.transfer + 1);
+  return channels;
+}
+
 std::vector<bool> Plan::buffersOfRank(int rank) const {
   std::vector<bool> used(buffers.size(), false);
   std::vector<std::string> names;

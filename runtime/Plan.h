@@ -44,10 +44,14 @@ constexpr int64_t kCollectiveChunkBytes = 1 << 20;
 constexpr int64_t kBucketPieceBytes = 4 << 20;
 
 /// Point-to-point messages are tagged by channel and microbatch (a pipeline sends the same
-/// channel once per microbatch; the tag keeps them apart whatever order the ranks run in).
-constexpr int64_t kChannelsPerTag = 1 << 16;
+/// channel once per microbatch; the tag keeps them apart whatever order the ranks run in):
+/// microbatch * (the plan's channels) + channel, which must stay within the MPI's tag bound
+/// (checked when a run starts; MPI promises only 32767).
+constexpr int64_t kChannelsPerTag = 1 << 16; // channels a plan may use
 constexpr int64_t kMaxMicrobatches = 1 << 14;
-inline int64_t pointToPointTag(int64_t channel, int64_t microbatch) { return channel + microbatch * kChannelsPerTag; }
+inline int64_t pointToPointTag(int64_t channel, int64_t microbatch, int64_t channels) {
+  return microbatch * channels + channel;
+}
 
 /// Arena: temporaries of one program; Parameter: initialized from the blob, persistent;
 /// State: zero-initialized, persistent (optimizer moments, gradient accumulators);
@@ -171,6 +175,8 @@ struct Plan {
   /// Whether `rank` runs program `p`: it is named (or the program is for every rank) and sits at
   /// the program's mesh coordinates.
   bool runsOn(const RankProgram &p, int rank) const;
+  /// One more than the largest point-to-point channel or hand-over of the plan (0: none).
+  int64_t pointToPointChannels() const;
   /// Which buffers (roots) the programs `rank` runs use: what the rank allocates (a pipeline
   /// stage holds only its own parameters and states).
   std::vector<bool> buffersOfRank(int rank) const;

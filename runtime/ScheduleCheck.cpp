@@ -79,7 +79,8 @@ std::string describe(int rank, const CommAction &a) {
 
 } // namespace
 
-std::vector<CommAction> programCommActions(const Plan &plan, const RankProgram &program, int r, int64_t microbatch) {
+std::vector<CommAction> programCommActions(const Plan &plan, const RankProgram &program, int r, int64_t microbatch,
+                                           int64_t channels) {
   std::vector<CommAction> list;
   // A hand-over from an earlier program of this rank arrives before the program starts.
   for (const NamedBuffer &in : plan.inputs)
@@ -87,7 +88,7 @@ std::vector<CommAction> programCommActions(const Plan &plan, const RankProgram &
       CommAction a;
       a.kind = CommAction::Kind::Recv;
       a.peer = r;
-      a.channel = pointToPointTag(in.transfer, microbatch);
+      a.channel = pointToPointTag(in.transfer, microbatch, channels);
       a.bytes = plan.buffers[in.buffer].bytes();
       a.what = "hand-over " + in.name;
       a.loc = program.name;
@@ -103,7 +104,7 @@ std::vector<CommAction> programCommActions(const Plan &plan, const RankProgram &
     } else if (step.op == "cpc.send" || step.op == "cpc.recv") {
       a.kind = step.op == "cpc.send" ? CommAction::Kind::Send : CommAction::Kind::Recv;
       a.peer = peerOf(plan, r, step);
-      a.channel = pointToPointTag(attrsOf(step).value("channel", int64_t(0)), microbatch);
+      a.channel = pointToPointTag(attrsOf(step).value("channel", int64_t(0)), microbatch, channels);
       const std::vector<int> &values = a.kind == CommAction::Kind::Send ? step.inputs : step.outputs;
       if (values.size() != 1)
         throw RuntimeError(step.op + " at " + step.loc + " must carry one value");
@@ -120,7 +121,7 @@ std::vector<CommAction> programCommActions(const Plan &plan, const RankProgram &
       CommAction a;
       a.kind = CommAction::Kind::Send;
       a.peer = r;
-      a.channel = pointToPointTag(out.transfer, microbatch);
+      a.channel = pointToPointTag(out.transfer, microbatch, channels);
       a.bytes = plan.buffers[out.buffer].bytes();
       a.what = "hand-over " + out.name;
       a.loc = program.name;
@@ -131,10 +132,11 @@ std::vector<CommAction> programCommActions(const Plan &plan, const RankProgram &
 
 std::vector<std::vector<CommAction>> commActions(const Plan &plan, const std::string &name) {
   std::vector<std::vector<CommAction>> ranks(std::max(plan.worldSize, 1));
+  const int64_t channels = std::max<int64_t>(plan.pointToPointChannels(), 1);
   for (int r = 0; r < (int)ranks.size(); ++r)
     for (const RankProgram &program : plan.programs)
       if (program.name == name && plan.runsOn(program, r))
-        for (CommAction &a : programCommActions(plan, program, r, 0))
+        for (CommAction &a : programCommActions(plan, program, r, 0, channels))
           ranks[r].push_back(std::move(a));
   return ranks;
 }
@@ -151,6 +153,7 @@ const RankProgram &pipelineProgram(const Plan &plan, int rank, ProgramPhase phas
 std::vector<std::vector<CommAction>> pipelineCommActions(const Plan &plan, const PipelineSchedule &schedule) {
   std::vector<std::vector<CommAction>> ranks(std::max(plan.worldSize, 1));
   std::vector<std::string> axis{"pp"};
+  const int64_t channels = std::max<int64_t>(plan.pointToPointChannels(), 1);
   for (int r = 0; r < (int)ranks.size(); ++r) {
     int64_t stage = plan.shardIndex(r, axis);
     if (stage < 0 || stage >= (int64_t)schedule.actions.size())
@@ -158,13 +161,13 @@ std::vector<std::vector<CommAction>> pipelineCommActions(const Plan &plan, const
     for (const PipelineAction &a : schedule.actions[stage]) {
       const RankProgram &p =
           pipelineProgram(plan, r, a.backward ? ProgramPhase::Backward : ProgramPhase::Forward, a.chunk);
-      for (CommAction &c : programCommActions(plan, p, r, a.microbatch)) {
+      for (CommAction &c : programCommActions(plan, p, r, a.microbatch, channels)) {
         c.loc = std::string(a.backward ? "B" : "F") + std::to_string(a.chunk) + "." + std::to_string(a.microbatch) +
                 " " + c.loc;
         ranks[r].push_back(std::move(c));
       }
     }
-    for (CommAction &c : programCommActions(plan, pipelineProgram(plan, r, ProgramPhase::Apply, -1), r, 0))
+    for (CommAction &c : programCommActions(plan, pipelineProgram(plan, r, ProgramPhase::Apply, -1), r, 0, channels))
       ranks[r].push_back(std::move(c));
   }
   return ranks;

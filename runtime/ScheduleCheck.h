@@ -37,9 +37,10 @@ struct CommAction {
 /// the plan's mesh). Throws RuntimeError for a step that names no valid peer or group.
 std::vector<std::vector<CommAction>> commActions(const Plan &plan, const std::string &name);
 
-/// One rank's communication in `program` run for `microbatch` (hand-overs as transfers to itself).
+/// One rank's communication in `program` run for `microbatch` (hand-overs as transfers to itself;
+/// tags of `channels` per microbatch: Plan::pointToPointChannels).
 std::vector<CommAction> programCommActions(const Plan &plan, const RankProgram &program, int rank,
-                                           int64_t microbatch);
+                                           int64_t microbatch, int64_t channels);
 
 /// Each world rank's communication over a whole pipelined step of `schedule`.
 std::vector<std::vector<CommAction>> pipelineCommActions(const Plan &plan, const PipelineSchedule &schedule);

@@ -35,6 +35,12 @@ Trainer::Trainer(const Plan &plan, Executor &executor, int rank, Communicator *c
     applyProgram_ = pipelineProgram(plan, rank, ProgramPhase::Apply, -1).name;
     lossRank_ = producerOf("loss");
     normRank_ = producerOf("grad_norm");
+    int64_t largestTag = schedule_->microbatches * std::max<int64_t>(plan.pointToPointChannels(), 1) - 1;
+    if (comm_ && largestTag > comm_->maxTag())
+      throw RuntimeError("the pipeline's " + std::to_string(schedule_->microbatches) + " microbatches of " +
+                         std::to_string(plan.pointToPointChannels()) + " channels need message tags up to " +
+                         std::to_string(largestTag) + ", beyond this MPI's bound " +
+                         std::to_string(comm_->maxTag()) + " (use fewer microbatches)");
     return;
   }
   gradProgram_ = plan.programOfPhase(recipe_.accumulation == 1 ? ProgramPhase::TrainStep : ProgramPhase::Accumulate);

@@ -6,6 +6,7 @@
 #include "runtime/TensorIO.h"
 #include "runtime/Trace.h"
 #include "runtime/PipelineSchedule.h"
+#include "runtime/ScheduleCheck.h"
 #include "runtime/Trainer.h"
 
 #include <algorithm>
@@ -140,7 +141,8 @@ void noteSyntheticInputs(const cpc::Plan &plan, const std::vector<std::pair<std:
   std::vector<std::string> unbound;
   for (const auto &in : plan.inputs) {
     bool bound = std::any_of(inputs.begin(), inputs.end(), [&](const auto &kv) { return kv.first == in.name; });
-    if (!in.isRuntime() && !bound && std::find(unbound.begin(), unbound.end(), in.name) == unbound.end())
+    if (!in.isRuntime() && !in.isTransfer() && !bound &&
+        std::find(unbound.begin(), unbound.end(), in.name) == unbound.end())
       unbound.push_back(in.name);
   }
   if (unbound.empty())
@@ -174,7 +176,6 @@ void saveParameterFiles(const cpc::Plan &plan, cpc::Executor &executor, cpc::Com
   std::vector<std::vector<bool>> held;
   for (int r = 0; r < plan.worldSize; ++r)
     held.push_back(cpc::Executor::buffersOfRank(plan, r));
-  const int64_t firstTag = cpc::kChannelsPerTag * cpc::kMaxMicrobatches; // above every pipeline tag
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     const cpc::BufferDesc &b = plan.buffers[i];
     if (b.kind != cpc::BufferKind::Parameter || b.aliasOf >= 0)
@@ -188,10 +189,10 @@ void saveParameterFiles(const cpc::Plan &plan, cpc::Executor &executor, cpc::Com
     if (held[comm.rank()][i])
       whole = executor.wholeVariable(b.name);
     if (holder != 0 && comm.rank() == holder) {
-      comm.send(whole.data.data(), whole.data.size(), 0, firstTag + (int64_t)i);
+      comm.send(whole.data.data(), whole.data.size(), 0, 0); // training's transfers are all done
     } else if (holder != 0 && comm.rank() == 0) {
       whole = {b.dtype, b.sharded() ? b.globalShape : b.shape, std::vector<uint8_t>(b.storedBytes())};
-      comm.recv(whole.data.data(), whole.data.size(), holder, firstTag + (int64_t)i);
+      comm.recv(whole.data.data(), whole.data.size(), holder, 0);
     }
     if (!outputDir.empty())
       cpc::writeNpy(outputDir + "/" + b.name + ".npy", whole.ref());
@@ -420,6 +421,11 @@ int run(int argc, char **argv) {
   // The tensors stay in the file: each rank copies out only what it keeps (its parameter blocks).
   auto plan = std::make_unique<cpc::Plan>(cpc::readPlan(planPath, cpc::PlanBlob::InFile));
   const int world = plan->worldSize;
+  // Whoever wrote it, a plan in which some rank would wait forever does not start (cpc compile
+  // runs the same check; this covers plans from elsewhere). Once, before the ranks start.
+  if (!cpc::launchedByMpi())
+    if (std::string problem = cpc::checkPlanSchedule(*plan); !problem.empty())
+      throw cpc::RuntimeError(planPath + ": the plan would hang, " + problem);
   if (!outputDir.empty() && !cpc::launchedByMpi())
     prepareOutputDir(outputDir); // before any rank starts
   if (cpc::needsMpiLaunch(world)) {

@@ -39,6 +39,7 @@ struct KernelContext {
   const std::vector<int64_t> *meshShape = nullptr;
   const std::vector<std::string> *meshAxes = nullptr;
   const int64_t *microbatch = nullptr; // the microbatch the program runs for (point-to-point tags)
+  int64_t channels = 1;                // the plan's point-to-point channels (tags: mb * channels + channel)
 
   const nlohmann::json &attr(const char *name) const;
   int64_t attrInt(const char *name) const { return attr(name).get<int64_t>(); }

@@ -103,10 +103,44 @@ with tempdir() as work:
                      "rank 1 waits to receive from rank 0", "B0.0", "F1.1"):
             assert part in lines[0], "'%s' not in: %s" % (part, lines[0])
         assert not os.path.exists(plan), "a plan that would hang was written"
+        # Written anyway (a debug option), cpc-run refuses it before any rank starts.
+        run([tool("cpc"), "compile", model, "--config", os.path.join(work, "flags.json"), "-o", plan,
+             "--pp", "2", "--microbatches", "4", "--debug-unchecked", "--debug-schedule",
+             "0=F0.0,B0.0,F0.1,B0.1,F0.2,B0.2,F0.3,B0.3;1=F1.1,B1.1,F1.0,B1.0,F1.2,B1.2,F1.3,B1.3"])
+        proc = run([tool("cpc-run"), plan, "--steps", "1"], check=False, timeout=60)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 1 and len(lines) == 1 and "the plan would hang" in lines[0], proc.stderr
         proc = run([tool("cpc"), "compile", model, "-o", plan, "--pp", "2", "--debug-schedule", "0=F0.0"], check=False)
         assert proc.returncode == 1 and "without a backward" in proc.stderr, proc.stderr
 
     results.check("a schedule that would hang is refused before a plan is written", broken_schedule)
+
+    def bad_flags():
+        plan = os.path.join(work, "bad.plan")
+        config = os.path.join(work, "flags.json")
+        bad_config = os.path.join(work, "bad-pipeline.json")
+        with open(bad_config, "w") as f:
+            json.dump(dict(MAE_RECIPE, parallel={"pipeline": 0}), f)
+        for flags, expected in [(["--pp", "0"], "--pp expects a positive number"),
+                                (["--pp", "2", "--schedule", "zigzag"], "--schedule expects gpipe, 1f1b or interleaved"),
+                                (["--pp", "3", "--schedule", "interleaved", "--microbatches", "4"],
+                                 "multiple of --pp 3"),
+                                (["--pp", "2", "--virtual-stages", "2", "--microbatches", "4"],
+                                 "--virtual-stages 2 needs --schedule interleaved"),
+                                (["--pp", "2", "--mode", "infer"], "apply to training plans"),
+                                (["--pp", "1000", "--microbatches", "4"], "pipeline chunks"),
+                                (["--pp", "2", "--pp-split", "nowhere", "--microbatches", "4"],
+                                 "no op named like 'nowhere'"),
+                                (["--tp", "2", "--sp", "--pp", "2", "--microbatches", "4"], "--sp with gradient"),
+                                (["--virtual-stages", "2", "--microbatches", "4"], "need --pp N")]:
+            proc = run([tool("cpc"), "compile", model, "--config", config, "-o", plan, *flags], check=False)
+            lines = proc.stderr.strip().splitlines()
+            assert proc.returncode == 1 and len(lines) == 1 and expected in lines[0], (flags, proc.stderr)
+        proc = run([tool("cpc"), "compile", model, "--config", bad_config, "-o", plan], check=False)
+        assert proc.returncode == 1 and "parallel.pipeline" in proc.stderr, proc.stderr
+        assert not os.path.exists(plan)
+
+    results.check("bad pipeline flags and config get one line naming the flag or key", bad_flags)
 
     def schedule_listing():
         out = run([tool("cpc"), "inspect", os.path.join(work, "pp2-1f1b.plan"), "--schedule"]).stdout
@@ -116,6 +150,26 @@ with tempdir() as work:
         assert "no rank can wait forever" in out, out[-500:]
 
     results.check("cpc inspect --schedule lists each pipeline rank's actions", schedule_listing)
+
+    def memory():
+        def summary(name):
+            return json.loads(run([tool("cpc"), "inspect", os.path.join(work, name + ".plan"), "--json"]).stdout)
+        gpipe, f1b = (summary(n)["training"]["peak_bytes_per_rank"] for n in ("pp4-gpipe", "pp4-1f1b"))
+        # GPipe keeps all 4 microbatches' activations on every stage, 1F1B at most P - r (as many
+        # on rank 0 with M = P = 4, one on rank 3).
+        assert gpipe[3] > f1b[3] and sum(gpipe) > sum(f1b), (gpipe, f1b)
+        one = summary("one")
+        params = lambda s, r: sum(4 * np.prod(b["shape"]) for i, b in enumerate(s["buffers"])
+                                  if b["kind"] == "parameter" and any(
+                                      i in st["in"] for p in s["programs"] if p["where"].get("pp", r) == r
+                                      for st in p["steps"]))
+        whole = params(one, 0)
+        stages = [params(summary("pp4-1f1b"), r) for r in range(4)]
+        assert max(stages) < whole and sum(stages) >= whole, (stages, whole)
+        print("   predicted peak per rank, GPipe %s, 1F1B %s B; parameter bytes per stage %s of %d" % (
+            gpipe, f1b, stages, whole))
+
+    results.check("each stage holds its own parameters; GPipe's predicted memory exceeds 1F1B's", memory)
 
     def trace():
         path = os.path.join(work, "trace.json")

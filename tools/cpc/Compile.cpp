@@ -68,6 +68,7 @@ Options:
                              each NAME (N - 1 names, or N x V - 1 with --virtual-stages)
   --debug-schedule R=A,...   Replace pipeline rank R's action list (F<chunk>.<mb>, B<chunk>.<mb>;
                              ';' between ranks), e.g. to see the no-hang check refuse a schedule
+  --debug-unchecked          Write the plan even if the no-hang check fails (to test cpc-run's)
   --no-inplace               Never let an op write its result over an input
 )";
 
@@ -348,6 +349,10 @@ int runCompile(int argc, char **argv) {
       pipelineSplit = takeValue(argc, argv, i);
     } else if (arg == "--debug-schedule") {
       debugSchedule = takeValue(argc, argv, i);
+    } else if (arg == "--debug-unchecked") {
+      planOptions.checkSchedule = false;
+      std::cerr << "cpc compile: warning: --debug-unchecked writes the plan even if some rank would wait "
+                   "forever (cpc-run still refuses such a plan)\n";
     } else if (arg == "--sp") {
       sequenceParallel = true;
     } else if (arg == "--shard") {
@@ -454,6 +459,9 @@ int runCompile(int argc, char **argv) {
     for (std::string &rule : rules) // the pipeline's lists split at commas: SPEC dims go as ':'
       std::replace(rule.begin() + rule.rfind('='), rule.end(), ',', ':');
     pipeline.shard = rules;
+    if (sequenceParallel && recipe.accumulation > 1)
+      throw UsageError("--sp with gradient accumulation or pipeline microbatches is not available yet (the "
+                       "gradient accumulators would be split two ways); use --sp with one microbatch per step");
     if (sequenceParallel && tensorParallel < 2)
       throw UsageError("--sp splits the sequence over the tensor-parallel ranks: use it with --tp N (N > 1)");
     pipeline.sequenceParallel = sequenceParallel;
@@ -501,6 +509,12 @@ int runCompile(int argc, char **argv) {
   size_t steps = 0;
   for (const auto &p : plan.programs)
     steps += p.steps.size();
+  if (plan.training.contains("peak_bytes_per_rank")) {
+    std::cout << "predicted peak per rank (with the schedule's activations in flight):";
+    for (const auto &bytes : plan.training["peak_bytes_per_rank"])
+      std::cout << " " << bytes.get<int64_t>();
+    std::cout << " B\n";
+  }
   std::cout << "compiled " << input << " -> " << output << " (" << mode << "): " << steps << " steps, arena "
             << plan.arenaBytesOfRank(0) << " B, predicted peak " << plan.predictedPeakBytes << " B (" << seconds
             << " s)\n";
