@@ -39,8 +39,8 @@ struct Cuts {
 /// Chooses `chunks` contiguous ranges of ops with costs `cost` and boundary bytes `crossing`
 /// (crossing[k]: bytes live between op k-1 and op k); `allowed[k]` marks the positions one may
 /// cut at.
-FailureOr<Cuts> chooseCuts(ArrayRef<double> cost, ArrayRef<int64_t> crossing, const std::vector<bool> &allowed, int64_t chunks,
-                           double tolerance) {
+FailureOr<Cuts> chooseCuts(ArrayRef<double> cost, ArrayRef<int64_t> crossing, const std::vector<bool> &allowed,
+                           int64_t chunks, double tolerance) {
   size_t n = cost.size();
   std::vector<double> prefix(n + 1, 0);
   for (size_t i = 0; i < n; ++i)

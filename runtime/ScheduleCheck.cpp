@@ -82,18 +82,22 @@ std::string describe(int rank, const CommAction &a) {
 std::vector<CommAction> programCommActions(const Plan &plan, const RankProgram &program, int r, int64_t microbatch,
                                            int64_t channels) {
   std::vector<CommAction> list;
-  // A hand-over from an earlier program of this rank arrives before the program starts.
-  for (const NamedBuffer &in : plan.inputs)
-    if (in.isTransfer() && in.program == program.name) {
-      CommAction a;
-      a.kind = CommAction::Kind::Recv;
-      a.peer = r;
-      a.channel = pointToPointTag(in.transfer, microbatch, channels);
-      a.bytes = plan.buffers[in.buffer].bytes();
-      a.what = "hand-over " + in.name;
-      a.loc = program.name;
-      list.push_back(std::move(a));
-    }
+  // Hand-overs between this rank's programs: a message to itself, received before the program
+  // starts (inputs) or sent when it ends (outputs).
+  auto handOvers = [&](const std::vector<NamedBuffer> &named, CommAction::Kind kind) {
+    for (const NamedBuffer &n : named)
+      if (n.isTransfer() && n.program == program.name) {
+        CommAction a;
+        a.kind = kind;
+        a.peer = r;
+        a.channel = pointToPointTag(n.transfer, microbatch, channels);
+        a.bytes = plan.buffers[n.buffer].bytes();
+        a.what = "hand-over " + n.name;
+        a.loc = program.name;
+        list.push_back(std::move(a));
+      }
+  };
+  handOvers(plan.inputs, CommAction::Kind::Recv);
   for (const StepDesc &step : program.steps) {
     CommAction a;
     a.loc = step.loc;
@@ -116,17 +120,7 @@ std::vector<CommAction> programCommActions(const Plan &plan, const RankProgram &
     }
     list.push_back(std::move(a));
   }
-  for (const NamedBuffer &out : plan.outputs)
-    if (out.isTransfer() && out.program == program.name) {
-      CommAction a;
-      a.kind = CommAction::Kind::Send;
-      a.peer = r;
-      a.channel = pointToPointTag(out.transfer, microbatch, channels);
-      a.bytes = plan.buffers[out.buffer].bytes();
-      a.what = "hand-over " + out.name;
-      a.loc = program.name;
-      list.push_back(std::move(a));
-    }
+  handOvers(plan.outputs, CommAction::Kind::Send);
   return list;
 }
 

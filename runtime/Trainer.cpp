@@ -65,6 +65,18 @@ double Trainer::fromRank(double value, int root) {
   return value;
 }
 
+std::vector<uint8_t> Trainer::spareBytes(size_t bytes) {
+  // Hand-overs come in a few sizes, again every microbatch: reuse memory rather than allocate
+  // (and fault in) fresh pages each time.
+  for (size_t i = 0; i < spare_.size(); ++i)
+    if (spare_[i].size() == bytes) {
+      std::vector<uint8_t> found = std::move(spare_[i]);
+      spare_.erase(spare_.begin() + i);
+      return found;
+    }
+  return std::vector<uint8_t>(bytes);
+}
+
 double Trainer::runPipeline() {
   double lossSum = 0;
   for (const PipelineAction &a : schedule_->actions[stage_]) {
@@ -79,6 +91,7 @@ double Trainer::runPipeline() {
           throw RuntimeError("pipeline: " + p.name + " of microbatch " + std::to_string(a.microbatch) +
                              " runs before the program that hands it " + in.name);
         exec_.bindInput(in.name, it->second);
+        spare_.push_back(std::move(it->second.data)); // its memory serves a later hand-over
         handOver_.erase(it);
       }
     exec_.run(p.name);
@@ -87,8 +100,8 @@ double Trainer::runPipeline() {
         continue;
       if (out.isTransfer()) {
         TensorRef t = exec_.output(out.name, p.name);
-        HostTensor copy{t.dtype, t.shape, {}};
-        copy.data.assign(static_cast<const uint8_t *>(t.data), static_cast<const uint8_t *>(t.data) + t.bytes());
+        HostTensor copy{t.dtype, t.shape, spareBytes(t.bytes())};
+        std::memcpy(copy.data.data(), t.data, t.bytes());
         handOver_[{out.transfer, a.microbatch}] = std::move(copy);
       } else if (out.name == "loss") {
         lossSum += *exec_.output("loss", p.name).as<float>();

@@ -73,6 +73,8 @@ private:
   std::optional<PipelineSchedule> schedule_;
   int64_t stage_ = 0;
   std::map<std::pair<int64_t, int64_t>, HostTensor> handOver_;
+  std::vector<std::vector<uint8_t>> spare_; // memory of hand-overs already bound
+  std::vector<uint8_t> spareBytes(size_t bytes);
   int lossRank_ = 0, normRank_ = 0;
 };
 

@@ -194,14 +194,15 @@ with tempdir() as work:
         try:
             assert proc.stdout.readline().startswith("training"), "no first line"
             victim = None
-            for _ in range(100):  # the ranks: cpc-run processes whose MPI rank is 1
+            for _ in range(100):  # this job's rank 1: a cpc-run of this plan whose MPI rank is 1
                 for pid in filter(str.isdigit, os.listdir("/proc")):
                     try:
                         cmd = open("/proc/%s/cmdline" % pid, "rb").read().split(b"\0")
                         env = open("/proc/%s/environ" % pid, "rb").read().split(b"\0")
                     except OSError:
                         continue
-                    if cmd and cmd[0].endswith(b"cpc-run") and b"OMPI_COMM_WORLD_RANK=1" in env:
+                    if (cmd and cmd[0].endswith(b"cpc-run") and plan.encode() in cmd and
+                            b"OMPI_COMM_WORLD_RANK=1" in env):
                         victim = int(pid)
                 if victim:
                     break
