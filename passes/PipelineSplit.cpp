@@ -20,6 +20,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <functional>
 #include <map>
 #include <set>
 
@@ -89,6 +90,11 @@ private:
     return copied_[op] = result;
   }
   void placeAccumulate(func::FuncOp func);
+  /// A gradient accumulator whose increment sums terms computed on several chunks (a parameter
+  /// read by several stages: a tied embedding) is kept per chunk: each chunk adds its own terms
+  /// every microbatch, and the update sums the copies once per step (instead of one chunk's
+  /// term travelling to the other every microbatch).
+  void splitSharedAccumulators(func::FuncOp accumulate, func::FuncOp apply);
   void placeApply(func::FuncOp func);
   /// The variables read (through copied ops) by operand `v`.
   void variablesReadBy(Value v, SmallVectorImpl<Operation *> &reads);
@@ -101,6 +107,12 @@ private:
   Program *home(Value v) {
     auto it = where_.find(v.getDefiningOp());
     return it == where_.end() || it->second.empty() ? nullptr : it->second.front();
+  }
+  /// Whether, for one microbatch, `a` runs before `b` on their rank: forwards by ascending
+  /// chunk, then backwards by descending chunk (what every schedule keeps).
+  bool runsBefore(const Program &a, const Program &b) const {
+    auto order = [&](const Program &p) { return p.kind == Kind::Forward ? p.index : 2 * chunks_ - 1 - p.index; };
+    return order(a) < order(b);
   }
   void emit(Program &p, Operation *op);
   void finish(Program &p, Phase phase);
@@ -203,6 +215,94 @@ void Splitter::placeAccumulate(func::FuncOp func) {
   });
 }
 
+void Splitter::splitSharedAccumulators(func::FuncOp accumulate, func::FuncOp apply) {
+  SmallVector<AssignOp> assigns;
+  accumulate.walk([&](AssignOp a) { assigns.push_back(a); });
+  for (AssignOp assign : assigns) {
+    // assign(acc, add(state acc, increment)), the increment a sum of single-use adds
+    auto sum = assign.getValue().getDefiningOp<AddOp>();
+    if (!sum || !chunkOf_.count(sum))
+      continue;
+    auto old = sum.getLhs().getDefiningOp<StateOp>();
+    Value increment = sum.getRhs();
+    if (!old) {
+      old = sum.getRhs().getDefiningOp<StateOp>();
+      increment = sum.getLhs();
+    }
+    if (!old || old.getRole() != StateRole::GradAccumulator || old.getName() != assign.getName() ||
+        !old->hasOneUse() || !sum->hasOneUse())
+      continue;
+    std::map<int64_t, SmallVector<Value>> terms; // chunk -> the terms computed there
+    SmallVector<AddOp> inner;
+    std::function<void(Value)> collect = [&](Value v) {
+      auto add = v.getDefiningOp<AddOp>();
+      if (add && add->hasOneUse() && chunkOf_.count(add)) {
+        inner.push_back(add);
+        collect(add.getLhs());
+        collect(add.getRhs());
+        return;
+      }
+      Operation *def = v.getDefiningOp();
+      auto it = def ? chunkOf_.find(def) : chunkOf_.end();
+      terms[it == chunkOf_.end() ? chunkOf_[sum] : it->second].push_back(v);
+    };
+    collect(increment);
+    if (terms.size() < 2)
+      continue;
+    std::string name = old.getName().str();
+    auto drop = [&](Operation *op) { // the maps key ops by address, which a new op may reuse
+      chunkOf_.erase(op);
+      backward_.erase(op);
+      copied_.erase(op);
+      op->erase();
+    };
+    OpBuilder b(assign);
+    for (auto &[chunk, values] : terms) {
+      auto copy = llvm::cast<StateOp>(b.clone(*old));
+      copy.setNameAttr(b.getStringAttr(name + ".chunk" + std::to_string(chunk)));
+      copied_[copy] = true; // read where it is used, as every variable of @accumulate
+      Value total = copy;
+      for (Value v : values) {
+        total = b.create<AddOp>(assign.getLoc(), total, v);
+        chunkOf_[total.getDefiningOp()] = chunk;
+        backward_.insert(total.getDefiningOp());
+      }
+      b.create<AssignOp>(assign.getLoc(), total, copy.getNameAttr());
+      homeChunks_[copy.getName().str()].insert(chunk);
+    }
+    drop(assign);
+    drop(sum);
+    drop(old);
+    for (AddOp add : inner) // outermost first: each is unused once its user is gone
+      drop(add);
+    homeChunks_.erase(name);
+    // @apply reads the sum of the copies and zeroes each of them.
+    SmallVector<Operation *> uses;
+    apply.walk([&](Operation *op) {
+      if ((llvm::isa<StateOp>(op) && llvm::cast<StateOp>(op).getName() == name) ||
+          (llvm::isa<AssignOp>(op) && llvm::cast<AssignOp>(op).getName() == name))
+        uses.push_back(op);
+    });
+    for (Operation *op : uses) {
+      OpBuilder a(op);
+      Value total;
+      for (auto &[chunk, values] : terms) {
+        std::string copyName = name + ".chunk" + std::to_string(chunk);
+        if (auto zero = llvm::dyn_cast<AssignOp>(op)) {
+          a.create<AssignOp>(zero.getLoc(), zero.getValue(), a.getStringAttr(copyName));
+          continue;
+        }
+        auto copy = llvm::cast<StateOp>(a.clone(*op));
+        copy.setNameAttr(a.getStringAttr(copyName));
+        total = total ? a.create<AddOp>(op->getLoc(), total, copy).getResult() : copy.getResult();
+      }
+      if (total)
+        op->getResult(0).replaceAllUsesWith(total);
+      op->erase();
+    }
+  }
+}
+
 void Splitter::placeApply(func::FuncOp func) {
   for (auto &[name, chunks] : homeChunks_)
     for (int64_t c : chunks)
@@ -274,10 +374,18 @@ Value Splitter::get(Program &p, Value v) {
     clone->removeAttr(kBackwardAttrName);
     return p.map.lookup(v);
   }
-  // Computed elsewhere: from the producer's program, or (a variable of @apply) from its home.
+  // Computed elsewhere: from the producer's program, or (a variable of @apply) from its home;
+  // but a value an earlier program of this rank already has (received there) is handed over
+  // rather than sent again.
   Program *from = home(v);
   if (!from && isVariableRead(def))
     from = &program(Kind::Apply, *homeRanks_[variableName(def)].begin());
+  if (from && from->rank != p.rank && p.kind != Kind::Apply)
+    for (auto &[key, q] : programs_)
+      if (q.kind != Kind::Apply && q.rank == p.rank && runsBefore(q, p) && q.map.contains(v)) {
+        from = &q;
+        break;
+      }
   if (!from || from == &p)
     return (def->emitError("pipeline split: no program computes this value"), Value());
   Value source = get(*from, v);
@@ -425,6 +533,7 @@ LogicalResult Splitter::run(func::FuncOp accumulate, func::FuncOp apply) {
   if (failed(addPipelineAxis()))
     return failure();
   placeAccumulate(accumulate);
+  splitSharedAccumulators(accumulate, apply);
   placeApply(apply);
   createPrograms(accumulate, apply);
   if (failed(emitFunction(accumulate, false)) || failed(emitFunction(apply, true)))

@@ -222,7 +222,8 @@ with tempdir() as work:
     results.check("a pipeline stage killed mid-run ends the job naming its rank", killed_stage)
 
     # The GPT-style model: the output head is the token embedding (one parameter) used by the
-    # first and the last stage; each keeps a copy, the gradients meet before the update.
+    # first and the last stage; each keeps a copy and accumulates its part of the gradient, the
+    # parts meet before the update.
     gpt = os.path.join(work, "gpt-tiny-opset17.onnx")
     run([PYTHON, os.path.join(SOURCE, "examples", "gpt", "export.py"), "--size", "tiny", "--batch", "2",
          "--out-dir", work])
@@ -245,6 +246,12 @@ with tempdir() as work:
         holders = {p["name"] for p in summary["programs"]
                    if any(summary["buffers"][i]["name"] == "tok.weight" for s in p["steps"] for i in s["in"])}
         assert "forward_0" in holders and "forward_1" in holders, holders
+        # Each stage accumulates its own part of the tied gradient; the parts meet once per step
+        # in the update (and the new value goes back), never per microbatch.
+        table = [b for b in summary["buffers"] if b["name"] == "tok.weight"][0]["shape"]
+        sends = [p["name"] for p in summary["programs"] for st in p["steps"]
+                 if st["op"] == "cpc.send" and summary["buffers"][st["in"][0]]["shape"] == table]
+        assert sorted(sends) == ["apply_0", "apply_1"], sends
         print("   GPT pp2 (tied head read by both stages): loss %.2e grad_norm %.2e; clip engaged on %d steps" % (
             worst, worst_norm, clipped))
 
