@@ -3,8 +3,9 @@
 // Labels every forward op of the loss function with the model chunk it belongs to
 // (`cpc.stage`), before autodiff, which carries the label onto the op's gradient. The chunks
 // are contiguous runs of the ops in program order. Where to cut: first the smallest possible
-// cost of the most expensive chunk (FLOPs, Cost.h) is found, then, among the cuts whose every
-// chunk costs at most `tolerance` times that, the ones that move the fewest bytes between chunks
+// cost of the most expensive chunk (estimated forward seconds, Cost.h: FLOPs at GEMM speed or
+// bytes at memory speed, whichever is larger) is found, then, among the cuts whose every chunk
+// costs at most `tolerance` times that, the ones that move the fewest bytes between chunks
 // (the values live across each cut): in a transformer that is between residual blocks, where
 // only the residual stream (and skip values such as MAE's mask) is live. Ops that need no
 // input data (parameters, constants and what is computed from them alone) get no label: each
@@ -188,7 +189,7 @@ struct CpcPipelineStagesPass : cpc::impl::CpcPipelineStagesBase<CpcPipelineStage
     std::vector<int64_t> crossing = crossingBytes(ops, indexOf);
     std::vector<double> cost;
     for (Operation *op : ops)
-      cost.push_back((double)estimateFlops(op));
+      cost.push_back(estimateSeconds(op));
     FailureOr<std::vector<bool>> allowed = cutPoints(func, ops);
     if (failed(allowed))
       return signalPassFailure();
@@ -201,15 +202,17 @@ struct CpcPipelineStagesPass : cpc::impl::CpcPipelineStagesBase<CpcPipelineStage
     SmallVector<Attribute> table;
     for (int64_t c = 0; c < chunks; ++c) {
       size_t begin = cuts->begins[c], end = c + 1 < chunks ? cuts->begins[c + 1] : n;
-      double flops = 0;
+      double flops = 0, seconds = 0;
       for (size_t i = begin; i < end; ++i) {
         ops[i]->setAttr(kStageAttrName, b.getI64IntegerAttr(c));
-        flops += cost[i];
+        flops += (double)estimateFlops(ops[i]);
+        seconds += cost[i];
       }
       table.push_back(b.getDictionaryAttr({
           b.getNamedAttr("chunk", b.getI64IntegerAttr(c)),
           b.getNamedAttr("ops", b.getI64IntegerAttr(end - begin)),
           b.getNamedAttr("flops", b.getF64FloatAttr(flops)),
+          b.getNamedAttr("seconds", b.getF64FloatAttr(seconds)),
           b.getNamedAttr("parameter_bytes", b.getI64IntegerAttr(parameterBytes(ops, begin, end, indexOf))),
           b.getNamedAttr("boundary_bytes", b.getI64IntegerAttr(c > 0 ? crossing[begin] : 0)),
           b.getNamedAttr("first_op", b.getStringAttr(nameOf(ops[begin]))),

@@ -44,4 +44,15 @@ int64_t estimateFlops(Operation *op) {
   return n;
 }
 
+double estimateSeconds(Operation *op) {
+  if (llvm::isa<ReshapeOp>(op)) // a view of its input
+    return 0;
+  int64_t bytes = 0;
+  for (Value v : op->getOperands())
+    bytes += valueBytes(v);
+  for (Value v : op->getResults())
+    bytes += valueBytes(v);
+  return std::max(estimateFlops(op) / kFlopsPerSecond, bytes / kBytesPerSecond);
+}
+
 } // namespace cpc

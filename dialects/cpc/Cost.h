@@ -21,6 +21,13 @@ int64_t estimateFlops(mlir::Operation *op);
 /// Bytes of a ranked tensor value (0 for anything else).
 int64_t valueBytes(mlir::Value v);
 
+/// Estimated seconds of `op` on one CPU core: the larger of its FLOPs at GEMM speed and the
+/// bytes it reads and writes at memory speed (softmax, LayerNorm and elementwise ops are
+/// bound by memory, matmuls by arithmetic). The rates are this project's CPU's, rounded.
+double estimateSeconds(mlir::Operation *op);
+inline constexpr double kFlopsPerSecond = 40e9;
+inline constexpr double kBytesPerSecond = 4e9;
+
 } // namespace cpc
 
 #endif

@@ -283,14 +283,15 @@ void printStageTable(mlir::ModuleOp module, const PipelineSchedule &schedule) {
   std::cout << "pipeline: " << schedule.stages << " stages x " << schedule.virtualStages << " chunks, "
             << schedule.microbatches << " microbatches, " << scheduleName(schedule.kind) << ", bubble "
             << std::fixed << std::setprecision(3) << schedule.bubbleFraction() << std::defaultfloat << "\n";
-  std::cout << "  chunk  rank     ops        GFLOP   param bytes  in bytes  first op\n";
+  std::cout << "  chunk  rank     ops        GFLOP   est. fwd ms   param bytes  in bytes  first op\n";
   for (mlir::Attribute a : table) {
     auto d = llvm::cast<mlir::DictionaryAttr>(a);
     auto get = [&](const char *k) { return llvm::cast<mlir::IntegerAttr>(d.get(k)).getInt(); };
     double flops = llvm::cast<mlir::FloatAttr>(d.get("flops")).getValueAsDouble();
+    double seconds = llvm::cast<mlir::FloatAttr>(d.get("seconds")).getValueAsDouble();
     std::cout << "  " << std::setw(5) << get("chunk") << std::setw(6) << get("chunk") % schedule.stages
               << std::setw(8) << get("ops") << std::setw(13) << std::setprecision(4) << flops / 1e9
-              << std::setw(14) << get("parameter_bytes") << std::setw(10) << get("boundary_bytes") << "  "
+              << std::setw(14) << std::setprecision(4) << seconds * 1e3 << std::setw(14) << get("parameter_bytes") << std::setw(10) << get("boundary_bytes") << "  "
               << llvm::cast<mlir::StringAttr>(d.get("first_op")).getValue().str() << "\n";
   }
 }

@@ -2,10 +2,12 @@
 // RUN: cpc-opt %s --cpc-pipeline-stages='chunks=2 split=fc2' | FileCheck %s --check-prefix=HAND
 // RUN: not cpc-opt %s --cpc-pipeline-stages='chunks=2 split=nowhere' 2>&1 | FileCheck %s --check-prefix=BAD
 
-// Tests that the cut balances the chunks' FLOPs (fc1's 128 against the rest's 113), that only
-// ops reading input data get a chunk (parameters are copied where used) and that the module
-// records each chunk's costs and the bytes that cross into it.
-// CHECK: module attributes {cpc.pipeline_chunks = [{boundary_bytes = 0 : i64, chunk = 0 : i64, first_op = "fc1", flops = 1.280000e+02 : f64, ops = 1 : i64, parameter_bytes = 128 : i64}, {boundary_bytes = 64 : i64, chunk = 1 : i64, first_op = "act", flops = 1.130000e+02 : f64, ops = 3 : i64, parameter_bytes = 96 : i64}]}
+// Tests that the cut balances the chunks' estimated time (each op the larger of its FLOPs at
+// 40 GFLOP/s and its bytes at 4 GB/s: fc1 56 ns, act 32, fc2 46, loss 7; cutting before act
+// gives 56 | 85 ns, after it 88 | 53), that only ops reading input data get a chunk (parameters
+// are copied where used) and that the module records each chunk's costs and the bytes that
+// cross into it.
+// CHECK: module attributes {cpc.pipeline_chunks = [{boundary_bytes = 0 : i64, chunk = 0 : i64, first_op = "fc1", flops = 1.280000e+02 : f64, ops = 1 : i64, parameter_bytes = 128 : i64, seconds = 5.5999999999999999E-8 : f64}, {boundary_bytes = 64 : i64, chunk = 1 : i64, first_op = "act", flops = 1.130000e+02 : f64, ops = 3 : i64, parameter_bytes = 96 : i64, seconds = 8.5000000000000007E-8 : f64}]}
 // CHECK: cpc.parameter "w1" trainable : tensor<4x8xf32>
 // CHECK: cpc.matmul %{{.*}}, %{{.*}} {cpc.stage = 0 : i64}
 // CHECK: cpc.tanh %{{.*}} {cpc.stage = 1 : i64}
