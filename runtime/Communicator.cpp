@@ -132,7 +132,7 @@ private:
 
   // Same checks as the MPI communicator, so that plans fail the same way on one rank.
   static void check(const char *kind, int64_t count, DType type, const std::vector<int> &group) {
-    if (type != DType::F32 && type != DType::F64 && type != DType::I64)
+    if (type != DType::F32 && type != DType::F64 && type != DType::I64 && type != DType::F16 && type != DType::BF16)
       throw RuntimeError(std::string("rank 0: ") + kind + ": unsupported element type " + dtypeName(type));
     if (count < 0)
       throw RuntimeError(std::string("rank 0: ") + kind + ": negative count " + std::to_string(count));

@@ -8,6 +8,7 @@
 // gives). Communicators are cached per distinct `group` list; a rank's position in the list is its
 // rank in the group (the block it gets in allGather / reduceScatterSum).
 //
+#include "kernels/Float16.h"
 #include "runtime/Communicator.h"
 #include "runtime/Plan.h"
 
@@ -71,6 +72,7 @@ MPI_Datatype mpiType(DType type) {
   case DType::F32: return MPI_FLOAT;
   case DType::F64: return MPI_DOUBLE;
   case DType::I64: return MPI_INT64_T;
+  case DType::F16: case DType::BF16: return MPI_UINT16_T; // bits on the wire; combine() does the arithmetic
   default: return MPI_DATATYPE_NULL;
   }
 }
@@ -277,12 +279,22 @@ private:
     for (int64_t i = 0; i < n; ++i)
       dst[i] = a[i] + b[i];
   }
+  /// 16-bit floats: each element is summed (or compared) in f32 and rounded once.
+  static void combine16(uint16_t *dst, const uint16_t *a, const uint16_t *b, int64_t n, DType type, ReduceOp op) {
+    if (op == ReduceOp::Sum)
+      return add16(type, dst, a, b, n);
+    for (int64_t i = 0; i < n; ++i) {
+      float x = load16(type, a[i]), y = load16(type, b[i]);
+      dst[i] = x != x || x > y ? a[i] : b[i];
+    }
+  }
   /// dst = op(a, b), element-wise.
   static void combine(void *dst, const void *a, const void *b, int64_t n, DType type, ReduceOp op) {
     switch (type) {
     case DType::F32: combineElements((float *)dst, (const float *)a, (const float *)b, n, op); break;
     case DType::F64: combineElements((double *)dst, (const double *)a, (const double *)b, n, op); break;
     case DType::I64: combineElements((int64_t *)dst, (const int64_t *)a, (const int64_t *)b, n, op); break;
+    case DType::F16: case DType::BF16: combine16((uint16_t *)dst, (const uint16_t *)a, (const uint16_t *)b, n, type, op); break;
     default: throw RuntimeError(std::string("cannot ") + reduceOpName(op) + " " + dtypeName(type));
     }
   }

@@ -6,6 +6,7 @@
 // outputs may alias a same-shaped input. Reductions over rows (dscale, dbias, scatter-adds)
 // use a fixed accumulation order that does not depend on the thread count.
 //
+#include "kernels/Float16.h"
 #include "kernels/cpu/FastMath.h"
 #include "kernels/cpu/Dispatch.h"
 #include "kernels/cpu/Kernel.h"
@@ -83,14 +84,6 @@ std::vector<int64_t> readIndices(const KernelContext &ctx, const TensorRef &t, i
 //===----------------------------------------------------------------------===//
 // pad
 //===----------------------------------------------------------------------===//
-
-uint16_t floatToBF16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if (std::isnan(f))
-    return uint16_t((x >> 16) | 0x40);
-  return uint16_t((x + 0x7FFF + ((x >> 16) & 1)) >> 16);
-}
 
 /// value converted to an integer type, saturating (-inf/+inf pad values become min/max; NaN 0).
 template <typename I> I saturate(double value) {
@@ -626,7 +619,7 @@ template <bool Weight> void convGradKernel(KernelContext &ctx) {
 } // namespace
 
 void registerBackwardKernels(KernelRegistry &r) {
-  r.add("cpc.pad", padKernel);
+  r.add("cpc.pad", padKernel, Storage16::Native); // moves bytes
   r.add("cpc.gelu_grad", geluGradKernel);
   r.add("cpc.softmax_grad", softmaxGradKernel);
   r.add("cpc.layer_norm_grad", layerNormGradKernel);

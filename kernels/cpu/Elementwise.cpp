@@ -6,6 +6,7 @@
 // broadcasts walk rows of the innermost collapsed dim. Outputs may alias a same-shaped
 // input: every element is read before its own position is written and nothing else is.
 //
+#include "kernels/Float16.h"
 #include "kernels/cpu/FastMath.h"
 #include "kernels/cpu/Dispatch.h"
 #include "kernels/cpu/Kernel.h"
@@ -122,6 +123,34 @@ template <typename To> struct CastTo {
     else return static_cast<To>(x);
   }
 };
+
+void castKernel(KernelContext &ctx);
+
+// f32 <-> f16/bf16 converts directly (the per-step parameter casts of mixed precision); a cast
+// between a 16-bit float and any other type goes through f32.
+void castKernel16(KernelContext &ctx) {
+  checkArity(ctx, 1, 1);
+  const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
+  if (in.shape != out.shape)
+    ctx.fail("output shape " + shapeString(out.shape) + " differs from input " + shapeString(in.shape));
+  if (in.dtype == DType::F32 && is16BitFloat(out.dtype)) {
+    if (in.data == out.data) // narrowing front to back on one thread never overwrites unread input
+      return narrowFromFloat(out.dtype, in.as<float>(), out.data, in.numel());
+    parallelRanges(ctx, in.numel(), [&](int64_t begin, int64_t end) {
+      narrowFromFloat(out.dtype, in.as<float>() + begin, out.as<uint16_t>() + begin, end - begin);
+    });
+  } else if (is16BitFloat(in.dtype) && out.dtype == DType::F32) {
+    if (in.data == out.data)
+      ctx.fail("cannot cast to a wider element type in place");
+    parallelRanges(ctx, in.numel(), [&](int64_t begin, int64_t end) {
+      widenToFloat(in.dtype, in.as<uint16_t>() + begin, out.as<float>() + begin, end - begin);
+    });
+  } else if (is16BitFloat(in.dtype) || is16BitFloat(out.dtype)) {
+    runWidened(castKernel, ctx);
+  } else {
+    castKernel(ctx);
+  }
+}
 
 void castKernel(KernelContext &ctx) {
   checkArity(ctx, 1, 1);
@@ -365,7 +394,7 @@ void registerElementwiseKernels(KernelRegistry &r) {
   r.add("cpc.relu", unaryKernel<kFloat, Relu>);
   r.add("cpc.not", unaryKernel<kBool, Not>);
   r.add("cpc.gelu", geluKernel);
-  r.add("cpc.cast", castKernel);
+  r.add("cpc.cast", castKernel16, Storage16::Native);
   r.add("cpc.add", binaryKernel<kNum, Add>);
   r.add("cpc.sub", binaryKernel<kNum, Sub>);
   r.add("cpc.mul", binaryKernel<kNum, Mul>);

@@ -324,8 +324,8 @@ void argsortKernel(KernelContext &ctx) {
 } // namespace
 
 void registerIndexingKernels(KernelRegistry &registry) {
-  registry.add("cpc.gather", gatherKernel);
-  registry.add("cpc.gather_elements", gatherElementsKernel);
+  registry.add("cpc.gather", gatherKernel, Storage16::Native); // moves bytes
+  registry.add("cpc.gather_elements", gatherElementsKernel, Storage16::Native); // moves bytes
   registry.add("cpc.scatter_nd", scatterNDKernel);
   registry.add("cpc.topk", topkKernel);
   registry.add("cpc.argsort", argsortKernel);

@@ -1,6 +1,9 @@
 //===- Kernel.cpp - registry and attribute helpers ------------------------===//
 #include "kernels/cpu/Kernel.h"
+#include "kernels/Float16.h"
 #include "runtime/Plan.h"
+
+#include <algorithm>
 
 namespace cpc::kernels {
 
@@ -53,9 +56,26 @@ const KernelRegistry &KernelRegistry::cpu() {
   return registry;
 }
 
+KernelFn KernelRegistry::find(const std::string &op) const {
+  auto it = table_.find(op);
+  if (it == table_.end())
+    return nullptr;
+  KernelPtr fn = it->second.fn;
+  if (it->second.storage == Storage16::Native)
+    return fn;
+  return [fn](KernelContext &ctx) {
+    auto is16 = [](const TensorRef &t) { return is16BitFloat(t.dtype); };
+    if (std::any_of(ctx.inputs.begin(), ctx.inputs.end(), is16) ||
+        std::any_of(ctx.outputs.begin(), ctx.outputs.end(), is16))
+      runWidened(fn, ctx);
+    else
+      fn(ctx);
+  };
+}
+
 std::vector<std::string> KernelRegistry::names() const {
   std::vector<std::string> out;
-  for (auto &[name, fn] : table_)
+  for (auto &[name, entry] : table_)
     out.push_back(name);
   return out;
 }

@@ -60,22 +60,38 @@ struct IndexBlock {
 };
 IndexBlock indexBlock(const KernelContext &ctx, int64_t local);
 
-using KernelFn = void (*)(KernelContext &);
+using KernelFn = std::function<void(KernelContext &)>;
+using KernelPtr = void (*)(KernelContext &);
+
+/// How a kernel treats f16 and bf16 tensors.
+enum class Storage16 {
+  Widened, // computes in f32: 16-bit operands are widened into f32 scratch, results rounded back
+  Native,  // handles them itself (moves bytes, or loads and stores 16-bit with f32 arithmetic)
+};
 
 class KernelRegistry {
 public:
   /// The registry with every CPU kernel.
   static const KernelRegistry &cpu();
-  void add(const std::string &op, KernelFn fn) { table_[op] = fn; }
-  KernelFn find(const std::string &op) const {
-    auto it = table_.find(op);
-    return it == table_.end() ? nullptr : it->second;
+  void add(const std::string &op, KernelPtr fn, Storage16 storage = Storage16::Widened) {
+    table_[op] = {fn, storage};
   }
+  /// The kernel for `op`, or null; a Widened kernel comes wrapped so that it accepts 16-bit floats.
+  KernelFn find(const std::string &op) const;
   std::vector<std::string> names() const;
 
 private:
-  std::map<std::string, KernelFn> table_;
+  struct Entry {
+    KernelPtr fn;
+    Storage16 storage;
+  };
+  std::map<std::string, Entry> table_;
 };
+
+/// Runs `fn` with every f16/bf16 operand and result replaced by an f32 copy (thread-local scratch
+/// reused across calls), rounding the results back: f32 arithmetic on 16-bit storage. The cost is
+/// one widening pass over the 16-bit operands and results and one narrowing pass over the results.
+void runWidened(KernelPtr fn, KernelContext &ctx);
 
 /// Below this many elements a kernel runs on one thread (starting threads would cost more).
 constexpr int64_t kParallelMin = 1 << 15;

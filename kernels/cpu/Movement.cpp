@@ -265,12 +265,12 @@ void concatKernel(KernelContext &ctx) {
 } // namespace
 
 void registerMovementKernels(KernelRegistry &registry) {
-  registry.add("cpc.transpose", transposeKernel);
-  registry.add("cpc.slice", sliceKernel);
-  registry.add("cpc.concat", concatKernel);
-  registry.add("cpc.broadcast", broadcastKernel);
-  registry.add("cpc.reshape", reshapeKernel);
-  registry.add("cpc.stop_gradient", reshapeKernel); // a copy (autodiff already read its meaning)
+  registry.add("cpc.transpose", transposeKernel, Storage16::Native);
+  registry.add("cpc.slice", sliceKernel, Storage16::Native);
+  registry.add("cpc.concat", concatKernel, Storage16::Native);
+  registry.add("cpc.broadcast", broadcastKernel, Storage16::Native);
+  registry.add("cpc.reshape", reshapeKernel, Storage16::Native);
+  registry.add("cpc.stop_gradient", reshapeKernel, Storage16::Native); // a copy (autodiff already read its meaning)
 }
 
 } // namespace cpc::kernels

@@ -54,8 +54,6 @@ void randomUniformKernel(KernelContext &ctx) {
   switch (out.dtype) {
   case DType::F32: return fillUniform<float>(ctx, out.as<float>(), out.numel(), low, high);
   case DType::F64: return fillUniform<double>(ctx, out.as<double>(), out.numel(), low, high);
-  case DType::F16: case DType::BF16:
-    ctx.fail(std::string(dtypeName(out.dtype)) + " is not supported by the CPU kernels");
   default:
     ctx.fail(std::string("element type ") + dtypeName(out.dtype) + " is not supported (f32 or f64 only)");
   }

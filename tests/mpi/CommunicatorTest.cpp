@@ -3,6 +3,7 @@
 // A plain program (not gtest: every rank must run every check, in the same order, or the
 // collectives would hang). Rank 0 prints the job's totals, "N passed, N failed".
 //
+#include "kernels/Float16.h"
 #include "runtime/Communicator.h"
 #include "tests/mpi/MpiCheck.h"
 #include "runtime/Launcher.h"
@@ -84,6 +85,38 @@ void maxCollectives(Communicator &comm) {
   check(std::isnan(f), "all_reduce max keeps a NaN");
   check(parseReduceOp("max") == ReduceOp::Max && std::string(reduceOpName(ReduceOp::Sum)) == "sum",
         "reduction names");
+}
+
+/// f16 and bf16 travel as 2 bytes per element and are summed in f32, rounded once per combine:
+/// 1 + 2^-9 is not a bf16, but the sum of n ranks' contributions of 2^-9 + ... lands where f32
+/// arithmetic puts it. Max keeps the largest, across ring chunks.
+void sixteenBitCollectives(Communicator &comm) {
+  const int n = comm.size(), r = comm.rank();
+  for (DType type : {DType::BF16, DType::F16}) {
+    const int64_t count = (kCollectiveChunkBytes / 2) * n + 7; // several chunks
+    std::vector<uint16_t> v(count);
+    for (int64_t i = 0; i < count; ++i)
+      v[i] = store16(type, float((r + 1) * (i % 5 + 1)));
+    comm.resetCounts();
+    comm.allReduceSum(v.data(), count, type, {});
+    bool ok = true;
+    for (int64_t i = 0; i < count && ok; ++i)
+      ok = load16(type, v[i]) == float(n * (n + 1) / 2 * (i % 5 + 1));
+    check(ok, std::string("all_reduce sum ") + dtypeName(type));
+    check(countOf(comm, "all_reduce").bytes == 2 * (n - 1) * (count * 2) / n,
+          std::string("all_reduce moves 2 bytes per element ") + dtypeName(type));
+    std::vector<uint16_t> blocks(3 * n), mine(3);
+    for (int64_t i = 0; i < 3 * n; ++i)
+      blocks[i] = store16(type, 0.5f * float(i + r));
+    comm.reduceScatterSum(blocks.data(), mine.data(), 3, type, {});
+    ok = true;
+    for (int64_t e = 0; e < 3; ++e)
+      ok = ok && load16(type, mine[e]) == 0.5f * float(n * (3 * r + e) + n * (n - 1) / 2);
+    check(ok, std::string("reduce_scatter ") + dtypeName(type));
+    uint16_t m = store16(type, r == n - 1 ? 100.f : float(-r));
+    comm.allReduce(&m, 1, type, ReduceOp::Max, {});
+    check(load16(type, m) == 100.f, std::string("all_reduce max ") + dtypeName(type));
+  }
 }
 
 void worldCollectives(Communicator &comm) {
@@ -282,7 +315,7 @@ void errorPaths(Communicator &comm) {
               {me, "all_reduce", "not a member"});
   expectError("out-of-range rank", [&] { comm.allReduceSum(&v, 1, DType::F64, {r, n}); }, {me, "invalid group"});
   expectError("duplicate rank", [&] { comm.allGather(&v, &v, 1, DType::F64, {r, r}); }, {me, "all_gather", "invalid group"});
-  expectError("f16", [&] { comm.reduceScatterSum(&v, &v, 1, DType::F16, {}); }, {me, "reduce_scatter", "f16"});
+  expectError("i32", [&] { comm.reduceScatterSum(&v, &v, 1, DType::I32, {}); }, {me, "reduce_scatter", "i32"});
   expectError("negative count", [&] { comm.allReduceSum(&v, -1, DType::F64, {}); }, {me, "negative count"});
   expectError("broadcast root", [&] { comm.broadcast(&v, 8, n); }, {me, "broadcast", "invalid root"});
   check(comm.counts().empty(), "failed calls are not counted");
@@ -374,7 +407,7 @@ int main() {
   auto second = makeMpiCommunicator(); // a second communicator (its own MPI_Comm_dup) works too
   check(second->size() == comm->size(), "second communicator");
   for (auto *step : {&worldCollectives, &maxCollectives, &largeAndUnevenCollectives, &groupCollectives, &allToAllCollectives,
-                     &pointToPoint, &errorPaths}) {
+                     &pointToPoint, &errorPaths, &sixteenBitCollectives}) {
     try {
       step(*comm);
     } catch (const std::exception &e) {

@@ -161,8 +161,8 @@ TEST(ReductionKernels, BadShapeOrDtypeFails) {
   std::vector<int64_t> i(6), o(2);
   EXPECT_THROW(run("cpc.reduce_mean", ref(i, DType::I64, {2, 3}), ref(o, DType::I64, {2}), {1}, false),
                RuntimeError);
-  std::vector<uint16_t> h(6), ho(2);
-  EXPECT_THROW(run("cpc.reduce_sum", ref(h, DType::BF16, {2, 3}), ref(ho, DType::BF16, {2}), {1}, false),
+  std::vector<uint16_t> h(6), ho(3);
+  EXPECT_THROW(run("cpc.reduce_sum", ref(h, DType::BF16, {2, 3}), ref(ho, DType::BF16, {3}), {1}, false),
                RuntimeError);
 }
 
