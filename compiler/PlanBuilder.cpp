@@ -304,6 +304,8 @@ private:
     int b = newBuffer(state.getType(), name, BufferKind::State, state);
     // The plan's roles carry the dialect's names (runtime/Plan.h).
     plan_.buffers[b].role = parseRole<VariableRole>(stringifyStateRole(state.getRole()).str());
+    if (auto init = state.getInitAttr())
+      plan_.buffers[b].init = init.getValueAsDouble();
     setSharding(plan_.buffers[b], state.getGlobalShapeAttr(), state.getShardingAttr());
     return variables_[name] = b;
   }
@@ -370,6 +372,29 @@ private:
     plan_.programs.push_back(std::move(p.desc));
   }
 
+  /// Before `assign` overwrites variable buffer `var`: a result of the function that reads the
+  /// variable (the loss scale a step used) is copied first, so that it keeps the value it read
+  /// once the program has run.
+  void keepReturnedReads(Program &p, int var, AssignOp assign, func::FuncOp func) {
+    Operation *ret = func.getBody().front().getTerminator();
+    for (Value v : ret->getOperands()) {
+      auto it = p.bufferOf.find(v);
+      if (it == p.bufferOf.end() || plan_.rootOf(it->second) != var)
+        continue;
+      StepDesc step;
+      step.op = "cpc.copy";
+      step.loc = "copy of " + plan_.buffers[var].name + " before its assign";
+      step.inputs.push_back(it->second);
+      int copy = newBuffer(v.getType(), step.loc, BufferKind::Arena, assign);
+      p.defStep.resize(plan_.buffers.size(), -1);
+      p.defStep[copy] = p.desc.steps.size();
+      step.outputs.push_back(copy);
+      p.inPlaceCandidate.push_back(false);
+      p.desc.steps.push_back(std::move(step));
+      it->second = copy;
+    }
+  }
+
   void lower(Program &p, Operation *op, func::FuncOp func) {
     std::string name = locName(op->getLoc());
     if (auto param = llvm::dyn_cast<ParameterOp>(op)) {
@@ -419,6 +444,7 @@ private:
       auto it = variables_.find(assign.getName().str());
       if (it == variables_.end())
         throw RuntimeError("assign to '" + assign.getName().str() + "', which is no parameter or state read before");
+      keepReturnedReads(p, it->second, assign, func);
       step.op = "cpc.assign";
       step.inputs.push_back(bufferOf(p, assign.getValue()));
       step.outputs.push_back(it->second);

@@ -21,8 +21,9 @@ bool isFloatTensor(Value v) {
   return t && llvm::isa<FloatType>(t.getElementType());
 }
 
-/// Builds `@<name>_grad` from `@<name>`; returns failure after emitting a diagnostic.
-LogicalResult differentiate(func::FuncOp forward) {
+/// Builds `@<name>_grad` from `@<name>`; returns failure after emitting a diagnostic. With a
+/// `lossScale` (> 0) the backward starts from the loss-scale state instead of 1.
+LogicalResult differentiate(func::FuncOp forward, double lossScale) {
   if (forward.getNumResults() < 1 || !isFloatTensor(forward.getBody().front().getTerminator()->getOperand(0)) ||
       llvm::cast<RankedTensorType>(forward.getResultTypes()[0]).getRank() != 0)
     return forward.emitError("the first result of @") << forward.getSymName() << " must be a scalar float loss";
@@ -65,8 +66,13 @@ LogicalResult differentiate(func::FuncOp forward) {
   builder.setInsertionPoint(ret);
   llvm::DenseMap<Value, Value> grads;
   auto lossType = llvm::cast<RankedTensorType>(loss.getType());
-  grads[loss] = builder.create<ConstantOp>(
-      ret.getLoc(), DenseElementsAttr::get(lossType, builder.getFloatAttr(lossType.getElementType(), 1.0)));
+  if (lossScale > 0) {
+    Value scale = readLossScale(builder, ret.getLoc(), lossScale);
+    grads[loss] = scale.getType() == lossType ? scale : builder.create<CastOp>(ret.getLoc(), lossType, scale);
+  } else {
+    grads[loss] = builder.create<ConstantOp>(
+        ret.getLoc(), DenseElementsAttr::get(lossType, builder.getFloatAttr(lossType.getElementType(), 1.0)));
+  }
   SmallVector<Operation *> forwardOps;
   for (Operation &op : body)
     if (&op != ret.getOperation())
@@ -151,7 +157,11 @@ struct CpcAutodiffPass : cpc::impl::CpcAutodiffBase<CpcAutodiffPass> {
       getOperation().emitError("no function @") << funcName << " to differentiate";
       return signalPassFailure();
     }
-    if (failed(differentiate(func)))
+    if (lossScale < 0) {
+      getOperation().emitError("loss-scale must be >= 0 (0: no loss scaling)");
+      return signalPassFailure();
+    }
+    if (failed(differentiate(func, lossScale)))
       signalPassFailure();
   }
 };

@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
 
+#include <limits>
 #include <regex>
 
 namespace cpc {
@@ -16,6 +17,13 @@ using namespace mlir;
 using namespace cpc;
 
 namespace {
+
+/// What the update needs of the pass's options.
+struct UpdateOptions {
+  double clipGradNorm, beta1, beta2, epsilon, weightDecay;
+  double lossScale, growthFactor, backoffFactor; // lossScale 0: no loss scaling
+  int64_t growthInterval, hysteresis;
+};
 
 struct TrainedParam {
   std::string name;
@@ -53,15 +61,30 @@ public:
     return b.create<CastOp>(loc, RankedTensorType::get(t.getShape(), elementType), v);
   }
 
+  /// `grads` times the rank-0 f32 `factor` (1/accumulation, the loss scale's inverse), or as
+  /// they are for no factor.
+  SmallVector<Value> scaled(ArrayRef<Value> grads, Value factor) {
+    SmallVector<Value> out;
+    for (Value g : grads)
+      out.push_back(factor ? b.create<MulOp>(loc, g, toType(factor, llvm::cast<RankedTensorType>(g.getType()).getElementType())).getResult() : g);
+    return out;
+  }
+
   /// Clipping and AdamW over `grads` (one per param), then assigns of parameters and moments.
-  /// Returns the global gradient norm before clipping (f32), as clip_grad_norm_ does.
+  /// Returns the global gradient norm before clipping (f32), as clip_grad_norm_ does. With a
+  /// `skip` flag (i1, rank 0), every assign keeps the variable's old value where it is true.
   Value optimize(ArrayRef<TrainedParam> params, ArrayRef<Value> grads, Value lr, Value step, double clip,
-                 double beta1, double beta2, double epsilon, double weightDecay) {
+                 double beta1, double beta2, double epsilon, double weightDecay, Value *finite = nullptr) {
     Value total;
     for (Value g : grads) {
       Value sq = toType(sumAll(b.create<MulOp>(loc, g, g)), b.getF32Type());
       total = total ? b.create<AddOp>(loc, total, sq).getResult() : sq;
     }
+    if (finite) // an inf or NaN anywhere makes the sum of squares inf or NaN, which fails x < inf
+      *finite = b.create<LessOp>(loc, total ? total : scalar(0.0), scalar(std::numeric_limits<double>::infinity()));
+    auto keepUnlessFinite = [&](Value updated, Value old) {
+      return finite ? b.create<WhereOp>(loc, *finite, updated, old).getResult() : updated;
+    };
     Value norm = total ? b.create<SqrtOp>(loc, total.getType(), total).getResult() : scalar(0.0);
     Value coef;
     if (clip > 0) {
@@ -85,11 +108,57 @@ public:
       auto adam = b.create<AdamWOp>(loc, param, g, m, v, toType(lr, et), toType(step, et), b.getF64FloatAttr(beta1),
                                     b.getF64FloatAttr(beta2), b.getF64FloatAttr(epsilon),
                                     b.getF64FloatAttr(p.decay ? weightDecay : 0.0));
-      b.create<AssignOp>(loc, adam.getNewParam(), b.getStringAttr(p.name));
-      b.create<AssignOp>(loc, adam.getNewExpAvg(), b.getStringAttr("adamw.exp_avg." + p.name));
-      b.create<AssignOp>(loc, adam.getNewExpAvgSq(), b.getStringAttr("adamw.exp_avg_sq." + p.name));
+      b.create<AssignOp>(loc, keepUnlessFinite(adam.getNewParam(), param), b.getStringAttr(p.name));
+      b.create<AssignOp>(loc, keepUnlessFinite(adam.getNewExpAvg(), m), b.getStringAttr("adamw.exp_avg." + p.name));
+      b.create<AssignOp>(loc, keepUnlessFinite(adam.getNewExpAvgSq(), v),
+                         b.getStringAttr("adamw.exp_avg_sq." + p.name));
     }
     return norm;
+  }
+
+  /// The dynamic loss scaler's update after a step whose gradients were `finite` (i1): as
+  /// torch's GradScaler, the scale is multiplied by the growth factor after `interval` clean
+  /// steps in a row; on an overflow the clean count restarts, and once `hysteresis` overflows
+  /// have happened since the last growth (1: at once, as torch; Colossal's default is 2) each
+  /// further one multiplies it by the backoff factor. Returns the scale this step used.
+  void updateLossScale(Value scale, Value finite, const UpdateOptions &o) {
+    auto scalarType = RankedTensorType::get({}, b.getF32Type());
+    Value growth = b.create<StateOp>(loc, scalarType, StateRole::GrowthTracker, kGrowthTrackerStateName);
+    Value overflows = b.create<StateOp>(loc, scalarType, StateRole::OverflowTracker, kOverflowTrackerStateName);
+    Value one = scalar(1.0), zero = scalar(0.0);
+    Value clean = b.create<WhereOp>(loc, finite, b.create<AddOp>(loc, growth, one), zero);
+    Value grow = b.create<GreaterEqualOp>(loc, clean, scalar((double)o.growthInterval));
+    Value over = b.create<WhereOp>(loc, finite, overflows, b.create<AddOp>(loc, overflows, one));
+    Value backOff = b.create<AndOp>(loc, b.create<NotOp>(loc, finite),
+                                    b.create<GreaterEqualOp>(loc, over, scalar((double)o.hysteresis)));
+    Value newScale =
+        b.create<WhereOp>(loc, grow, b.create<MulOp>(loc, scale, scalar(o.growthFactor)),
+                          b.create<WhereOp>(loc, backOff, b.create<MulOp>(loc, scale, scalar(o.backoffFactor)), scale));
+    b.create<AssignOp>(loc, newScale, b.getStringAttr(kLossScaleStateName));
+    b.create<AssignOp>(loc, b.create<WhereOp>(loc, grow, zero, clean), b.getStringAttr(kGrowthTrackerStateName));
+    b.create<AssignOp>(loc, b.create<WhereOp>(loc, grow, zero, over), b.getStringAttr(kOverflowTrackerStateName));
+  }
+
+  /// Unscaling, clipping, AdamW, the skip on overflow and the scaler's update over `grads`
+  /// (scaled by the loss scale and summed over `accumulation` microbatches): returns the step's
+  /// results after the loss: grad_norm, and with loss scaling the scale used and the overflow flag.
+  SmallVector<Value> update(ArrayRef<TrainedParam> params, ArrayRef<Value> grads, Value lr, Value step,
+                            int64_t accumulation, const UpdateOptions &o) {
+    Value factor = accumulation > 1 ? scalar(1.0 / accumulation) : Value();
+    Value scale;
+    if (o.lossScale > 0) {
+      scale = readLossScale(b, loc, o.lossScale);
+      factor = b.create<DivOp>(loc, factor ? factor : scalar(1.0), scale);
+    }
+    SmallVector<Value> unscaled = scaled(grads, factor);
+    Value finite;
+    Value norm = optimize(params, unscaled, lr, step, o.clipGradNorm, o.beta1, o.beta2, o.epsilon, o.weightDecay,
+                          scale ? &finite : nullptr);
+    if (!scale)
+      return {norm};
+    updateLossScale(scale, finite, o);
+    Value overflow = b.create<CastOp>(loc, scale.getType(), b.create<NotOp>(loc, finite));
+    return {norm, scale, overflow};
   }
 
   OpBuilder &b;
@@ -144,6 +213,19 @@ struct CpcBuildTrainStepPass : cpc::impl::CpcBuildTrainStepBase<CpcBuildTrainSte
       setRuntimeInput(f, index, input);
     };
     auto named = [&](StringRef n) { return b.getDictionaryAttr({b.getNamedAttr("cpc.name", b.getStringAttr(n))}); };
+    // The step's results in order: loss, grad_norm, then the loss scaler's (the first `n`).
+    auto resultNames = [&](size_t n) {
+      SmallVector<DictionaryAttr> all{named("loss"), named("grad_norm"), named("loss_scale"), named("overflow")};
+      return SmallVector<DictionaryAttr>(ArrayRef<DictionaryAttr>(all).take_front(n));
+    };
+    UpdateOptions updateOptions{clipGradNorm, beta1, beta2, epsilon, weightDecay,
+                                lossScale, growthFactor, backoffFactor, growthInterval, hysteresis};
+    if (lossScale < 0 || (lossScale > 0 && (growthInterval < 1 || hysteresis < 1 || !(growthFactor >= 1) ||
+                                             !(backoffFactor > 0 && backoffFactor < 1)))) {
+      module.emitError("bad loss scaling: loss-scale >= 0, growth-interval >= 1, hysteresis >= 1, growth-factor >= 1 "
+                       "and 0 < backoff-factor < 1 are needed");
+      return signalPassFailure();
+    }
 
     // The forward + backward body with its inputs: cloned into @train_step or @accumulate.
     func::FuncOp body = llvm::cast<func::FuncOp>(b.clone(*grad));
@@ -162,13 +244,14 @@ struct CpcBuildTrainStepPass : cpc::impl::CpcBuildTrainStepBase<CpcBuildTrainSte
       Value lr = block.getArgument(numInputs), step = block.getArgument(numInputs + 1);
       b.setInsertionPoint(ret);
       StepBuilder sb(b, loc);
-      Value norm = sb.optimize(params, grads, lr, step, clipGradNorm, beta1, beta2, epsilon, weightDecay);
-      b.create<func::ReturnOp>(loc, ValueRange{loss, norm});
+      SmallVector<Value> results{loss};
+      llvm::append_range(results, sb.update(params, grads, lr, step, 1, updateOptions));
+      b.create<func::ReturnOp>(loc, results);
       ret.erase();
-      body.setFunctionType(b.getFunctionType(block.getArgumentTypes(), {loss.getType(), norm.getType()}));
+      body.setFunctionType(b.getFunctionType(block.getArgumentTypes(), ValueRange(results).getTypes()));
       runtimeArg(body, numInputs, RuntimeInput::LearningRate);
       runtimeArg(body, numInputs + 1, RuntimeInput::Step);
-      body.setAllResultAttrs(ArrayRef<DictionaryAttr>{named("loss"), named("grad_norm")});
+      body.setAllResultAttrs(resultNames(results.size()));
       return;
     }
 
@@ -186,26 +269,27 @@ struct CpcBuildTrainStepPass : cpc::impl::CpcBuildTrainStepBase<CpcBuildTrainSte
     body.setFunctionType(b.getFunctionType(body.getArgumentTypes(), {loss.getType()}));
     body.setAllResultAttrs(ArrayRef<DictionaryAttr>{named("loss")});
 
-    // @apply: average, clip, AdamW, zero the accumulators.
+    // @apply: average (and unscale), clip, AdamW, zero the accumulators.
     b.setInsertionPointToEnd(module.getBody());
-    auto apply = b.create<func::FuncOp>(loc, "apply", b.getFunctionType({scalarType, scalarType}, {scalarType}));
+    size_t numResults = lossScale > 0 ? 3 : 1;
+    auto apply = b.create<func::FuncOp>(
+        loc, "apply", b.getFunctionType({scalarType, scalarType}, SmallVector<Type>(numResults, scalarType)));
     setPhase(apply, Phase::Apply);
     Block *entry = apply.addEntryBlock();
     b.setInsertionPointToStart(entry);
     StepBuilder sb(b, loc);
-    SmallVector<Value> averaged;
-    for (const TrainedParam &p : params) {
-      Value acc = b.create<StateOp>(loc, p.type, StateRole::GradAccumulator, "grad_acc." + p.name);
-      averaged.push_back(b.create<MulOp>(loc, acc, sb.scalar(1.0 / accumulation, p.type.getElementType())));
-    }
-    Value norm = sb.optimize(params, averaged, entry->getArgument(0), entry->getArgument(1), clipGradNorm, beta1,
-                             beta2, epsilon, weightDecay);
+    SmallVector<Value> sums;
+    for (const TrainedParam &p : params)
+      sums.push_back(b.create<StateOp>(loc, p.type, StateRole::GradAccumulator, "grad_acc." + p.name));
+    SmallVector<Value> results =
+        sb.update(params, sums, entry->getArgument(0), entry->getArgument(1), accumulation, updateOptions);
     for (const TrainedParam &p : params)
       b.create<AssignOp>(loc, sb.splat(0.0, p.type), b.getStringAttr("grad_acc." + p.name));
-    b.create<func::ReturnOp>(loc, ValueRange{norm});
+    b.create<func::ReturnOp>(loc, results);
     runtimeArg(apply, 0, RuntimeInput::LearningRate);
     runtimeArg(apply, 1, RuntimeInput::Step);
-    apply.setAllResultAttrs(ArrayRef<DictionaryAttr>{named("grad_norm")});
+    SmallVector<DictionaryAttr> names = resultNames(results.size() + 1);
+    apply.setAllResultAttrs(ArrayRef<DictionaryAttr>(names).drop_front());
   }
 };
 

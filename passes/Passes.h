@@ -39,6 +39,20 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
                                 llvm::cl::init(1)};
   ListOption<std::string> pipelineSplit{*this, "pp-split",
                                         llvm::cl::desc("Hand cut points: the first op of each chunk but the first")};
+  Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32, bf16 or fp16 (mixed precision)"),
+                                llvm::cl::init("fp32")};
+  // fp16's dynamic loss scaling (torch GradScaler's defaults; Colossal's naive AMP: interval
+  // 1000, hysteresis 2).
+  Option<double> lossScale{*this, "loss-scale", llvm::cl::desc("fp16: the initial loss scale"),
+                           llvm::cl::init(65536.0)};
+  Option<double> growthFactor{*this, "growth-factor", llvm::cl::desc("fp16: scale x this on growth"),
+                              llvm::cl::init(2.0)};
+  Option<double> backoffFactor{*this, "backoff-factor", llvm::cl::desc("fp16: scale x this on overflow"),
+                               llvm::cl::init(0.5)};
+  Option<int64_t> growthInterval{*this, "growth-interval", llvm::cl::desc("fp16: clean steps before growth"),
+                                 llvm::cl::init(2000)};
+  Option<int64_t> hysteresis{*this, "hysteresis", llvm::cl::desc("fp16: overflows before the first backoff"),
+                             llvm::cl::init(1)};
   Option<bool> sequenceParallel{*this, "sp", llvm::cl::desc("Sequence parallelism over tp"), llvm::cl::init(false)};
 };
 

@@ -35,6 +35,29 @@ def CpcAutodiff : Pass<"cpc-autodiff", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"funcName", "func", "std::string", /*default=*/"\"main\"", "The loss function to differentiate">,
+    Option<"lossScale", "loss-scale", "double", /*default=*/"0.0",
+           "Dynamic loss scaling: seed the backward with the loss-scale state (a `cpc.state <loss_scale>` "
+           "starting at this value) instead of 1, so every gradient comes out scaled (0 = off)">,
+  ];
+  let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
+}
+
+def CpcMixedPrecision : Pass<"cpc-mixed-precision", "::mlir::ModuleOp"> {
+  let summary = "Autocast the loss function: 16-bit matmul/conv, f32 for sensitive ops, f32 master weights";
+  let description = [{
+    Follows torch.autocast's op lists, read from each op's autocast trait: ops marked
+    AutocastLowPrecision (matmul, conv2d) compute in the 16-bit type; ops marked
+    AutocastFullPrecision (softmax, layer_norm, reduce_sum/mean/prod, exp, log, pow, rsqrt,
+    reciprocal) in f32; every other float op in the widest float type of its operands, where a
+    one-element constant and the parameter-only bias added to a 16-bit result do not count.
+    Each value is cast at most once per type, right after its definition: a trainable
+    parameter stays the f32 master weight and is cast to 16-bit once per step; autodiff then
+    gives 16-bit gradients inside the 16-bit region and f32 gradients for the parameters. The
+    function keeps its signature (results are cast back). Runs before cpc-autodiff.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", /*default=*/"\"bf16\"", "fp32 (no change), bf16 or fp16">,
+    Option<"funcName", "func", "std::string", /*default=*/"\"main\"", "The loss function">,
   ];
   let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
 }
@@ -54,6 +77,12 @@ def CpcBuildTrainStep : Pass<"cpc-build-train-step", "::mlir::ModuleOp"> {
     a `#cpc.runtime_input`). Roles are attributes that later passes, the plan and the runtime
     read: each function's `cpc.phase` (`#cpc.phase<train_step|accumulate|apply>`) and each
     state's role (`cpc.state <gradient_accumulator|exp_avg|exp_avg_sq>`); names are labels.
+    With `loss-scale` (fp16), the update first unscales the gradients by the `loss_scale`
+    state; a non-finite global norm (an inf or NaN in any gradient: the norm's sum of squares
+    is reduced over every rank, so all ranks agree) skips the step: every assigned parameter
+    and moment keeps its value (the runtime then does not advance the optimizer step). The
+    scale backs off or grows as torch's GradScaler (and Colossal's hysteresis) do, and the
+    function also returns `loss_scale` (the scale this step used) and `overflow` (1 if skipped).
   }];
   let options = [
     Option<"accumulation", "accumulation", "int64_t", /*default=*/"1", "Microbatches per step">,
@@ -67,6 +96,14 @@ def CpcBuildTrainStep : Pass<"cpc-build-train-step", "::mlir::ModuleOp"> {
            "No weight decay on 1-D parameters and names ending in .bias">,
     Option<"separateApply", "separate-apply", "bool", /*default=*/"false",
            "Build @accumulate and @apply even for one microbatch (pipeline parallelism)">,
+    Option<"lossScale", "loss-scale", "double", /*default=*/"0.0",
+           "Dynamic loss scaling from this initial scale (0 = off; the gradients of @main_grad are "
+           "scaled, as cpc-autodiff loss-scale=S makes them)">,
+    Option<"growthFactor", "growth-factor", "double", /*default=*/"2.0", "Loss scale x this after growth-interval clean steps">,
+    Option<"backoffFactor", "backoff-factor", "double", /*default=*/"0.5", "Loss scale x this on an overflow">,
+    Option<"growthInterval", "growth-interval", "int64_t", /*default=*/"2000", "Clean steps before the scale grows">,
+    Option<"hysteresis", "hysteresis", "int64_t", /*default=*/"1",
+           "Overflows since the last growth before the scale backs off (1: every one, as torch; Colossal: 2)">,
   ];
   let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
 }

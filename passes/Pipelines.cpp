@@ -27,8 +27,21 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     heads.tp = options.tensorParallel;
     pm.addPass(createCpcHeadMajorQkv(heads));
   }
-  pm.addPass(createCpcAutodiff());
+  if (options.precision != "fp32") { // after the rewrites that match parameter uses, before gradients
+    CpcMixedPrecisionOptions mixed;
+    mixed.precision = options.precision;
+    pm.addPass(createCpcMixedPrecision(mixed));
+  }
+  bool lossScaling = options.precision == "fp16"; // bf16 has f32's range: no scaling
+  CpcAutodiffOptions autodiff;
+  autodiff.lossScale = lossScaling ? options.lossScale : 0.0;
+  pm.addPass(createCpcAutodiff(autodiff));
   CpcBuildTrainStepOptions step;
+  step.lossScale = autodiff.lossScale;
+  step.growthFactor = options.growthFactor;
+  step.backoffFactor = options.backoffFactor;
+  step.growthInterval = options.growthInterval;
+  step.hysteresis = options.hysteresis;
   step.accumulation = options.accumulation;
   step.clipGradNorm = options.clipGradNorm;
   step.beta1 = options.beta1;

@@ -12,6 +12,7 @@
 #include "passes/Sharding.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -41,15 +42,27 @@ struct Linear {
   int64_t outFeatures() { return weight.getType().getDimSize(outDim); }
 };
 
+/// `v` before any float-to-float casts (mixed precision reads a 16-bit copy of the f32 master
+/// weight, and casts the f32 LayerNorm's result for a 16-bit matmul).
+Value throughCasts(Value v) {
+  while (auto cast = v.getDefiningOp<CastOp>()) {
+    auto from = llvm::cast<RankedTensorType>(cast.getInput().getType()).getElementType();
+    if (!llvm::isa<FloatType>(from) || !llvm::isa<FloatType>(getElementTypeOrSelf(cast.getType())))
+      break;
+    v = cast.getInput();
+  }
+  return v;
+}
+
 std::optional<Linear> matchLinear(MatMulOp mm) {
-  auto weight = mm.getRhs().getDefiningOp<ParameterOp>();
+  auto weight = throughCasts(mm.getRhs()).getDefiningOp<ParameterOp>();
   if (!weight || mm.getTransposeLhs() || weight.getType().getRank() != 2 || weight.getShardingAttr())
     return std::nullopt;
   Linear l{mm, weight, mm.getTransposeRhs() ? 0 : 1, {}, mm.getResult()};
   for (Operation *user : mm->getUsers())
     if (auto add = llvm::dyn_cast<AddOp>(user)) {
       Value other = add.getLhs() == mm.getResult() ? add.getRhs() : add.getLhs();
-      auto bias = other.getDefiningOp<ParameterOp>();
+      auto bias = throughCasts(other).getDefiningOp<ParameterOp>();
       if (bias && bias.getType().getRank() == 1 && bias.getType().getDimSize(0) == l.outFeatures()) {
         l.bias = bias;
         l.output = add.getResult();
@@ -232,7 +245,7 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
   /// part: the gather and reduction rules).
   void findEmbeddings(func::FuncOp func, llvm::StringMap<std::pair<Layout, int64_t>> &decisions) {
     func.walk([&](GatherOp gather) {
-      auto table = gather.getData().getDefiningOp<ParameterOp>();
+      auto table = throughCasts(gather.getData()).getDefiningOp<ParameterOp>();
       auto ids = llvm::dyn_cast<BlockArgument>(gather.getIndices());
       if (!table || !ids || gather.getAxis() != 0 || table.getType().getRank() != 2 || table.getShardingAttr() ||
           decisions.count(table.getName()))
@@ -265,7 +278,7 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
   /// the residual stream (adds, norms) between blocks. Where the tokens do not divide by tp the
   /// block keeps a whole sequence, with a note.
   void splitSequence(Value input) {
-    auto norm = input.getDefiningOp<LayerNormOp>();
+    auto norm = throughCasts(input).getDefiningOp<LayerNormOp>();
     auto type = llvm::cast<RankedTensorType>(input.getType());
     if (!norm || type.getRank() < 3 || norm->getAttr(kResultShardingsAttr))
       return;

@@ -1,5 +1,6 @@
 //===- Executor.cpp -------------------------------------------------------===//
 #include "runtime/Executor.h"
+#include "kernels/Float16.h"
 #include "runtime/Blocks.h"
 #include "runtime/CollectiveKernels.h"
 #include "runtime/Communicator.h"
@@ -36,6 +37,21 @@ uint64_t mix64(uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
+/// Every element of a state that does not start at zero (the loss scale) set to `value`.
+void fillState(const TensorRef &t, double value) {
+  int64_t n = t.numel();
+  switch (t.dtype) {
+  case DType::F32: std::fill_n(t.as<float>(), n, (float)value); break;
+  case DType::F64: std::fill_n(t.as<double>(), n, value); break;
+  case DType::F16:
+  case DType::BF16: std::fill_n(t.as<uint16_t>(), n, store16(t.dtype, (float)value)); break;
+  case DType::I64: std::fill_n(t.as<int64_t>(), n, (int64_t)value); break;
+  case DType::I32: std::fill_n(t.as<int32_t>(), n, (int32_t)value); break;
+  default: throw RuntimeError("a state of element type " + std::string(dtypeName(t.dtype)) + " cannot start at " +
+                              std::to_string(value));
+  }
+}
+
 } // namespace
 
 struct Executor::Memory {
@@ -84,6 +100,8 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
       mem_->owned.push_back(std::make_unique<AlignedBuffer>(b.bytes()));
       views_[i].data = mem_->owned.back()->ptr;
       memory_.stateBytes += b.bytes();
+      if (b.init != 0)
+        fillState(views_[i], b.init);
       break;
     case BufferKind::Input:
       mem_->owned.push_back(std::make_unique<AlignedBuffer>(b.bytes()));

@@ -2,6 +2,7 @@
 #include "runtime/Plan.h"
 #include "support/CheckedSize.h"
 
+#include <cmath>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -58,6 +59,9 @@ const char *roleName(VariableRole role) {
   case VariableRole::GradAccumulator: return "gradient_accumulator";
   case VariableRole::ExpAvg: return "exp_avg";
   case VariableRole::ExpAvgSq: return "exp_avg_sq";
+  case VariableRole::LossScale: return "loss_scale";
+  case VariableRole::GrowthTracker: return "growth_tracker";
+  case VariableRole::OverflowTracker: return "overflow_tracker";
   }
   return "?";
 }
@@ -209,6 +213,8 @@ nlohmann::json Plan::metadata() const {
     json d = {{"name", b.name},     {"dtype", dtypeName(b.dtype)}, {"shape", b.shape},
               {"kind", bufferKindName(b.kind)}, {"offset", b.offset}, {"alias_of", b.aliasOf},
               {"trainable", b.trainable}, {"role", roleName(b.role)}};
+    if (b.kind == BufferKind::State)
+      d["init"] = b.init;
     if (b.sharded()) {
       d["global_shape"] = b.globalShape;
       d["shard_dims"] = b.shardDims;
@@ -340,6 +346,8 @@ void validateBufferSizes(const Plan &plan, const BufferDesc &b, size_t index) {
     failPlan(what + ": global " + tensorSizeProblem(b.globalShape, dtypeSize(b.dtype)));
   if (b.aliasOf < -1 || b.aliasOf >= (int)plan.buffers.size() || b.aliasOf == (int)index)
     failPlan(what + " aliases an invalid buffer");
+  if (!std::isfinite(b.init) || (b.init != 0 && b.kind != BufferKind::State))
+    failPlan(what + " has an invalid initial value");
   if (b.aliasOf >= 0 || (b.kind != BufferKind::Parameter && b.kind != BufferKind::Constant))
     return;
   auto end = checkedAdd(b.offset, (int64_t)b.storedBytes());
@@ -609,6 +617,8 @@ Plan readPlan(const std::string &path, PlanBlob blobMode) {
       d.aliasOf = b.at("alias_of");
       d.trainable = b.at("trainable");
       d.role = parseRole<VariableRole>(b.at("role"));
+      if (d.kind == BufferKind::State)
+        d.init = b.at("init");
       if (b.contains("shard_dims")) {
         d.globalShape = b.at("global_shape").get<std::vector<int64_t>>();
         d.shardDims = b.at("shard_dims").get<std::vector<std::vector<std::string>>>();

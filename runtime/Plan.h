@@ -32,8 +32,9 @@ namespace cpc {
 // (stored_view, stored_perm), all_to_all, all_reduce's kind.
 // 5: programs scoped to mesh coordinates ("where"). 6: pipelines: forward/backward phases,
 // a program's model chunk, hand-over inputs and outputs ("transfer"), the schedule in the
-// training metadata.
-constexpr uint32_t kPlanVersion = 6;
+// training metadata. 7: mixed precision: loss-scaler state roles, a state's initial value
+// ("init"), the training metadata's precision and loss scaling.
+constexpr uint32_t kPlanVersion = 7;
 constexpr size_t kPlanAlignment = 64;
 
 /// Collectives run through fixed scratch memory whatever the message size (so that the predicted
@@ -54,7 +55,8 @@ inline int64_t pointToPointTag(int64_t channel, int64_t microbatch, int64_t chan
 }
 
 /// Arena: temporaries of one program; Parameter: initialized from the blob, persistent;
-/// State: zero-initialized, persistent (optimizer moments, gradient accumulators);
+/// State: persistent, every element starting at `init` (zero for optimizer moments and gradient
+/// accumulators; the initial scale for the loss scale);
 /// Constant: read-only blob data; Input: bound by the runtime before a program runs.
 enum class BufferKind { Arena, Parameter, State, Constant, Input };
 const char *bufferKindName(BufferKind kind);
@@ -62,7 +64,7 @@ const char *bufferKindName(BufferKind kind);
 // Roles, as the dialect's attributes (StateRole, RuntimeInput, Phase) give them and under the
 // same names; the runtime reads these, never a buffer's or program's name.
 /// What a state buffer holds.
-enum class VariableRole : uint8_t { None, GradAccumulator, ExpAvg, ExpAvgSq };
+enum class VariableRole : uint8_t { None, GradAccumulator, ExpAvg, ExpAvgSq, LossScale, GrowthTracker, OverflowTracker };
 /// An input the runtime computes each step instead of reading user data.
 enum class RuntimeInputKind : uint8_t { None, LearningRate, Step };
 /// Which part of a training step a program is (None: inference).
@@ -82,6 +84,7 @@ struct BufferDesc {
   int aliasOf = -1;             // a view of another buffer's memory (reshape, in-place)
   bool trainable = false;       // parameters only
   VariableRole role = VariableRole::None; // state buffers
+  double init = 0;              // state buffers: the value every element starts with
   // A sharded variable: `shape` is one rank's block of the value of `globalShape`, whose dims are
   // split over the mesh axes in `shardDims` (one list per dim of `shape`, major to minor). Tensor
   // parallelism splits the global dims themselves (`shape` has the global rank); ZeRO-3 splits

@@ -215,14 +215,58 @@ void TrainRecipe::apply(const nlohmann::json &config, const std::string &origin)
         }
       }
     } else if (key == "fp16") {
-      if (!v.is_object())
-        fail(origin, key, "expected an object like {\"mode\": null}");
-      for (const auto &[fk, fv] : v.items()) {
-        if (fk != "mode")
-          fail(origin, "fp16." + fk, "unknown key");
-        if (!fv.is_null() && fv != "None" && fv != "fp32")
-          fail(origin, "fp16.mode", "mixed precision is not available yet (use null for fp32)");
-      }
+      applyFp16(v, origin);
+    } else if (key == "precision") {
+      if (v != "fp32" && v != "bf16" && v != "fp16")
+        fail(origin, key, "expected \"fp32\", \"bf16\" or \"fp16\", got " + v.dump());
+      precision = v;
+    } else {
+      fail(origin, key, "unknown key");
+    }
+  }
+}
+
+void TrainRecipe::applyFp16(const nlohmann::json &v, const std::string &origin) {
+  if (!v.is_object())
+    fail(origin, "fp16", "expected an object like {\"mode\": \"torch\"}");
+  if (v.contains("mode")) { // first: the mode sets the scaler's defaults the other keys override
+    const nlohmann::json &mode = v["mode"];
+    if (mode.is_null() || mode == "None" || mode == "fp32") {
+      precision = "fp32";
+    } else if (mode == "torch" || mode == "AMP_TYPE.TORCH") { // torch.cuda.amp.GradScaler
+      precision = "fp16";
+      growthInterval = 2000;
+      hysteresis = 1;
+    } else if (mode == "naive" || mode == "AMP_TYPE.NAIVE") { // Colossal's DynamicGradScaler
+      precision = "fp16";
+      growthInterval = 1000;
+      hysteresis = 2;
+    } else if (mode == "apex" || mode == "AMP_TYPE.APEX") {
+      fail(origin, "fp16.mode", "apex AMP is not available (use \"torch\" or \"naive\": fp16 with f32 master "
+                                "weights and dynamic loss scaling, or the key precision = \"bf16\")");
+    } else {
+      fail(origin, "fp16.mode", "expected null, \"torch\" or \"naive\", got " + mode.dump());
+    }
+  }
+  for (const auto &[k, fv] : v.items()) {
+    std::string key = "fp16." + k;
+    if (k == "mode") {
+    } else if (k == "initial_scale" || k == "init_scale") {
+      initialScale = number(fv, origin, key);
+      if (!(initialScale >= 1 && initialScale <= 1e30))
+        fail(origin, key, "must be between 1 and 1e30, got " + fv.dump());
+    } else if (k == "growth_factor") {
+      growthFactor = number(fv, origin, key);
+      if (!(growthFactor >= 1 && growthFactor <= 1024))
+        fail(origin, key, "must be between 1 and 1024, got " + fv.dump());
+    } else if (k == "backoff_factor") {
+      backoffFactor = number(fv, origin, key);
+      if (!(backoffFactor > 0 && backoffFactor < 1))
+        fail(origin, key, "must lie strictly between 0 and 1, got " + fv.dump());
+    } else if (k == "growth_interval") {
+      growthInterval = integer(fv, origin, key, 1);
+    } else if (k == "hysteresis") {
+      hysteresis = integer(fv, origin, key, 1);
     } else {
       fail(origin, key, "unknown key");
     }
@@ -262,7 +306,10 @@ nlohmann::json TrainRecipe::toJson() const {
   return {{"TOTAL_BATCH_SIZE", totalBatchSize}, {"LR", baseLr}, {"MIN_LR", minLr}, {"WEIGHT_DECAY", weightDecay},
           {"NUM_EPOCHS", numEpochs}, {"WARMUP_EPOCHS", warmupEpochs}, {"STEPS_PER_EPOCH", stepsPerEpoch},
           {"lr_schedule", lrSchedule}, {"gradient_accumulation", accumulation}, {"clip_grad_norm", clipGradNorm},
-          {"BETAS", {beta1, beta2}}, {"EPS", epsilon}, {"frozen", frozen}, {"no_weight_decay", noWeightDecay}};
+          {"BETAS", {beta1, beta2}}, {"EPS", epsilon}, {"frozen", frozen}, {"no_weight_decay", noWeightDecay},
+          {"precision", precision},
+          {"fp16", {{"initial_scale", initialScale}, {"growth_factor", growthFactor}, {"backoff_factor", backoffFactor},
+                    {"growth_interval", growthInterval}, {"hysteresis", hysteresis}}}};
 }
 
 TrainRecipe TrainRecipe::fromJson(const nlohmann::json &j) {

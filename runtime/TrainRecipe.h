@@ -2,7 +2,7 @@
 //
 // Colossal-AI's config keys (TOTAL_BATCH_SIZE, LR, WEIGHT_DECAY, NUM_EPOCHS, WARMUP_EPOCHS,
 // parallel, fp16, gradient_accumulation, NUM_MICRO_BATCHES, clip_grad_norm) plus cpc's own (BETAS, EPS, MIN_LR,
-// lr_schedule, STEPS_PER_EPOCH, frozen, no_weight_decay). LR is the base rate per 256 samples:
+// lr_schedule, STEPS_PER_EPOCH, frozen, no_weight_decay, precision). LR is the base rate per 256 samples:
 // the rate used is LR * TOTAL_BATCH_SIZE / 256, as in MAE.
 //
 #ifndef CPC_RUNTIME_TRAINRECIPE_H
@@ -39,6 +39,13 @@ struct TrainRecipe {
   // parallel.tensor.shard: manual splits as REGEX=SPEC (the --shard syntax), applied in order
   // before the command line's --shard rules (which therefore win).
   std::vector<std::string> shardRules;
+  // Mixed precision: "fp32", "bf16" or "fp16" (the cpc key `precision`, or Colossal's
+  // fp16.mode: "torch" is fp16 with torch's GradScaler, "naive" fp16 with Colossal's scaler).
+  // fp16 scales the loss dynamically (fp16.initial_scale, growth_factor, backoff_factor,
+  // growth_interval, hysteresis).
+  std::string precision = "fp32";
+  double initialScale = 65536.0, growthFactor = 2.0, backoffFactor = 0.5;
+  int64_t growthInterval = 2000, hysteresis = 1;
   double clipGradNorm = 0.0;
   double beta1 = 0.9, beta2 = 0.95, epsilon = 1e-8;
   std::vector<std::string> frozen;
@@ -48,6 +55,8 @@ struct TrainRecipe {
   void loadFile(const std::string &path);
   /// Applies one JSON object of config keys; `origin` names it in errors.
   void apply(const nlohmann::json &config, const std::string &origin);
+  /// The `fp16` object: Colossal's mode and the loss scaler's keys.
+  void applyFp16(const nlohmann::json &v, const std::string &origin);
   /// Checks values that depend on each other (and on the model's microbatch size).
   void validate(int64_t microbatch, const std::string &origin) const;
 

@@ -10,8 +10,16 @@
 namespace cpc {
 
 nlohmann::json StepMetrics::toJson() const {
-  nlohmann::json j = {{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", gradNorm}, {"loss_scale", 1.0},
-                      {"step_s", seconds}, {"samples_per_s", samplesPerSecond}, {"peak_bytes", peakBytes}};
+  nlohmann::json j = {{"step", step},
+                      {"loss", loss},
+                      {"lr", lr},
+                      {"grad_norm", gradNorm},
+                      {"loss_scale", lossScale},
+                      {"skipped", skipped},
+                      {"skipped_steps", skippedSteps},
+                      {"step_s", seconds},
+                      {"samples_per_s", samplesPerSecond},
+                      {"peak_bytes", peakBytes}};
   j.update(comm);
   return j;
 }
@@ -23,6 +31,8 @@ Trainer::Trainer(const Plan &plan, Executor &executor, int rank, Communicator *c
   recipe_ = TrainRecipe::fromJson(plan.training.at("recipe"));
   microbatch_ = plan.training.at("microbatch");
   dataParallel_ = plan.training.value("data_parallel", 1);
+  for (const NamedBuffer &out : plan.outputs)
+    lossScaling_ |= out.name == "overflow";
   // The mesh axes that split the batch: ranks that differ only along other axes (tensor
   // parallelism) read the same rows.
   std::vector<std::string> batchAxes = plan.batchAxes();
@@ -35,6 +45,8 @@ Trainer::Trainer(const Plan &plan, Executor &executor, int rank, Communicator *c
     applyProgram_ = pipelineProgram(plan, rank, ProgramPhase::Apply, -1).name;
     lossRank_ = producerOf("loss");
     normRank_ = producerOf("grad_norm");
+    if (lossScaling_)
+      scaleRank_ = producerOf("overflow");
     int64_t largestTag = schedule_->microbatches * std::max<int64_t>(plan.pointToPointChannels(), 1) - 1;
     if (comm_ && largestTag > comm_->maxTag())
       throw RuntimeError("the pipeline's " + std::to_string(schedule_->microbatches) + " microbatches of " +
@@ -63,6 +75,14 @@ double Trainer::fromRank(double value, int root) {
   if (comm_ && plan_.worldSize > 1)
     comm_->broadcast(&value, sizeof value, root);
   return value;
+}
+
+double Trainer::updateOutput(const std::string &name, const std::string &program, int root) {
+  if (!schedule_)
+    return *exec_.output(name, program).as<float>();
+  // A pipeline's update is split over its ranks: the one that computes the output tells the others.
+  double value = rank_ == root ? *exec_.output(name, program).as<float>() : 0.0;
+  return fromRank(value, root);
 }
 
 std::vector<uint8_t> Trainer::spareBytes(size_t bytes) {
@@ -180,37 +200,41 @@ StepMetrics Trainer::step(int64_t index) {
   m.step = index + 1;
   m.lr = recipe_.lrAt(index);
   bindRuntimeInput(RuntimeInputKind::LearningRate, (float)m.lr);
-  bindRuntimeInput(RuntimeInputKind::Step, (float)(index + 1));
+  bindRuntimeInput(RuntimeInputKind::Step, (float)(optimizerSteps_ + 1));
   double lossSum = 0;
+  std::string updateProgram = applyProgram_;
   if (schedule_) {
     lossSum = runPipeline();
-    m.gradNorm = rank_ == normRank_ ? *exec_.output("grad_norm", applyProgram_).as<float>() : 0.0;
   } else {
     for (int64_t micro = 0; micro < recipe_.accumulation; ++micro) {
       bindMicrobatch(micro);
       exec_.run(gradProgram_);
       lossSum += *exec_.output("loss", gradProgram_).as<float>();
     }
-    std::string normProgram = gradProgram_;
-    if (recipe_.accumulation > 1) {
+    if (recipe_.accumulation > 1)
       exec_.run(applyProgram_);
-      normProgram = applyProgram_;
-    }
-    m.gradNorm = *exec_.output("grad_norm", normProgram).as<float>();
+    else
+      updateProgram = gradProgram_;
   }
-  m.loss = lossSum / recipe_.accumulation;
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.samplesPerSecond = microbatch_ * recipe_.accumulation / m.seconds;
   if (comm_) {
     m.comm = commCountsJson(*comm_);
     m.commSummary = formatCommCounts(*comm_);
-    comm_->resetCounts();
   }
-  if (schedule_) { // the last stage has them: every rank reports the same metrics
-    m.loss = fromRank(m.loss, lossRank_);
-    m.gradNorm = fromRank(m.gradNorm, normRank_);
-    comm_->resetCounts();
+  // With a pipeline, the last stage has the loss and the update's outputs come from the ranks
+  // that compute them: every rank reports the same metrics (broadcasts left out of the counts).
+  m.loss = (schedule_ ? fromRank(lossSum, lossRank_) : lossSum) / recipe_.accumulation;
+  m.gradNorm = updateOutput("grad_norm", updateProgram, normRank_);
+  if (lossScaling_) {
+    m.lossScale = updateOutput("loss_scale", updateProgram, scaleRank_);
+    m.skipped = updateOutput("overflow", updateProgram, scaleRank_) != 0;
   }
+  optimizerSteps_ += !m.skipped;
+  skippedSteps_ += m.skipped;
+  m.skippedSteps = skippedSteps_;
+  if (comm_)
+    comm_->resetCounts();
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
   m.peakBytes = usage.ru_maxrss * 1024;

@@ -18,6 +18,9 @@ struct StepMetrics {
   double loss = 0;         // mean over the step's microbatches (the global-batch loss)
   double lr = 0;
   double gradNorm = 0;     // before clipping
+  double lossScale = 1;    // the loss scale this step used (fp16; 1 otherwise)
+  bool skipped = false;    // an overflow skipped the update (fp16)
+  int64_t skippedSteps = 0; // skipped so far, this one included
   double seconds = 0;
   double samplesPerSecond = 0;
   int64_t peakBytes = 0;   // process max RSS so far
@@ -75,7 +78,12 @@ private:
   std::map<std::pair<int64_t, int64_t>, HostTensor> handOver_;
   std::vector<std::vector<uint8_t>> spare_; // memory of hand-overs already bound
   std::vector<uint8_t> spareBytes(size_t bytes);
-  int lossRank_ = 0, normRank_ = 0;
+  int lossRank_ = 0, normRank_ = 0, scaleRank_ = 0;
+  bool lossScaling_ = false;   // the update returns loss_scale and overflow (fp16)
+  int64_t optimizerSteps_ = 0; // updates applied: AdamW's step count, which a skipped step keeps
+  int64_t skippedSteps_ = 0;
+  /// The update's rank-0 output `name`: from `program`, or from world rank `root` with a pipeline.
+  double updateOutput(const std::string &name, const std::string &program, int root);
 };
 
 } // namespace cpc

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <thread>
@@ -33,7 +34,7 @@ Options:
   --output-dir DIR    Inference: one NAME.npy per graph output; training: the final value of
                       every parameter, as PARAM.npy (ZeRO-3 blocks gathered whole)
   --metrics FILE      Training: append one JSON object per step (step, loss, lr, grad_norm,
-                      loss_scale, step_s, samples_per_s, peak_bytes = max RSS,
+                      loss_scale, skipped, skipped_steps, step_s, samples_per_s, peak_bytes = max RSS,
                       predicted_peak_bytes, measured_peak_bytes, model_state_bytes, and on
                       several ranks comm_calls, comm_bytes, comm by kind) to FILE (JSON lines)
   --threads T         Threads per rank for kernels (default 1)
@@ -199,6 +200,16 @@ void saveParameterFiles(const cpc::Plan &plan, cpc::Executor &executor, cpc::Com
   }
 }
 
+/// A loss scale for the progress line: a power of two as 2^k, anything else as a number.
+std::string formatScale(double scale) {
+  int exponent = 0;
+  if (scale > 0 && std::frexp(scale, &exponent) == 0.5)
+    return "2^" + std::to_string(exponent - 1);
+  std::ostringstream os;
+  os << scale;
+  return os.str();
+}
+
 /// Runs `steps` optimizer steps of a training plan, printing one progress line per step.
 int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &comm,
           const std::vector<std::pair<std::string, std::string>> &inputs, int steps, const std::string &outputDir,
@@ -221,11 +232,12 @@ int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &com
     std::cout << "training " << plan.source << ": " << steps << " steps, global batch " << recipe.totalBatchSize
               << " (" << recipe.accumulation << " x " << trainer.microbatch() << "), " << plan.worldSize << " rank"
               << (plan.worldSize > 1 ? "s" : "") << ", lr " << recipe.learningRate()
-              << " (" << recipe.lrSchedule << ")\n"
+              << " (" << recipe.lrSchedule << ")"
+              << (recipe.precision != "fp32" ? ", " + recipe.precision + " mixed precision" : std::string()) << "\n"
               << modelStates.summary() << "\n";
   for (int s = 0; s < steps; ++s) {
     cpc::StepMetrics m = trainer.step(s);
-    if (!std::isfinite(m.loss))
+    if (!std::isfinite(m.loss) && !m.skipped) // fp16: an overflow skips the step instead
       throw cpc::RuntimeError("step " + std::to_string(m.step) + ": the loss is not finite (" + std::to_string(m.loss) +
                               ")");
     if (metrics.is_open()) {
@@ -238,7 +250,10 @@ int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &com
     if (!quiet)
       std::cout << "step " << std::setw(5) << m.step << "/" << steps << "  loss " << std::setprecision(6)
                 << std::fixed << m.loss << std::defaultfloat << "  lr " << std::setprecision(4) << m.lr
-                << "  grad_norm " << m.gradNorm << "  " << std::setprecision(3) << m.seconds << " s  "
+                << "  grad_norm " << m.gradNorm
+                << (recipe.precision == "fp16" ? "  scale " + formatScale(m.lossScale) : std::string())
+                << (m.skipped ? "  skipped (overflow; " + std::to_string(m.skippedSteps) + " so far)" : std::string())
+                << "  " << std::setprecision(3) << m.seconds << " s  "
                 << std::setprecision(4) << m.samplesPerSecond << " samples/s"
                 << (plan.worldSize > 1 ? "  " + m.commSummary : std::string()) << "\n"
                 << std::flush;

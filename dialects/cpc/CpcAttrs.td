@@ -50,13 +50,18 @@ def Cpc_ShardingAttr : AttrDef<Cpc_Dialect, "Sharding"> {
 def Cpc_StateRole : I32EnumAttr<"StateRole", "what a persistent training variable holds", [
     I32EnumAttrCase<"GradAccumulator", 0, "gradient_accumulator">,
     I32EnumAttrCase<"ExpAvg", 1, "exp_avg">,
-    I32EnumAttrCase<"ExpAvgSq", 2, "exp_avg_sq">]> {
+    I32EnumAttrCase<"ExpAvgSq", 2, "exp_avg_sq">,
+    // Dynamic loss scaling (fp16): the scale, clean steps since it last changed, and overflows
+    // since then (Colossal's hysteresis).
+    I32EnumAttrCase<"LossScale", 3, "loss_scale">,
+    I32EnumAttrCase<"GrowthTracker", 4, "growth_tracker">,
+    I32EnumAttrCase<"OverflowTracker", 5, "overflow_tracker">]> {
   let cppNamespace = "::cpc";
   let genSpecializedAttr = 0;
 }
 def Cpc_StateRoleAttr : EnumAttr<Cpc_Dialect, Cpc_StateRole, "state_role"> {
   let assemblyFormat = "`<` $value `>`";
-  let summary = "Role of a cpc.state variable: gradient accumulator or an AdamW moment";
+  let summary = "Role of a cpc.state variable: gradient accumulator, an AdamW moment, or loss-scaler state";
 }
 
 def Cpc_Phase : I32EnumAttr<"Phase", "which part of a training step a function is", [

@@ -31,6 +31,15 @@ def Cpc_TensorSizeLimit : NativeOpTrait<"TensorSizeLimit"> {
   let cppNamespace = "::cpc::OpTrait";
 }
 
+// Mixed precision (dialects/cpc/Autocast.h): ops that compute in the 16-bit type, and ops that
+// stay in f32, as torch.autocast's lists; the others take the widest float operand type.
+def Cpc_AutocastLowPrecision : NativeOpTrait<"AutocastLowPrecision"> {
+  let cppNamespace = "::cpc::OpTrait";
+}
+def Cpc_AutocastFullPrecision : NativeOpTrait<"AutocastFullPrecision"> {
+  let cppNamespace = "::cpc::OpTrait";
+}
+
 class Cpc_Op<string mnemonic, list<Trait> traits = []>
     : Op<Cpc_Dialect, mnemonic, !listconcat(traits, [Cpc_TensorSizeLimit])>;
 

@@ -2,6 +2,7 @@
 #ifndef CPC_DIALECTS_CPC_CPCDIALECT_H
 #define CPC_DIALECTS_CPC_CPCDIALECT_H
 
+#include "dialects/cpc/Autocast.h"
 #include "dialects/cpc/ShapeRules.h"
 #include "dialects/cpc/TensorSizeLimit.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"

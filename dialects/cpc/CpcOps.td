@@ -76,11 +76,11 @@ class Cpc_UnaryOp<string mnemonic, Type type, list<Trait> traits = []>
 
 def Cpc_NegOp : Cpc_UnaryOp<"neg", Cpc_Tensor, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "-x"; }
 def Cpc_AbsOp : Cpc_UnaryOp<"abs", Cpc_Tensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "|x|"; }
-def Cpc_ExpOp : Cpc_UnaryOp<"exp", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "e^x"; }
-def Cpc_LogOp : Cpc_UnaryOp<"log", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "ln x"; }
+def Cpc_ExpOp : Cpc_UnaryOp<"exp", Cpc_FloatTensor, [Cpc_AutocastFullPrecision, Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "e^x"; }
+def Cpc_LogOp : Cpc_UnaryOp<"log", Cpc_FloatTensor, [Cpc_AutocastFullPrecision, Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "ln x"; }
 def Cpc_SqrtOp : Cpc_UnaryOp<"sqrt", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "sqrt(x)"; }
-def Cpc_RsqrtOp : Cpc_UnaryOp<"rsqrt", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "1/sqrt(x)"; }
-def Cpc_ReciprocalOp : Cpc_UnaryOp<"reciprocal", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "1/x"; }
+def Cpc_RsqrtOp : Cpc_UnaryOp<"rsqrt", Cpc_FloatTensor, [Cpc_AutocastFullPrecision, Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "1/sqrt(x)"; }
+def Cpc_ReciprocalOp : Cpc_UnaryOp<"reciprocal", Cpc_FloatTensor, [Cpc_AutocastFullPrecision, Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "1/x"; }
 def Cpc_ErfOp : Cpc_UnaryOp<"erf", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "Gauss error function"; }
 def Cpc_TanhOp : Cpc_UnaryOp<"tanh", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "tanh(x)"; }
 def Cpc_SigmoidOp : Cpc_UnaryOp<"sigmoid", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "1/(1+e^-x)"; }
@@ -135,7 +135,7 @@ def Cpc_MulOp : Cpc_BinaryOp<"mul", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cp
 def Cpc_DivOp : Cpc_BinaryOp<"div", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> {
   let summary = "a / b (integers truncate toward zero)";
 }
-def Cpc_PowOp : Cpc_BinaryOp<"pow", Cpc_FloatTensor, 0, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "a ^ b"; }
+def Cpc_PowOp : Cpc_BinaryOp<"pow", Cpc_FloatTensor, 0, [Cpc_AutocastFullPrecision, Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "a ^ b"; }
 def Cpc_MaxOp : Cpc_BinaryOp<"max", Cpc_Tensor, 0, [Cpc_ShardingRuleOpInterface, Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "max(a, b)"; }
 def Cpc_MinOp : Cpc_BinaryOp<"min", Cpc_Tensor, 0, [Cpc_ShardingRuleOpInterface, Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "min(a, b)"; }
 def Cpc_EqualOp : Cpc_BinaryOp<"equal", Cpc_Tensor, 1, [Cpc_ShardingRuleOpInterface, Commutative]> { let summary = "a == b"; }
@@ -159,7 +159,7 @@ def Cpc_WhereOp : Cpc_Op<"where", [Cpc_ShardingRuleOpInterface, DeclareOpInterfa
 // Contractions, reductions and normalizations.
 //===----------------------------------------------------------------------===//
 
-def Cpc_MatMulOp : Cpc_Op<"matmul", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
+def Cpc_MatMulOp : Cpc_Op<"matmul", [Cpc_AutocastLowPrecision, DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "numpy matmul: batched, with broadcast batch dims, optionally transposed operands";
   let description = [{
     Rank-1 operands are promoted (lhs gets a leading, rhs a trailing 1) and the promoted
@@ -175,9 +175,9 @@ def Cpc_MatMulOp : Cpc_Op<"matmul", [DeclareOpInterfaceMethods<Cpc_ShardingRuleO
   let hasCanonicalizer = 1;
 }
 
-class Cpc_ReduceOp<string mnemonic, Type type>
-    : Cpc_Op<mnemonic, [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>,
-                        DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>]> {
+class Cpc_ReduceOp<string mnemonic, Type type, list<Trait> traits = []>
+    : Cpc_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>,
+                        DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>])> {
   let arguments = (ins type:$input, DenseI64ArrayAttr:$axes,
                        DefaultValuedAttr<BoolAttr, "false">:$keepdims);
   let results = (outs type:$result);
@@ -192,16 +192,16 @@ class Cpc_ReduceOp<string mnemonic, Type type>
   }];
 }
 
-def Cpc_ReduceSumOp : Cpc_ReduceOp<"reduce_sum", Cpc_Tensor> {
+def Cpc_ReduceSumOp : Cpc_ReduceOp<"reduce_sum", Cpc_Tensor, [Cpc_AutocastFullPrecision]> {
   let summary = "sum over axes";
   let hasCanonicalizer = 1;
 }
-def Cpc_ReduceMeanOp : Cpc_ReduceOp<"reduce_mean", Cpc_FloatTensor> { let summary = "mean over axes"; }
+def Cpc_ReduceMeanOp : Cpc_ReduceOp<"reduce_mean", Cpc_FloatTensor, [Cpc_AutocastFullPrecision]> { let summary = "mean over axes"; }
 def Cpc_ReduceMaxOp : Cpc_ReduceOp<"reduce_max", Cpc_Tensor> { let summary = "max over axes"; }
 def Cpc_ReduceMinOp : Cpc_ReduceOp<"reduce_min", Cpc_Tensor> { let summary = "min over axes"; }
-def Cpc_ReduceProdOp : Cpc_ReduceOp<"reduce_prod", Cpc_Tensor> { let summary = "product over axes"; }
+def Cpc_ReduceProdOp : Cpc_ReduceOp<"reduce_prod", Cpc_Tensor, [Cpc_AutocastFullPrecision]> { let summary = "product over axes"; }
 
-def Cpc_LayerNormOp : Cpc_Op<"layer_norm", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
+def Cpc_LayerNormOp : Cpc_Op<"layer_norm", [Cpc_AutocastFullPrecision, DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "(x - mean) / sqrt(var + epsilon) * scale + bias over dims [axis, rank)";
   let arguments = (ins Cpc_FloatTensor:$input, Cpc_FloatTensor:$scale, Cpc_FloatTensor:$bias,
                        I64Attr:$axis, F64Attr:$epsilon);
@@ -211,7 +211,7 @@ def Cpc_LayerNormOp : Cpc_Op<"layer_norm", [DeclareOpInterfaceMethods<Cpc_Shardi
   }];
 }
 
-def Cpc_SoftmaxOp : Cpc_Op<"softmax", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, SameOperandsAndResultType]> {
+def Cpc_SoftmaxOp : Cpc_Op<"softmax", [Cpc_AutocastFullPrecision, DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, SameOperandsAndResultType]> {
   let summary = "exp(x) / sum(exp(x)) along axis";
   let arguments = (ins Cpc_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Cpc_FloatTensor:$result);
@@ -219,7 +219,7 @@ def Cpc_SoftmaxOp : Cpc_Op<"softmax", [DeclareOpInterfaceMethods<Cpc_ShardingRul
   let hasVerifier = 1;
 }
 
-def Cpc_Conv2DOp : Cpc_Op<"conv2d", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
+def Cpc_Conv2DOp : Cpc_Op<"conv2d", [Cpc_AutocastLowPrecision, DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "2-D convolution, NCHW input, OIHW weight, optional bias [O]";
   let arguments = (ins Cpc_FloatTensor:$input, Cpc_FloatTensor:$weight,
                        Optional<Cpc_FloatTensor>:$bias,
@@ -428,23 +428,24 @@ def Cpc_Conv2DGradWeightOp : Cpc_Op<"conv2d_grad_weight", [DeclareOpInterfaceMet
 //===----------------------------------------------------------------------===//
 
 def Cpc_StateOp : Cpc_Op<"state", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "Reads a persistent, zero-initialized training variable (optimizer moments, gradient accumulators)";
+  let summary = "Reads a persistent training variable (optimizer moments, gradient accumulators, loss scale)";
   let description = [{
     `role` says what the variable holds; passes, the plan and the runtime read it (the name
-    only identifies the variable). A sharded state (the moments of a tensor-parallel
+    only identifies the variable). Every element starts at `init` (zero without it; the loss
+    scale starts at its initial scale). A sharded state (the moments of a tensor-parallel
     parameter) carries `global_shape` and `sharding` like a sharded parameter. Example:
     `%m = cpc.state <exp_avg> "adamw.exp_avg.w" : tensor<4xf32>`
   }];
   let arguments = (ins Cpc_StateRoleAttr:$role, StrAttr:$name, OptionalAttr<DenseI64ArrayAttr>:$global_shape,
-                   OptionalAttr<Cpc_ShardingAttr>:$sharding);
+                   OptionalAttr<Cpc_ShardingAttr>:$sharding, OptionalAttr<F64Attr>:$init);
   let results = (outs Cpc_Tensor:$result);
   let assemblyFormat = "$role $name attr-dict `:` type($result)";
   let builders = [
     OpBuilder<(ins "::mlir::Type":$type, "::cpc::StateRole":$role, "::llvm::StringRef":$name), [{
-      build($_builder, $_state, type, role, name, ::mlir::DenseI64ArrayAttr(), ShardingAttr());
+      build($_builder, $_state, type, role, name, ::mlir::DenseI64ArrayAttr(), ShardingAttr(), ::mlir::FloatAttr());
     }]>,
     OpBuilder<(ins "::mlir::Type":$type, "::cpc::StateRoleAttr":$role, "::mlir::StringAttr":$name), [{
-      build($_builder, $_state, type, role, name, ::mlir::DenseI64ArrayAttr(), ShardingAttr());
+      build($_builder, $_state, type, role, name, ::mlir::DenseI64ArrayAttr(), ShardingAttr(), ::mlir::FloatAttr());
     }]>];
   let hasVerifier = 1;
 }

@@ -10,6 +10,7 @@
 #include "dialects/cpc/CpcDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -47,6 +48,20 @@ inline std::optional<RuntimeInput> getRuntimeInput(mlir::func::FuncOp func, unsi
 
 inline void setRuntimeInput(mlir::func::FuncOp func, unsigned arg, RuntimeInput input) {
   func.setArgAttr(arg, kRuntimeInputAttrName, RuntimeInputAttr::get(func.getContext(), input));
+}
+
+// Dynamic loss scaling (fp16): the scaler's state variables (their roles identify them; the
+// names label them in the plan and in IR).
+inline constexpr llvm::StringLiteral kLossScaleStateName = "amp.loss_scale";
+inline constexpr llvm::StringLiteral kGrowthTrackerStateName = "amp.growth_tracker";
+inline constexpr llvm::StringLiteral kOverflowTrackerStateName = "amp.overflow_tracker";
+
+/// A read of the loss-scale state, which starts at `initialScale`.
+inline StateOp readLossScale(mlir::OpBuilder &b, mlir::Location loc, double initialScale) {
+  auto type = mlir::RankedTensorType::get({}, b.getF32Type());
+  auto read = b.create<StateOp>(loc, type, StateRole::LossScale, kLossScaleStateName);
+  read.setInitAttr(b.getF64FloatAttr(initialScale));
+  return read;
 }
 
 // Pipeline parallelism. Op attributes: the model chunk of a forward op (`cpc.stage`, i64, set

@@ -271,6 +271,9 @@ void registerMovementKernels(KernelRegistry &registry) {
   registry.add("cpc.broadcast", broadcastKernel, Storage16::Native);
   registry.add("cpc.reshape", reshapeKernel, Storage16::Native);
   registry.add("cpc.stop_gradient", reshapeKernel, Storage16::Native); // a copy (autodiff already read its meaning)
+  // A plain copy the plan builder inserts (no dialect op): a program's result that reads a
+  // variable the program assigns afterwards keeps the value it read.
+  registry.add("cpc.copy", reshapeKernel, Storage16::Native);
 }
 
 } // namespace cpc::kernels

@@ -38,6 +38,10 @@ Options:
                              the data-parallel ranks, 2 also reduce-scatters the gradients, 3 also
                              stores the parameters as per-rank blocks, all-gathered before each use
                              (with --tp: each tp block split over dp along a dim tp left whole)
+  --precision fp32|bf16|fp16 Mixed precision (training; or the config's fp16.mode / precision):
+                             matmul and conv in 16-bit, softmax, norms, losses, sums and exp/log
+                             in f32, f32 master weights and optimizer states; fp16 scales the
+                             loss dynamically and skips a step whose gradients overflow
   --dump-sharding            Print each split or partial value: global shape, sharding, local shape
   --print-pipeline           Print the pass pipeline run on the imported model (training): with
                              `cpc import`, `cpc-opt --pass-pipeline=...` reproduces the plan's IR
@@ -152,6 +156,12 @@ void setPipelineOptions(TrainingPipelineOptions &options, const TrainRecipe &rec
   options.noWeightDecay = recipe.noWeightDecay;
   options.dataParallel = dataParallel;
   options.zeroStage = zeroStage;
+  options.precision = recipe.precision;
+  options.lossScale = recipe.initialScale;
+  options.growthFactor = recipe.growthFactor;
+  options.backoffFactor = recipe.backoffFactor;
+  options.growthInterval = recipe.growthInterval;
+  options.hysteresis = recipe.hysteresis;
 }
 
 /// Writes `module` as MLIR text (generic-form free, as cpc-opt prints it).
@@ -302,7 +312,7 @@ int runCompile(int argc, char **argv) {
   std::string input, output, mode, configPath;
   int64_t dataParallel = 1, tensorParallel = 0; // 0: from the config
   int64_t pipelineStages = 0, microbatches = 0, virtualStages = 0;
-  std::string scheduleName = "1f1b", debugSchedule, pipelineSplit;
+  std::string scheduleName = "1f1b", debugSchedule, pipelineSplit, precision;
   std::vector<std::string> shardRules;
   bool dumpSharding = false, printPipeline = false, sequenceParallel = false;
   std::string dumpIrPath;
@@ -354,6 +364,10 @@ int runCompile(int argc, char **argv) {
       planOptions.checkSchedule = false;
       std::cerr << "cpc compile: warning: --debug-unchecked writes the plan even if some rank would wait "
                    "forever (cpc-run still refuses such a plan)\n";
+    } else if (arg == "--precision") {
+      precision = takeValue(argc, argv, i);
+      if (precision != "fp32" && precision != "bf16" && precision != "fp16")
+        throw UsageError("--precision expects fp32, bf16 or fp16, got '" + precision + "'");
     } else if (arg == "--sp") {
       sequenceParallel = true;
     } else if (arg == "--shard") {
@@ -400,6 +414,8 @@ int runCompile(int argc, char **argv) {
     }
     recipe.apply({{kv.substr(0, eq), value}}, "--set " + kv.substr(0, eq));
   }
+  if (!precision.empty())
+    recipe.precision = precision;
   for (const auto &pattern : recipe.frozen)
     importOptions.frozenPatterns.push_back(pattern);
 
@@ -497,6 +513,8 @@ int runCompile(int argc, char **argv) {
     throw UsageError("--tp, --sp and --shard apply to training plans (--mode train)");
   } else if (zeroStage > 0) {
     throw UsageError("--zero applies to training plans (--mode train)");
+  } else if (!precision.empty() && precision != "fp32") {
+    throw UsageError("--precision applies to training plans (--mode train)");
   } else if (!configPath.empty() || !overrides.empty()) {
     throw UsageError("--config and --set describe training; they do not apply to --mode infer");
   }
