@@ -1,5 +1,7 @@
 //===- PlanBuilder.cpp ----------------------------------------------------===//
 #include "compiler/PlanBuilder.h"
+#include "kernels/Float16.h"
+#include "kernels/cpu/Kernel.h"
 #include "compiler/MemoryPlanner.h"
 #include "runtime/Blocks.h"
 #include "runtime/PipelineSchedule.h"
@@ -179,7 +181,7 @@ private:
     std::vector<int64_t> peaks;
     for (int r = 0; r < std::max(plan_.worldSize, 1); ++r) {
       std::vector<bool> used = plan_.buffersOfRank(r);
-      int64_t bytes = plan_.arenaBytesOfRank(r) + scratch;
+      int64_t bytes = plan_.arenaBytesOfRank(r) + scratch + widenScratchBytes(r);
       for (size_t b = 0; b < plan_.buffers.size(); ++b)
         if (used[b] && plan_.buffers[b].aliasOf < 0 && plan_.buffers[b].kind != BufferKind::Arena)
           bytes += plan_.buffers[b].bytes();
@@ -218,6 +220,32 @@ private:
         }
     }
     return peak;
+  }
+
+  /// The f32 scratch that CPU kernels use for 16-bit operands (kernels::scratch16: one buffer,
+  /// as large as the largest step of rank `rank`'s programs needs; 0 without 16-bit floats).
+  int64_t widenScratchBytes(int rank) const {
+    const kernels::KernelRegistry &registry = kernels::KernelRegistry::cpu();
+    int64_t most = 0;
+    for (const RankProgram &p : plan_.programs) {
+      if (!plan_.runsOn(p, rank))
+        continue;
+      for (const StepDesc &s : p.steps) {
+        kernels::KernelContext ctx;
+        ctx.op = s.op;
+        ctx.attrs = &s.attrs;
+        bool any16 = false;
+        for (auto [list, ids] : {std::pair{&ctx.inputs, &s.inputs}, std::pair{&ctx.outputs, &s.outputs}})
+          for (int b : *ids) {
+            const BufferDesc &d = plan_.buffers[b];
+            list->push_back(TensorRef{nullptr, d.dtype, d.shape});
+            any16 |= is16BitFloat(d.dtype);
+          }
+        if (any16)
+          most = std::max(most, registry.scratchBytes(s.op, ctx));
+      }
+    }
+    return most;
   }
 
   /// The fixed scratch of the runtime's collectives (see kCollectiveChunkBytes).

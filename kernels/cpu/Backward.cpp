@@ -620,7 +620,7 @@ template <bool Weight> void convGradKernel(KernelContext &ctx) {
 
 void registerBackwardKernels(KernelRegistry &r) {
   r.add("cpc.pad", padKernel, Storage16::Native); // moves bytes
-  r.add("cpc.gelu_grad", geluGradKernel);
+  r.add("cpc.gelu_grad", geluGradKernel, Storage16::Elementwise);
   r.add("cpc.softmax_grad", softmaxGradKernel);
   r.add("cpc.layer_norm_grad", layerNormGradKernel);
   r.add("cpc.gather_grad", gatherGradKernel);

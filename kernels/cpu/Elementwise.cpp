@@ -381,35 +381,35 @@ void whereKernel(KernelContext &ctx) {
 } // namespace
 
 void registerElementwiseKernels(KernelRegistry &r) {
-  r.add("cpc.neg", unaryKernel<kNum, Neg>);
-  r.add("cpc.abs", unaryKernel<kNum, Abs>);
-  r.add("cpc.exp", unaryKernel<kFloat, Exp>);
-  r.add("cpc.log", unaryKernel<kFloat, Log>);
-  r.add("cpc.sqrt", unaryKernel<kFloat, Sqrt>);
-  r.add("cpc.rsqrt", unaryKernel<kFloat, Rsqrt>);
-  r.add("cpc.reciprocal", unaryKernel<kFloat, Reciprocal>);
-  r.add("cpc.erf", unaryKernel<kFloat, Erf>);
-  r.add("cpc.tanh", unaryKernel<kFloat, Tanh>);
-  r.add("cpc.sigmoid", unaryKernel<kFloat, Sigmoid>);
-  r.add("cpc.relu", unaryKernel<kFloat, Relu>);
-  r.add("cpc.not", unaryKernel<kBool, Not>);
-  r.add("cpc.gelu", geluKernel);
+  r.add("cpc.neg", unaryKernel<kNum, Neg>, Storage16::Elementwise);
+  r.add("cpc.abs", unaryKernel<kNum, Abs>, Storage16::Elementwise);
+  r.add("cpc.exp", unaryKernel<kFloat, Exp>, Storage16::Elementwise);
+  r.add("cpc.log", unaryKernel<kFloat, Log>, Storage16::Elementwise);
+  r.add("cpc.sqrt", unaryKernel<kFloat, Sqrt>, Storage16::Elementwise);
+  r.add("cpc.rsqrt", unaryKernel<kFloat, Rsqrt>, Storage16::Elementwise);
+  r.add("cpc.reciprocal", unaryKernel<kFloat, Reciprocal>, Storage16::Elementwise);
+  r.add("cpc.erf", unaryKernel<kFloat, Erf>, Storage16::Elementwise);
+  r.add("cpc.tanh", unaryKernel<kFloat, Tanh>, Storage16::Elementwise);
+  r.add("cpc.sigmoid", unaryKernel<kFloat, Sigmoid>, Storage16::Elementwise);
+  r.add("cpc.relu", unaryKernel<kFloat, Relu>, Storage16::Elementwise);
+  r.add("cpc.not", unaryKernel<kBool, Not>, Storage16::Elementwise);
+  r.add("cpc.gelu", geluKernel, Storage16::Elementwise);
   r.add("cpc.cast", castKernel16, Storage16::Native);
-  r.add("cpc.add", binaryKernel<kNum, Add>);
-  r.add("cpc.sub", binaryKernel<kNum, Sub>);
-  r.add("cpc.mul", binaryKernel<kNum, Mul>);
-  r.add("cpc.div", binaryKernel<kNum, Div>);
-  r.add("cpc.pow", binaryKernel<kFloat, Pow>);
-  r.add("cpc.max", binaryKernel<kAny, Max>);
-  r.add("cpc.min", binaryKernel<kAny, Min>);
-  r.add("cpc.equal", binaryKernel<kAny, Equal, true>);
-  r.add("cpc.less", binaryKernel<kAny, Less, true>);
-  r.add("cpc.less_equal", binaryKernel<kAny, LessEqual, true>);
-  r.add("cpc.greater", binaryKernel<kAny, Greater, true>);
-  r.add("cpc.greater_equal", binaryKernel<kAny, GreaterEqual, true>);
-  r.add("cpc.and", binaryKernel<kBool, And, true>);
-  r.add("cpc.or", binaryKernel<kBool, Or, true>);
-  r.add("cpc.where", whereKernel);
+  r.add("cpc.add", binaryKernel<kNum, Add>, Storage16::Elementwise);
+  r.add("cpc.sub", binaryKernel<kNum, Sub>, Storage16::Elementwise);
+  r.add("cpc.mul", binaryKernel<kNum, Mul>, Storage16::Elementwise);
+  r.add("cpc.div", binaryKernel<kNum, Div>, Storage16::Elementwise);
+  r.add("cpc.pow", binaryKernel<kFloat, Pow>, Storage16::Elementwise);
+  r.add("cpc.max", binaryKernel<kAny, Max>, Storage16::Elementwise);
+  r.add("cpc.min", binaryKernel<kAny, Min>, Storage16::Elementwise);
+  r.add("cpc.equal", binaryKernel<kAny, Equal, true>, Storage16::Elementwise);
+  r.add("cpc.less", binaryKernel<kAny, Less, true>, Storage16::Elementwise);
+  r.add("cpc.less_equal", binaryKernel<kAny, LessEqual, true>, Storage16::Elementwise);
+  r.add("cpc.greater", binaryKernel<kAny, Greater, true>, Storage16::Elementwise);
+  r.add("cpc.greater_equal", binaryKernel<kAny, GreaterEqual, true>, Storage16::Elementwise);
+  r.add("cpc.and", binaryKernel<kBool, And, true>, Storage16::Elementwise);
+  r.add("cpc.or", binaryKernel<kBool, Or, true>, Storage16::Elementwise);
+  r.add("cpc.where", whereKernel, Storage16::Elementwise);
 }
 
 } // namespace cpc::kernels

@@ -63,14 +63,29 @@ KernelFn KernelRegistry::find(const std::string &op) const {
   KernelPtr fn = it->second.fn;
   if (it->second.storage == Storage16::Native)
     return fn;
-  return [fn](KernelContext &ctx) {
+  bool elementwise = it->second.storage == Storage16::Elementwise;
+  return [fn, elementwise](KernelContext &ctx) {
     auto is16 = [](const TensorRef &t) { return is16BitFloat(t.dtype); };
-    if (std::any_of(ctx.inputs.begin(), ctx.inputs.end(), is16) ||
-        std::any_of(ctx.outputs.begin(), ctx.outputs.end(), is16))
-      runWidened(fn, ctx);
-    else
+    if (std::none_of(ctx.inputs.begin(), ctx.inputs.end(), is16) &&
+        std::none_of(ctx.outputs.begin(), ctx.outputs.end(), is16))
       fn(ctx);
+    else if (elementwise)
+      runWidenedElementwise(fn, ctx);
+    else
+      runWidened(fn, ctx);
   };
+}
+
+int64_t KernelRegistry::scratchBytes(const std::string &op, const KernelContext &ctx) const {
+  auto it = table_.find(op);
+  if (it == table_.end())
+    return 0;
+  switch (it->second.storage) {
+  case Storage16::Native: return it->second.scratch ? it->second.scratch(ctx) * 4 : 0;
+  case Storage16::Widened: return widenedScratch(ctx, false) * 4;
+  case Storage16::Elementwise: return widenedScratch(ctx, true) * 4;
+  }
+  return 0;
 }
 
 std::vector<std::string> KernelRegistry::names() const {

@@ -65,33 +65,52 @@ using KernelPtr = void (*)(KernelContext &);
 
 /// How a kernel treats f16 and bf16 tensors.
 enum class Storage16 {
-  Widened, // computes in f32: 16-bit operands are widened into f32 scratch, results rounded back
-  Native,  // handles them itself (moves bytes, or loads and stores 16-bit with f32 arithmetic)
+  Widened,     // computes in f32: 16-bit operands are widened into f32 scratch, results rounded back
+  Elementwise, // the same, chunk by chunk through small scratch when no operand broadcasts
+  Native,      // handles them itself (moves bytes, or loads and stores 16-bit with f32 arithmetic)
 };
+
+/// The f32 scratch (in floats) a Native kernel needs for the 16-bit operands of `ctx` (only the
+/// shapes and types are read): what the plan's memory prediction adds.
+using ScratchFn = int64_t (*)(const KernelContext &ctx);
 
 class KernelRegistry {
 public:
   /// The registry with every CPU kernel.
   static const KernelRegistry &cpu();
-  void add(const std::string &op, KernelPtr fn, Storage16 storage = Storage16::Widened) {
-    table_[op] = {fn, storage};
+  void add(const std::string &op, KernelPtr fn, Storage16 storage = Storage16::Widened, ScratchFn scratch = nullptr) {
+    table_[op] = {fn, storage, scratch};
   }
   /// The kernel for `op`, or null; a Widened kernel comes wrapped so that it accepts 16-bit floats.
   KernelFn find(const std::string &op) const;
+  /// Bytes of the thread's 16-bit scratch (scratch16) that `op` needs on the operands of `ctx`
+  /// (shapes and types only; 0 without 16-bit operands or for an unknown op).
+  int64_t scratchBytes(const std::string &op, const KernelContext &ctx) const;
   std::vector<std::string> names() const;
 
 private:
   struct Entry {
     KernelPtr fn;
     Storage16 storage;
+    ScratchFn scratch;
   };
   std::map<std::string, Entry> table_;
 };
 
-/// Runs `fn` with every f16/bf16 operand and result replaced by an f32 copy (thread-local scratch
-/// reused across calls), rounding the results back: f32 arithmetic on 16-bit storage. The cost is
-/// one widening pass over the 16-bit operands and results and one narrowing pass over the results.
+/// The calling thread's f32 scratch for 16-bit operands: at least `floats` long, grown as needed
+/// and never shrunk (one buffer per thread, as large as the largest step needs).
+float *scratch16(int64_t floats);
+
+/// Runs `fn` with every f16/bf16 operand and result replaced by an f32 copy in scratch16,
+/// rounding the results back: f32 arithmetic on 16-bit storage. The cost is one widening pass
+/// over the 16-bit operands and results and one narrowing pass over the results.
 void runWidened(KernelPtr fn, KernelContext &ctx);
+/// The same for a kernel that computes each element from the same element of every operand:
+/// when no operand broadcasts, it runs on chunks of kWidenChunk elements through small scratch.
+void runWidenedElementwise(KernelPtr fn, KernelContext &ctx);
+/// Floats of scratch16 that runWidened / runWidenedElementwise use on `ctx`.
+int64_t widenedScratch(const KernelContext &ctx, bool elementwise);
+constexpr int64_t kWidenChunk = 1 << 16;
 
 /// Below this many elements a kernel runs on one thread (starting threads would cost more).
 constexpr int64_t kParallelMin = 1 << 15;

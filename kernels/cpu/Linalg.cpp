@@ -1,5 +1,6 @@
 //===- Linalg.cpp - matmul and conv2d on top of OpenBLAS ------------------===//
 #include "kernels/cpu/Kernel.h"
+#include "kernels/Float16.h"
 
 #include <cblas.h>
 
@@ -36,29 +37,37 @@ void gemm(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda, const d
 // matmul
 //===----------------------------------------------------------------------===//
 
-template <typename T> void matmulTyped(KernelContext &ctx) {
+/// A matmul's GEMMs: C[b] = op(A)[aOff] op(B)[bOff] for every result batch b (batch dims
+/// broadcast, numpy rules), each M x N over K. Operands stored transposed ([.., K, M] /
+/// [.., N, K]) are read transposed.
+struct MatmulGeometry {
+  int64_t M = 0, N = 0, K = 0, lda = 0, ldb = 0;
+  bool tA = false, tB = false;
+  std::vector<std::pair<int64_t, int64_t>> batches; // (A offset, B offset) per result batch, in elements
+  bool flat = false; // x[B,S,K] @ W[K,N]: the lhs batches are contiguous rows, one GEMM of all rows
+};
+
+MatmulGeometry matmulGeometry(const KernelContext &ctx) {
   const TensorRef &lhs = ctx.inputs[0], &rhs = ctx.inputs[1];
-  TensorRef &out = ctx.outputs[0];
+  MatmulGeometry g;
   std::vector<int64_t> a = lhs.shape, b = rhs.shape;
   if (a.empty() || b.empty())
     ctx.fail("operands must have rank >= 1");
-  // Transposed operands are stored [.., K, M] / [.., N, K]; GEMM reads them transposed.
-  bool tA = ctx.attrBool("transpose_lhs", false), tB = ctx.attrBool("transpose_rhs", false);
-  if ((tA && a.size() < 2) || (tB && b.size() < 2))
+  g.tA = ctx.attrBool("transpose_lhs", false);
+  g.tB = ctx.attrBool("transpose_rhs", false);
+  if ((g.tA && a.size() < 2) || (g.tB && b.size() < 2))
     ctx.fail("only operands of rank >= 2 can be transposed");
-  if (tA)
+  if (g.tA)
     std::swap(a[a.size() - 1], a[a.size() - 2]);
-  if (tB)
+  if (g.tB)
     std::swap(b[b.size() - 1], b[b.size() - 2]);
   if (a.size() == 1)
     a.insert(a.begin(), 1);
   if (b.size() == 1)
     b.push_back(1);
-  int64_t M = a[a.size() - 2], K = a.back(), N = b.back();
-  if (b[b.size() - 2] != K)
+  g.M = a[a.size() - 2], g.K = a.back(), g.N = b.back();
+  if (b[b.size() - 2] != g.K)
     ctx.fail("contraction dims differ: " + shapeString(lhs.shape) + " x " + shapeString(rhs.shape));
-
-  // Broadcast the batch dims (right-aligned, numpy rules).
   std::vector<int64_t> aBatch(a.begin(), a.end() - 2), bBatch(b.begin(), b.end() - 2);
   size_t rank = std::max(aBatch.size(), bBatch.size());
   aBatch.insert(aBatch.begin(), rank - aBatch.size(), 1);
@@ -70,29 +79,19 @@ template <typename T> void matmulTyped(KernelContext &ctx) {
     batch[i] = std::max(aBatch[i], bBatch[i]);
   }
   int64_t nBatch = numElements(batch);
-  if (out.numel() != nBatch * M * N)
-    ctx.fail("result " + shapeString(out.shape) + " does not match the operands");
-
-  T *C = out.as<T>();
-  const T *A = lhs.as<T>(), *B = rhs.as<T>();
-  if (out.numel() == 0)
-    return;
-  if (K == 0) {
-    std::fill(C, C + out.numel(), T(0));
-    return;
-  }
-  setBlasThreads(ctx.threads);
-
-  int64_t aBatchN = numElements(aBatch), bBatchN = numElements(bBatch);
-  int64_t lda = tA ? M : K, ldb = tB ? K : N;
-  // x[B,S,K] @ W[K,N]: the lhs batches are contiguous rows, so one big GEMM does it all.
-  if (bBatchN == 1 && aBatchN == nBatch && !tA) {
-    gemm(nBatch * M, N, K, A, K, B, ldb, T(0), C, N, false, tB);
-    return;
+  if (ctx.outputs[0].numel() != nBatch * g.M * g.N)
+    ctx.fail("result " + shapeString(ctx.outputs[0].shape) + " does not match the operands");
+  g.lda = g.tA ? g.M : g.K;
+  g.ldb = g.tB ? g.K : g.N;
+  if (numElements(bBatch) == 1 && numElements(aBatch) == nBatch && !g.tA) {
+    g.flat = true;
+    g.batches = {{0, 0}};
+    g.M *= nBatch;
+    return g;
   }
   // Element strides of each operand's batch dims (0 where broadcast).
   std::vector<int64_t> aStride(rank, 0), bStride(rank, 0);
-  for (int64_t i = (int64_t)rank - 1, sa = M * K, sb = K * N; i >= 0; --i) {
+  for (int64_t i = (int64_t)rank - 1, sa = g.M * g.K, sb = g.K * g.N; i >= 0; --i) {
     aStride[i] = aBatch[i] == 1 ? 0 : sa;
     bStride[i] = bBatch[i] == 1 ? 0 : sb;
     sa *= aBatch[i];
@@ -106,7 +105,55 @@ template <typename T> void matmulTyped(KernelContext &ctx) {
       aOff += c * aStride[i];
       bOff += c * bStride[i];
     }
-    gemm(M, N, K, A + aOff, lda, B + bOff, ldb, T(0), C + bi * M * N, N, tA, tB);
+    g.batches.push_back({aOff, bOff});
+  }
+  return g;
+}
+
+template <typename T> void matmulTyped(KernelContext &ctx, const MatmulGeometry &g) {
+  T *C = ctx.outputs[0].as<T>();
+  const T *A = ctx.inputs[0].as<T>(), *B = ctx.inputs[1].as<T>();
+  for (size_t bi = 0; bi < g.batches.size(); ++bi)
+    gemm(g.M, g.N, g.K, A + g.batches[bi].first, g.lda, B + g.batches[bi].second, g.ldb, T(0), C + bi * g.M * g.N,
+         g.N, g.tA, g.tB);
+}
+
+// 16-bit operands: no bf16/f16 GEMM in Debian's OpenBLAS (nor AVX-512 BF16 here), so the
+// operands go through f32 in panels: each batch's rhs widened once (a Linear's weight: once per
+// call), the lhs and the result kMatmulPanel rows at a time; f32 accumulation, one rounding.
+constexpr int64_t kMatmulPanel = 128;
+
+int64_t matmulScratchFloats(const MatmulGeometry &g) {
+  int64_t rows = std::min(g.M, kMatmulPanel);
+  return g.K * g.N + rows * (g.K + g.N);
+}
+
+void matmul16(KernelContext &ctx, const MatmulGeometry &g) {
+  DType t = ctx.outputs[0].dtype;
+  const uint16_t *A = ctx.inputs[0].as<uint16_t>(), *B = ctx.inputs[1].as<uint16_t>();
+  uint16_t *C = ctx.outputs[0].as<uint16_t>();
+  float *wideB = scratch16(matmulScratchFloats(g));
+  float *panelA = wideB + g.K * g.N, *panelC = panelA + std::min(g.M, kMatmulPanel) * g.K;
+  int64_t widenedB = -1;
+  for (size_t bi = 0; bi < g.batches.size(); ++bi) {
+    auto [aOff, bOff] = g.batches[bi];
+    if (bOff != widenedB) { // a stored [K, N] (or [N, K]) block is contiguous either way
+      widenToFloat(t, B + bOff, wideB, g.K * g.N);
+      widenedB = bOff;
+    }
+    for (int64_t m0 = 0; m0 < g.M; m0 += kMatmulPanel) {
+      int64_t rows = std::min(kMatmulPanel, g.M - m0);
+      int64_t lda = g.K;
+      if (!g.tA) {
+        widenToFloat(t, A + aOff + m0 * g.K, panelA, rows * g.K);
+      } else { // stored [K, M]: the panel's columns of each stored row, kept [K, rows]
+        for (int64_t k = 0; k < g.K; ++k)
+          widenToFloat(t, A + aOff + k * g.M + m0, panelA + k * rows, rows);
+        lda = rows;
+      }
+      gemm(rows, g.N, g.K, panelA, lda, wideB, g.ldb, 0.0f, panelC, g.N, g.tA, g.tB);
+      narrowFromFloat(t, panelC, C + bi * g.M * g.N + m0 * g.N, rows * g.N);
+    }
   }
 }
 
@@ -116,11 +163,27 @@ void matmulKernel(KernelContext &ctx) {
   DType t = ctx.inputs[0].dtype;
   if (ctx.inputs[1].dtype != t || ctx.outputs[0].dtype != t)
     ctx.fail("operand and result element types differ");
+  if (t != DType::F32 && t != DType::F64 && !is16BitFloat(t))
+    ctx.fail(std::string("unsupported element type ") + dtypeName(t));
+  MatmulGeometry g = matmulGeometry(ctx);
+  if (ctx.outputs[0].numel() == 0)
+    return;
+  if (g.K == 0) {
+    std::memset(ctx.outputs[0].data, 0, ctx.outputs[0].bytes()); // +0.0 in every float type
+    return;
+  }
+  setBlasThreads(ctx.threads);
   if (t == DType::F32)
-    return matmulTyped<float>(ctx);
+    return matmulTyped<float>(ctx, g);
   if (t == DType::F64)
-    return matmulTyped<double>(ctx);
-  ctx.fail(std::string("unsupported element type ") + dtypeName(t));
+    return matmulTyped<double>(ctx, g);
+  matmul16(ctx, g);
+}
+
+int64_t matmulScratch(const KernelContext &ctx) {
+  if (ctx.inputs.size() != 2 || ctx.outputs.size() != 1 || !is16BitFloat(ctx.outputs[0].dtype))
+    return 0;
+  return matmulScratchFloats(matmulGeometry(ctx));
 }
 
 //===----------------------------------------------------------------------===//
@@ -259,7 +322,7 @@ void conv2dKernel(KernelContext &ctx) {
 } // namespace
 
 void registerLinalgKernels(KernelRegistry &registry) {
-  registry.add("cpc.matmul", matmulKernel);
+  registry.add("cpc.matmul", matmulKernel, Storage16::Native, matmulScratch);
   registry.add("cpc.conv2d", conv2dKernel);
 }
 

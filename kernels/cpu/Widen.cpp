@@ -6,6 +6,7 @@
 #include "kernels/Float16.h"
 #include "kernels/cpu/Kernel.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace cpc {
@@ -54,34 +55,127 @@ void add16(DType t, uint16_t *dst, const uint16_t *a, const uint16_t *b, int64_t
 
 namespace kernels {
 
+float *scratch16(int64_t floats) {
+  thread_local std::vector<float> scratch;
+  if ((int64_t)scratch.size() < floats)
+    scratch.resize(floats);
+  return scratch.data();
+}
+
+namespace {
+/// How an elementwise step splits into chunks: every operand either has the result's n
+/// elements or broadcasts over its leading dims (a bias, a scalar: its shape, leading 1s
+/// dropped, is the result's trailing dims), all such with `inner` elements. A chunk is `rows`
+/// rows of `inner` elements (rows * inner <= kWidenChunk, at least one row); 0 rows: no chunking.
+struct Chunking {
+  int64_t n = 0, inner = 1, rows = 0;
+};
+
+Chunking chunking(const KernelContext &ctx) {
+  Chunking c;
+  if (ctx.outputs.empty())
+    return c;
+  const std::vector<int64_t> &shape = ctx.outputs[0].shape;
+  c.n = ctx.outputs[0].numel();
+  int64_t inner = -1;
+  auto fits = [&](const TensorRef &t) {
+    if (t.numel() == c.n)
+      return true;
+    size_t lead = 0;
+    while (lead < t.shape.size() && t.shape[lead] == 1)
+      ++lead;
+    size_t dims = t.shape.size() - lead;
+    if (dims > shape.size() || !std::equal(t.shape.begin() + lead, t.shape.end(), shape.end() - dims))
+      return false;
+    if (inner >= 0 && inner != t.numel())
+      return false;
+    inner = t.numel();
+    return true;
+  };
+  if (!std::all_of(ctx.inputs.begin(), ctx.inputs.end(), fits) ||
+      !std::all_of(ctx.outputs.begin(), ctx.outputs.end(), [&](const TensorRef &t) { return t.numel() == c.n; }))
+    return c;
+  c.inner = inner > 0 ? inner : 1;
+  c.rows = c.n == 0 ? 0 : std::max<int64_t>(1, std::min(c.n, kWidenChunk) / c.inner);
+  return c;
+}
+
+int64_t count16(const KernelContext &ctx) {
+  auto is16 = [](const TensorRef &t) { return is16BitFloat(t.dtype); };
+  return std::count_if(ctx.inputs.begin(), ctx.inputs.end(), is16) +
+         std::count_if(ctx.outputs.begin(), ctx.outputs.end(), is16);
+}
+} // namespace
+
+int64_t widenedScratch(const KernelContext &ctx, bool elementwise) {
+  if (Chunking c = chunking(ctx); elementwise && c.rows > 0)
+    return count16(ctx) * std::min(c.n, c.rows * c.inner);
+  int64_t floats = 0;
+  for (const auto *list : {&ctx.inputs, &ctx.outputs})
+    for (const TensorRef &t : *list)
+      if (is16BitFloat(t.dtype))
+        floats += t.numel();
+  return floats;
+}
+
 void runWidened(KernelPtr fn, KernelContext &ctx) {
-  // One scratch vector per operand slot, kept per thread and grown as needed: no allocation
-  // once a step has run.
-  thread_local std::vector<std::vector<float>> scratch;
-  size_t slots = ctx.inputs.size() + ctx.outputs.size();
-  if (scratch.size() < slots)
-    scratch.resize(slots);
+  float *scratch = scratch16(widenedScratch(ctx, false));
   KernelContext wide = ctx;
-  auto widen = [&](TensorRef &ref, size_t slot) {
+  auto widen = [&](TensorRef &ref) {
     if (!is16BitFloat(ref.dtype))
       return;
-    std::vector<float> &buf = scratch[slot];
-    if ((int64_t)buf.size() < ref.numel())
-      buf.resize(ref.numel());
     // Results too: a kernel may read its output (an accumulation) before writing it.
-    widenToFloat(ref.dtype, ref.data, buf.data(), ref.numel());
-    ref.data = buf.data();
+    widenToFloat(ref.dtype, ref.data, scratch, ref.numel());
+    ref.data = scratch;
     ref.dtype = DType::F32;
+    scratch += ref.numel();
   };
-  for (size_t i = 0; i < wide.inputs.size(); ++i)
-    widen(wide.inputs[i], i);
-  for (size_t i = 0; i < wide.outputs.size(); ++i)
-    widen(wide.outputs[i], ctx.inputs.size() + i);
+  for (TensorRef &t : wide.inputs)
+    widen(t);
+  for (TensorRef &t : wide.outputs)
+    widen(t);
   fn(wide);
   for (size_t i = 0; i < ctx.outputs.size(); ++i)
     if (is16BitFloat(ctx.outputs[i].dtype))
       narrowFromFloat(ctx.outputs[i].dtype, wide.outputs[i].as<float>(), ctx.outputs[i].data,
                       ctx.outputs[i].numel());
+}
+
+void runWidenedElementwise(KernelPtr fn, KernelContext &ctx) {
+  Chunking c = chunking(ctx);
+  if (c.rows == 0)
+    return runWidened(fn, ctx);
+  int64_t chunk = std::min(c.n, c.rows * c.inner);
+  float *scratch = scratch16(widenedScratch(ctx, true));
+  KernelContext part = ctx;
+  // Each 16-bit operand has a chunk of scratch; the others are viewed in place. A broadcast
+  // operand is the same `inner` elements in every chunk.
+  auto view = [&](const TensorRef &whole, TensorRef &piece, int64_t begin, int64_t count, float *&slot) {
+    bool full = whole.numel() == c.n;
+    int64_t from = full ? begin : 0, elements = full ? count : whole.numel();
+    piece.shape = full ? std::vector<int64_t>{count / c.inner, c.inner} : std::vector<int64_t>{whole.numel()};
+    if (!is16BitFloat(whole.dtype)) {
+      piece.data = static_cast<uint8_t *>(whole.data) + from * dtypeSize(whole.dtype);
+      return;
+    }
+    piece.dtype = DType::F32;
+    piece.data = slot;
+    widenToFloat(whole.dtype, static_cast<uint8_t *>(whole.data) + from * 2, slot, elements);
+    slot += chunk;
+  };
+  for (int64_t begin = 0; begin < c.n; begin += chunk) {
+    int64_t count = std::min(chunk, c.n - begin);
+    float *slot = scratch;
+    for (size_t i = 0; i < ctx.inputs.size(); ++i)
+      view(ctx.inputs[i], part.inputs[i], begin, count, slot);
+    for (size_t i = 0; i < ctx.outputs.size(); ++i)
+      view(ctx.outputs[i], part.outputs[i], begin, count, slot);
+    fn(part);
+    for (size_t i = 0; i < ctx.outputs.size(); ++i)
+      if (is16BitFloat(ctx.outputs[i].dtype))
+        narrowFromFloat(ctx.outputs[i].dtype, part.outputs[i].as<float>(),
+                        static_cast<uint8_t *>(ctx.outputs[i].data) + begin * 2, count);
+  }
 }
 
 } // namespace kernels
