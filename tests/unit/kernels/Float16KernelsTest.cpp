@@ -142,4 +142,65 @@ TEST(Float16Kernels, InPlaceElementwiseAndRandom) {
   EXPECT_LT(*std::min_element(rf.begin(), rf.end()), -0.9f);
 }
 
+// Tests the panelled 16-bit matmul on the layouts the plans use: batched with a broadcast rhs
+// (more rows than a panel), transposed operands, a batched rhs: each equal to the f32 matmul of
+// the widened operands, rounded once.
+TEST(Float16Kernels, MatmulPanelsEveryLayout) {
+  struct Case {
+    std::vector<int64_t> a, b, c;
+    bool tA, tB;
+  };
+  for (const Case &k : {Case{{3, 100, 40}, {40, 24}, {3, 100, 24}, false, false},
+                        Case{{300, 40}, {24, 40}, {300, 24}, false, true},
+                        Case{{40, 300}, {40, 24}, {300, 24}, true, false},
+                        Case{{2, 3, 130, 16}, {2, 3, 16, 130}, {2, 3, 130, 130}, false, false},
+                        Case{{2, 16, 130}, {2, 130, 16}, {2, 130, 130}, true, true}})
+    for (DType t : {DType::BF16, DType::F16}) {
+      auto a = to16(t, randomVec(numElements(k.a), 7)), b = to16(t, randomVec(numElements(k.b), 8));
+      std::vector<uint16_t> c(numElements(k.c));
+      nlohmann::json attrs = {{"transpose_lhs", k.tA}, {"transpose_rhs", k.tB}};
+      run("cpc.matmul", {ref(a, k.a, t), ref(b, k.b, t)}, {ref(c, k.c, t)}, attrs);
+      auto af = from16(t, a), bf = from16(t, b);
+      std::vector<float> cf(c.size());
+      run("cpc.matmul", {ref(af, k.a), ref(bf, k.b)}, {ref(cf, k.c)}, attrs);
+      EXPECT_EQ(c, to16(t, cf)) << dtypeName(t) << " " << shapeString(k.a) << " x " << shapeString(k.b);
+    }
+}
+
+// Tests that elementwise kernels over more elements than one chunk, with a bias and a scalar
+// broadcast over the leading dims and a mask, give what the f32 kernels give on the widened
+// values; and that the scratch they report is a few chunks, not the tensors.
+TEST(Float16Kernels, ElementwiseChunksWithBroadcasts) {
+  const DType t = DType::BF16;
+  const int64_t rows = 700, cols = 300; // 210000 elements: several chunks of kWidenChunk
+  auto x = to16(t, randomVec(rows * cols, 9)), bias = to16(t, randomVec(cols, 10)), s = to16(t, {0.5f});
+  auto xf = from16(t, x), biasf = from16(t, bias), sf = from16(t, s);
+  std::vector<uint16_t> y(x.size()), z(x.size());
+  std::vector<float> yf(x.size()), zf(x.size());
+  run("cpc.add", {ref(x, {rows, cols}, t), ref(bias, {cols}, t)}, {ref(y, {rows, cols}, t)});
+  run("cpc.add", {ref(xf, {rows, cols}), ref(biasf, {cols})}, {ref(yf, {rows, cols})});
+  EXPECT_EQ(y, to16(t, yf));
+  run("cpc.mul", {ref(s, {}, t), ref(y, {rows, cols}, t)}, {ref(z, {rows, cols}, t)});
+  std::vector<float> yw = from16(t, y);
+  run("cpc.mul", {ref(sf, {}), ref(yw, {rows, cols})}, {ref(zf, {rows, cols})});
+  EXPECT_EQ(z, to16(t, zf));
+  std::vector<uint8_t> mask(x.size());
+  for (size_t i = 0; i < mask.size(); ++i)
+    mask[i] = i % 3 == 0;
+  run("cpc.where", {ref(mask, {rows, cols}, DType::I1), ref(x, {rows, cols}, t), ref(z, {rows, cols}, t)},
+      {ref(y, {rows, cols}, t)});
+  for (size_t i = 0; i < y.size(); i += 997)
+    ASSERT_EQ(y[i], mask[i] ? x[i] : z[i]);
+  KernelContext ctx;
+  nlohmann::json none = nlohmann::json::object();
+  ctx.attrs = &none;
+  ctx.inputs = {TensorRef{nullptr, t, {rows, cols}}, TensorRef{nullptr, t, {cols}}};
+  ctx.outputs = {TensorRef{nullptr, t, {rows, cols}}};
+  int64_t bytes = KernelRegistry::cpu().scratchBytes("cpc.add", ctx);
+  EXPECT_GT(bytes, 0);
+  EXPECT_LE(bytes, 3 * kWidenChunk * 4);
+  ctx.inputs[1].shape = {rows, 1}; // broadcast over the trailing dim: whole tensors
+  EXPECT_EQ(KernelRegistry::cpu().scratchBytes("cpc.add", ctx), (2 * rows * cols + rows) * 4);
+}
+
 } // namespace
