@@ -1,5 +1,6 @@
 //===- TensorIO.cpp -------------------------------------------------------===//
 #include "runtime/TensorIO.h"
+#include "kernels/Float16.h"
 
 #include "support/CheckedSize.h"
 
@@ -255,7 +256,16 @@ HostTensor readTensorFile(const std::string &path) {
   throw RuntimeError(path + ": unknown tensor file type (use .npy or an ONNX TensorProto .pb)");
 }
 
-void writeNpy(const std::string &path, const TensorRef &tensor) {
+void writeNpy(const std::string &path, const TensorRef &input) {
+  // numpy has no bfloat16: a bf16 tensor is written as the f32 values it holds (exactly).
+  std::vector<float> widened;
+  TensorRef tensor = input;
+  if (input.dtype == DType::BF16) {
+    widened.resize(input.numel());
+    widenToFloat(DType::BF16, input.data, widened.data(), input.numel());
+    tensor.data = widened.data();
+    tensor.dtype = DType::F32;
+  }
   const char *descr = nullptr;
   for (const auto &nt : kNpyTypes)
     if (nt.dtype == tensor.dtype)
