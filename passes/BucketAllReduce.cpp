@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SmallPtrSet.h"
 
 namespace cpc {
@@ -70,45 +71,77 @@ void mergeReduceScatters(ArrayRef<ReduceScatterOp> bucket) {
 }
 
 /// Merges the collectives of kind `OpT` that `input(op)` accepts (returning the value reduced,
-/// or null to skip the op) into buckets of at most `limit` input bytes, with `merge`. A bucket
-/// is closed before an op that uses one of its members (so every use still sees the sum) and
-/// when the element type, mesh or axes change; it is issued where its last member stood.
+/// or null to skip the op) into buckets of at most `limit` input bytes, with `merge`: one bucket
+/// per element type, mesh and axes at a time (mixed precision interleaves 16-bit and f32
+/// gradients). Every bucket is closed before an op that uses one of their members (so every use
+/// still sees the sum), and a bucket when it is full; each is issued where its last member stood.
 template <typename OpT, typename InputFn, typename MergeFn>
 void bucketReductions(func::FuncOp func, int64_t limit, InputFn input, MergeFn merge) {
-  SmallVector<OpT> bucket;
-  int64_t bytes = 0;
-  llvm::SmallPtrSet<Operation *, 16> members;
-  auto flush = [&]() {
-    merge(ArrayRef<OpT>(bucket));
-    bucket.clear();
-    members.clear();
-    bytes = 0;
+  struct Bucket {
+    SmallVector<OpT> members;
+    int64_t bytes = 0;
+  };
+  // Keyed by what must agree inside a bucket; a vector keeps the issue order deterministic.
+  SmallVector<std::pair<std::tuple<Type, Attribute, Attribute>, Bucket>> open;
+  llvm::SmallPtrSet<Operation *, 16> pending;
+  auto flush = [&](Bucket &bucket) {
+    merge(ArrayRef<OpT>(bucket.members));
+    for (OpT op : bucket.members)
+      pending.erase(op);
+    bucket = Bucket();
+  };
+  auto flushAll = [&]() {
+    for (auto &entry : open)
+      if (!entry.second.members.empty())
+        flush(entry.second);
   };
   SmallVector<Operation *> ops;
   for (Operation &op : func.getBody().front())
     ops.push_back(&op);
+  // Pure ops that read a pending member, moved down to right before their first user (the cast
+  // of a reduced 16-bit gradient to f32 for the update): the bucket stays open until that user.
+  llvm::SmallPtrSet<Operation *, 16> sunk;
+  auto uses = [](Operation *op, const llvm::SmallPtrSet<Operation *, 16> &set) {
+    return llvm::any_of(op->getOperands(), [&](Value v) { return v.getDefiningOp() && set.count(v.getDefiningOp()); });
+  };
   for (Operation *op : ops) {
-    // An op using a pending member needs the sum now.
-    if (llvm::any_of(op->getOperands(), [&](Value v) { return v.getDefiningOp() && members.count(v.getDefiningOp()); }))
-      flush();
+    if (uses(op, pending) && !uses(op, sunk) && isPure(op) && op->getNumResults() > 0 && !op->use_empty()) {
+      Operation *first = nullptr;
+      for (Operation *user : op->getUsers())
+        if (user->getBlock() == op->getBlock() && (!first || user->isBeforeInBlock(first)))
+          first = user;
+      if (first && llvm::all_of(op->getUsers(), [&](Operation *u) { return u->getBlock() == op->getBlock(); })) {
+        op->moveBefore(first);
+        sunk.insert(op);
+        continue;
+      }
+    }
+    // An op using a pending member (or an op moved down that does) needs the sum now.
+    if (uses(op, pending) || uses(op, sunk)) {
+      flushAll();
+      sunk.clear();
+    }
     auto reduction = llvm::dyn_cast<OpT>(op);
     Value in = reduction ? input(reduction) : Value();
     if (!in)
       continue;
     auto type = llvm::cast<RankedTensorType>(in.getType());
     int64_t size = type.getNumElements() * std::max<int64_t>(type.getElementTypeBitWidth() / 8, 1);
-    if (!bucket.empty()) {
-      OpT first = bucket.front();
-      if (bytes + size > limit || first.getAxesAttr() != reduction.getAxesAttr() ||
-          first.getMeshAttr() != reduction.getMeshAttr() ||
-          llvm::cast<RankedTensorType>(input(first).getType()).getElementType() != type.getElementType())
-        flush();
+    auto key = std::make_tuple(type.getElementType(), Attribute(reduction.getAxesAttr()),
+                               Attribute(reduction.getMeshAttr()));
+    auto it = llvm::find_if(open, [&](const auto &entry) { return entry.first == key; });
+    if (it == open.end()) {
+      open.push_back({key, Bucket()});
+      it = std::prev(open.end());
     }
-    bucket.push_back(reduction);
-    members.insert(reduction);
-    bytes += size;
+    Bucket &bucket = it->second;
+    if (!bucket.members.empty() && bucket.bytes + size > limit)
+      flush(bucket);
+    bucket.members.push_back(reduction);
+    pending.insert(reduction);
+    bucket.bytes += size;
   }
-  flush();
+  flushAll();
 }
 
 struct CpcBucketAllReducePass : cpc::impl::CpcBucketAllReduceBase<CpcBucketAllReducePass> {

@@ -517,9 +517,63 @@ private:
   }
 
   void reduceEagerly(Value v) {
-    if (!currentOf(v).partial.empty() &&
-        llvm::any_of(v.getUses(), [&](OpOperand &use) { return needsWhole(use) && !scatteredFor(use); }))
+    if (currentOf(v).partial.empty() ||
+        llvm::none_of(v.getUses(), [&](OpOperand &use) { return needsWhole(use) && !scatteredFor(use); }))
+      return;
+    // Reduce where the partial sum holds the fewest bytes along the chain of ops that passed it
+    // on from one operand used by them alone (a 16-bit gradient widened to f32 and unscaled for
+    // the update; a broadcast): the sum is the same, the ops being linear in it.
+    SmallVector<Value> chain{v};
+    OpOperand *narrowest = nullptr;
+    size_t wholeUpTo = 0;
+    int64_t fewest = byteSize(v);
+    for (OpOperand *source = partialSource(v); source; source = partialSource(source->get())) {
+      if (byteSize(source->get()) < fewest) {
+        narrowest = source;
+        fewest = byteSize(source->get());
+        wholeUpTo = chain.size();
+      }
+      chain.push_back(source->get());
+    }
+    if (!narrowest) {
       reduced(v, v.getDefiningOp()->getNextNode());
+      return;
+    }
+    narrowest->set(reduced(narrowest->get(), narrowest->getOwner()));
+    for (size_t i = 0; i < wholeUpTo; ++i) {
+      Layout l = currentOf(chain[i]);
+      l.clearPartial();
+      current_[chain[i]] = l;
+      Operation *def = chain[i].getDefiningOp();
+      if (l.isSharded())
+        def->setAttr(kResultShardingsAttr, b_.getArrayAttr({l.toAttr(mesh_.ref())}));
+      else
+        def->removeAttr(kResultShardingsAttr);
+    }
+  }
+
+  static int64_t byteSize(Value x) {
+    auto t = tensorType(x);
+    return t.getNumElements() * std::max<int64_t>(t.getElementTypeBitWidth() / 8, 1);
+  }
+
+  /// The one partial operand of v's op that v's partial sum was passed on from (the same partial
+  /// axes), when that op is its only use.
+  OpOperand *partialSource(Value v) {
+    Operation *def = v.getDefiningOp();
+    if (!def || def->getNumResults() != 1)
+      return nullptr;
+    OpOperand *source = nullptr;
+    for (OpOperand &operand : def->getOpOperands())
+      if (!currentOf(operand.get()).partial.empty()) {
+        if (source)
+          return nullptr;
+        source = &operand;
+      }
+    if (!source || !source->get().hasOneUse())
+      return nullptr;
+    const Layout &have = currentOf(source->get()), &passed = currentOf(v);
+    return have.partial == passed.partial && have.reduction == passed.reduction ? source : nullptr;
   }
 
   /// Whether the user of partial `use` will want it split over exactly its partial axes, so that

@@ -8,7 +8,10 @@ warmup + half-cycle cosine per iteration (or constant), gradient accumulation ov
 of the batch (loss / k per microbatch), clip_grad_norm_. Writes one JSON line per step:
 
     train_reference.py --size tiny --config cfg.json --imgs I.npy --noise N.npy --steps 50 \\
-        [--seed 0] [--metrics out.jsonl] [--threads 1] [--save-params DIR]
+        [--seed 0] [--metrics out.jsonl] [--threads 1] [--save-params DIR] [--autocast bf16]
+
+With --autocast bf16 the forward runs under torch.autocast("cpu", dtype=torch.bfloat16): torch's
+own mixed precision (f32 parameters and optimizer; bf16 matmuls), the peer of cpc --precision bf16.
 """
 import argparse
 import json
@@ -53,6 +56,7 @@ def main():
     ap.add_argument("--metrics")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--save-params", help="write each parameter's final value as DIR/NAME.npy")
+    ap.add_argument("--autocast", choices=["bf16"], help="the forward under CPU autocast in this type")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -93,7 +97,8 @@ def main():
         opt.zero_grad(set_to_none=True)
         loss_sum = 0.0
         for m in range(k):
-            loss = model(imgs[m * micro:(m + 1) * micro], noise[m * micro:(m + 1) * micro])
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
+                loss = model(imgs[m * micro:(m + 1) * micro], noise[m * micro:(m + 1) * micro])
             (loss / k).backward()
             loss_sum += loss.item()
         if cfg["clip_grad_norm"] > 0:

@@ -1,18 +1,43 @@
 // RUN: cpc-opt %s --cpc-bucket-all-reduce --split-input-file | FileCheck %s
 
 // Tests that all-reduces of values produced one after another go out as one bucket, issued where
-// the last member stood, and that a use of a member closes the bucket before it.
+// the last member stood, and that a use of a member that has effects (an assign) closes the
+// bucket before it.
 // CHECK-LABEL: func.func @grads
 // CHECK: %[[B:.*]]:2 = cpc.all_reduce %{{.*}}, %{{.*}} over @mesh ["dp"] : tensor<4x3xf32>, tensor<3xf32>
-// CHECK: cpc.mul %[[B]]#0, %[[B]]#0
+// CHECK: cpc.assign %[[B]]#0 to "w"
 // CHECK: cpc.all_reduce %{{.*}} over @mesh ["dp"] : tensor<5xf32>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
-func.func @grads(%a: tensor<4x3xf32>, %b: tensor<3xf32>, %c: tensor<5xf32>) -> (tensor<4x3xf32>, tensor<3xf32>, tensor<5xf32>) {
+func.func @grads(%a: tensor<4x3xf32>, %b: tensor<3xf32>, %c: tensor<5xf32>) -> (tensor<3xf32>, tensor<5xf32>) {
+  %w = cpc.parameter "w" trainable : tensor<4x3xf32>
   %ra = cpc.all_reduce %a over @mesh ["dp"] : tensor<4x3xf32>
   %rb = cpc.all_reduce %b over @mesh ["dp"] : tensor<3xf32>
-  %sq = cpc.mul %ra, %ra : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  cpc.assign %ra to "w" : tensor<4x3xf32>
   %rc = cpc.all_reduce %c over @mesh ["dp"] : tensor<5xf32>
-  return %sq, %rb, %rc : tensor<4x3xf32>, tensor<3xf32>, tensor<5xf32>
+  return %rb, %rc : tensor<3xf32>, tensor<5xf32>
+}
+
+// -----
+
+// Tests that a pure op reading a member (a reduced 16-bit gradient cast to f32) moves down to
+// right before its first user, so that the bucket stays open: the bf16 gradients go out in one
+// bucket and the f32 ones beside them in another, whatever their interleaving.
+// CHECK-LABEL: func.func @mixed
+// CHECK: %[[H:.*]]:2 = cpc.all_reduce %{{.*}}, %{{.*}} over @mesh ["dp"] : tensor<4x3xbf16>, tensor<3xbf16>
+// CHECK: cpc.all_reduce %{{.*}}, %{{.*}} over @mesh ["dp"] : tensor<4xf32>, tensor<5xf32>
+// CHECK: cpc.cast %[[H]]#0 : tensor<4x3xbf16> -> tensor<4x3xf32>
+// CHECK: cpc.mul
+// CHECK: cpc.cast %[[H]]#1 : tensor<3xbf16> -> tensor<3xf32>
+cpc.mesh @mesh shape = [2] axes = ["dp"]
+func.func @mixed(%a: tensor<4x3xbf16>, %b: tensor<3xbf16>, %c: tensor<4xf32>, %d: tensor<5xf32>) -> (tensor<4x3xf32>, tensor<3xf32>, tensor<4xf32>, tensor<5xf32>) {
+  %ra = cpc.all_reduce %a over @mesh ["dp"] : tensor<4x3xbf16>
+  %wa = cpc.cast %ra : tensor<4x3xbf16> -> tensor<4x3xf32>
+  %rc = cpc.all_reduce %c over @mesh ["dp"] : tensor<4xf32>
+  %rb = cpc.all_reduce %b over @mesh ["dp"] : tensor<3xbf16>
+  %wb = cpc.cast %rb : tensor<3xbf16> -> tensor<3xf32>
+  %rd = cpc.all_reduce %d over @mesh ["dp"] : tensor<5xf32>
+  %sq = cpc.mul %wa, %wa : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  return %sq, %wb, %rc, %rd : tensor<4x3xf32>, tensor<3xf32>, tensor<4xf32>, tensor<5xf32>
 }
 
 // -----

@@ -241,16 +241,17 @@ func.func @fused_grads(%x: tensor<4x3x8xf32> {cpc.sharding = #batch3}, %g: tenso
 
 // Tests the scatter-like gradients: gather_grad yields the local batch at dim 1,
 // gather_elements_grad and a zero pad of a split value are local, and a zero pad of a partial sum
-// (the positional-embedding gradient) keeps it partial: one all-reduce, after the pad.
+// (the positional-embedding gradient) would pass it on, but the sum is reduced before the pad,
+// where it holds fewer bytes: one all-reduce of [1, 1, 6], not of the padded [1, 3, 6].
 // CHECK-LABEL: func.func @scatter_grads
 // CHECK: cpc.gather_grad {{.*}} : (tensor<2x2x3x4xf32>, tensor<i64>) -> tensor<3x2x2x3x4xf32>
 // CHECK: cpc.gather_elements_grad {{.*}} : (tensor<2x2x6xf32>, tensor<2x2x6xi64>) -> tensor<2x8x6xf32>
 // CHECK: %[[DCLS:.*]] = cpc.slice {{.*}} : tensor<2x3x6xf32> -> tensor<2x1x6xf32>
 // CHECK: cpc.pad %[[DCLS]] {{.*}} : tensor<2x1x6xf32> -> tensor<2x3x6xf32>
 // CHECK: %[[SUM:.*]] = cpc.reduce_sum %[[DCLS]] {{.*}} : tensor<2x1x6xf32> -> tensor<1x1x6xf32>
+// CHECK-NEXT: %[[SUMALL:.*]] = cpc.all_reduce %[[SUM]] over @mesh ["dp"] : tensor<1x1x6xf32>
+// CHECK-NEXT: %[[DPOS:.*]] = cpc.pad %[[SUMALL]] {high = {{.*}} : tensor<1x1x6xf32> -> tensor<1x3x6xf32>
 // CHECK-NOT: cpc.all_reduce
-// CHECK: %[[DPOS:.*]] = cpc.pad %[[SUM]] {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], [], []], partial = ["dp"]>]{{.*}} : tensor<1x1x6xf32> -> tensor<1x3x6xf32>
-// CHECK-NEXT: %[[DPOSALL:.*]] = cpc.all_reduce %[[DPOS]] over @mesh ["dp"] : tensor<1x3x6xf32>
 #batch3 = #cpc.sharding<@mesh, [["dp"], [], []]>
 #batch4 = #cpc.sharding<@mesh, [["dp"], [], [], []]>
 #dim1of5 = #cpc.sharding<@mesh, [[], ["dp"], [], [], []]>
