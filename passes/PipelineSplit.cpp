@@ -513,6 +513,14 @@ LogicalResult Splitter::emitFunction(func::FuncOp func, bool update) {
     if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
         Program *p = home(v);
+        // A variable read returned as it is (the loss scale the step used): from a program that
+        // read it for an op of its own, before any assign there.
+        if (!p && v.getDefiningOp() && isVariableRead(v.getDefiningOp()))
+          for (Operation *user : v.getUsers())
+            if (auto it = where_.find(user); !p && it != where_.end())
+              for (Program *reader : it->second)
+                if (!p && reader->map.contains(v))
+                  p = reader;
         if (!p)
           return ret.emitError("pipeline split: a result computed by no program");
         p->results.push_back(get(*p, v));

@@ -8,8 +8,9 @@ sums, f32 master weights and AdamW states. Checked:
   skipped (parameters bit-identical across it) and halves the scale, which grows back after the
   growth interval; the steps after the skips are bit-identical to a fresh run from the scale they
   reached (so neither the parameters, the moments nor AdamW's step count moved); Colossal's
-  hysteresis (fp16.mode "naive") waits for a second overflow; dp2 x tp2 skips the same steps;
-- dp2 x tp2 and pp2 in bf16 equal one rank in bf16 within 2e-2 per step;
+  hysteresis (fp16.mode "naive") waits for a second overflow; dp2 x tp2 and pp2 skip the same steps;
+- dp2 x tp2, pp2, tp2 x pp2 and dp2 with ZeRO-1/2/3 in bf16 equal one rank in bf16 within 2e-2
+  per step; fp16 pp2 skips the steps one rank skips; dp2 sends its 16-bit gradients in 16 bits;
 - fp16.mode gives the plan --precision gives; bad precision flags and keys are refused in one line.
 """
 import json
@@ -52,6 +53,8 @@ with tempdir() as work:
 
     def train(name, flags, recipe=RECIPE, steps=STEPS):
         plan, out = compile_plan(work, model, name, flags, recipe)
+        if os.path.exists(os.path.join(work, name + ".jsonl")):  # cpc-run appends to --metrics
+            os.remove(os.path.join(work, name + ".jsonl"))
         lines, params, summary = train_plan(plan, steps, data, os.path.join(work, name))
         return lines, params, summary, out
 
@@ -144,14 +147,15 @@ with tempdir() as work:
 
     results.check("fp16 naive (Colossal's scaler): hysteresis 2 waits for the second overflow", hysteresis)
 
-    def dp_tp_overflow():
-        # No growth: a regrown scale overflows or not by a rounding of the layout (2^22 lies at the
-        # edge of fp16's range for MAE-tiny); the first steps' overflows are clear-cut.
-        recipe = dict(CONSTANT, fp16=scaler("torch", 2.0 ** 24, interval=1000))
+    def overflow_layout(name, flags, recipe_changes, ranks):
+        # Step 1 overflows at 2^24, then 2^21 is clean: no scale near the edge of fp16's range
+        # (about 2^22 for MAE-tiny, where a rounding of the layout decides) and no regrowth.
+        recipe = dict(CONSTANT, fp16=dict(scaler("torch", 2.0 ** 24, interval=1000), backoff_factor=0.125))
         single, single_params, _, _ = train("overflow-1", [], recipe)
-        ours, params, summary, _ = train("overflow-dp2tp2", ["--dp", "2", "--tp", "2"], recipe)
-        assert summary["world_size"] == 4
-        assert [m["skipped"] for m in ours] == [m["skipped"] for m in single], "the skipped steps differ"
+        ours, params, summary, _ = train("overflow-" + name, flags, dict(recipe, **recipe_changes))
+        assert summary["world_size"] == ranks
+        assert [m["skipped"] for m in ours] == [m["skipped"] for m in single], "the skipped steps differ: %s vs %s" % (
+            [m["step"] for m in ours if m["skipped"]], [m["step"] for m in single if m["skipped"]])
         assert any(m["skipped"] for m in ours), "no step overflowed"
         final, single_final = load_params(params), load_params(single_params)
         for n in final:  # a rank that had not skipped would hold NaN or a stepped parameter
@@ -163,10 +167,13 @@ with tempdir() as work:
         assert [m["loss_scale"] for m in ours] == [m["loss_scale"] for m in single], "the scales differ"
         worst = max(abs(a["loss"] - b["loss"]) / b["loss"] for a, b in zip(ours, single))
         assert worst <= 2e-2, "loss differs by %.2e" % worst
-        print("   dp2 x tp2 skips steps %s as one rank; worst loss difference %.2e" % (
-            [m["step"] for m in ours if m["skipped"]], worst))
+        print("   %s skips steps %s as one rank; worst loss difference %.2e" % (
+            name, [m["step"] for m in ours if m["skipped"]], worst))
 
-    results.check("fp16 dp2 x tp2: every rank skips the same steps", dp_tp_overflow)
+    results.check("fp16 dp2 x tp2: every rank skips the same steps",
+                  lambda: overflow_layout("dp2-tp2", ["--dp", "2", "--tp", "2"], {}, 4))
+    results.check("fp16 pp2: every stage skips the same steps",
+                  lambda: overflow_layout("pp2", ["--pp", "2", "--microbatches", "2"], {"gradient_accumulation": 1}, 2))
 
     bf16, _, _, _ = train("bf16-one", ["--precision", "bf16"])
 
@@ -182,9 +189,30 @@ with tempdir() as work:
 
     for name, flags, recipe in [("dp2 x tp2", "--dp 2 --tp 2", RECIPE),
                                 ("pp2", "--pp 2 --microbatches 2", dict(RECIPE, gradient_accumulation=1)),
-                                ("dp2 ZeRO-2", "--dp 2 --zero 2", RECIPE)]:
+                                ("tp2 x pp2", "--tp 2 --pp 2 --microbatches 2", dict(RECIPE, gradient_accumulation=1)),
+                                ("dp2 ZeRO-1", "--dp 2 --zero 1", RECIPE),
+                                ("dp2 ZeRO-2", "--dp 2 --zero 2", RECIPE),
+                                ("dp2 ZeRO-3", "--dp 2 --zero 3", RECIPE)]:
         results.check("%s in bf16 equals one rank in bf16 (2e-2)" % name,
                       layout(name.replace(" ", "-"), flags.split(), recipe))
+
+    def traffic():
+        # One microbatch per step: the gradients are all-reduced as backward makes them, in the
+        # 16-bit type they come in (before the cast to f32 for the update).
+        one = dict(RECIPE, gradient_accumulation=1, TOTAL_BATCH_SIZE=4)
+        sent = {}
+        for precision in ("fp32", "bf16", "fp16"):
+            plan, _ = compile_plan(work, model, "dp-" + precision, ["--dp", "2", "--precision", precision], one)
+            small = {"imgs": os.path.join(work, "imgs4.npy"), "noise": os.path.join(work, "noise4.npy")}
+            np.save(small["imgs"], np.load(imgs)[:4])
+            np.save(small["noise"], np.load(noise)[:4])
+            lines, _, _ = train_plan(plan, 1, small, os.path.join(work, "dp-" + precision))
+            sent[precision] = lines[-1]["comm_bytes"]
+        for precision in ("bf16", "fp16"):
+            assert sent[precision] <= 0.55 * sent["fp32"], sent
+        print("   dp2 bytes sent per step: fp32 %d, bf16 %d, fp16 %d" % (sent["fp32"], sent["bf16"], sent["fp16"]))
+
+    results.check("dp2: 16-bit gradients go on the wire in 16 bits", traffic)
 
     def config_keys():
         by_flag, _ = compile_plan(work, model, "flag16", ["--precision", "fp16"], RECIPE)
