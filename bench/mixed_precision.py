@@ -36,6 +36,13 @@ def recipe(batch, steps):
             "clip_grad_norm": 1.0, "frozen": ["pos_embed$"]}
 
 
+def arena_bytes(summary):
+    """The arena of a plan from `cpc inspect --json`: the end of its furthest arena buffer."""
+    size = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "i1": 1}
+    return max((b["offset"] + size[b["dtype"]] * int(np.prod(b["shape"], dtype=np.int64))
+                for b in summary["buffers"] if b["kind"] == "arena" and b["alias_of"] < 0), default=0)
+
+
 def windows(losses):
     return [float(np.mean(losses[i:i + WINDOW])) for i in range(0, len(losses), WINDOW)]
 
@@ -71,8 +78,7 @@ def main():
         dp_plan = os.path.join(work, precision + "-dp2.plan")
         benchlib.compile_plan(stem + ".onnx", config, dp_plan, ["--precision", precision, "--dp", "2"])
         dp = benchlib.run_metrics(dp_plan, 3, os.path.join(work, precision + "-dp2.jsonl"), data)
-        arena = max(summary["summary"].get("arena_bytes_per_rank", [0]) or [0]) if isinstance(
-            summary.get("summary"), dict) else 0
+        arena = arena_bytes(summary)
         rows[precision] = {
             "arena": arena,
             "predicted": summary["predicted_peak_bytes"],

@@ -136,6 +136,23 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
                           ArrayAttr::get(op.getContext(), {stored.toAttr(mesh.ref(), kZeroPriority)}));
   }
 
+  /// Whether `user` is part of parameter `name`'s update: AdamW, or an op whose results only
+  /// go to the parameter's assign (fp16's skip on overflow keeps the stored block).
+  static bool isUpdate(Operation *user, StringRef name) {
+    if (llvm::isa<AdamWOp>(user))
+      return true;
+    return !user->use_empty() && llvm::all_of(user->getUsers(), [&](Operation *u) {
+      auto assign = llvm::dyn_cast<AssignOp>(u);
+      return assign && assign.getName() == name;
+    });
+  }
+
+  static bool isNarrowingFloatCast(CastOp cast) {
+    auto from = llvm::dyn_cast<FloatType>(cast.getInput().getType().getElementType());
+    auto to = llvm::dyn_cast<FloatType>(cast.getType().getElementType());
+    return from && to && to.getWidth() < from.getWidth();
+  }
+
   /// Stage 3: the parameters of `placements` are stored split over dp; every op but the update
   /// reads them through a cpc.shard of their read layout placed right before it.
   void storeSplit(func::FuncOp func, const llvm::StringMap<Placement> &placements, const Mesh &mesh) {
@@ -150,9 +167,20 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
                      ArrayAttr::get(param.getContext(), {p.stored.toAttr(mesh.ref(), p.readPriority)}));
       SmallVector<Operation *> users;
       for (Operation *user : param->getUsers())
-        if (!llvm::isa<AdamWOp>(user) && !llvm::is_contained(users, user))
+        if (!isUpdate(user, param.getName()) && !llvm::is_contained(users, user))
           users.push_back(user);
       for (Operation *user : users) {
+        // Mixed precision reads the parameter through a cast to 16 bits: the block is cast and
+        // the 16-bit copy gathered (half the bytes of gathering the f32 block).
+        auto cast = llvm::dyn_cast<CastOp>(user);
+        if (cast && isNarrowingFloatCast(cast)) {
+          OpBuilder b(cast);
+          b.setInsertionPointAfter(cast);
+          auto read = b.create<ShardOp>(cast.getLoc(), cast.getType(), cast.getResult(),
+                                        p.read.toAttr(mesh.ref(), p.readPriority));
+          cast.getResult().replaceAllUsesExcept(read.getResult(), read);
+          continue;
+        }
         OpBuilder b(user);
         auto read = b.create<ShardOp>(user->getLoc(), param.getType(), param.getResult(),
                                           p.read.toAttr(mesh.ref(), p.readPriority));

@@ -18,13 +18,24 @@ int64_t ModelStateBytes::formula() const {
   }
 }
 
+int64_t ModelStateBytes::mixedPrecisionFormula() const {
+  int64_t psi = shardableElements, n = ranks, whole = 16 * (trainableElements - shardableElements);
+  switch (zeroStage) {
+  case 1: return whole + 4 * psi + 12 * psi / n;
+  case 2: return whole + 2 * psi + 14 * psi / n;
+  case 3: return whole + 16 * psi / n;
+  default: return 16 * trainableElements;
+  }
+}
+
 nlohmann::json ModelStateBytes::toJson() const {
   return {{"zero", zeroStage},          {"ranks", ranks},
           {"trainable_elements", trainableElements}, {"shardable_elements", shardableElements},
           {"parameters", parameters},   {"frozen_parameters", frozenParameters},
           {"gradients", gradients},     {"optimizer_states", optimizerStates},
           {"accumulators", accumulators}, {"total", total()},
-          {"formula", formula()}};
+          {"formula", formula()}, {"precision", precision}, {"low_precision_copies", lowPrecisionCopies},
+          {"mixed_precision_formula", precision == "fp32" ? 0 : mixedPrecisionFormula()}};
 }
 
 std::string ModelStateBytes::summary() const {
@@ -37,6 +48,10 @@ std::string ModelStateBytes::summary() const {
     os << " (" << trainableElements - shardableElements << " elements kept whole)";
   if (accumulators)
     os << "; accumulators " << accumulators << " B";
+  if (precision != "fp32")
+    os << "; " << precision << ": the parameters are f32 master weights, cast to 16-bit copies of "
+       << lowPrecisionCopies << " B once per step; DeepSpeed's mixed-precision ZeRO-" << zeroStage << " formula "
+       << mixedPrecisionFormula() << " B";
   return os.str();
 }
 
@@ -110,6 +125,20 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
   }
   if (m.zeroStage == 0)
     m.shardableElements = m.trainableElements;
+  if (plan.training.contains("recipe"))
+    m.precision = plan.training["recipe"].value("precision", "fp32");
+  // The 16-bit copies: casts of trainable parameters to a 16-bit float, once per rank.
+  std::set<int> cast;
+  for (const RankProgram &p : plan.programs)
+    if (plan.runsOn(p, rank))
+      for (const StepDesc &s : p.steps) {
+        if (s.op != "cpc.cast" || s.inputs.size() != 1 || s.outputs.size() != 1)
+          continue;
+        const BufferDesc &in = plan.buffers[plan.rootOf(s.inputs[0])], &out = plan.buffers[s.outputs[0]];
+        if (in.kind == BufferKind::Parameter && in.trainable && (out.dtype == DType::F16 || out.dtype == DType::BF16) &&
+            cast.insert(plan.rootOf(s.inputs[0])).second)
+          m.lowPrecisionCopies += out.bytes();
+      }
   return m;
 }
 

@@ -3,7 +3,9 @@
 // What ZeRO is about: the bytes each rank holds for parameters, gradients and optimizer states,
 // read off the plan, next to the formula of the plan's ZeRO stage (fp32 AdamW: stage 0 16Ψ,
 // 1 8Ψ+8Ψ/N, 2 4Ψ+12Ψ/N, 3 16Ψ/N) for the parameters ZeRO shards, plus 16 bytes per element
-// of those it keeps whole (sizes that do not divide by N).
+// of those it keeps whole (sizes that do not divide by N). A mixed-precision plan also shows
+// DeepSpeed's mixed-precision formula next to what cpc holds (f32 master weights as the
+// parameters, 16-bit copies cast once per step).
 //
 #ifndef CPC_RUNTIME_MODELSTATE_H
 #define CPC_RUNTIME_MODELSTATE_H
@@ -24,9 +26,16 @@ struct ModelStateBytes {
   int64_t gradients = 0;         // bytes of the gradients the updates read (a rank's share)
   int64_t optimizerStates = 0;   // AdamW moments
   int64_t accumulators = 0;      // gradient-accumulation buffers (only with accumulation)
+  // Mixed precision: the parameters above are the f32 master weights; each step casts them to
+  // 16-bit copies once (arena memory, live through forward and backward).
+  std::string precision = "fp32";
+  int64_t lowPrecisionCopies = 0; // bytes of those copies
   int64_t total() const { return parameters + gradients + optimizerStates; }
   /// The ZeRO formula for this stage over the shardable elements, plus 16 B per other element.
   int64_t formula() const;
+  /// DeepSpeed's mixed-precision formula (16-bit parameters and gradients, f32 master weights
+  /// and moments, K = 12): 2Ψ+2Ψ+12Ψ; 4Ψ+12Ψ/N; 2Ψ+14Ψ/N; 16Ψ/N.
+  int64_t mixedPrecisionFormula() const;
   nlohmann::json toJson() const;
   std::string summary() const; // one line
 };
