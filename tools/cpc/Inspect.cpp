@@ -173,9 +173,30 @@ int runInspect(int argc, char **argv) {
     std::cout << "  pipeline: " << s.stages << " stages x " << s.virtualStages << " chunks, " << s.microbatches
               << " microbatches, schedule " << scheduleName(s.kind) << " (cpc inspect --schedule lists it)\n";
   }
-  if (plan.mode == "train" && plan.training.contains("recipe"))
+  if (plan.mode == "train" && plan.training.contains("recipe")) {
+    const nlohmann::json &recipe = plan.training["recipe"];
+    std::string precision = recipe.value("precision", "fp32");
+    if (precision != "fp32") {
+      std::cout << "  precision: " << precision << " mixed precision (16-bit matmul/conv, f32 master weights and "
+                << "optimizer states)\n    values the programs compute, by element type:";
+      // Element types of the arena's values: what the ops compute in (all of them, not live at once).
+      std::map<std::string, int64_t> computed;
+      for (const BufferDesc &b : plan.buffers)
+        if (b.kind == BufferKind::Arena && b.aliasOf < 0)
+          computed[dtypeName(b.dtype)] += b.bytes();
+      for (const auto &[type, bytes] : computed)
+        std::cout << " " << type << " " << mib(bytes);
+      std::cout << "\n";
+      if (precision == "fp16" && recipe.contains("fp16")) {
+        const nlohmann::json &f = recipe["fp16"];
+        std::cout << "  loss scaling: initial " << f.value("initial_scale", 0.0) << ", x" << f.value("growth_factor", 0.0)
+                  << " after " << f.value("growth_interval", 0) << " clean steps, x" << f.value("backoff_factor", 0.0)
+                  << " on an overflow (hysteresis " << f.value("hysteresis", 0) << "); an overflowing step is skipped\n";
+      }
+    }
     std::cout << "  training: microbatch " << plan.training.value("microbatch", 0) << ", recipe "
               << plan.training["recipe"].dump() << "\n";
+  }
   std::cout << "  ops by kind:\n";
   for (const auto &[op, count] : opCounts)
     std::cout << "    " << op << ": " << count << "\n";
