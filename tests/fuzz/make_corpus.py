@@ -128,6 +128,9 @@ def source_seeds():
  "parallel": {"pipeline": 1, "tensor": {"mode": null, "size": 1}}, "fp16": {"mode": null}}
 """)
     write("train_config", "constant", b'{"lr_schedule": "constant", "LR": 0.1}\n')
+    write("train_config", "fp16", b"""{"fp16": {"mode": "naive", "initial_scale": 1024, "growth_factor": 2,
+ "backoff_factor": 0.5, "growth_interval": 10, "hysteresis": 3}, "precision": "fp16"}
+""")
     write("train_config", "empty", b"{}\n")
 
 
@@ -145,6 +148,8 @@ def build_seeds(out, cpc):
         ("dp2", [train, "--dp", "2"]),
         ("dp2_zero3", [train, "--dp", "2", "--zero", "3"]),
         ("pp2", [train, "--pp", "2", "--microbatches", "2"]),
+        ("fp16", [train, "--precision", "fp16"]),
+        ("bf16_dp2_zero3", [train, "--precision", "bf16", "--dp", "2", "--zero", "3"]),
     ]
     failed = 0
     for name, args in jobs:
