@@ -89,4 +89,28 @@ TEST(ModelStateTest, SummaryNamesTheStageAndFormula) {
   EXPECT_NE(line.find("4000 B"), std::string::npos) << line;
 }
 
+// Tests DeepSpeed's mixed-precision formulas (K = 12: 16-bit parameters and gradients, f32
+// master weights and moments) and that a mixed-precision plan's line names them and the 16-bit
+// copies its programs cast from the trainable parameters.
+TEST(ModelStateTest, MixedPrecisionFormulas) {
+  const int64_t n = 1000, ranks = 4;
+  const int64_t expected[] = {16 * n, 4 * n + 12 * n / ranks, 2 * n + 14 * n / ranks, 16 * n / ranks};
+  for (int stage = 0; stage <= 3; ++stage)
+    EXPECT_EQ(modelStateBytes(zeroPlan(stage, n, ranks)).mixedPrecisionFormula(), expected[stage]) << stage;
+  Plan plan = zeroPlan(0, n, ranks);
+  plan.training["recipe"] = {{"precision", "bf16"}};
+  plan.buffers.push_back({"w.bf16", DType::BF16, {n}, BufferKind::Arena});
+  StepDesc cast;
+  cast.op = "cpc.cast";
+  cast.inputs = {0};
+  cast.outputs = {(int)plan.buffers.size() - 1};
+  plan.programs[0].steps.push_back(cast);
+  ModelStateBytes m = modelStateBytes(plan);
+  EXPECT_EQ(m.precision, "bf16");
+  EXPECT_EQ(m.lowPrecisionCopies, 2 * n);
+  std::string line = m.summary();
+  EXPECT_NE(line.find("16-bit copies of 2000 B"), std::string::npos) << line;
+  EXPECT_NE(line.find("mixed-precision ZeRO-0 formula 16000 B"), std::string::npos) << line;
+}
+
 } // namespace

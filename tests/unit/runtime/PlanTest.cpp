@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <thread>
 #include <unistd.h>
 
@@ -146,6 +147,33 @@ TEST(PlanTest, RolesRoundTripThroughTheFile) {
   EXPECT_EQ(read.programOfPhase(ProgramPhase::TrainStep), "");
   EXPECT_THROW(parseRole<VariableRole>("grad_acc"), RuntimeError);
   EXPECT_THROW(parseRole<ProgramPhase>("?"), RuntimeError);
+}
+
+// Tests that the loss scaler's states keep their roles and initial value through the file, and
+// that a non-finite initial value, or one on a buffer that is no state, is refused.
+TEST(PlanTest, StateInitialValuesRoundTripAndAreChecked) {
+  Plan plan = meshPlan();
+  BufferDesc scale{"amp.loss_scale", DType::F32, {}, BufferKind::State};
+  scale.role = VariableRole::LossScale;
+  scale.init = 65536;
+  plan.buffers.push_back(scale);
+  BufferDesc tracker{"amp.growth_tracker", DType::F32, {}, BufferKind::State};
+  tracker.role = VariableRole::GrowthTracker;
+  plan.buffers.push_back(tracker);
+  std::string path = "/tmp/cpc-plan-init-" + std::to_string(getpid()) + ".plan";
+  writePlan(plan, path);
+  Plan read = readPlan(path);
+  std::remove(path.c_str());
+  EXPECT_EQ(read.buffers[1].role, VariableRole::LossScale);
+  EXPECT_EQ(read.buffers[1].init, 65536);
+  EXPECT_EQ(read.buffers[2].role, VariableRole::GrowthTracker);
+  EXPECT_EQ(read.buffers[2].init, 0);
+  EXPECT_EQ(parseRole<VariableRole>("overflow_tracker"), VariableRole::OverflowTracker);
+  plan.buffers[1].init = std::numeric_limits<double>::infinity();
+  EXPECT_THROW(plan.validate(), RuntimeError);
+  plan.buffers[1].init = 1;
+  plan.buffers[0].init = 2; // a parameter starts from its blob
+  EXPECT_THROW(plan.validate(), RuntimeError);
 }
 
 TEST(PlanTest, DataLeftInTheFileIsReadOnDemand) {
