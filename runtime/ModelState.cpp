@@ -8,24 +8,24 @@
 
 namespace cpc {
 
+namespace {
+/// ZeRO's model-state bytes per rank: `kept[stage]` bytes of each shardable element on every
+/// rank, the rest of its 16 split over the ranks, and 16 for each element ZeRO keeps whole.
+int64_t zeroBytes(const ModelStateBytes &m, const int64_t (&kept)[4]) {
+  int64_t psi = m.shardableElements, whole = 16 * (m.trainableElements - m.shardableElements);
+  int64_t k = kept[std::clamp(m.zeroStage, 0, 3)];
+  return m.zeroStage <= 0 ? 16 * m.trainableElements : whole + k * psi + (16 - k) * psi / m.ranks;
+}
+} // namespace
+
 int64_t ModelStateBytes::formula() const {
-  int64_t psi = shardableElements, n = ranks, whole = 16 * (trainableElements - shardableElements);
-  switch (zeroStage) {
-  case 1: return whole + 8 * psi + 8 * psi / n;
-  case 2: return whole + 4 * psi + 12 * psi / n;
-  case 3: return whole + 16 * psi / n;
-  default: return 16 * trainableElements;
-  }
+  static constexpr int64_t kept[4] = {16, 8, 4, 0}; // fp32: 16Ψ; 8Ψ+8Ψ/N; 4Ψ+12Ψ/N; 16Ψ/N
+  return zeroBytes(*this, kept);
 }
 
 int64_t ModelStateBytes::mixedPrecisionFormula() const {
-  int64_t psi = shardableElements, n = ranks, whole = 16 * (trainableElements - shardableElements);
-  switch (zeroStage) {
-  case 1: return whole + 4 * psi + 12 * psi / n;
-  case 2: return whole + 2 * psi + 14 * psi / n;
-  case 3: return whole + 16 * psi / n;
-  default: return 16 * trainableElements;
-  }
+  static constexpr int64_t kept[4] = {16, 4, 2, 0}; // 2Ψ+2Ψ+12Ψ; 4Ψ+12Ψ/N; 2Ψ+14Ψ/N; 16Ψ/N
+  return zeroBytes(*this, kept);
 }
 
 nlohmann::json ModelStateBytes::toJson() const {

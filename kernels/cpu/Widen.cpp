@@ -105,11 +105,17 @@ int64_t count16(const KernelContext &ctx) {
   return std::count_if(ctx.inputs.begin(), ctx.inputs.end(), is16) +
          std::count_if(ctx.outputs.begin(), ctx.outputs.end(), is16);
 }
+
+
+/// Floats of scratch an elementwise step chunked as `c` needs: a chunk per 16-bit operand.
+int64_t chunkedScratch(const KernelContext &ctx, const Chunking &c) {
+  return count16(ctx) * std::min(c.n, c.rows * c.inner);
+}
 } // namespace
 
 int64_t widenedScratch(const KernelContext &ctx, bool elementwise) {
   if (Chunking c = chunking(ctx); elementwise && c.rows > 0)
-    return count16(ctx) * std::min(c.n, c.rows * c.inner);
+    return chunkedScratch(ctx, c);
   int64_t floats = 0;
   for (const auto *list : {&ctx.inputs, &ctx.outputs})
     for (const TensorRef &t : *list)
@@ -146,7 +152,7 @@ void runWidenedElementwise(KernelPtr fn, KernelContext &ctx) {
   if (c.rows == 0)
     return runWidened(fn, ctx);
   int64_t chunk = std::min(c.n, c.rows * c.inner);
-  float *scratch = scratch16(widenedScratch(ctx, true));
+  float *scratch = scratch16(chunkedScratch(ctx, c));
   KernelContext part = ctx;
   // Each 16-bit operand has a chunk of scratch; the others are viewed in place. A broadcast
   // operand is the same `inner` elements in every chunk.

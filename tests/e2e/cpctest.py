@@ -60,6 +60,17 @@ class Results:
         sys.exit(1 if self.failed else 0)
 
 
+def compile_plan(work, model, name, flags, recipe):
+    """Writes `recipe` as WORK/NAME.json and compiles `model` with it and `flags` into
+    WORK/NAME.plan; returns the plan's path and cpc compile's CompletedProcess."""
+    import json
+    config = os.path.join(work, name + ".json")
+    with open(config, "w") as f:
+        json.dump(recipe, f)
+    plan = os.path.join(work, name + ".plan")
+    return plan, run([tool("cpc"), "compile", model, "--config", config, "-o", plan, *flags])
+
+
 def train_plan(plan, steps, inputs, out_prefix):
     """Trains `plan` for `steps` with cpc-run on `inputs` ({name: .npy path}); returns the metric
     lines, the --output-dir of final parameters and `cpc inspect --json`'s summary of the plan."""

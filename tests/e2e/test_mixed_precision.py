@@ -13,26 +13,17 @@ sums, f32 master weights and AdamW states. Checked:
   per step; fp16 pp2 skips the steps one rank skips; dp2 sends its 16-bit gradients in 16 bits;
 - fp16.mode gives the plan --precision gives; bad precision flags and keys are refused in one line.
 """
-import json
 import os
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from cpctest import Results, export_mae, run, tempdir, tool, train_plan, MAE_RECIPE, MPI_ENV
+from cpctest import Results, compile_plan, export_mae, run, tempdir, tool, train_plan, MAE_RECIPE, MPI_ENV
 
 results = Results()
 STEPS = 20
 RECIPE = dict(MAE_RECIPE, gradient_accumulation=2)
-
-
-def compile_plan(work, model, name, flags, recipe):
-    config = os.path.join(work, name + ".json")
-    with open(config, "w") as f:
-        json.dump(recipe, f)
-    plan = os.path.join(work, name + ".plan")
-    return plan, run([tool("cpc"), "compile", model, "--config", config, "-o", plan, *flags])
 
 
 def windows(lines, size=10):

@@ -19,20 +19,12 @@ import time
 
 import numpy as np
 
-from cpctest import (compare_training, train_plan, Results, export_mae, run, tempdir, tool, MAE_CLIP, MAE_RECIPE,
-                     MPI_ENV, PYTHON, SOURCE)
+from cpctest import (compare_training, compile_plan, train_plan, Results, export_mae, run, tempdir, tool, MAE_CLIP,
+                     MAE_RECIPE, MPI_ENV, PYTHON, SOURCE)
 
 results = Results()
 STEPS = 20
 MICRO = 4
-
-
-def compile_plan(work, model, name, flags, recipe):
-    config = os.path.join(work, name + ".json")
-    with open(config, "w") as f:
-        json.dump(recipe, f)
-    plan = os.path.join(work, name + ".plan")
-    return plan, run([tool("cpc"), "compile", model, "--config", config, "-o", plan, *flags])
 
 
 with tempdir() as work:
