@@ -254,7 +254,7 @@ private:
     int64_t interleave = 0; // an all-gather along an inner dim stacks the blocks in a temporary first
     for (const RankProgram &p : plan_.programs)
       for (const StepDesc &s : p.steps) {
-        summing |= s.op == "cpc.all_reduce" || s.op == "cpc.reduce_scatter";
+        summing |= s.op == "cpc.all_reduce" || s.op == "cpc.reduce_scatter" || s.op == "cpc.reduce_to";
         bucket |= s.op == "cpc.all_reduce" && s.inputs.size() > 1;
         if (s.op == "cpc.reduce_scatter" && s.attrs.value("dim", 0) > 0) // packed blocks of the input
           interleave = std::max<int64_t>(interleave, plan_.buffers[s.inputs[0]].bytes());

@@ -22,9 +22,11 @@ using namespace cpc;
 
 namespace {
 
-/// Dim 0 of every user input (not lr/step) is split over dp; accumulators are partial over dp.
+/// Dim 0 of every user input (not lr/step) is split over the batch axes (dp, and 2D / 2.5D
+/// tensor parallelism's tp_dep and tp_row); accumulators are partial over them.
 void seedBatch(func::FuncOp func, const Mesh &mesh) {
-  int64_t size = mesh.parts({"dp"});
+  MeshAxes batch = batchAxes(mesh);
+  int64_t size = mesh.parts(batch);
   for (BlockArgument arg : func.getArguments()) {
     if (getRuntimeInput(func, arg.getArgNumber()))
       continue;
@@ -32,7 +34,7 @@ void seedBatch(func::FuncOp func, const Mesh &mesh) {
     if (t.getRank() == 0 || t.getDimSize(0) % size)
       continue;
     Layout l = Layout::whole(t.getRank());
-    l.dims[0] = {"dp"};
+    l.dims[0] = batch;
     func.setArgAttr(arg.getArgNumber(), kArgShardingAttr, l.toAttr(mesh.ref()));
   }
   // Gradient accumulators hold each rank's sum of its microbatches' gradients: partial over dp.
@@ -40,7 +42,7 @@ void seedBatch(func::FuncOp func, const Mesh &mesh) {
     if (state.getRole() != StateRole::GradAccumulator)
       return;
     Layout l = Layout::whole(state.getType().getRank());
-    l.partial = {"dp"};
+    l.partial = batch;
     state->setAttr(kResultShardingsAttr, ArrayAttr::get(func.getContext(), {l.toAttr(mesh.ref())}));
   });
 }
@@ -62,7 +64,7 @@ struct CpcDataParallelPass : cpc::impl::CpcDataParallelBase<CpcDataParallelPass>
     if (failed(targets))
       return signalPassFailure();
     for (func::FuncOp func : *targets) {
-      if (size > 1) // with dp = 1 (tensor parallelism alone) only propagation and partitioning run
+      if (!batchAxes(mesh).empty()) // with none (1D tensor parallelism alone) only propagation and partitioning run
         seedBatch(func, mesh);
       if (failed(propagateShardings(func, mesh)) || failed(partitionFunction(func, mesh)))
         return signalPassFailure();

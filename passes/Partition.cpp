@@ -8,6 +8,7 @@
 #include "dialects/cpc/Roles.h"
 #include "passes/Passes.h"
 #include "passes/Sharding.h"
+#include "passes/Summa.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -282,6 +283,13 @@ private:
       if (it != allReduced_.end())
         use.set(it->second);
     }
+    if (auto mm = llvm::dyn_cast<MatMulOp>(op)) {
+      FailureOr<bool> done = partitionByStrategy(mm);
+      if (failed(done))
+        return failure();
+      if (*done)
+        return success();
+    }
     if (llvm::isa<AddOp, SubOp>(op))
       alignPartialSums(op);
     // Operands: partial values the op does not pass on are reduced first.
@@ -393,6 +401,27 @@ private:
     for (Value r : op->getResults())
       reduceEagerly(r);
     return success();
+  }
+
+  /// A matmul partitioned by a strategy of its own (SUMMA on the 2D tensor-parallel axes):
+  /// true when it was, and `mm` is gone.
+  FailureOr<bool> partitionByStrategy(MatMulOp mm) {
+    // function_ref does not own: the lambdas live here, for the call.
+    auto current = [&](Value v) { return currentOf(v); };
+    auto propagated = [&](Value v) { return layoutOf(v); };
+    auto reshard = [&](Value v, const Layout &want, Operation *user) { return resharded(v, want, user, 0); };
+    auto setCurrent = [&](Value v, const Layout &l) { current_[v] = l; };
+    PartitionHooks hooks{current, propagated, reshard, setCurrent};
+    FailureOr<Value> replaced = partitionSumma(mm, mesh_, hooks);
+    if (failed(replaced))
+      return failure();
+    if (!*replaced)
+      return false;
+    mm.getResult().replaceAllUsesWith(*replaced);
+    rules_.erase(mm);
+    mm.erase();
+    reduceEagerly(*replaced);
+    return true;
   }
 
   /// Partial sums over different axes meet in an add (the global norm's terms: partial over dp

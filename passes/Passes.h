@@ -33,6 +33,10 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
   Option<int64_t> dataParallel{*this, "dp", llvm::cl::desc("Data-parallel ranks"), llvm::cl::init(1)};
   Option<int64_t> zeroStage{*this, "zero", llvm::cl::desc("ZeRO stage over dp (0-3)"), llvm::cl::init(0)};
   Option<int64_t> tensorParallel{*this, "tp", llvm::cl::desc("Tensor-parallel ranks (Megatron 1D)"), llvm::cl::init(1)};
+  Option<std::string> tensorParallelMode{*this, "tp-mode",
+                                         llvm::cl::desc("Tensor parallelism: 1d (Megatron), 2d or 2.5d"),
+                                         llvm::cl::init("1d")};
+  Option<int64_t> tensorParallelDepth{*this, "tp-depth", llvm::cl::desc("2.5d: the depth"), llvm::cl::init(1)};
   ListOption<std::string> shard{*this, "shard", llvm::cl::desc("Manual parameter splits: REGEX=SPEC")};
   Option<int64_t> pipelineStages{*this, "pp", llvm::cl::desc("Pipeline ranks"), llvm::cl::init(1)};
   Option<int64_t> virtualStages{*this, "virtual-stages", llvm::cl::desc("Model chunks per pipeline rank"),

@@ -176,6 +176,18 @@ def CpcHeadMajorQkv : Pass<"cpc-head-major-qkv", "::mlir::ModuleOp"> {
   let dependentDialects = ["::cpc::CpcDialect"];
 }
 
+def CpcExpandLayerNorm : Pass<"cpc-expand-layer-norm", "::mlir::ModuleOp"> {
+  let summary = "Write every cpc.layer_norm as its mean and variance (2D / 2.5D tensor parallelism)";
+  let description = [{
+    Runs before autodiff when the hidden dim of the activations is split (2D and 2.5D tensor
+    parallelism split it over tp_col): mean = reduce_mean(x), var = reduce_mean((x - mean)^2),
+    (x - mean) * rsqrt(var + epsilon) * scale + bias. Each statistic is then a partial sum over
+    the columns, all-reduced by partitioning (2 all-reduces forward, their sums backward), and
+    the rest is elementwise on the blocks.
+  }];
+  let dependentDialects = ["::cpc::CpcDialect"];
+}
+
 def CpcTensorParallel : Pass<"cpc-tensor-parallel", "::mlir::ModuleOp"> {
   let summary = "Choose the tensor-parallel split of the parameters (Megatron 1D) over a dp x tp mesh";
   let description = [{
@@ -194,10 +206,21 @@ def CpcTensorParallel : Pass<"cpc-tensor-parallel", "::mlir::ModuleOp"> {
     splits by parameter name: "REGEX=SPEC", SPEC one entry per dim separated by `:` (or `,`
     outside a pass option, whose lists split at commas), `-` for whole or mesh axes joined by
     `*` (e.g. `blocks\.0\.mlp\.fc1\.weight=tp:-`); the last matching entry wins.
+
+    `mode=2d` (Optimus) and `mode=2.5d` (Tesseract) factor tp into q x q (x d) sub-axes:
+    the mesh is dp x [tp_dep x] tp_row x tp_col, the batch is split over dp, tp_dep and tp_row,
+    every Linear's weight is split [in over tp_row, out over tp_col] and its bias and result's
+    features over tp_col (replicated over depth: its gradients are partial sums over it), and
+    cpc-partition computes each such matmul by SUMMA (broadcasts along rows and columns of
+    ranks; Summa.cpp). LayerNorms must be expanded first (cpc-expand-layer-norm).
   }];
   let options = [
     Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks (the mesh's first axis)">,
     Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks (the mesh's second axis)">,
+    Option<"mode", "mode", "std::string", /*default=*/"\"1d\"",
+           "1d (Megatron), 2d (Optimus: tp = q*q, mesh axes tp_row x tp_col) or 2.5d (Tesseract: "
+           "tp = d*q*q, axes tp_dep x tp_row x tp_col)">,
+    Option<"depth", "depth", "int64_t", /*default=*/"1", "2.5d: the depth d">,
     Option<"megatron", "megatron", "bool", /*default=*/"true", "Split MLPs as Megatron does">,
     Option<"sp", "sp", "bool", /*default=*/"false",
            "Sequence parallelism: LayerNorm and residual regions split along the sequence over tp">,

@@ -14,6 +14,15 @@ void cpc::addImportCleanupPasses(OpPassManager &pm) {
   pm.addPass(mlir::createCSEPass());
 }
 
+/// q of a 2D / 2.5D layout (tp = depth * q * q); 1 when tp is no such number (the pass says so).
+static int64_t columnsOf2D(const cpc::TrainingPipelineOptions &options) {
+  int64_t depth = options.tensorParallelMode == "2.5d" ? std::max<int64_t>(options.tensorParallelDepth, 1) : 1;
+  int64_t q = 1;
+  while ((q + 1) * (q + 1) * depth <= options.tensorParallel)
+    ++q;
+  return q;
+}
+
 void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &options) {
   int64_t chunks = options.pipelineStages * options.virtualStages;
   if (chunks > 1) { // labels the forward ops; autodiff carries the labels onto their gradients
@@ -22,9 +31,10 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     stages.split = options.pipelineSplit;
     pm.addPass(createCpcPipelineStages(stages));
   }
+  bool summa = options.tensorParallel > 1 && options.tensorParallelMode != "1d";
   if (options.tensorParallel > 1) { // before autodiff: gradients then come in the stored order
     CpcHeadMajorQkvOptions heads;
-    heads.tp = options.tensorParallel;
+    heads.tp = summa ? columnsOf2D(options) : options.tensorParallel; // 2D splits heads over the columns
     pm.addPass(createCpcHeadMajorQkv(heads));
   }
   if (options.precision != "fp32") { // after the rewrites that match parameter uses, before gradients
@@ -32,6 +42,8 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     mixed.precision = options.precision;
     pm.addPass(createCpcMixedPrecision(mixed));
   }
+  if (summa) // the hidden dim is split over the columns: LayerNorm as statistics (f32 ones, after autocast)
+    pm.addPass(createCpcExpandLayerNorm());
   bool lossScaling = options.precision == "fp16"; // bf16 has f32's range: no scaling
   CpcAutodiffOptions autodiff;
   autodiff.lossScale = lossScaling ? options.lossScale : 0.0;
@@ -74,6 +86,8 @@ void cpc::addShardingPasses(OpPassManager &pm, const TrainingPipelineOptions &op
     CpcTensorParallelOptions tp;
     tp.dp = options.dataParallel;
     tp.tp = options.tensorParallel;
+    tp.mode = options.tensorParallelMode;
+    tp.depth = options.tensorParallelDepth;
     tp.shard = options.shard;
     tp.sp = options.sequenceParallel;
     pm.addPass(createCpcTensorParallel(tp));

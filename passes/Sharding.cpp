@@ -68,6 +68,14 @@ std::string Layout::describe() const {
   return s;
 }
 
+MeshAxes batchAxes(const Mesh &mesh) {
+  MeshAxes axes;
+  for (StringRef a : {StringRef("dp"), StringRef(kTpDepthAxis), StringRef(kTpRowAxis)})
+    if (mesh.hasAxis(a) && mesh.parts({a.str()}) > 1)
+      axes.push_back(a.str());
+  return axes;
+}
+
 FlatSymbolRefAttr Mesh::ref() const { return FlatSymbolRefAttr::get(op_.getContext(), op_.getSymName()); }
 
 int64_t Mesh::axisIndex(StringRef name) const {

@@ -25,6 +25,13 @@ inline constexpr llvm::StringLiteral kResultShardingsAttr = "cpc.shardings";
 
 using MeshAxes = llvm::SmallVector<std::string>;
 
+/// The sub-axes of tensor parallelism beyond 1D (tp_dep x tp_row x tp_col for 2D and 2.5D,
+/// Colossal-AI's PARALLEL_2D_ROW / COL and 2P5D_DEP). The batch is split over the depth and row
+/// axes as over dp.
+inline constexpr llvm::StringLiteral kTpRowAxis = "tp_row";
+inline constexpr llvm::StringLiteral kTpColAxis = "tp_col";
+inline constexpr llvm::StringLiteral kTpDepthAxis = "tp_dep";
+
 /// Mesh axes per dim of a value (empty: the dim is whole) and the axes over which it is a
 /// partial value, combined by `reduction` (sum or max).
 struct Layout {
@@ -68,6 +75,10 @@ public:
 private:
   mutable MeshOp op_;
 };
+
+/// The axes the batch of the inputs is split over, in mesh order: dp, tp_dep and tp_row where
+/// the mesh has them with more than one rank.
+MeshAxes batchAxes(const Mesh &mesh);
 
 /// The module's @mesh, which must have each axis of `axes` (name, size); when the module has
 /// none it is created with exactly those axes, in that order (what the seeding passes share).

@@ -15,6 +15,7 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <limits>
 #include "llvm/Support/Regex.h"
@@ -125,7 +126,10 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       module.emitError("dp and tp must be >= 1");
       return signalPassFailure();
     }
-    FailureOr<MeshOp> meshOp = getOrCreateMesh(module, {{"dp", dp}, {"tp", tp}});
+    FailureOr<SmallVector<std::pair<StringRef, int64_t>>> axes = meshAxes();
+    if (failed(axes))
+      return signalPassFailure();
+    FailureOr<MeshOp> meshOp = getOrCreateMesh(module, *axes);
     if (failed(meshOp))
       return signalPassFailure();
     Mesh mesh(*meshOp);
@@ -135,7 +139,10 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       return signalPassFailure();
     // Decisions by parameter name: every function reads its own cpc.parameter ops.
     llvm::StringMap<std::pair<Layout, int64_t>> decisions; // layout, priority
-    if (megatron && tp > 1)
+    if (mode != "1d")
+      for (func::FuncOp func : *funcs)
+        seedSumma(func, mesh, decisions);
+    else if (megatron && tp > 1)
       for (func::FuncOp func : *funcs) {
         findMlps(func, mesh, decisions);
         findAttention(func, decisions);
@@ -153,6 +160,71 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
                                  attr.getReduction(), it->second.second);
         param->setAttr(kResultShardingsAttr, ArrayAttr::get(&getContext(), {attr}));
       });
+  }
+
+  /// The mesh of the mode: dp x tp (1d), dp x tp_row x tp_col (2d, q x q) or
+  /// dp x tp_dep x tp_row x tp_col (2.5d, d x q x q).
+  FailureOr<SmallVector<std::pair<StringRef, int64_t>>> meshAxes() {
+    ModuleOp module = getOperation();
+    if (mode == "1d")
+      return SmallVector<std::pair<StringRef, int64_t>>{{"dp", dp}, {"tp", tp}};
+    if (mode != "2d" && mode != "2.5d")
+      return module.emitError("tensor-parallel mode '") << mode << "' is not 1d, 2d or 2.5d", failure();
+    int64_t d = mode == "2d" ? 1 : (int64_t)depth;
+    if (d < 1 || tp % d)
+      return module.emitError("2.5d: the depth ") << d << " must be >= 1 and divide tp=" << (int64_t)tp, failure();
+    int64_t q = 1;
+    while ((q + 1) * (q + 1) <= tp / d)
+      ++q;
+    if (q * q * d != tp || q < 2)
+      return module.emitError("tensor-parallel mode ")
+                 << mode << " needs tp = " << (d > 1 ? "depth * " : "") << "q * q ranks (q >= 2), got tp=" << (int64_t)tp
+                 << (d > 1 ? " and depth " + std::to_string(d) : std::string()),
+             failure();
+    SmallVector<std::pair<StringRef, int64_t>> axes{{"dp", dp}};
+    if (mode == "2.5d")
+      axes.push_back({kTpDepthAxis, d});
+    axes.push_back({kTpRowAxis, q});
+    axes.push_back({kTpColAxis, q});
+    return axes;
+  }
+
+  /// 2D / 2.5D (Optimus, Tesseract): every Linear's weight is split [in over tp_row, out over
+  /// tp_col], its bias over tp_col, and its result [batch over the batch axes, ..., out over
+  /// tp_col]: activations are [b/q (row), ..., h/q (column)] (also split over depth and dp) and
+  /// cpc-partition computes the matmuls by SUMMA. A weight is placed by the first matmul that
+  /// reads it (the forward Linear; its gradients' matmuls follow).
+  void seedSumma(func::FuncOp func, const Mesh &mesh, llvm::StringMap<std::pair<Layout, int64_t>> &decisions) {
+    int64_t q = mesh.parts({kTpRowAxis.str()});
+    MeshAxes batch = batchAxes(mesh);
+    llvm::StringSet<> placed;
+    func.walk([&](MatMulOp mm) {
+      auto weight = throughCasts(mm.getRhs()).getDefiningOp<ParameterOp>();
+      if (!weight || weight.getType().getRank() != 2 || weight.getShardingAttr() ||
+          !placed.insert(weight.getName()).second)
+        return;
+      int64_t in = mm.getTransposeRhs() ? 1 : 0, out = 1 - in;
+      ArrayRef<int64_t> shape = weight.getType().getShape();
+      if (shape[in] % q || shape[out] % q) {
+        mlir::emitRemark(mm.getLoc()) << "the Linear of '" << weight.getName() << "' stays replicated: its "
+                                      << shape[in] << "x" << shape[out] << " weight does not split into " << q << "x"
+                                      << q << " blocks";
+        return;
+      }
+      Layout w = Layout::whole(2);
+      w.dims[in] = {kTpRowAxis.str()};
+      w.dims[out] = {kTpColAxis.str()};
+      decisions[weight.getName()] = {w, 1};
+      if (std::optional<Linear> linear = matchLinear(mm); linear && linear->bias)
+        decisions[linear->bias.getName()] = {splitOver(1, 0, kTpColAxis), 1};
+      auto type = llvm::cast<RankedTensorType>(mm.getType());
+      if (type.getRank() < 2 || type.getDimSize(0) % mesh.parts(batch) || mm->getAttr(kResultShardingsAttr))
+        return;
+      Layout result = Layout::whole(type.getRank());
+      result.dims[0] = batch;
+      result.dims.back() = {kTpColAxis.str()};
+      mm->setAttr(kResultShardingsAttr, ArrayAttr::get(mm.getContext(), {result.toAttr(mesh.ref(), 1)}));
+    });
   }
 
   /// Linear -> activation -> Linear: the first column-parallel, the second row-parallel.

@@ -186,6 +186,39 @@ void allToAllKernel(kernels::KernelContext &ctx) {
   reorderBlocks(received.data(), out.data, n, outer, out.bytes() / outer / n, false);
 }
 
+/// The group of a rooted collective (one axis) and its root's position in it (its coordinate).
+std::pair<std::vector<int>, int> rootedGroup(const kernels::KernelContext &ctx) {
+  if (!ctx.comm)
+    ctx.fail("needs a communicator (run the plan with cpc-run)");
+  checkMesh(ctx);
+  auto axes = ctx.attr("axes").get<std::vector<std::string>>();
+  if (axes.size() != 1)
+    ctx.fail("takes exactly one mesh axis");
+  int64_t root = ctx.attrInt("root"), size = (*ctx.meshShape)[axisIndex(ctx, axes[0])];
+  if (root < 0 || root >= size)
+    ctx.fail("root " + std::to_string(root) + " is outside axis '" + axes[0] + "'");
+  return {groupOf(ctx, axes), (int)root};
+}
+
+/// Every member of the group returns the value of the member at coordinate `root`.
+void broadcastFromKernel(kernels::KernelContext &ctx) {
+  const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
+  auto [group, root] = rootedGroup(ctx);
+  if (in.data != out.data)
+    std::memcpy(out.data, in.data, in.bytes());
+  ctx.comm->broadcastFrom(out.data, out.numel(), out.dtype, root, group);
+}
+
+/// The member at coordinate `root` returns the group's sum, the others zeros.
+void reduceToKernel(kernels::KernelContext &ctx) {
+  const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
+  auto [group, root] = rootedGroup(ctx);
+  if (in.data == out.data)
+    ctx.fail("needs an output apart from its input");
+  std::memset(out.data, 0, out.bytes()); // zeros of every float type are all-zero bits
+  ctx.comm->reduceSumTo(in.data, out.data, in.numel(), in.dtype, root, group);
+}
+
 /// Copies this rank's block: dim d is split into the product of its axes' sizes.
 void shardSliceKernel(kernels::KernelContext &ctx) {
   const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
@@ -248,6 +281,10 @@ kernels::KernelFn findCollectiveKernel(const std::string &op) {
     return reduceScatterKernel;
   if (op == "cpc.all_to_all")
     return allToAllKernel;
+  if (op == "cpc.broadcast_from")
+    return broadcastFromKernel;
+  if (op == "cpc.reduce_to")
+    return reduceToKernel;
   return nullptr;
 }
 

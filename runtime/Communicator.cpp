@@ -49,6 +49,21 @@ public:
       std::memmove(recv, send, count * dtypeSize(type));
     Communicator::count("all_to_all", 0);
   }
+  void broadcastFrom(void *data, int64_t count, DType type, int root, const std::vector<int> &group) override {
+    check("broadcast_from", count, type, group);
+    if (root != 0)
+      throw RuntimeError("rank 0: broadcast_from: root " + std::to_string(root) + " outside a group of 1");
+    Communicator::count("broadcast_from", 0);
+  }
+  void reduceSumTo(const void *send, void *recv, int64_t count, DType type, int root,
+                   const std::vector<int> &group) override {
+    check("reduce_to", count, type, group);
+    if (root != 0)
+      throw RuntimeError("rank 0: reduce_to: root " + std::to_string(root) + " outside a group of 1");
+    if (send != recv && count > 0)
+      std::memmove(recv, send, count * dtypeSize(type));
+    Communicator::count("reduce_to", 0);
+  }
   void broadcast(void *data, int64_t bytes, int root) override {
     if (root != 0 || bytes < 0)
       throw RuntimeError("rank 0: broadcast: invalid root " + std::to_string(root) + " or size " +

@@ -56,6 +56,13 @@ public:
   /// `recv` comes from member i. The buffers must not overlap.
   virtual void allToAll(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) = 0;
   virtual void broadcast(void *data, int64_t bytes, int root) = 0;
+  /// Every member of `group` gets, in `data` (count elements), what member `root` (its position
+  /// in the group) has there. Counted as "broadcast_from": the bytes this rank passes on.
+  virtual void broadcastFrom(void *data, int64_t count, DType type, int root, const std::vector<int> &group) = 0;
+  /// Member `root` of `group` gets the sum of every member's `send` in `recv`; the other members'
+  /// `recv` is left as it is. Counted as "reduce_to": the bytes this rank passes on.
+  virtual void reduceSumTo(const void *send, void *recv, int64_t count, DType type, int root,
+                           const std::vector<int> &group) = 0;
   virtual void barrier() = 0;
 
   /// Point-to-point (pipeline stages): a transfer of `bytes` to or from world rank `peer` on

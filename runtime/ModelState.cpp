@@ -74,7 +74,7 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
   ModelStateBytes m;
   m.zeroStage = plan.training.value("zero", 0);
   m.ranks = plan.training.value("data_parallel", 1);
-  const std::vector<std::string> batchAxes = plan.batchAxes();
+  const std::vector<std::string> batchAxes = plan.zeroAxes();
   // Only what this rank's programs use (a pipeline stage holds its own parameters).
   std::vector<bool> used = plan.buffersOfRank(rank);
   for (size_t i = 0; i < plan.buffers.size(); ++i) {

@@ -234,6 +234,57 @@ public:
     Communicator::count("all_to_all", (n - 1) * blockBytes);
   }
 
+  // Rooted collectives are chains: the value (or the running sum) passes from member to member
+  // in pieces of at most kCollectiveChunkBytes, so that each rank sends the buffer at most once
+  // and needs no temporary beyond the two scratch chunks.
+
+  void broadcastFrom(void *data, int64_t count, DType type, int root, const std::vector<int> &group) override {
+    const Group &g = groupOf("broadcast_from", count, type, group);
+    checkRoot("broadcast_from", root, g, group);
+    const int64_t es = dtypeSize(type), n = g.size, step = kCollectiveChunkBytes / es;
+    const int64_t position = (g.rank - root + n) % n; // in the chain that starts at the root
+    char *bytes = static_cast<char *>(data);
+    for (int64_t done = 0; done < count && n > 1; done += step) {
+      int piece = (int)std::min(step, count - done);
+      if (position > 0)
+        check(MPI_Recv(bytes + done * es, piece, mpiType(type), (g.rank - 1 + n) % n, kRingTag, g.comm,
+                       MPI_STATUS_IGNORE),
+              "broadcast_from", group);
+      if (position + 1 < n)
+        check(MPI_Send(bytes + done * es, piece, mpiType(type), (g.rank + 1) % n, kRingTag, g.comm),
+              "broadcast_from", group);
+    }
+    Communicator::count("broadcast_from", position + 1 < n ? count * es : 0);
+  }
+
+  void reduceSumTo(const void *send, void *recv, int64_t count, DType type, int root,
+                   const std::vector<int> &group) override {
+    const Group &g = groupOf("reduce_to", count, type, group);
+    checkRoot("reduce_to", root, g, group);
+    const int64_t es = dtypeSize(type), n = g.size, step = kCollectiveChunkBytes / es;
+    // The chain starts after the root and ends at it: position n - 1 is the root.
+    const int64_t position = (g.rank - root - 1 + 2 * n) % n;
+    const char *mine = static_cast<const char *>(send);
+    char *out = static_cast<char *>(recv);
+    if (n == 1 && send != recv)
+      std::memcpy(recv, send, count * es);
+    char *sum = scratch(), *incoming = scratch() + kCollectiveChunkBytes;
+    for (int64_t done = 0; done < count && n > 1; done += step) {
+      int piece = (int)std::min(step, count - done);
+      const char *partial = mine + done * es;
+      if (position > 0) {
+        check(MPI_Recv(incoming, piece, mpiType(type), (g.rank - 1 + n) % n, kRingTag, g.comm, MPI_STATUS_IGNORE),
+              "reduce_to", group);
+        char *target = position + 1 == n ? out + done * es : sum;
+        combine(target, partial, incoming, piece, type, ReduceOp::Sum);
+        partial = target;
+      }
+      if (position + 1 < n)
+        check(MPI_Send(partial, piece, mpiType(type), (g.rank + 1) % n, kRingTag, g.comm), "reduce_to", group);
+    }
+    Communicator::count("reduce_to", position + 1 < n ? count * es : 0);
+  }
+
   void broadcast(void *data, int64_t bytes, int root) override {
     if (root < 0 || root >= size_ || bytes < 0)
       throw RuntimeError("rank " + std::to_string(rank_) + ": broadcast: invalid root " + std::to_string(root) +
@@ -325,6 +376,12 @@ private:
   void check(int rc, const char *kind, const std::vector<int> &group) const {
     if (rc != MPI_SUCCESS)
       throw RuntimeError(where(kind, group) + ": " + mpiErrorString(rc));
+  }
+
+  void checkRoot(const char *kind, int root, const Group &g, const std::vector<int> &group) const {
+    if (root < 0 || root >= g.size)
+      throw RuntimeError(where(kind, group) + ": root " + std::to_string(root) + " outside a group of " +
+                         std::to_string(g.size));
   }
 
   /// Validates a call and returns the group's communicator, creating it on first use.

@@ -325,6 +325,18 @@ std::vector<std::string> Plan::batchAxes() const {
   return training.value("batch_axes", std::vector<std::string>{});
 }
 
+std::vector<std::string> Plan::zeroAxes() const {
+  std::vector<std::string> axes = batchAxes();
+  if (std::find(axes.begin(), axes.end(), "dp") == axes.end())
+    return {};
+  return {"dp"};
+}
+
+int64_t Plan::batchBlocks() const {
+  std::vector<std::string> axes = batchAxes();
+  return axes.empty() ? 1 : meshShardIndex(0, meshShape, meshAxes, axes).second;
+}
+
 std::vector<int> Plan::shardGroup(int rank, const std::vector<std::string> &axes) const {
   return meshGroup(rank, meshShape, meshDimsAlong(meshAxes, axes));
 }

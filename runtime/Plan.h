@@ -173,6 +173,11 @@ struct Plan {
   /// The mesh axes that split the batch (data parallelism; ZeRO shards over them too): the
   /// training metadata's "batch_axes", none in an inference plan.
   std::vector<std::string> batchAxes() const;
+  /// The axes ZeRO shards model states over: dp (2D / 2.5D tensor parallelism also split the
+  /// batch over tp_dep and tp_row, but those split weights as tensor parallelism does).
+  std::vector<std::string> zeroAxes() const;
+  /// How many blocks the batch axes cut the global batch into (1 without them).
+  int64_t batchBlocks() const;
   /// The name of the program of `phase`, or "" when the plan has none.
   std::string programOfPhase(ProgramPhase phase) const;
   /// Whether `rank` runs program `p`: it is named (or the program is for every rank) and sits at

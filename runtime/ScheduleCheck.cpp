@@ -17,8 +17,8 @@ const nlohmann::json &attrsOf(const StepDesc &step) {
   return step.attrs.is_object() ? step.attrs : empty;
 }
 
-const std::set<std::string> kCollectives = {"cpc.all_reduce", "cpc.all_gather", "cpc.reduce_scatter",
-                                            "cpc.all_to_all"};
+const std::set<std::string> kCollectives = {"cpc.all_reduce",    "cpc.all_gather",     "cpc.reduce_scatter",
+                                            "cpc.all_to_all",    "cpc.broadcast_from", "cpc.reduce_to"};
 
 std::string shapeText(const BufferDesc &b) {
   std::string s = std::string(dtypeName(b.dtype)) + "[";
@@ -32,6 +32,8 @@ std::string describeCollective(const Plan &plan, const StepDesc &step) {
   std::string s = step.op;
   if (attrsOf(step).contains("kind"))
     s += " " + attrsOf(step)["kind"].get<std::string>();
+  if (attrsOf(step).contains("root"))
+    s += " root " + std::to_string(attrsOf(step)["root"].get<int64_t>());
   for (int in : step.inputs)
     s += " " + shapeText(plan.buffers[in]);
   return s;

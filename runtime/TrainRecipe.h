@@ -31,7 +31,11 @@ struct TrainRecipe {
   int64_t stepsPerEpoch = 1;
   std::string lrSchedule = "constant"; // "constant" | "cosine"
   int64_t accumulation = 1;
-  int64_t tensorParallel = 1; // parallel.tensor.size (mode '1d')
+  int64_t tensorParallel = 1; // parallel.tensor.size
+  // parallel.tensor.mode: "1d" (Megatron; null too), "2d" (Optimus) or "2.5d" (Tesseract, with
+  // parallel.tensor.depth); empty when the config does not say.
+  std::string tensorMode;
+  int64_t tensorDepth = 0; // parallel.tensor.depth (0: not given)
   int64_t pipelineStages = 1; // parallel.pipeline
   // NUM_MICRO_BATCHES (Colossal's pipeline microbatches): cpc compile folds it into
   // `accumulation` (microbatches per update = gradient_accumulation x NUM_MICRO_BATCHES).

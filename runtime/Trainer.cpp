@@ -30,7 +30,7 @@ Trainer::Trainer(const Plan &plan, Executor &executor, int rank, Communicator *c
     throw RuntimeError("not a training plan (mode '" + plan.mode + "')");
   recipe_ = TrainRecipe::fromJson(plan.training.at("recipe"));
   microbatch_ = plan.training.at("microbatch");
-  dataParallel_ = plan.training.value("data_parallel", 1);
+  batchBlocks_ = plan.batchBlocks();
   for (const NamedBuffer &out : plan.outputs)
     lossScaling_ |= out.name == "overflow";
   // The mesh axes that split the batch: ranks that differ only along other axes (tensor
@@ -160,7 +160,7 @@ void Trainer::setBatchInput(const std::string &name, HostTensor global) {
   int64_t k = recipe_.accumulation;
   std::vector<int64_t> expected = b.shape, micro = b.shape;
   if (!expected.empty()) {
-    micro[0] *= dataParallel_;
+    micro[0] *= batchBlocks_;
     expected[0] = micro[0] * k;
   }
   if (global.dtype != b.dtype || global.shape != expected)
@@ -172,7 +172,7 @@ void Trainer::setBatchInput(const std::string &name, HostTensor global) {
   std::vector<HostTensor> slices;
   for (int64_t m = 0; m < k; ++m) {
     HostTensor s{b.dtype, b.shape, {}};
-    size_t begin = (m * dataParallel_ + batchIndex_) * localBytes;
+    size_t begin = (m * batchBlocks_ + batchIndex_) * localBytes;
     s.data.assign(global.data.begin() + begin, global.data.begin() + begin + localBytes);
     slices.push_back(std::move(s));
   }

@@ -64,9 +64,9 @@ private:
   Executor &exec_;
   TrainRecipe recipe_;
   int64_t microbatch_ = 0;   // samples per microbatch, all ranks together
-  int64_t dataParallel_ = 1; // ranks splitting each microbatch
+  int64_t batchBlocks_ = 1; // shares of each microbatch (dp x tp_dep x tp_row)
   int rank_ = 0;
-  int64_t batchIndex_ = 0;   // which of the dataParallel_ shares of a microbatch this rank reads
+  int64_t batchIndex_ = 0;   // which of the batchBlocks_ shares of a microbatch this rank reads
   Communicator *comm_ = nullptr;
   std::string gradProgram_;  // the program of phase train_step (one microbatch) or accumulate
   std::string applyProgram_; // the program of phase apply (with gradient accumulation)

@@ -816,6 +816,28 @@ LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) 
   return success();
 }
 
+/// A rooted collective (broadcast_from, reduce_to): one mesh axis, and a root on it.
+static LogicalResult verifyRooted(Operation *op, FlatSymbolRefAttr meshRef, ArrayAttr axes, int64_t root,
+                                  SymbolTableCollection &symbols) {
+  if (axes.size() != 1)
+    return op->emitOpError("takes exactly one mesh axis, got ") << axes.size();
+  FailureOr<int64_t> group = collectiveGroupSize(op, meshRef, axes, symbols);
+  if (failed(group))
+    return failure();
+  if (root < 0 || root >= *group)
+    return op->emitOpError("root ") << root << " is not a coordinate of axis " << axes[0] << " (size " << *group
+                                    << ")";
+  return success();
+}
+
+LogicalResult BroadcastFromOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyRooted(*this, getMeshAttr(), getAxes(), getRoot(), symbols);
+}
+
+LogicalResult ReduceToOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyRooted(*this, getMeshAttr(), getAxes(), getRoot(), symbols);
+}
+
 LogicalResult ShardSliceOp::verifySymbolUses(SymbolTableCollection &symbols) {
   ShardingAttr sharding = getSharding();
   FailureOr<MeshOp> mesh = lookupMesh(*this, sharding.getMesh(), symbols);

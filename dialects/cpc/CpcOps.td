@@ -591,6 +591,36 @@ def Cpc_ReduceScatterOp : Cpc_Op<"reduce_scatter", [DeclareOpInterfaceMethods<Sy
   }];
 }
 
+def Cpc_BroadcastFromOp : Cpc_Op<"broadcast_from", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Every rank of a group gets the value of the member at coordinate `root` along `axes`";
+  let description = [{
+    A collective over the ranks that differ only along the one mesh axis in `axes`: the member
+    whose coordinate on it is `root` sends its value, every member (the root too) returns it.
+    SUMMA's step t broadcasts block t of a row or column this way, so that no rank holds a whole
+    row of blocks. Not Pure: never reordered or dropped.
+    Example: `cpc.broadcast_from %x over @mesh ["tp_col"] root 1 : tensor<2x4xf32>`
+  }];
+  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes, I64Attr:$root);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$input `over` $mesh $axes `root` $root attr-dict `:` type($input)";
+}
+
+def Cpc_ReduceToOp : Cpc_Op<"reduce_to", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Sums a value over a group into the member at coordinate `root`; the others get zeros";
+  let description = [{
+    A collective over the ranks that differ only along the one mesh axis in `axes`: the member
+    whose coordinate on it is `root` returns the sum of every member's value, the others return
+    zeros, so that the results of one reduce_to per root add up to each rank's own sum (SUMMA's
+    input and weight gradients: q broadcasts and q reduces). Not Pure.
+    Example: `cpc.reduce_to %p over @mesh ["tp_col"] root 0 : tensor<2x4xf32>`
+  }];
+  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes, I64Attr:$root);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$input `over` $mesh $axes `root` $root attr-dict `:` type($input)";
+}
+
 def Cpc_SendOp : Cpc_Op<"send", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Sends a value to the rank at coordinate `peer` along mesh axis `axis` (pipeline stages)";
   let description = [{

@@ -111,6 +111,8 @@ with tempdir() as work:
                  ({"TOTAL_BATCH_SIZE": 8}, "key 'TOTAL_BATCH_SIZE'"), ({"BETAS": [0.9]}, "key 'BETAS'"),
                  ({"lr_schedule": "step"}, "key 'lr_schedule'"), ({"frozen": ["("]}, "key 'frozen'"),
                  ({"parallel": {"tensor": {"size": 2, "mode": "2d"}}}, "key 'parallel.tensor.mode'"),
+                 ({"parallel": {"tensor": {"size": 4, "mode": "3d"}}}, "key 'parallel.tensor.mode'"),
+                 ({"parallel": {"tensor": {"size": 8, "mode": "2.5d", "depth": 3}}}, "key 'parallel.tensor.mode'"),
                  ({"parallel": {"tensor": {"size": 0}}}, "key 'parallel.tensor.size'")]
         for i, (changes, needle) in enumerate(cases):
             cfg = write_config(work, "bad%d" % i, **changes)

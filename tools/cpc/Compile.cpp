@@ -52,6 +52,12 @@ Options:
                              parallel.tensor.size): MLPs split column- then row-parallel. The mesh
                              is dp x tp, rank = dp index * N + tp index (a dp group's tp ranks are
                              neighbours); the tp ranks of one dp group read the same samples
+  --tp-mode 1d|2d|2.5d       Tensor-parallel layout (or the config's parallel.tensor.mode): 1d is
+                             Megatron's; 2d (Optimus, --tp q*q) splits activations [b/q, s, h/q]
+                             and weights [in/q, out/q] over a q x q grid (mesh dp x tp_row x
+                             tp_col) and multiplies by SUMMA; 2.5d (Tesseract, --tp d*q*q) adds a
+                             depth axis tp_dep that splits the batch, weights replicated over it
+  --tp-depth D               2.5d: the depth d (or parallel.tensor.depth)
   --sp                       Sequence parallelism with --tp: LayerNorm and residual regions split along
                              the sequence over tp; each block's all-reduces become all-gather +
                              reduce-scatter
@@ -75,6 +81,56 @@ Options:
   --debug-unchecked          Write the plan even if the no-hang check fails (to test cpc-run's)
   --no-inplace               Never let an op write its result over an input
 )";
+
+/// The tensor-parallel mode and depth from the flags, else the config; checks that tp fits the
+/// mode (2d: q*q, 2.5d: depth*q*q with q >= 2) in one line naming the flags or the config's
+/// keys. Returns q (1 for 1d).
+int64_t resolveTensorMode(std::string &mode, int64_t &depth, int64_t tp, bool tpFromFlag, const TrainRecipe &recipe,
+                          const std::string &configPath) {
+  if (!mode.empty() && !recipe.tensorMode.empty() && mode != recipe.tensorMode)
+    throw UsageError("--tp-mode " + mode + " disagrees with parallel.tensor.mode " + recipe.tensorMode + " in " +
+                     configPath);
+  if (depth > 0 && recipe.tensorDepth > 0 && depth != recipe.tensorDepth)
+    throw UsageError("--tp-depth " + std::to_string(depth) + " disagrees with parallel.tensor.depth " +
+                     std::to_string(recipe.tensorDepth) + " in " + configPath);
+  bool modeFromFlag = !mode.empty(), depthFromFlag = depth > 0;
+  if (mode.empty())
+    mode = recipe.tensorMode.empty() ? "1d" : recipe.tensorMode;
+  if (depth == 0)
+    depth = recipe.tensorDepth;
+  // Where a problem is: the flag, or the config's key.
+  auto where = [&](bool fromFlag, const std::string &flag, const std::string &key) {
+    return fromFlag ? flag : configPath + ": key '" + key + "'";
+  };
+  if (depth > 0 && mode != "2.5d")
+    throw UsageError(where(depthFromFlag, "--tp-depth", "parallel.tensor.depth") +
+                     ": a depth belongs to the 2.5d mode, not to " + mode);
+  if (mode == "1d")
+    return 1;
+  std::string modeAt = where(modeFromFlag, "--tp-mode " + mode, "parallel.tensor.mode");
+  if (mode == "2.5d" && depth == 0)
+    throw UsageError(modeAt + ": 2.5d needs a depth (--tp-depth D or parallel.tensor.depth)");
+  int64_t d = std::max<int64_t>(depth, 1), q = 1;
+  while ((q + 1) * (q + 1) * d <= tp)
+    ++q;
+  if (q < 2 || q * q * d != tp)
+    throw UsageError(modeAt + ": " + mode + " needs " + (tpFromFlag ? "--tp" : "parallel.tensor.size") + " = " +
+                     (mode == "2d" ? "q*q" : std::to_string(d) + "*q*q") + " with q >= 2 (" +
+                     (mode == "2d" ? "4, 9, 16" : std::to_string(4 * d) + ", " + std::to_string(9 * d)) +
+                     ", ...), got " + std::to_string(tp));
+  depth = d;
+  return q;
+}
+
+/// The mesh axes the plan's batch is split over (as cpc-data-parallel seeded them).
+std::vector<std::string> batchAxesOf(mlir::ModuleOp module) {
+  std::vector<std::string> axes;
+  if (auto mesh = module.lookupSymbol<MeshOp>("mesh"))
+    for (llvm::StringRef a : {"dp", "tp_dep", "tp_row"})
+      if (mesh.getAxisSize(a) > 1)
+        axes.push_back(a.str());
+  return axes;
+}
 
 /// The value of a --dp/--tp flag: a number of ranks in [1, 4096].
 int64_t parseRanks(const std::string &flag, const std::string &v) {
@@ -311,6 +367,8 @@ void printStageTable(mlir::ModuleOp module, const PipelineSchedule &schedule) {
 int runCompile(int argc, char **argv) {
   std::string input, output, mode, configPath;
   int64_t dataParallel = 1, tensorParallel = 0; // 0: from the config
+  std::string tensorMode;                        // empty: from the config
+  int64_t tensorDepth = 0;                       // 0: from the config
   int64_t pipelineStages = 0, microbatches = 0, virtualStages = 0;
   std::string scheduleName = "1f1b", debugSchedule, pipelineSplit, precision;
   std::vector<std::string> shardRules;
@@ -346,6 +404,14 @@ int runCompile(int argc, char **argv) {
       dataParallel = parseRanks("--dp", takeValue(argc, argv, i));
     } else if (arg == "--tp") {
       tensorParallel = parseRanks("--tp", takeValue(argc, argv, i));
+    } else if (arg == "--tp-mode") {
+      tensorMode = takeValue(argc, argv, i);
+      if (tensorMode == "3d")
+        throw UsageError("--tp-mode 3d is not available yet (1d, 2d and 2.5d are)");
+      if (tensorMode != "1d" && tensorMode != "2d" && tensorMode != "2.5d")
+        throw UsageError("--tp-mode expects 1d, 2d or 2.5d, got '" + tensorMode + "'");
+    } else if (arg == "--tp-depth") {
+      tensorDepth = parseRanks("--tp-depth", takeValue(argc, argv, i));
     } else if (arg == "--pp") {
       pipelineStages = parseRanks("--pp", takeValue(argc, argv, i));
     } else if (arg == "--microbatches") {
@@ -446,8 +512,15 @@ int runCompile(int argc, char **argv) {
     if (tensorParallel > 0 && recipe.tensorParallel > 1 && tensorParallel != recipe.tensorParallel)
       throw UsageError("--tp " + std::to_string(tensorParallel) + " disagrees with parallel.tensor.size " +
                        std::to_string(recipe.tensorParallel) + " in " + configPath);
+    bool tpFromFlag = tensorParallel > 0;
     if (tensorParallel == 0)
       tensorParallel = recipe.tensorParallel;
+    int64_t columns = resolveTensorMode(tensorMode, tensorDepth, tensorParallel, tpFromFlag, recipe, configPath);
+    if (tensorMode != "1d" && microbatch % (dataParallel * tensorDepth * columns)) // split over dp x depth x q
+      throw UsageError("--tp-mode " + tensorMode + " splits each microbatch over " +
+                       std::to_string(dataParallel * tensorDepth * columns) +
+                       " rows of ranks (dp x depth x q), which do not divide its " + std::to_string(microbatch) +
+                       " samples");
     if (pipelineStages > 0 && recipe.pipelineStages > 1 && pipelineStages != recipe.pipelineStages)
       throw UsageError("--pp " + std::to_string(pipelineStages) + " disagrees with parallel.pipeline " +
                        std::to_string(recipe.pipelineStages) + " in " + configPath);
@@ -471,6 +544,8 @@ int runCompile(int argc, char **argv) {
     TrainingPipelineOptions pipeline;
     setPipelineOptions(pipeline, recipe, dataParallel, zeroStage);
     pipeline.tensorParallel = tensorParallel;
+    pipeline.tensorParallelMode = tensorMode;
+    pipeline.tensorParallelDepth = tensorDepth;
     std::vector<std::string> rules = recipe.shardRules; // the config's policy first: --shard overrides it
     rules.insert(rules.end(), shardRules.begin(), shardRules.end());
     for (std::string &rule : rules) // the pipeline's lists split at commas: SPEC dims go as ':'
@@ -479,6 +554,8 @@ int runCompile(int argc, char **argv) {
     if (sequenceParallel && recipe.accumulation > 1)
       throw UsageError("--sp with gradient accumulation or pipeline microbatches is not available yet (the "
                        "gradient accumulators would be split two ways); use --sp with one microbatch per step");
+    if (sequenceParallel && tensorMode != "1d")
+      throw UsageError("--sp is Megatron's sequence parallelism: use it with --tp-mode 1d");
     if (sequenceParallel && tensorParallel < 2)
       throw UsageError("--sp splits the sequence over the tensor-parallel ranks: use it with --tp N (N > 1)");
     pipeline.sequenceParallel = sequenceParallel;
@@ -499,7 +576,9 @@ int runCompile(int argc, char **argv) {
         planOptions.functions.push_back(func.getSymName().str());
     training = {{"recipe", recipe.toJson()}, {"microbatch", microbatch}, {"programs", planOptions.functions},
                 {"data_parallel", dataParallel}, {"tensor_parallel", tensorParallel}, {"zero", zeroStage},
-                {"batch_axes", dataParallel > 1 ? std::vector<std::string>{"dp"} : std::vector<std::string>{}}};
+                {"batch_axes", batchAxesOf(*model.module)}};
+    if (tensorMode != "1d")
+      training["tensor_mode"] = tensorMode;
     if (schedule) {
       training["pipeline"] = schedule->toJson();
       printStageTable(*model.module, *schedule);
@@ -509,8 +588,8 @@ int runCompile(int argc, char **argv) {
     throw UsageError("--dp applies to training plans (--mode train)");
   } else if (pipelineStages > 1 || microbatches > 0) {
     throw UsageError("--pp and --microbatches apply to training plans (--mode train)");
-  } else if (tensorParallel > 1 || !shardRules.empty() || sequenceParallel) {
-    throw UsageError("--tp, --sp and --shard apply to training plans (--mode train)");
+  } else if (tensorParallel > 1 || !shardRules.empty() || sequenceParallel || !tensorMode.empty() || tensorDepth) {
+    throw UsageError("--tp, --tp-mode, --tp-depth, --sp and --shard apply to training plans (--mode train)");
   } else if (zeroStage > 0) {
     throw UsageError("--zero applies to training plans (--mode train)");
   } else if (!precision.empty() && precision != "fp32") {

@@ -110,7 +110,7 @@ int runInspect(int argc, char **argv) {
     bufferCounts[b.aliasOf >= 0 ? "view" : bufferKindName(b.kind)]++;
   // Parameters stored as blocks: over the batch (data-parallel) axes (ZeRO-3), over others
   // (tensor parallelism); one may be both.
-  std::vector<std::string> batchAxes = plan.batchAxes();
+  std::vector<std::string> batchAxes = plan.zeroAxes();
   int64_t trainable = 0, overBatch = 0, overModel = 0, parameterCount = 0;
   for (const auto &b : plan.buffers)
     if (b.kind == BufferKind::Parameter && b.aliasOf < 0) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
 
@@ -144,7 +145,8 @@ TEST(Float16Kernels, InPlaceElementwiseAndRandom) {
 
 // Tests the panelled 16-bit matmul on the layouts the plans use: batched with a broadcast rhs
 // (more rows than a panel), transposed operands, a batched rhs: each equal to the f32 matmul of
-// the widened operands, rounded once.
+// the widened operands, rounded once, within one unit in the last place (OpenBLAS sums a panel
+// and the whole matrix in different orders where it has small-matrix kernels, e.g. on AVX-512).
 TEST(Float16Kernels, MatmulPanelsEveryLayout) {
   struct Case {
     std::vector<int64_t> a, b, c;
@@ -163,7 +165,11 @@ TEST(Float16Kernels, MatmulPanelsEveryLayout) {
       auto af = from16(t, a), bf = from16(t, b);
       std::vector<float> cf(c.size());
       run("cpc.matmul", {ref(af, k.a), ref(bf, k.b)}, {ref(cf, k.c)}, attrs);
-      EXPECT_EQ(c, to16(t, cf)) << dtypeName(t) << " " << shapeString(k.a) << " x " << shapeString(k.b);
+      std::vector<uint16_t> want = to16(t, cf);
+      int64_t off = 0;
+      for (size_t i = 0; i < c.size(); ++i) // same sign, adjacent bit patterns: neighbouring values
+        off += (c[i] >> 15) != (want[i] >> 15) || std::abs(int(c[i]) - int(want[i])) > 1;
+      EXPECT_EQ(off, 0) << dtypeName(t) << " " << shapeString(k.a) << " x " << shapeString(k.b);
     }
 }
 

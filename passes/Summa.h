@@ -1,0 +1,32 @@
+//===- Summa.h - the 2D (SUMMA) partitioning strategy of a matmul ---------===//
+#ifndef CPC_PASSES_SUMMA_H
+#define CPC_PASSES_SUMMA_H
+
+#include "passes/Sharding.h"
+
+namespace cpc {
+
+/// What cpc-partition lends a matmul strategy: the layouts it tracks and its resharding.
+struct PartitionHooks {
+  /// The partitioned layout of a value (operands are partitioned already).
+  llvm::function_ref<Layout(mlir::Value)> current;
+  /// The layout propagation gave a value (global).
+  llvm::function_ref<Layout(mlir::Value)> propagated;
+  /// `v` laid out as `want` (dims) for `user`, built before it.
+  llvm::function_ref<mlir::FailureOr<mlir::Value>(mlir::Value v, const Layout &want, mlir::Operation *user)> reshard;
+  /// Records the partitioned layout of a value the strategy made.
+  llvm::function_ref<void(mlir::Value, const Layout &)> setCurrent;
+};
+
+/// Whether `mesh` has the 2D tensor-parallel axes (tp_row x tp_col, both of one size q > 1).
+bool hasSummaAxes(const Mesh &mesh);
+
+/// Partitions `op` as SUMMA (Summa.cpp) when its operands are split over the 2D tensor-parallel
+/// axes, one per matrix dim: builds the q steps of broadcasts (and reduces) and local matmuls
+/// before `op` and returns their sum, whose layout it records (the caller replaces and erases
+/// `op`). A null value when the strategy does not apply.
+mlir::FailureOr<mlir::Value> partitionSumma(MatMulOp op, const Mesh &mesh, const PartitionHooks &hooks);
+
+} // namespace cpc
+
+#endif

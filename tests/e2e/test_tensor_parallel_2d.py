@@ -1,0 +1,136 @@
+"""2D and 2.5D tensor parallelism (Colossal-AI's Optimus and Tesseract layouts) on MAE-tiny
+(examples/mae, exported by torch.onnx.export): the tp ranks form a q x q grid (tp_row x tp_col,
+and a depth axis tp_dep for 2.5D); activations are [b/q (row), s, h/q (column)] (the batch also
+split over depth and dp), every Linear's weight [in/q (row), out/q (column)], its bias over the
+columns, and every Linear matmul, forward and backward, is computed by SUMMA: q broadcasts of
+one block along a row and a column of ranks (and q reduces of the gradients' blocks), never a
+whole row of blocks on one rank. LayerNorm statistics are all-reduced over the columns.
+
+Checked as a user would, 20 steps with the learning rate and clip of the other tensor-parallel
+tests (the clip engages on most steps): 2D q=2 (4 ranks), 2.5D q=2 d=2 (8 ranks) and dp2 x 2D
+(8 ranks) equal one rank (loss and grad_norm per step within 1e-5 relative, final parameters
+within 1e-5); the SUMMA traffic per step equals 3 (q-1) sum over Linears of (input block +
+weight block) bytes (forward: input and weight broadcast; input gradient: weight broadcast,
+result reduced; weight gradient: input broadcast, result reduced); each Linear weight is stored
+as a [in/q, out/q] block; the config's parallel.tensor {mode, size, depth} gives the flags'
+plan byte for byte; bad flags and keys give one line and exit 1.
+"""
+import json
+import os
+
+import numpy as np
+
+from cpctest import (compare_training, train_plan, Results, export_mae, run, tempdir, tool, MAE_CLIP, MAE_RECIPE,
+                     MPI_ENV)
+
+results = Results()
+STEPS = 20
+BATCH = 8
+# MAE-tiny's Linears: (input features, output features, tokens). Encoder: 2 blocks of width 64
+# over 5 tokens (qkv, proj, fc1, fc2); decoder embedding 64 -> 32; 1 decoder block of width 32
+# over 17 tokens; the prediction head 32 -> 8*8*3.
+LINEARS = (2 * [(64, 192, 5), (64, 64, 5), (64, 256, 5), (256, 64, 5)] + [(64, 32, 5)] +
+           [(32, 96, 17), (32, 32, 17), (32, 128, 17), (128, 32, 17), (32, 192, 17)])
+
+
+def summa_bytes(q, batch_blocks):
+    """Bytes one rank sends per step in SUMMA's broadcasts and reduces: per Linear, q - 1 of the
+    q blocks of each of: the input and the weight (forward), the weight and the input gradient
+    (backward), the input and the weight gradient (backward); an input block is
+    [b / batch_blocks, s, in / q], a weight block [in / q, out / q], f32."""
+    total = 0
+    for fin, fout, tokens in LINEARS:
+        x = BATCH // batch_blocks * tokens * fin // q * 4
+        w = fin // q * fout // q * 4
+        total += 3 * (q - 1) * (x + w)
+    return total
+
+
+with tempdir() as work:
+    os.environ.update(MPI_ENV)
+    model = export_mae("tiny", 17, work, extra=["--batch", str(BATCH)])
+    rng = np.random.default_rng(0)
+    data = {"imgs": os.path.join(work, "imgs.npy"), "noise": os.path.join(work, "noise.npy")}
+    np.save(data["imgs"], rng.standard_normal((BATCH, 3, 32, 32)).astype(np.float32))
+    np.save(data["noise"], rng.random((BATCH, 16)).astype(np.float32))
+
+    def compile_plan(name, flags, recipe=MAE_RECIPE):
+        config = os.path.join(work, name + ".json")
+        with open(config, "w") as f:
+            json.dump(recipe, f)
+        plan = os.path.join(work, name + ".plan")
+        run([tool("cpc"), "compile", model, "--config", config, "-o", plan, *flags])
+        return plan
+
+    def train(name, flags, recipe=MAE_RECIPE):
+        return train_plan(compile_plan(name, flags, recipe), STEPS, data, os.path.join(work, name))
+
+    single, single_params, _ = train("one", [])
+
+    def one_rank():
+        clipped = sum(1 for m in single if m["grad_norm"] > MAE_CLIP)
+        assert single[-1]["loss"] < single[0]["loss"], "the loss did not fall"
+        assert clipped >= STEPS // 2, "the clip engaged on %d of %d steps" % (clipped, STEPS)
+        print("   one rank: loss %.4f -> %.4f, clip engaged on %d of %d steps" % (
+            single[0]["loss"], single[-1]["loss"], clipped, STEPS))
+
+    results.check("one rank: the loss falls and the clip engages", one_rank)
+
+    def layout(name, flags, q, batch_blocks):
+        def check():
+            ours, params, summary = train(name, flags)
+            worst, worst_norm = compare_training(ours, single, params, single_params, STEPS)
+            comm = ours[-1]["comm"]
+            sent = comm["broadcast_from"]["bytes"] + comm["reduce_to"]["bytes"]
+            assert sent == summa_bytes(q, batch_blocks), "SUMMA sent %d B per step, the formula says %d B" % (
+                sent, summa_bytes(q, batch_blocks))
+            # Per Linear: q broadcasts of each operand forward, q of one operand in each gradient.
+            assert comm["broadcast_from"]["calls"] == 4 * q * len(LINEARS), comm["broadcast_from"]
+            assert comm["reduce_to"]["calls"] == 2 * q * len(LINEARS), comm["reduce_to"]
+            weights = [b for b in summary["buffers"] if b["kind"] == "parameter" and len(b.get("global_shape", [])) == 2]
+            assert len(weights) == len(LINEARS), "%d Linear weights stored as blocks" % len(weights)
+            for b in weights:
+                assert b["shape"] == [n // q for n in b["global_shape"]], "%s: block %s of %s" % (
+                    b["name"], b["shape"], b["global_shape"])
+                assert sorted(sum(b["shard_dims"], [])) == ["tp_col", "tp_row"], b["shard_dims"]
+            print("   %s: worst per-step difference loss %.2e grad_norm %.2e; SUMMA %d broadcasts + %d reduces, "
+                  "%d B per step (= 3(q-1) sum(x + w)); all-reduces %d calls %d B" % (
+                      name, worst, worst_norm, comm["broadcast_from"]["calls"], comm["reduce_to"]["calls"], sent,
+                      comm["all_reduce"]["calls"], comm["all_reduce"]["bytes"]))
+        return check
+
+    results.check("2D q=2 (4 ranks) equals one rank, SUMMA traffic as the formula",
+                  layout("2d", ["--tp", "4", "--tp-mode", "2d"], 2, 2))
+    results.check("2.5D q=2 d=2 (8 ranks) equals one rank",
+                  layout("2.5d", ["--tp", "8", "--tp-mode", "2.5d", "--tp-depth", "2"], 2, 4))
+    results.check("dp2 x 2D q=2 (8 ranks) equals one rank",
+                  layout("dp2-2d", ["--dp", "2", "--tp", "4", "--tp-mode", "2d"], 2, 4))
+
+    def config_equals_flags():
+        for name, flags, tensor in [("2d", ["--tp", "4", "--tp-mode", "2d"], {"mode": "2d", "size": 4}),
+                                    ("2.5d", ["--tp", "8", "--tp-mode", "2.5d", "--tp-depth", "2"],
+                                     {"mode": "2.5d", "size": 8, "depth": 2})]:
+            by_flags = compile_plan("flags-" + name, flags)
+            by_config = compile_plan("config-" + name, [], dict(MAE_RECIPE, parallel={"tensor": tensor}))
+            with open(by_flags, "rb") as a, open(by_config, "rb") as b:
+                assert a.read() == b.read(), "parallel.tensor %s does not give the plan of %s" % (tensor, flags)
+
+    results.check("the config's parallel.tensor mode/size/depth give the flags' plan", config_equals_flags)
+
+    def bad_flags():
+        for flags, needle in [(["--tp", "6", "--tp-mode", "2d"], "--tp-mode 2d: 2d needs --tp = q*q"),
+                              (["--tp", "4", "--tp-mode", "3d"], "--tp-mode 3d is not available yet"),
+                              (["--tp", "4", "--tp-mode", "4d"], "--tp-mode expects 1d, 2d or 2.5d"),
+                              (["--tp", "8", "--tp-mode", "2.5d"], "2.5d needs a depth"),
+                              (["--tp", "8", "--tp-mode", "2.5d", "--tp-depth", "3"], "needs --tp = 3*q*q"),
+                              (["--tp", "4", "--tp-depth", "2"], "--tp-depth: a depth belongs to the 2.5d mode"),
+                              (["--tp", "4", "--tp-mode", "2d", "--sp"], "--sp is Megatron's"),
+                              (["--tp", "9", "--tp-mode", "2d"], "do not divide its 8 samples")]:
+            out = run([tool("cpc"), "compile", model, "-o", os.path.join(work, "bad.plan"), *flags], check=False)
+            lines = out.stderr.strip().splitlines()
+            assert out.returncode == 1 and len(lines) == 1 and needle in lines[0], "%s: exit %d, %r" % (
+                flags, out.returncode, out.stderr)
+            print("   %s: %s" % (" ".join(flags), lines[0]))
+
+    results.check("bad 2D flags give one clear line and exit 1", bad_flags)
+results.finish()

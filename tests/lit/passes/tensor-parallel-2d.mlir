@@ -1,0 +1,39 @@
+// RUN: cpc-opt %s -split-input-file -verify-diagnostics --cpc-tensor-parallel="tp=4 mode=2d" | FileCheck %s
+// RUN: cpc-opt %s -split-input-file --cpc-tensor-parallel="tp=8 mode=2.5d depth=2" 2>/dev/null | FileCheck %s --check-prefix=DEPTH
+
+// Tests 2D tensor parallelism's seeds (Optimus, q = 2): the mesh is dp x tp_row x tp_col, every
+// Linear's weight is split [in over tp_row, out over tp_col] (torch's [out, in] and the
+// pre-transposed [in, out] alike), its bias over tp_col, and its result [batch over tp_row, ...,
+// out over tp_col]; a weight read again by a later matmul (its gradient's) keeps the first
+// placement. With 2.5d the mesh has the depth axis and the batch is split over tp_dep x tp_row.
+// CHECK: cpc.mesh @mesh shape = [1, 2, 2] axes = ["dp", "tp_row", "tp_col"]
+// CHECK-LABEL: func.func @mlp
+// CHECK: cpc.parameter "fc1.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_col"], ["tp_row"]], priority = 1>]} : tensor<16x8xf32>
+// CHECK: cpc.parameter "fc1.bias" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_col"]], priority = 1>]} : tensor<16xf32>
+// CHECK: cpc.parameter "fc2.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_row"], ["tp_col"]], priority = 1>]} : tensor<16x8xf32>
+// CHECK: cpc.matmul {{.*}}cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_row"], [], ["tp_col"]], priority = 1>]
+// CHECK: cpc.matmul {{.*}}cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_row"], [], ["tp_col"]], priority = 1>]
+// CHECK: cpc.matmul %{{[0-9]+}}, %{{[0-9]+}} {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+// DEPTH: cpc.mesh @mesh shape = [1, 2, 2, 2] axes = ["dp", "tp_dep", "tp_row", "tp_col"]
+// DEPTH: cpc.parameter "fc1.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_col"], ["tp_row"]], priority = 1>]}
+func.func @mlp(%x: tensor<2x4x8xf32>) -> tensor<2x4x16xf32> attributes {cpc.phase = #cpc.phase<train_step>} {
+  %w1 = cpc.parameter "fc1.weight" trainable : tensor<16x8xf32>
+  %b1 = cpc.parameter "fc1.bias" trainable : tensor<16xf32>
+  %w2 = cpc.parameter "fc2.weight" trainable : tensor<16x8xf32>
+  %h = cpc.matmul %x, %w1 {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %hb = cpc.add %b1, %h : (tensor<16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %a = cpc.gelu %hb : tensor<2x4x16xf32>
+  %y = cpc.matmul %a, %w2 : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %g = cpc.matmul %y, %w2 {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  return %g : tensor<2x4x16xf32>
+}
+
+// -----
+
+// Tests that a Linear whose weight does not split into q x q blocks stays replicated, with a note.
+func.func @odd(%x: tensor<2x4x8xf32>) -> tensor<2x4x5xf32> attributes {cpc.phase = #cpc.phase<train_step>} {
+  %w = cpc.parameter "head.weight" trainable : tensor<5x8xf32>
+  // expected-remark @+1 {{the Linear of 'head.weight' stays replicated: its 8x5 weight does not split into 2x2 blocks}}
+  %y = cpc.matmul %x, %w {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<5x8xf32>) -> tensor<2x4x5xf32>
+  return %y : tensor<2x4x5xf32>
+}
