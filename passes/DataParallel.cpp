@@ -37,13 +37,28 @@ void seedBatch(func::FuncOp func, const Mesh &mesh) {
     l.dims[0] = batch;
     func.setArgAttr(arg.getArgNumber(), kArgShardingAttr, l.toAttr(mesh.ref()));
   }
-  // Gradient accumulators hold each rank's sum of its microbatches' gradients: partial over dp.
+  // Gradient accumulators hold each rank's sum of its microbatches' gradients: partial over the
+  // batch axes, but for tp_row, over which SUMMA's weight gradients come out split, not partial
+  // (the gradients that are partial over it, of biases and norms, are summed over it per microbatch).
+  MeshAxes partial = batch;
+  llvm::erase_if(partial, [](const std::string &a) { return a == kTpRowAxis; });
+  if (partial.empty())
+    return;
   func.walk([&](StateOp state) {
     if (state.getRole() != StateRole::GradAccumulator)
       return;
     Layout l = Layout::whole(state.getType().getRank());
-    l.partial = batch;
+    l.partial = partial;
     state->setAttr(kResultShardingsAttr, ArrayAttr::get(func.getContext(), {l.toAttr(mesh.ref())}));
+  });
+}
+
+/// States that an earlier function laid out get that layout here (a seed propagation keeps).
+void seedStates(func::FuncOp func, const llvm::StringMap<ShardingAttr> &layouts) {
+  func.walk([&](StateOp state) {
+    auto it = layouts.find(state.getName());
+    if (it != layouts.end())
+      state->setAttr(kResultShardingsAttr, ArrayAttr::get(func.getContext(), {it->second}));
   });
 }
 
@@ -63,10 +78,20 @@ struct CpcDataParallelPass : cpc::impl::CpcDataParallelBase<CpcDataParallelPass>
         functionsOrPhases(module, funcs, {Phase::TrainStep, Phase::Accumulate, Phase::Apply});
     if (failed(targets))
       return signalPassFailure();
+    // A state read by several functions (a gradient accumulator: written by @accumulate, read
+    // by @apply) is laid out in all of them as propagation laid it out in the first.
+    llvm::StringMap<ShardingAttr> stateLayouts;
     for (func::FuncOp func : *targets) {
       if (!batchAxes(mesh).empty()) // with none (1D tensor parallelism alone) only propagation and partitioning run
         seedBatch(func, mesh);
-      if (failed(propagateShardings(func, mesh)) || failed(partitionFunction(func, mesh)))
+      seedStates(func, stateLayouts);
+      if (failed(propagateShardings(func, mesh)))
+        return signalPassFailure();
+      func.walk([&](StateOp state) {
+        if (auto list = state->getAttrOfType<ArrayAttr>(kResultShardingsAttr))
+          stateLayouts.try_emplace(state.getName(), llvm::cast<ShardingAttr>(list[0]));
+      });
+      if (failed(partitionFunction(func, mesh)))
         return signalPassFailure();
     }
   }

@@ -511,18 +511,54 @@ private:
     OpOperand &use = assign->getOpOperand(0);
     auto it = variableLayouts_.find(assign.getName());
     Layout want = it != variableLayouts_.end() ? it->second : Layout::whole(tensorType(use.get()).getRank());
-    bool keepPartial = isAccumulator(assign.getName()) && currentOf(use.get()).partial == want.partial &&
-                       currentOf(use.get()).reduction == want.reduction;
-    if (!keepPartial && !currentOf(use.get()).partial.empty())
+    bool accumulates = isAccumulator(assign.getName()) && !want.partial.empty() &&
+                       want.reduction == ReductionKind::Sum && currentOf(use.get()).reduction == ReductionKind::Sum;
+    if (accumulates)
+      use.set(partialOver(use.get(), want.partial, assign));
+    else if (!currentOf(use.get()).partial.empty())
       use.set(reduced(use.get(), assign));
     FailureOr<Value> v = resharded(use.get(), want, assign, 0);
     if (failed(v))
       return failure();
     use.set(*v);
+    if (accumulates && currentOf(use.get()).partial != want.partial) // a slice summed it first
+      use.set(partialOver(use.get(), want.partial, assign));
     if (currentOf(use.get()).dims != want.dims)
       return assign.emitError("cannot lay out the value as its variable: ") << currentOf(use.get()).describe()
                                                                            << " vs " << want.describe();
     return success();
+  }
+
+  /// Partial sum `v` as a partial sum over exactly `axes` (what a gradient accumulator holds):
+  /// summed over the partial axes it has beyond them, and where it is whole over some of them
+  /// (already summed there, or never split), scaled by 1/their size so that the ranks' values
+  /// still add up to it once.
+  Value partialOver(Value v, const MeshAxes &axes, Operation *before) {
+    Layout l = currentOf(v);
+    MeshAxes extra, missing;
+    for (const std::string &a : l.partial)
+      if (!llvm::is_contained(axes, a))
+        extra.push_back(a);
+    for (const std::string &a : axes)
+      if (!llvm::is_contained(l.partial, a))
+        missing.push_back(a);
+    b_.setInsertionPoint(before);
+    if (!extra.empty()) {
+      v = b_.create<AllReduceOp>(before->getLoc(), ValueRange{v}, mesh_.ref(),
+                                 b_.getStrArrayAttr(SmallVector<StringRef>(extra.begin(), extra.end())))
+              .getResult(0);
+      llvm::erase_if(l.partial, [&](const std::string &a) { return llvm::is_contained(extra, a); });
+    }
+    if (!missing.empty()) {
+      Type et = tensorType(v).getElementType();
+      Value inverse = b_.create<ConstantOp>(before->getLoc(), DenseElementsAttr::get(RankedTensorType::get({}, et),
+                                                                 b_.getFloatAttr(et, 1.0 / mesh_.parts(missing))));
+      v = b_.create<MulOp>(before->getLoc(), v, inverse);
+    }
+    l.partial = axes;
+    l.reduction = ReductionKind::Sum;
+    current_[v] = l;
+    return v;
   }
 
   /// cpc.shard: its input laid out as the annotation says (reduced, gathered or sliced); the op

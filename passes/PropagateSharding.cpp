@@ -12,6 +12,7 @@
 //
 #include "passes/Passes.h"
 #include "passes/Sharding.h"
+#include "passes/Summa.h"
 
 #include <set>
 
@@ -29,7 +30,7 @@ RankedTensorType tensorType(Value v) { return llvm::cast<RankedTensorType>(v.get
 
 class Propagator {
 public:
-  Propagator(func::FuncOp func, const Mesh &mesh) : func_(func), mesh_(mesh) {}
+  Propagator(func::FuncOp func, const Mesh &mesh) : func_(func), mesh_(mesh), summaMesh_(hasSummaAxes(mesh)) {}
 
   LogicalResult run() {
     if (failed(readSeeds()))
@@ -44,6 +45,8 @@ public:
         if (s.priority == tier) {
           layouts_[s.value] = s.layout;
           seeds_.insert(s.value);
+          if (s.layout.isSplit())
+            splitSeeds_.insert(s.value);
         }
       propagateSplits();
     }
@@ -90,8 +93,8 @@ private:
   /// are split alike and each rank stores its block.
   bool fixed(Value v) const {
     bool state = !llvm::isa<BlockArgument>(v) && llvm::isa<StateOp>(v.getDefiningOp());
-    if (seeds_.count(v))
-      return !state || layouts_.lookup(v).isSplit();
+    if (seeds_.count(v)) // (a state seeded only partial takes splits until its dims are all set)
+      return !state || splitSeeds_.count(v);
     if (llvm::isa<BlockArgument>(v))
       return true;
     return !state && llvm::isa<ParameterOp>(v.getDefiningOp());
@@ -143,6 +146,33 @@ private:
     return changed;
   }
 
+  /// Splits the whole dims of `v` as `want` does where its axes are free (a result whose layout
+  /// a partitioning strategy decides).
+  bool refineTo(Value v, const Layout &want) {
+    if (fixed(v))
+      return false;
+    Layout l = layoutOf(v);
+    bool changed = false;
+    for (size_t d = 0; d < l.dims.size(); ++d)
+      if (l.dims[d].empty() && !want.dims[d].empty() &&
+          llvm::none_of(want.dims[d], [&](const std::string &a) { return l.uses(a); })) {
+        l.dims[d] = want.dims[d];
+        changed = true;
+      }
+    if (changed)
+      layouts_[v] = l;
+    return changed;
+  }
+
+  /// A matmul that SUMMA partitions (its rhs split over the 2D axes): its result's layout is
+  /// SUMMA's once the lhs is laid out too, never the factor rule's. Null when it is not one.
+  std::optional<std::optional<Layout>> summaLayout(Operation *op) {
+    auto mm = llvm::dyn_cast<MatMulOp>(op);
+    if (!mm || !summaMesh_ || !hasSummaRhs(mm, mesh_, layoutOf(mm.getRhs())))
+      return std::nullopt;
+    return summaResultLayout(mm, mesh_, layoutOf(mm.getLhs()), layoutOf(mm.getRhs()), layoutOf(mm.getResult()));
+  }
+
   /// Assigns layouts from the factors of each op's rule, forward and backward in program order
   /// (which decides ties within a tier), until nothing changes. Splits are only ever added, so
   /// this ends.
@@ -157,6 +187,11 @@ private:
     while (changed) {
       changed = false;
       auto visit = [&](Operation *op, const ShardingRule &rule) {
+        if (std::optional<std::optional<Layout>> summa = summaLayout(op)) {
+          if (*summa)
+            changed |= refineTo(op->getResult(0), **summa);
+          return;
+        }
         FactorAxes factorAxes = factorAxesOf(op, rule, /*resultsFirst=*/false);
         for (auto [v, dims] : llvm::zip(op->getResults(), rule.results))
           changed |= refine(v, dims, factorAxes);
@@ -185,6 +220,15 @@ private:
       std::optional<ShardingRule> rule = getShardingRule(&op);
       if (!rule)
         continue;
+      if (std::optional<std::optional<Layout>> summa = summaLayout(&op)) {
+        Value r = op.getResult(0);
+        if (*summa && !seeds_.count(r)) {
+          Layout &have = layouts_.try_emplace(r, Layout::whole(tensorType(r).getRank())).first->second;
+          have.partial = (*summa)->partial;
+          have.reduction = ReductionKind::Sum;
+        }
+        continue;
+      }
       SmallVector<Layout> operands;
       for (Value v : op.getOperands())
         operands.push_back(layoutOf(v));
@@ -226,10 +270,12 @@ private:
 
   func::FuncOp func_;
   Mesh mesh_;
+  bool summaMesh_; // the mesh has the 2D tensor-parallel axes
   SmallVector<Seed> seedList_;
   llvm::DenseMap<Operation *, ShardingRule> rules_;
   llvm::DenseMap<Value, Layout> layouts_;
   llvm::DenseSet<Value> seeds_;
+  llvm::DenseSet<Value> splitSeeds_; // seeds whose annotation splits a dim
 };
 
 struct CpcPropagateShardingPass : cpc::impl::CpcPropagateShardingBase<CpcPropagateShardingPass> {

@@ -91,7 +91,62 @@ std::optional<std::string> singlePairAxis(const MeshAxes &axes) {
   return pair.size() == 1 ? std::optional<std::string>(pair.front()) : std::nullopt;
 }
 
+/// Which operand is laid out over B's K axis where A's is not: whether the product of a rank
+/// pair `rows` x other is summed over the other axis (A or B stays) or not (C stays).
 enum class Stationary { C, A, B };
+
+/// SUMMA's steps for operand layouts `la`, `lb` (B a matrix over the pair, one axis per dim; A's
+/// rows on one pair axis and K on the other): which tensor stays, A's row axis and its dim, and
+/// C's layout. `c` (C's layout so far) picks B over A staying when its rows lie on B's K axis.
+struct SummaPlan {
+  Stationary kind = Stationary::C;
+  std::string rows; // the pair axis of A's rows
+  int64_t rowDim = 0;
+  Layout result;
+};
+
+/// B's pair axes on K and N, when B is laid out as SUMMA needs.
+std::optional<std::pair<std::string, std::string>> rhsPairAxes(const Layout &lb, const MatMulDims &dims) {
+  if (!lb.partial.empty() || lb.dims.size() != 2)
+    return std::nullopt;
+  std::optional<std::string> bk = singlePairAxis(lb.dims[dims.rk]), bn = singlePairAxis(lb.dims[dims.rn]);
+  if (!bk || !bn || *bk == *bn || !otherAxesIn(lb.dims[dims.rn]).empty())
+    return std::nullopt;
+  return std::make_pair(*bk, *bn);
+}
+
+std::optional<SummaPlan> planSumma(const MatMulDims &dims, const Layout &la, const Layout &lb, const Layout *c) {
+  std::optional<std::pair<std::string, std::string>> b = rhsPairAxes(lb, dims);
+  if (!b || !la.partial.empty() || la.dims.size() != (size_t)dims.rank)
+    return std::nullopt;
+  std::optional<std::pair<std::string, int64_t>> aRows = rowPairAxis(la, dims.lk);
+  std::optional<std::string> ak = singlePairAxis(la.dims[dims.lk]);
+  if (!aRows || !ak || *ak == aRows->first || otherAxesIn(la.dims[dims.lk]) != otherAxesIn(lb.dims[dims.rk]))
+    return std::nullopt;
+  SummaPlan plan;
+  plan.rows = aRows->first;
+  plan.rowDim = aRows->second;
+  if (aRows->first != b->first) { // A's K axis is B's: A or B stays, the products are reduced
+    std::optional<std::pair<std::string, int64_t>> cRows;
+    if (c && c->dims.size() == (size_t)dims.rank)
+      cRows = rowPairAxis(*c, dims.rank - 1);
+    bool aRowsOnlyPair = true;
+    for (int64_t d = 0; d < dims.rank; ++d)
+      aRowsOnlyPair &= d == dims.lk || otherAxesIn(la.dims[d]).empty();
+    plan.kind = cRows && cRows->first == b->first && aRowsOnlyPair ? Stationary::B : Stationary::A;
+  }
+  std::string other = otherPairAxis(plan.rows);
+  Layout &r = plan.result;
+  r = Layout::whole(dims.rank);
+  for (int64_t d = 0; d < dims.rank; ++d)
+    if (d != dims.lk)
+      r.dims[dims.resultDimOfLhs(d)] = la.dims[d];
+  r.dims[dims.rank - 1] = {plan.kind == Stationary::B ? plan.rows : other};
+  if (plan.kind == Stationary::B)
+    r.dims[dims.resultDimOfLhs(plan.rowDim)] = {other};
+  r.partial = otherAxesIn(la.dims[dims.lk]); // K's other axes (2.5D's depth): a partial sum over them
+  return plan;
+}
 
 class Summa {
 public:
@@ -99,42 +154,29 @@ public:
       : op_(op), mesh_(mesh), hooks_(hooks), dims_(dims), b_(op) {}
 
   FailureOr<Value> run() {
-    Value a = op_.getLhs(), rhs = op_.getRhs();
-    Layout la = hooks_.current(a), lb = hooks_.current(rhs);
-    if (!la.partial.empty() || !lb.partial.empty())
-      return Value();
-    std::optional<std::string> bk = singlePairAxis(lb.dims[dims_.rk]), bn = singlePairAxis(lb.dims[dims_.rn]);
-    if (!bk || !bn || *bk == *bn || !otherAxesIn(lb.dims[dims_.rn]).empty())
+    Value a = op_.getLhs();
+    Layout la = hooks_.current(a), lb = hooks_.current(op_.getRhs());
+    std::optional<std::pair<std::string, std::string>> b = rhsPairAxes(lb, dims_);
+    if (!b)
       return Value(); // B is not split over the pair, one axis per dim
     Layout propagated = hooks_.propagated(op_.getResult());
-    std::optional<std::pair<std::string, int64_t>> cRows; // the pair axis on C's rows (not on N)
-    if (propagated.dims.size() == (size_t)dims_.rank)
-      cRows = rowPairAxis(propagated, dims_.rank - 1);
-    // A laid out over the pair (its rows on one axis, K on the other); else resharded to what
-    // C's layout and B's imply.
-    std::optional<std::pair<std::string, int64_t>> aRows = rowPairAxis(la, dims_.lk);
-    std::optional<std::string> ak = singlePairAxis(la.dims[dims_.lk]);
-    if (!aRows || !ak || *ak == aRows->first) {
-      if (!cRows)
+    std::optional<SummaPlan> plan = planSumma(dims_, la, lb, &propagated);
+    if (!plan) { // A resharded to what C's layout and B's imply, if they do
+      std::optional<std::pair<std::string, int64_t>> cRows;
+      if (propagated.dims.size() == (size_t)dims_.rank)
+        cRows = rowPairAxis(propagated, dims_.rank - 1);
+      if (!cRows || !la.partial.empty())
         return Value();
-      FailureOr<Value> laidOut = lhsFromResult(a, propagated, *cRows, *bk);
+      FailureOr<Value> laidOut = lhsFromResult(a, propagated, *cRows, b->first);
       if (failed(laidOut) || !*laidOut)
         return laidOut;
       a = *laidOut;
       la = hooks_.current(a);
-      aRows = rowPairAxis(la, dims_.lk);
-      ak = singlePairAxis(la.dims[dims_.lk]);
+      plan = planSumma(dims_, la, lb, &propagated);
+      if (!plan)
+        return Value();
     }
-    if (otherAxesIn(la.dims[dims_.lk]) != otherAxesIn(lb.dims[dims_.rk]))
-      return Value(); // K split over other axes differently in A and B
-    Stationary kind = Stationary::C;
-    if (aRows->first != *bk) {
-      bool aRowsOnlyPair = llvm::all_of(la.dims, [&](const MeshAxes &axes) {
-        return &axes == &la.dims[dims_.lk] || otherAxesIn(axes).empty();
-      });
-      kind = cRows && cRows->first == *bk && aRowsOnlyPair ? Stationary::B : Stationary::A;
-    }
-    return emit(kind, a, la, aRows->first, aRows->second);
+    return emit(*plan, a);
   }
 
 private:
@@ -150,26 +192,36 @@ private:
     return hooks_.reshard(a, want, op_);
   }
 
+  /// `op` with the matmul's labels (its pipeline chunk, forward or backward): the steps are
+  /// placed where the matmul was.
+  template <typename OpT> Value labelled(OpT op) {
+    for (NamedAttribute a : op_->getDiscardableAttrs())
+      if (a.getName() != kResultShardingsAttr)
+        op->setAttr(a.getName(), a.getValue());
+    return op->getResult(0);
+  }
   Value broadcast(Value v, StringRef axis, int64_t root) {
-    return b_.create<BroadcastFromOp>(op_.getLoc(), v, mesh_.ref(), b_.getStrArrayAttr({axis}),
-                                      b_.getI64IntegerAttr(root));
+    return labelled(b_.create<BroadcastFromOp>(op_.getLoc(), v, mesh_.ref(), b_.getStrArrayAttr({axis}),
+                                               b_.getI64IntegerAttr(root)));
   }
   Value reduceTo(Value v, StringRef axis, int64_t root) {
-    return b_.create<ReduceToOp>(op_.getLoc(), v, mesh_.ref(), b_.getStrArrayAttr({axis}), b_.getI64IntegerAttr(root));
+    return labelled(
+        b_.create<ReduceToOp>(op_.getLoc(), v, mesh_.ref(), b_.getStrArrayAttr({axis}), b_.getI64IntegerAttr(root)));
   }
   Value product(Value a, Value rhs) {
-    return b_.create<MatMulOp>(op_.getLoc(), a, rhs, op_.getTransposeLhsAttr(), op_.getTransposeRhsAttr());
+    return labelled(b_.create<MatMulOp>(op_.getLoc(), a, rhs, op_.getTransposeLhsAttr(), op_.getTransposeRhsAttr()));
   }
 
-  /// The q steps, summed, and C's layout.
-  FailureOr<Value> emit(Stationary kind, Value a, const Layout &la, const std::string &rows, int64_t rowDim) {
+  /// The q steps, summed, laid out as the plan says.
+  FailureOr<Value> emit(const SummaPlan &plan, Value a) {
     Value rhs = op_.getRhs();
+    const std::string &rows = plan.rows;
     std::string other = otherPairAxis(rows);
     int64_t q = mesh_.parts({rows});
     Value sum;
     for (int64_t t = 0; t < q; ++t) {
       Value step;
-      switch (kind) { // (one statement per op: their order in the IR is then fixed)
+      switch (plan.kind) { // (one statement per op: their order in the IR is then fixed)
       case Stationary::C: { // A's K axis is `other`, B's K axis `rows`
         Value aBlock = broadcast(a, other, t);
         step = product(aBlock, broadcast(rhs, rows, t));
@@ -182,16 +234,9 @@ private:
         step = reduceTo(product(broadcast(a, rows, t), rhs), other, t);
         break;
       }
-      sum = sum ? b_.create<AddOp>(op_.getLoc(), sum, step).getResult() : step;
+      sum = sum ? labelled(b_.create<AddOp>(op_.getLoc(), sum, step)) : step;
     }
-    Layout c = Layout::whole(dims_.rank);
-    for (int64_t d = 0; d < dims_.rank; ++d)
-      if (d != dims_.lk)
-        c.dims[dims_.resultDimOfLhs(d)] = la.dims[d];
-    c.dims[dims_.rank - 1] = {kind == Stationary::B ? rows : other};
-    if (kind == Stationary::B)
-      c.dims[dims_.resultDimOfLhs(rowDim)] = {other};
-    c.partial = otherAxesIn(la.dims[dims_.lk]);
+    const Layout &c = plan.result;
     if (tensorType(sum) != localType(tensorType(op_.getResult()), c))
       return op_.emitError("SUMMA computed ") << sum.getType() << " for the block of " << c.describe();
     hooks_.setCurrent(sum, c);
@@ -219,6 +264,20 @@ private:
 bool hasSummaAxes(const Mesh &mesh) {
   return mesh.hasAxis(kTpRowAxis) && mesh.hasAxis(kTpColAxis) && mesh.parts({kTpRowAxis.str()}) > 1 &&
          mesh.parts({kTpRowAxis.str()}) == mesh.parts({kTpColAxis.str()});
+}
+
+std::optional<Layout> summaResultLayout(MatMulOp op, const Mesh &mesh, const Layout &a, const Layout &b,
+                                        const Layout &c) {
+  std::optional<MatMulDims> dims = matMulDims(op);
+  if (!hasSummaAxes(mesh) || !dims)
+    return std::nullopt;
+  std::optional<SummaPlan> plan = planSumma(*dims, a, b, &c);
+  return plan ? std::optional<Layout>(plan->result) : std::nullopt;
+}
+
+bool hasSummaRhs(MatMulOp op, const Mesh &mesh, const Layout &b) {
+  std::optional<MatMulDims> dims = matMulDims(op);
+  return hasSummaAxes(mesh) && dims && rhsPairAxes(b, *dims).has_value();
 }
 
 FailureOr<Value> partitionSumma(MatMulOp op, const Mesh &mesh, const PartitionHooks &hooks) {

@@ -21,7 +21,16 @@ struct PartitionHooks {
 /// Whether `mesh` has the 2D tensor-parallel axes (tp_row x tp_col, both of one size q > 1).
 bool hasSummaAxes(const Mesh &mesh);
 
-/// Partitions `op` as SUMMA (Summa.cpp) when its operands are split over the 2D tensor-parallel
+/// Whether `op`'s rhs, laid out as `b`, is a matrix split over the 2D axes one per dim (SUMMA
+/// then decides the result's layout, not the matmul's factor rule).
+bool hasSummaRhs(MatMulOp op, const Mesh &mesh, const Layout &b);
+
+/// The layout SUMMA gives `op`'s result for operands laid out as `a` and `b` (`c`: the result's
+/// layout so far, which picks between the gradients' two forms); none when it does not apply.
+std::optional<Layout> summaResultLayout(MatMulOp op, const Mesh &mesh, const Layout &a, const Layout &b,
+                                        const Layout &c);
+
+/// Partitions `op` as SUMMA/// Partitions `op` as SUMMA (Summa.cpp) when its operands are split over the 2D tensor-parallel
 /// axes, one per matrix dim: builds the q steps of broadcasts (and reduces) and local matmuls
 /// before `op` and returns their sum, whose layout it records (the caller replaces and erases
 /// `op`). A null value when the strategy does not apply.

@@ -7,8 +7,8 @@ one block along a row and a column of ranks (and q reduces of the gradients' blo
 whole row of blocks on one rank. LayerNorm statistics are all-reduced over the columns.
 
 Checked as a user would, 20 steps with the learning rate and clip of the other tensor-parallel
-tests (the clip engages on most steps): 2D q=2 (4 ranks), 2.5D q=2 d=2 (8 ranks) and dp2 x 2D
-(8 ranks) equal one rank (loss and grad_norm per step within 1e-5 relative, final parameters
+tests (the clip engages on most steps): 2D q=2 (4 ranks), 2.5D q=2 d=2 (8 ranks), dp2 x 2D
+(8 ranks) and 2D q=2 x pp2 (8 ranks, 4 microbatches) equal one rank (loss and grad_norm per step within 1e-5 relative, final parameters
 within 1e-5); the SUMMA traffic per step equals 3 (q-1) sum over Linears of (input block +
 weight block) bytes (forward: input and weight broadcast; input gradient: weight broadcast,
 result reduced; weight gradient: input broadcast, result reduced); each Linear weight is stored
@@ -105,6 +105,35 @@ with tempdir() as work:
                   layout("2.5d", ["--tp", "8", "--tp-mode", "2.5d", "--tp-depth", "2"], 2, 4))
     results.check("dp2 x 2D q=2 (8 ranks) equals one rank",
                   layout("dp2-2d", ["--dp", "2", "--tp", "4", "--tp-mode", "2d"], 2, 4))
+
+    # 2D inside pipeline stages: MAE-tiny with 4 encoder blocks at microbatch 2, 4 microbatches
+    # (the global batch of 8 again; each stage's 2 x 2 grid splits a microbatch over its rows),
+    # against one rank accumulating the 4 microbatches.
+    deep = export_mae("tiny", 17, os.path.join(work, "deep"), extra=["--batch", "2", "--depth", "4"])
+    accumulated = dict(MAE_RECIPE, gradient_accumulation=4)
+
+    def pipelined(name, flags):
+        def check():
+            ref, ref_params, _ = train_plan(compile_deep("one-acc4", [], accumulated), STEPS, data,
+                                            os.path.join(work, "one-acc4"))
+            ours, params, _ = train_plan(compile_deep(name, flags, MAE_RECIPE), STEPS, data, os.path.join(work, name))
+            worst, worst_norm = compare_training(ours, ref, params, ref_params, STEPS)
+            comm = ours[-1]["comm"]
+            print("   %s: worst per-step difference loss %.2e grad_norm %.2e; per step %d broadcasts, %d reduces, "
+                  "%d sends" % (name, worst, worst_norm, comm["broadcast_from"]["calls"], comm["reduce_to"]["calls"],
+                                comm["send"]["calls"]))
+        return check
+
+    def compile_deep(name, flags, recipe):
+        config = os.path.join(work, name + ".json")
+        with open(config, "w") as f:
+            json.dump(recipe, f)
+        plan = os.path.join(work, name + ".plan")
+        run([tool("cpc"), "compile", deep, "--config", config, "-o", plan, *flags])
+        return plan
+
+    results.check("2D q=2 x pp2 (8 ranks, 4 microbatches, 1F1B) equals one rank accumulating them",
+                  pipelined("2d-pp2", ["--tp", "4", "--tp-mode", "2d", "--pp", "2", "--microbatches", "4"]))
 
     def config_equals_flags():
         for name, flags, tensor in [("2d", ["--tp", "4", "--tp-mode", "2d"], {"mode": "2d", "size": 4}),

@@ -258,6 +258,60 @@ void groupCollectives(Communicator &comm) {
   check(one == n, "world after groups");
 }
 
+/// broadcast_from and reduce_to (SUMMA's steps): for every root of the world and of the parity
+/// groups, small and larger than one chunk, f32 and bf16; the bytes counted are what this rank
+/// passes on along the chain (every member but the last sends the buffer once).
+void rootedCollectives(Communicator &comm) {
+  const int n = comm.size(), r = comm.rank();
+  const int64_t chunk = kCollectiveChunkBytes / 4;
+  std::vector<int> parity;
+  for (int k = r % 2; k < n; k += 2)
+    parity.push_back(k);
+  for (const std::vector<int> &group : {std::vector<int>{}, parity}) {
+    const int g = group.empty() ? n : (int)group.size();
+    const int pos = group.empty() ? r : int(std::find(group.begin(), group.end(), r) - group.begin());
+    auto member = [&](int p) { return group.empty() ? p : group[p]; };
+    for (int64_t count : {int64_t(3), 2 * chunk + 5})
+      for (int root = 0; root < g; ++root) {
+        std::string what = " root " + std::to_string(root) + " of " + std::to_string(g) + ", " +
+                           std::to_string(count) + " elements";
+        comm.resetCounts();
+        std::vector<float> v(count);
+        for (int64_t i = 0; i < count; ++i)
+          v[i] = float(r * 1000 + i % 997);
+        comm.broadcastFrom(v.data(), count, DType::F32, root, group);
+        bool ok = true;
+        for (int64_t i = 0; i < count && ok; ++i)
+          ok = v[i] == float(member(root) * 1000 + i % 997);
+        check(ok, "broadcast_from values" + what);
+        bool last = (pos - root + g) % g == g - 1;
+        check(countOf(comm, "broadcast_from").bytes == (last ? 0 : count * 4), "broadcast_from bytes" + what);
+
+        std::vector<float> mine(count), sum(count, -7.f);
+        for (int64_t i = 0; i < count; ++i)
+          mine[i] = float((r + 1) * (i % 13));
+        comm.reduceSumTo(mine.data(), sum.data(), count, DType::F32, root, group);
+        float members = 0;
+        for (int p = 0; p < g; ++p)
+          members += float(member(p) + 1);
+        ok = true;
+        for (int64_t i = 0; i < count && ok; ++i)
+          ok = pos == root ? sum[i] == members * float(i % 13) : sum[i] == -7.f;
+        check(ok, "reduce_to values (the root's sum, the others untouched)" + what);
+        check(countOf(comm, "reduce_to").bytes == (pos == root ? 0 : count * 4), "reduce_to bytes" + what);
+      }
+  }
+  // bf16: the chain sums in f32 per step and rounds once per step, as the rings do.
+  std::vector<uint16_t> h(4), out(4, 0);
+  for (int i = 0; i < 4; ++i)
+    h[i] = store16(DType::BF16, float(i + 1));
+  comm.reduceSumTo(h.data(), out.data(), 4, DType::BF16, 0, {});
+  comm.broadcastFrom(out.data(), 4, DType::BF16, 0, {});
+  check(load16(DType::BF16, out[3]) == float(4 * n), "bf16 reduce_to then broadcast_from");
+  expectError("a root outside the group", [&] { comm.broadcastFrom(h.data(), 4, DType::BF16, n, {}); },
+              {"broadcast_from", "root " + std::to_string(n)});
+}
+
 /// all_to_all: block j of rank r's send goes to rank j; block i of recv comes from rank i; over
 /// the world, over a reversed group (positions follow the list), and with blocks larger than
 /// one message piece.
@@ -407,7 +461,7 @@ int main() {
   auto second = makeMpiCommunicator(); // a second communicator (its own MPI_Comm_dup) works too
   check(second->size() == comm->size(), "second communicator");
   for (auto *step : {&worldCollectives, &maxCollectives, &largeAndUnevenCollectives, &groupCollectives, &allToAllCollectives,
-                     &pointToPoint, &errorPaths, &sixteenBitCollectives}) {
+                     &rootedCollectives, &pointToPoint, &errorPaths, &sixteenBitCollectives}) {
     try {
       step(*comm);
     } catch (const std::exception &e) {
