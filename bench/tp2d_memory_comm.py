@@ -18,8 +18,9 @@ and 2D q=2 on 4 ranks; 1D tp8 and 2.5D q=2 d=2 on 8 ranks. For each, per rank:
     and reduces w's), f32;
   - the median step time after the first and its ratio to one rank (2 cores: 4 and 8 ranks
     share them, so these are not scaling figures).
-MAE-small has 3 heads: a q=2 column split cannot keep heads whole, so its attention gathers the
-qkv columns (correct, more traffic); the MLP shows the layouts' own figures. Nothing is asserted.
+MAE-small's encoder has 3 heads: 1D leaves its attention whole, and a q=2 column split cannot
+keep heads whole, so 2D gathers the qkv columns there (correct; its SUMMA traffic then differs
+from the formula); the MLP shows the layouts' own figures. Nothing is asserted.
 """
 import argparse
 import os
@@ -76,14 +77,14 @@ def export_mlp(work):
         np.save(path, rng.standard_normal((MLP["batch"], MLP["tokens"], MLP["width"])).astype(np.float32))
         inputs += ["--input", "%s=%s" % (name, path)]
     linears = MLP["blocks"] * [(MLP["width"], MLP["hidden"], MLP["tokens"]), (MLP["hidden"], MLP["width"], MLP["tokens"])]
-    return model, config, inputs, linears, MLP["batch"], MLP["blocks"] * [(MLP["tokens"], MLP["width"])]
+    return model, config, inputs, linears, MLP["batch"], MLP["blocks"] * [(MLP["tokens"], MLP["width"], 0)]
 
 
 def traffic_formula(name, n, q, depth, linears, batch, blocks):
     if name == "1":
         return 0
     if not q:  # 2 all-reduces of b*s*h per split block (attention or MLP)
-        return sum(2 * 2 * (n - 1) * batch * s * h * 4 // n for s, h in blocks)
+        return sum(2 * 2 * (n - 1) * batch * s * h * 4 // n for s, h, heads in blocks if heads % n == 0)
     return sum(3 * (q - 1) * (batch // (q * depth) * s * fin // q + fin // q * fout // q) * 4 for fin, fout, s in linears)
 
 
@@ -105,7 +106,9 @@ def main():
             enc = [(192, 576, 17), (192, 192, 17), (192, 768, 17), (768, 192, 17)]
             dec = [(128, 384, 65), (128, 128, 65), (128, 512, 65), (512, 128, 65)]
             linears = 6 * enc + [(192, 128, 17)] + 2 * dec + [(128, 192, 65)]
-            blocks = 12 * [(17, 192)] + 4 * [(65, 128)]
+            # Split blocks (tokens, width, heads): an attention block splits only where its heads
+            # divide by the ranks (3 encoder heads: never), an MLP block always.
+            blocks = 6 * [(17, 192, 3), (17, 192, 0)] + 2 * [(65, 128, 4), (65, 128, 0)]
         print("%s, global batch %d, per rank:" % (model_name, batch))
         print("%-10s %11s %11s %10s %-58s %10s %10s %7s %6s" % ("layout", "params B", "formula B", "arena B",
                                                              "collectives per step: kind calls bytes", "main B",

@@ -110,6 +110,24 @@ with tempdir() as work:
     results.check("dp2 x tp2 equals one rank", layout("dp2tp2", ["--dp", "2", "--tp", "2"], 2))
     results.check("tp=2 --sp equals one rank (sequence-split residual stream)", layout("tp2-sp", ["--tp", "2", "--sp"], 1))
 
+    def two_d():
+        # 2D (Optimus, q = 2 on 4 ranks): every Linear, the tied head too, by SUMMA; the token
+        # embedding's rows are the head's output columns, so its lookup is a block-indexed gather
+        # over the columns (partial sums, all-reduced).
+        ours, params, summary = train(work, model, "2d", ["--tp", "4", "--tp-mode", "2d"])
+        worst, worst_norm = compare(ours, single, params, single_params)
+        blocks = [b["name"] for b in summary["buffers"] if b["kind"] == "parameter" and len(b["shape"]) == 2 and
+                  sorted(sum(b.get("shard_dims", []), [])) == ["tp_col", "tp_row"]]
+        assert len(blocks) == 4 * 2 + 1 and "tok.weight" in blocks, "weights split over the grid: %s" % blocks
+        comm = ours[-1]["comm"]
+        # Per Linear (4 per block x 2 blocks + the head) and step: 2q broadcasts forward, q in each
+        # gradient, and q reduces in each gradient.
+        assert comm["broadcast_from"]["calls"] == 9 * 8 and comm["reduce_to"]["calls"] == 9 * 4, comm
+        print("   2d q=2: worst per-step difference loss %.2e grad_norm %.2e; collectives %s" % (
+            worst, worst_norm, {k: (v["calls"], v["bytes"]) for k, v in comm.items()}))
+
+    results.check("2D q=2 (4 ranks) equals one rank", two_d)
+
     def schedule_listing():
         # cpc inspect --schedule: each of the 4 ranks' collectives in order, with their groups,
         # and the verdict of the check cpc compile ran (a plan that could hang is never written).
