@@ -1,17 +1,19 @@
 #!/usr/bin/python3
-"""Per-rank parameters, activations and collectives of 2D / 2.5D tensor parallelism (Optimus,
-Tesseract) against 1D (Megatron) at the same rank count.
+"""Per-rank parameters, activations and collectives of 2D / 2.5D / 3D tensor parallelism (Optimus,
+Tesseract, 3D) against 1D (Megatron) at the same rank count.
 
     bench/tp2d_memory_comm.py [--models mlp,mae-small] [--steps 3]
 
 Models: a residual MLP of 4 blocks (width 512, hidden 2048, 64 tokens, batch 8; written here with
 torch and exported by torch.onnx.export), and MAE-small (batch 8). Layouts: one rank; 1D tp4
-and 2D q=2 on 4 ranks; 1D tp8 and 2.5D q=2 d=2 on 8 ranks. For each, per rank:
+and 2D q=2 on 4 ranks; 1D tp8, 2.5D q=2 d=2 and 3D q=2 on 8 ranks. For each, per rank:
   - parameter bytes, and the formula: 1D split/N + replicated; 2D and 2.5D split/q^2 +
     replicated (a Linear weight is one [in/q, out/q] block; 2.5D replicates it over depth);
   - the activation arena the compiler plans;
   - collective calls and bytes per step by kind, and the formula of the layout's dominant
-    traffic: 1D, Megatron's 2 all-reduces (forward, backward) of b*s*h per split block, each
+    traffic: 3D, per Linear 3 reduce-scatters and 6 all-gathers of q-1 blocks of x, w or y
+    (b*s*in/q^3, in*out/q^3, b*s*out/q^3), gathers of other values (ids) on top;
+    1D, Megatron's 2 all-reduces (forward, backward) of b*s*h per split block, each
     2(N-1)/N of the tensor; 2D / 2.5D, SUMMA's 3(q-1) (x + w) per Linear (x an input block of
     b/(q d) * s * in/q elements, w a weight block of in/q * out/q; forward broadcasts both,
     the input gradient broadcasts w and reduces x's shape, the weight gradient broadcasts x
@@ -32,10 +34,11 @@ from benchlib import BIN, SOURCE, compile_plan, export_mae, parameter_bytes, run
 import numpy as np  # noqa: E402
 
 MLP = dict(width=512, hidden=2048, blocks=4, tokens=64, batch=8)
-# (name, flags, ranks, q, depth): q = 0 for 1D.
+# (name, flags, ranks, q, depth): q = 0 for 1D, depth = 0 for 3D.
 LAYOUTS = [("1", [], 1, 0, 1), ("1d tp4", ["--tp", "4"], 4, 0, 1), ("2d q2", ["--tp", "4", "--tp-mode", "2d"], 4, 2, 1),
            ("1d tp8", ["--tp", "8"], 8, 0, 1),
-           ("2.5d q2d2", ["--tp", "8", "--tp-mode", "2.5d", "--tp-depth", "2"], 8, 2, 2)]
+           ("2.5d q2d2", ["--tp", "8", "--tp-mode", "2.5d", "--tp-depth", "2"], 8, 2, 2),
+           ("3d q2", ["--tp", "8", "--tp-mode", "3d"], 8, 2, 0)]
 
 EXPORT_MLP = r'''
 import sys, torch
@@ -85,6 +88,9 @@ def traffic_formula(name, n, q, depth, linears, batch, blocks):
         return 0
     if not q:  # 2 all-reduces of b*s*h per split block (attention or MLP)
         return sum(2 * 2 * (n - 1) * batch * s * h * 4 // n for s, h, heads in blocks if heads % n == 0)
+    if not depth:  # 3D: per Linear 3 reduce-scatters and 6 gathers of (q-1) blocks each
+        return sum(3 * 3 * (q - 1) * (batch * s * fin + fin * fout + batch * s * fout) * 4 // q ** 3
+                   for fin, fout, s in linears)
     return sum(3 * (q - 1) * (batch // (q * depth) * s * fin // q + fin // q * fout // q) * 4 for fin, fout, s in linears)
 
 
@@ -118,10 +124,12 @@ def main():
             plan = os.path.join(work, name.replace(" ", "-") + ".plan")
             summary = compile_plan(model, config, plan, flags)
             mine, split, total = parameter_bytes(summary)
-            formula = split // (q * q if q else n) + (total - split)
+            formula = split // (n if not q or not depth else q * q) + (total - split)
             metrics = run_metrics(plan, args.steps, os.path.join(work, "m.jsonl"), inputs)
             comm = metrics[-1].get("comm", {})
-            main = sum(comm.get(k, {}).get("bytes", 0) for k in (("broadcast_from", "reduce_to") if q else ("all_reduce",)))
+            kinds_main = ("all_reduce",) if not q else ("broadcast_from", "reduce_to") if depth else ("all_gather",
+                                                                                                    "reduce_scatter")
+            main = sum(comm.get(k, {}).get("bytes", 0) for k in kinds_main)
             times = sorted(m["step_s"] for m in metrics[1:]) or [metrics[0]["step_s"]]
             step = times[len(times) // 2]
             one_rank = one_rank or step

@@ -8,6 +8,7 @@
 //
 #include "dialects/cpc/Roles.h"
 #include "passes/Passes.h"
+#include "passes/MatMulStrategies.h"
 #include "passes/Sharding.h"
 
 #include "mlir/IR/Builders.h"
@@ -35,13 +36,16 @@ void seedBatch(func::FuncOp func, const Mesh &mesh) {
       continue;
     Layout l = Layout::whole(t.getRank());
     l.dims[0] = batch;
-    func.setArgAttr(arg.getArgNumber(), kArgShardingAttr, l.toAttr(mesh.ref()));
+    // 3D: in the tier of the weights, so that each Linear's result rows come from the 3D matmul
+    // (they alternate between tp_in and tp_out), never from the batch passed through it.
+    func.setArgAttr(arg.getArgNumber(), kArgShardingAttr, l.toAttr(mesh.ref(), has3DAxes(mesh) ? 1 : 0));
   }
   // Gradient accumulators hold each rank's sum of its microbatches' gradients: partial over the
-  // batch axes, but for tp_row, over which SUMMA's weight gradients come out split, not partial
-  // (the gradients that are partial over it, of biases and norms, are summed over it per microbatch).
+  // batch axes that only split the batch (dp, tp_dep), not those over which 2D and 3D weight
+  // gradients come out split (tp_row, tp_wt, tp_in; the gradients that are partial over them, of
+  // biases and norms, are summed over them per microbatch).
   MeshAxes partial = batch;
-  llvm::erase_if(partial, [](const std::string &a) { return a == kTpRowAxis; });
+  llvm::erase_if(partial, [](const std::string &a) { return a != "dp" && a != kTpDepthAxis; });
   if (partial.empty())
     return;
   func.walk([&](StateOp state) {

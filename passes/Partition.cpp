@@ -8,7 +8,7 @@
 #include "dialects/cpc/Roles.h"
 #include "passes/Passes.h"
 #include "passes/Sharding.h"
-#include "passes/Summa.h"
+#include "passes/MatMulStrategies.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -126,7 +126,7 @@ private:
     for (size_t d = 0; d < want.dims.size(); ++d) {
       if (want.dims[d] == have.dims[d])
         continue;
-      if (dim || !have.dims[d].empty() || want.dims[d] != have.partial)
+      if (dim || !have.dims[d].empty() || want.dims[d] != have.partial || !mesh_.inOrder(have.partial))
         return std::nullopt;
       dim = d;
     }
@@ -171,6 +171,14 @@ private:
       return it->second;
     Layout l = currentOf(v);
     MeshAxes axes = l.dims[dim];
+    if (!mesh_.inOrder(axes)) { // one axis at a time, minor first: each gather joins whole blocks
+      Value g = v;
+      for (size_t i = axes.size(); i-- > 0;)
+        g = gatheredMinor(g, dim, before);
+      if (!fresh)
+        allGathered_[key] = g;
+      return g;
+    }
     auto type = tensorType(v);
     SmallVector<int64_t> shape(type.getShape());
     shape[dim] *= mesh_.parts(axes);
@@ -182,6 +190,22 @@ private:
     current_[g] = l;
     if (!fresh)
       allGathered_[key] = g;
+    return g;
+  }
+
+  /// `v` gathered over the minor axis of dim `dim` only.
+  Value gatheredMinor(Value v, int64_t dim, Operation *before) {
+    Layout l = currentOf(v);
+    std::string minor = l.dims[dim].back();
+    auto type = tensorType(v);
+    SmallVector<int64_t> shape(type.getShape());
+    shape[dim] *= mesh_.parts({minor});
+    b_.setInsertionPoint(before);
+    Value g = b_.create<AllGatherOp>(before->getLoc(), RankedTensorType::get(shape, type.getElementType()), v,
+                                     mesh_.ref(), b_.getStrArrayAttr({minor}),
+                                     dim ? b_.getI64IntegerAttr(dim) : IntegerAttr());
+    l.dims[dim].pop_back();
+    current_[g] = l;
     return g;
   }
 
@@ -227,7 +251,7 @@ private:
       if (now.dims[from].empty() || !want.dims[from].empty())
         continue;
       for (size_t to = 0; to < want.dims.size(); ++to)
-        if (to != from && now.dims[to].empty() && want.dims[to] == now.dims[from] &&
+        if (to != from && now.dims[to].empty() && want.dims[to] == now.dims[from] && mesh_.inOrder(now.dims[from]) &&
             tensorType(v).getDimSize(to) % mesh_.parts(now.dims[from]) == 0) {
           v = movedSplit(v, from, to, op);
           break;
@@ -403,7 +427,7 @@ private:
     return success();
   }
 
-  /// A matmul partitioned by a strategy of its own (SUMMA on the 2D tensor-parallel axes):
+  /// A matmul partitioned by a strategy of its own (SUMMA on the 2D axes, 3D on the 3D ones):
   /// true when it was, and `mm` is gone.
   FailureOr<bool> partitionByStrategy(MatMulOp mm) {
     // function_ref does not own: the lambdas live here, for the call.
@@ -412,7 +436,7 @@ private:
     auto reshard = [&](Value v, const Layout &want, Operation *user) { return resharded(v, want, user, 0); };
     auto setCurrent = [&](Value v, const Layout &l) { current_[v] = l; };
     PartitionHooks hooks{current, propagated, reshard, setCurrent};
-    FailureOr<Value> replaced = partitionSumma(mm, mesh_, hooks);
+    FailureOr<Value> replaced = cpc::partitionByStrategy(mm, mesh_, hooks);
     if (failed(replaced))
       return failure();
     if (!*replaced)

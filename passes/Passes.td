@@ -212,14 +212,19 @@ def CpcTensorParallel : Pass<"cpc-tensor-parallel", "::mlir::ModuleOp"> {
     every Linear's weight is split [in over tp_row, out over tp_col] and its bias and result's
     features over tp_col (replicated over depth: its gradients are partial sums over it), and
     cpc-partition computes each such matmul by SUMMA (broadcasts along rows and columns of
-    ranks; Summa.cpp). LayerNorms must be expanded first (cpc-expand-layer-norm).
+    ranks; Summa.cpp). `mode=3d` makes the mesh dp x tp_wt x tp_in x tp_out (q each): a Linear
+    whose input rows are split over (tp_wt, x) and features over y ({x, y} = {tp_in, tp_out},
+    followed through the forward ops: each Linear swaps them) gets its weight split [in over
+    (y, tp_wt), out over x], and cpc-partition computes it by the 3D algorithm (all-gathers, a
+    local GEMM, a reduce-scatter; Matmul3D.cpp). LayerNorms must be expanded first
+    (cpc-expand-layer-norm).
   }];
   let options = [
     Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks (the mesh's first axis)">,
     Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks (the mesh's second axis)">,
     Option<"mode", "mode", "std::string", /*default=*/"\"1d\"",
-           "1d (Megatron), 2d (Optimus: tp = q*q, mesh axes tp_row x tp_col) or 2.5d (Tesseract: "
-           "tp = d*q*q, axes tp_dep x tp_row x tp_col)">,
+           "1d (Megatron), 2d (Optimus: tp = q*q, mesh axes tp_row x tp_col), 2.5d (Tesseract: "
+           "tp = d*q*q, axes tp_dep x tp_row x tp_col) or 3d (tp = q*q*q, axes tp_wt x tp_in x tp_out)">,
     Option<"depth", "depth", "int64_t", /*default=*/"1", "2.5d: the depth d">,
     Option<"megatron", "megatron", "bool", /*default=*/"true", "Split MLPs as Megatron does">,
     Option<"sp", "sp", "bool", /*default=*/"false",

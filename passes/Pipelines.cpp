@@ -14,11 +14,13 @@ void cpc::addImportCleanupPasses(OpPassManager &pm) {
   pm.addPass(mlir::createCSEPass());
 }
 
-/// q of a 2D / 2.5D layout (tp = depth * q * q); 1 when tp is no such number (the pass says so).
-static int64_t columnsOf2D(const cpc::TrainingPipelineOptions &options) {
+/// q of a 2D / 2.5D / 3D layout (tp = depth * q * q or q * q * q): the ranks heads are split
+/// over; 1 when tp is no such number (the pass says so).
+static int64_t columnsOf(const cpc::TrainingPipelineOptions &options) {
   int64_t depth = options.tensorParallelMode == "2.5d" ? std::max<int64_t>(options.tensorParallelDepth, 1) : 1;
+  bool cube = options.tensorParallelMode == "3d";
   int64_t q = 1;
-  while ((q + 1) * (q + 1) * depth <= options.tensorParallel)
+  while ((q + 1) * (q + 1) * (cube ? q + 1 : depth) <= options.tensorParallel)
     ++q;
   return q;
 }
@@ -34,7 +36,7 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   bool summa = options.tensorParallel > 1 && options.tensorParallelMode != "1d";
   if (options.tensorParallel > 1) { // before autodiff: gradients then come in the stored order
     CpcHeadMajorQkvOptions heads;
-    heads.tp = summa ? columnsOf2D(options) : options.tensorParallel; // 2D splits heads over the columns
+    heads.tp = summa ? columnsOf(options) : options.tensorParallel; // 2D / 3D split heads over q ranks
     pm.addPass(createCpcHeadMajorQkv(heads));
   }
   if (options.precision != "fp32") { // after the rewrites that match parameter uses, before gradients
@@ -42,7 +44,7 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     mixed.precision = options.precision;
     pm.addPass(createCpcMixedPrecision(mixed));
   }
-  if (summa) // the hidden dim is split over the columns: LayerNorm as statistics (f32 ones, after autocast)
+  if (summa) // the hidden dim is split (2D, 3D): LayerNorm as its statistics (f32 ones, after autocast)
     pm.addPass(createCpcExpandLayerNorm());
   bool lossScaling = options.precision == "fp16"; // bf16 has f32's range: no scaling
   CpcAutodiffOptions autodiff;

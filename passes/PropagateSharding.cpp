@@ -12,7 +12,7 @@
 //
 #include "passes/Passes.h"
 #include "passes/Sharding.h"
-#include "passes/Summa.h"
+#include "passes/MatMulStrategies.h"
 
 #include <set>
 
@@ -30,7 +30,8 @@ RankedTensorType tensorType(Value v) { return llvm::cast<RankedTensorType>(v.get
 
 class Propagator {
 public:
-  Propagator(func::FuncOp func, const Mesh &mesh) : func_(func), mesh_(mesh), summaMesh_(hasSummaAxes(mesh)) {}
+  Propagator(func::FuncOp func, const Mesh &mesh)
+      : func_(func), mesh_(mesh), strategyMesh_(hasSummaAxes(mesh) || has3DAxes(mesh)) {}
 
   LogicalResult run() {
     if (failed(readSeeds()))
@@ -116,6 +117,9 @@ private:
     auto it = rules_.find(result.getOwner());
     if (it == rules_.end())
       return {};
+    // A strategy's matmul sums over the axes its strategy says (not the factor rule's K).
+    if (std::optional<std::optional<Layout>> strategy = strategyLayout(result.getOwner()))
+      return *strategy ? (*strategy)->partial : MeshAxes{};
     FactorAxes factorAxes = factorAxesOf(result.getOwner(), it->second, /*resultsFirst=*/false);
     return resultLayout(it->second, result.getResultNumber(), factorAxes, nullptr).partial;
   }
@@ -164,13 +168,14 @@ private:
     return changed;
   }
 
-  /// A matmul that SUMMA partitions (its rhs split over the 2D axes): its result's layout is
-  /// SUMMA's once the lhs is laid out too, never the factor rule's. Null when it is not one.
-  std::optional<std::optional<Layout>> summaLayout(Operation *op) {
+  /// A matmul that a strategy partitions (its rhs split over the 2D or 3D axes): its result's
+  /// layout is the strategy's once the lhs is laid out too, never the factor rule's. Null when
+  /// it is not one.
+  std::optional<std::optional<Layout>> strategyLayout(Operation *op) {
     auto mm = llvm::dyn_cast<MatMulOp>(op);
-    if (!mm || !summaMesh_ || !hasSummaRhs(mm, mesh_, layoutOf(mm.getRhs())))
+    if (!mm || !strategyMesh_ || !hasStrategyRhs(mm, mesh_, layoutOf(mm.getRhs())))
       return std::nullopt;
-    return summaResultLayout(mm, mesh_, layoutOf(mm.getLhs()), layoutOf(mm.getRhs()), layoutOf(mm.getResult()));
+    return strategyResultLayout(mm, mesh_, layoutOf(mm.getLhs()), layoutOf(mm.getRhs()), layoutOf(mm.getResult()));
   }
 
   /// Assigns layouts from the factors of each op's rule, forward and backward in program order
@@ -183,26 +188,42 @@ private:
         rules_.try_emplace(&op, *rule);
         ops.emplace_back(&op, std::move(*rule));
       }
-    bool changed = true;
-    while (changed) {
-      changed = false;
-      auto visit = [&](Operation *op, const ShardingRule &rule) {
-        if (std::optional<std::optional<Layout>> summa = summaLayout(op)) {
-          if (*summa)
-            changed |= refineTo(op->getResult(0), **summa);
-          return;
-        }
-        FactorAxes factorAxes = factorAxesOf(op, rule, /*resultsFirst=*/false);
-        for (auto [v, dims] : llvm::zip(op->getResults(), rule.results))
-          changed |= refine(v, dims, factorAxes);
-        for (auto [v, dims] : llvm::zip(op->getOperands(), rule.operands))
-          changed |= refine(v, dims, factorAxes);
-      };
+    // A strategy's matmul whose result has no layout yet waits for the other ops' fixpoint: its
+    // users may say how they want it (a weight gradient laid out as its weight), which picks
+    // between the strategy's forms; then the waiting ones decide, and propagation goes on.
+    bool decided = true;
+    while (decided) {
+      bool changed = true;
+      while (changed) {
+        changed = false;
+        for (auto &[op, rule] : ops)
+          changed |= visit(op, rule, /*decideUnlaid=*/false);
+        for (auto &[op, rule] : llvm::reverse(ops))
+          changed |= visit(op, rule, /*decideUnlaid=*/false);
+      }
+      decided = false;
       for (auto &[op, rule] : ops)
-        visit(op, rule);
-      for (auto &[op, rule] : llvm::reverse(ops))
-        visit(op, rule);
+        if (strategyLayout(op))
+          decided |= visit(op, rule, /*decideUnlaid=*/true);
     }
+  }
+
+  /// Refines the values of `op` from its rule, or its result from its strategy (a result whose
+  /// layout is still whole only with `decideUnlaid`); whether anything changed.
+  bool visit(Operation *op, const ShardingRule &rule, bool decideUnlaid) {
+    if (std::optional<std::optional<Layout>> strategy = strategyLayout(op)) {
+      Value r = op->getResult(0);
+      if (!*strategy || (!decideUnlaid && !layoutOf(r).isSplit()))
+        return false;
+      return refineTo(r, **strategy);
+    }
+    bool changed = false;
+    FactorAxes factorAxes = factorAxesOf(op, rule, /*resultsFirst=*/false);
+    for (auto [v, dims] : llvm::zip(op->getResults(), rule.results))
+      changed |= refine(v, dims, factorAxes);
+    for (auto [v, dims] : llvm::zip(op->getOperands(), rule.operands))
+      changed |= refine(v, dims, factorAxes);
+    return changed;
   }
 
   Layout layoutOf(Value v) {
@@ -220,11 +241,11 @@ private:
       std::optional<ShardingRule> rule = getShardingRule(&op);
       if (!rule)
         continue;
-      if (std::optional<std::optional<Layout>> summa = summaLayout(&op)) {
+      if (std::optional<std::optional<Layout>> strategy = strategyLayout(&op)) {
         Value r = op.getResult(0);
-        if (*summa && !seeds_.count(r)) {
+        if (*strategy && !seeds_.count(r)) {
           Layout &have = layouts_.try_emplace(r, Layout::whole(tensorType(r).getRank())).first->second;
-          have.partial = (*summa)->partial;
+          have.partial = (*strategy)->partial;
           have.reduction = ReductionKind::Sum;
         }
         continue;
@@ -270,7 +291,7 @@ private:
 
   func::FuncOp func_;
   Mesh mesh_;
-  bool summaMesh_; // the mesh has the 2D tensor-parallel axes
+  bool strategyMesh_; // the mesh has the 2D or the 3D tensor-parallel axes
   SmallVector<Seed> seedList_;
   llvm::DenseMap<Operation *, ShardingRule> rules_;
   llvm::DenseMap<Value, Layout> layouts_;

@@ -70,7 +70,8 @@ std::string Layout::describe() const {
 
 MeshAxes batchAxes(const Mesh &mesh) {
   MeshAxes axes;
-  for (StringRef a : {StringRef("dp"), StringRef(kTpDepthAxis), StringRef(kTpRowAxis)})
+  for (StringRef a : {StringRef("dp"), StringRef(kTpDepthAxis), StringRef(kTpRowAxis), StringRef(kTpWeightAxis),
+                      StringRef(kTpInputAxis)})
     if (mesh.hasAxis(a) && mesh.parts({a.str()}) > 1)
       axes.push_back(a.str());
   return axes;
@@ -83,6 +84,13 @@ int64_t Mesh::axisIndex(StringRef name) const {
     if (llvm::cast<StringAttr>(a).getValue() == name)
       return i;
   return -1;
+}
+
+bool Mesh::inOrder(ArrayRef<std::string> axes) const {
+  for (size_t i = 1; i < axes.size(); ++i)
+    if (axisIndex(axes[i - 1]) > axisIndex(axes[i]))
+      return false;
+  return true;
 }
 
 int64_t Mesh::parts(ArrayRef<std::string> axes) const {
@@ -149,11 +157,9 @@ FailureOr<Layout> readLayout(ShardingAttr attr, Value v, const Mesh &mesh, Opera
   for (int64_t d = 0; d < type.getRank(); ++d) {
     if (failed(known(l.dims[d])))
       return failure();
-    // Blocks are numbered major to minor over the dim's axes, as collectives order their groups.
-    for (size_t i = 1; i < l.dims[d].size(); ++i)
-      if (mesh.axisIndex(l.dims[d][i - 1]) > mesh.axisIndex(l.dims[d][i]))
-        return where->emitError("the axes of dim ") << d << " must follow the mesh's order ("
-                                                    << llvm::join(l.dims[d], ", ") << ")";
+    // Blocks are numbered major to minor over the dim's axes, in the dim's order (3D weights are
+    // split over (tp_in, tp_wt)); a collective's group follows the mesh's order, so partitioning
+    // moves a dim whose axes are in another order one axis at a time (Mesh::inOrder).
     if (type.getDimSize(d) % mesh.parts(l.dims[d]))
       return where->emitError("dim ") << d << " of size " << type.getDimSize(d) << " does not split into "
                                       << mesh.parts(l.dims[d]) << " blocks";

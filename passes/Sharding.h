@@ -31,6 +31,12 @@ using MeshAxes = llvm::SmallVector<std::string>;
 inline constexpr llvm::StringLiteral kTpRowAxis = "tp_row";
 inline constexpr llvm::StringLiteral kTpColAxis = "tp_col";
 inline constexpr llvm::StringLiteral kTpDepthAxis = "tp_dep";
+/// 3D tensor parallelism's axes (q x q x q, Colossal-AI's 3D weight, input and output modes):
+/// activations' rows are split over tp_wt and one of the other two, their features over the
+/// third; consecutive Linears swap tp_in and tp_out. The batch is split over tp_wt and tp_in.
+inline constexpr llvm::StringLiteral kTpWeightAxis = "tp_wt";
+inline constexpr llvm::StringLiteral kTpInputAxis = "tp_in";
+inline constexpr llvm::StringLiteral kTpOutputAxis = "tp_out";
 
 /// Mesh axes per dim of a value (empty: the dim is whole) and the axes over which it is a
 /// partial value, combined by `reduction` (sum or max).
@@ -69,6 +75,9 @@ public:
   /// How many blocks `axes` split a dim into: the product of their sizes.
   int64_t parts(llvm::ArrayRef<std::string> axes) const;
   bool hasAxis(llvm::StringRef name) const { return op_.getAxisSize(name) > 0; }
+  /// Whether `axes` follow the mesh's order (one collective over them numbers its members, and
+  /// so the blocks it moves, major to minor as the dim does).
+  bool inOrder(llvm::ArrayRef<std::string> axes) const;
   /// The position of axis `name` in the mesh (-1 when absent).
   int64_t axisIndex(llvm::StringRef name) const;
 
@@ -76,8 +85,8 @@ private:
   mutable MeshOp op_;
 };
 
-/// The axes the batch of the inputs is split over, in mesh order: dp, tp_dep and tp_row where
-/// the mesh has them with more than one rank.
+/// The axes the batch of the inputs is split over, in mesh order: dp, tp_dep and tp_row (2D,
+/// 2.5D), tp_wt and tp_in (3D) where the mesh has them with more than one rank.
 MeshAxes batchAxes(const Mesh &mesh);
 
 /// The module's @mesh, which must have each axis of `axes` (name, size); when the module has

@@ -16,7 +16,7 @@
 // those on K (equal in A and B) leave C a partial sum over them (2.5D's weight gradients over
 // the depth).
 //
-#include "passes/Summa.h"
+#include "passes/MatMulStrategies.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -46,28 +46,6 @@ MeshAxes otherAxesIn(const MeshAxes &axes) {
 }
 
 std::string otherPairAxis(StringRef axis) { return axis == kTpRowAxis ? kTpColAxis.str() : kTpRowAxis.str(); }
-
-/// Where a matmul's factors sit in its operands: L (rows of C: batch dims and M) in A and C, K in
-/// A and B, N in B and C. B is a matrix (rank 2).
-struct MatMulDims {
-  int64_t lk, lm, rk, rn, rank; // rank: of A and C
-  /// The dim of C holding A's dim `d` (not K).
-  int64_t resultDimOfLhs(int64_t d) const { return d == lm ? rank - 2 : d; }
-};
-
-std::optional<MatMulDims> matMulDims(MatMulOp op) {
-  auto a = tensorType(op.getLhs()), b = tensorType(op.getRhs());
-  if (a.getRank() < 2 || b.getRank() != 2 || tensorType(op.getResult()).getRank() != a.getRank())
-    return std::nullopt;
-  int64_t r = a.getRank();
-  MatMulDims d;
-  d.rank = r;
-  d.lm = op.getTransposeLhs() ? r - 1 : r - 2;
-  d.lk = op.getTransposeLhs() ? r - 2 : r - 1;
-  d.rk = op.getTransposeRhs() ? 1 : 0;
-  d.rn = 1 - d.rk;
-  return d;
-}
 
 /// The one pair axis on the rows of `l` (the dims of A or C other than `skip`), and its dim.
 std::optional<std::pair<std::string, int64_t>> rowPairAxis(const Layout &l, int64_t skip) {

@@ -139,7 +139,10 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       return signalPassFailure();
     // Decisions by parameter name: every function reads its own cpc.parameter ops.
     llvm::StringMap<std::pair<Layout, int64_t>> decisions; // layout, priority
-    if (mode != "1d")
+    if (mode == "3d")
+      for (func::FuncOp func : *funcs)
+        seed3D(func, mesh, decisions);
+    else if (mode != "1d")
       for (func::FuncOp func : *funcs)
         seedSumma(func, mesh, decisions);
     else if (megatron && tp > 1)
@@ -168,8 +171,19 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
     ModuleOp module = getOperation();
     if (mode == "1d")
       return SmallVector<std::pair<StringRef, int64_t>>{{"dp", dp}, {"tp", tp}};
+    if (mode == "3d") {
+      int64_t q = 1;
+      while ((q + 1) * (q + 1) * (q + 1) <= tp)
+        ++q;
+      if (q * q * q != tp || q < 2)
+        return module.emitError("tensor-parallel mode 3d needs tp = q * q * q ranks (q >= 2), got tp=")
+                   << (int64_t)tp,
+               failure();
+      return SmallVector<std::pair<StringRef, int64_t>>{
+          {"dp", dp}, {kTpWeightAxis, q}, {kTpInputAxis, q}, {kTpOutputAxis, q}};
+    }
     if (mode != "2d" && mode != "2.5d")
-      return module.emitError("tensor-parallel mode '") << mode << "' is not 1d, 2d or 2.5d", failure();
+      return module.emitError("tensor-parallel mode '") << mode << "' is not 1d, 2d, 2.5d or 3d", failure();
     int64_t d = mode == "2d" ? 1 : (int64_t)depth;
     if (d < 1 || tp % d)
       return module.emitError("2.5d: the depth ") << d << " must be >= 1 and divide tp=" << (int64_t)tp, failure();
@@ -223,6 +237,58 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       Layout result = Layout::whole(type.getRank());
       result.dims[0] = batch;
       result.dims.back() = {kTpColAxis.str()};
+      mm->setAttr(kResultShardingsAttr, ArrayAttr::get(mm.getContext(), {result.toAttr(mesh.ref(), 1)}));
+    });
+  }
+
+  /// 3D (Colossal-AI's 3D layers): a Linear whose input rows are split over (tp_wt, x) and its
+  /// features over y, where {x, y} = {tp_in, tp_out}, gets its weight split [in over (y, tp_wt),
+  /// out over x], its bias over x, and its result [rows over (tp_wt, y), ..., out over x]: the
+  /// next Linear finds x and y swapped. The batch starts as rows over (tp_wt, tp_in); which of
+  /// the two a Linear's input has is followed through the forward ops in program order (each
+  /// Linear flips it; other ops pass on their first operand's). A weight is placed by the first
+  /// matmul that reads it (the forward Linear).
+  void seed3D(func::FuncOp func, const Mesh &mesh, llvm::StringMap<std::pair<Layout, int64_t>> &decisions) {
+    int64_t q = mesh.parts({kTpWeightAxis.str()});
+    MeshAxes batch = batchAxes(mesh); // dp, tp_wt, tp_in
+    llvm::DenseMap<Value, bool> swapped; // the value's rows are over (tp_wt, tp_out), features over tp_in
+    llvm::StringSet<> placed;
+    func.walk([&](Operation *op) {
+      bool in = llvm::any_of(op->getOperands(), [&](Value v) { return swapped.lookup(v); });
+      auto mm = llvm::dyn_cast<MatMulOp>(op);
+      auto weight = mm ? throughCasts(mm.getRhs()).getDefiningOp<ParameterOp>() : ParameterOp();
+      if (!weight || weight.getType().getRank() != 2 || weight.getShardingAttr() ||
+          !placed.insert(weight.getName()).second) {
+        for (Value r : op->getResults())
+          swapped[r] = in;
+        return;
+      }
+      in = swapped.lookup(mm.getLhs());
+      swapped[mm.getResult()] = !in;
+      std::string x = (in ? kTpOutputAxis : kTpInputAxis).str(), y = (in ? kTpInputAxis : kTpOutputAxis).str();
+      int64_t inDim = mm.getTransposeRhs() ? 1 : 0, outDim = 1 - inDim;
+      ArrayRef<int64_t> shape = weight.getType().getShape();
+      if (shape[inDim] % (q * q) || shape[outDim] % q) {
+        mlir::emitRemark(mm.getLoc()) << "the Linear of '" << weight.getName() << "' stays replicated: its "
+                                      << shape[inDim] << "x" << shape[outDim] << " weight does not split into "
+                                      << q * q << "x" << q << " blocks";
+        return;
+      }
+      Layout w = Layout::whole(2);
+      w.dims[inDim] = {y, kTpWeightAxis.str()};
+      w.dims[outDim] = {x};
+      decisions[weight.getName()] = {w, 1};
+      if (std::optional<Linear> linear = matchLinear(mm); linear && linear->bias)
+        decisions[linear->bias.getName()] = {splitOver(1, 0, x), 1};
+      auto type = llvm::cast<RankedTensorType>(mm.getType());
+      MeshAxes rows = batch; // (dp,) tp_wt, tp_in -> (dp,) tp_wt, y
+      llvm::erase_if(rows, [&](const std::string &a) { return a == kTpInputAxis; });
+      rows.push_back(y);
+      if (type.getRank() < 2 || type.getDimSize(0) % mesh.parts(rows) || mm->getAttr(kResultShardingsAttr))
+        return;
+      Layout result = Layout::whole(type.getRank());
+      result.dims[0] = rows;
+      result.dims.back() = {x};
       mm->setAttr(kResultShardingsAttr, ArrayAttr::get(mm.getContext(), {result.toAttr(mesh.ref(), 1)}));
     });
   }

@@ -203,10 +203,9 @@ void TrainRecipe::apply(const nlohmann::json &config, const std::string &origin)
             } else if (tk == "shard") {
               shardRules = shardRuleList(tv, origin);
             } else if (tk == "mode") {
-              if (tv == "3d")
-                fail(origin, "parallel.tensor.mode", "3d tensor parallelism is not available yet (1d, 2d, 2.5d are)");
-              if (!tv.is_null() && tv != "1d" && tv != "2d" && tv != "2.5d")
-                fail(origin, "parallel.tensor.mode", "expected null, \"1d\", \"2d\" or \"2.5d\", got " + tv.dump());
+              if (!tv.is_null() && tv != "1d" && tv != "2d" && tv != "2.5d" && tv != "3d")
+                fail(origin, "parallel.tensor.mode",
+                     "expected null, \"1d\", \"2d\", \"2.5d\" or \"3d\", got " + tv.dump());
               tensorMode = tv.is_null() ? "1d" : tv.get<std::string>();
             } else if (tk == "depth") {
               tensorDepth = integer(tv, origin, "parallel.tensor.depth", 1);

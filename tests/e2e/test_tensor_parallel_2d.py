@@ -1,4 +1,4 @@
-"""2D and 2.5D tensor parallelism (Colossal-AI's Optimus and Tesseract layouts) on MAE-tiny
+"""2D, 2.5D and 3D tensor parallelism (Colossal-AI's Optimus, Tesseract and 3D layouts) on MAE-tiny
 (examples/mae, exported by torch.onnx.export): the tp ranks form a q x q grid (tp_row x tp_col,
 and a depth axis tp_dep for 2.5D); activations are [b/q (row), s, h/q (column)] (the batch also
 split over depth and dp), every Linear's weight [in/q (row), out/q (column)], its bias over the
@@ -8,7 +8,7 @@ whole row of blocks on one rank. LayerNorm statistics are all-reduced over the c
 
 Checked as a user would, 20 steps with the learning rate and clip of the other tensor-parallel
 tests (the clip engages on most steps): 2D q=2 (4 ranks), 2.5D q=2 d=2 (8 ranks), dp2 x 2D
-(8 ranks) and 2D q=2 x pp2 (8 ranks, 4 microbatches) equal one rank (loss and grad_norm per step within 1e-5 relative, final parameters
+(8 ranks), 3D q=2 (8 ranks) and 2D q=2 x pp2 (8 ranks, 4 microbatches) equal one rank (loss and grad_norm per step within 1e-5 relative, final parameters
 within 1e-5); the SUMMA traffic per step equals 3 (q-1) sum over Linears of (input block +
 weight block) bytes (forward: input and weight broadcast; input gradient: weight broadcast,
 result reduced; weight gradient: input broadcast, result reduced); each Linear weight is stored
@@ -106,6 +106,33 @@ with tempdir() as work:
     results.check("dp2 x 2D q=2 (8 ranks) equals one rank",
                   layout("dp2-2d", ["--dp", "2", "--tp", "4", "--tp-mode", "2d"], 2, 4))
 
+    def three_d():
+        # 3D q=2 (8 ranks): per Linear and step, the forward gathers its input block over one axis
+        # and its weight block over tp_wt and reduce-scatters its output, and each gradient does
+        # the same on its own operands; the 3 reduce-scatters send (q-1) (x + w + y) per Linear,
+        # with x = b s in / q^3, w = in out / q^3, y = b s out / q^3 elements (the blocks each
+        # rank keeps of the input, the weight and the output).
+        ours, params, summary = train("3d", ["--tp", "8", "--tp-mode", "3d"])
+        worst, worst_norm = compare_training(ours, single, params, single_params, STEPS)
+        comm = ours[-1]["comm"]
+        q = 2
+        blocks = sum((BATCH * tokens * fin + fin * fout + BATCH * tokens * fout) // q ** 3 for fin, fout, tokens in LINEARS)
+        assert comm["reduce_scatter"]["calls"] == 3 * len(LINEARS), comm["reduce_scatter"]
+        assert comm["reduce_scatter"]["bytes"] == (q - 1) * blocks * 4, "reduce-scatters sent %d B, formula %d B" % (
+            comm["reduce_scatter"]["bytes"], (q - 1) * blocks * 4)
+        weights = [b for b in summary["buffers"] if b["kind"] == "parameter" and len(b.get("global_shape", [])) == 2]
+        assert len(weights) == len(LINEARS), "%d Linear weights stored as blocks" % len(weights)
+        for b in weights:  # [in/q^2, out/q] (torch's [out, in]: [out/q, in/q^2])
+            assert b["shape"] == [b["global_shape"][0] // q, b["global_shape"][1] // q ** 2], (b["name"], b["shape"])
+            assert b["shard_dims"][1][1] == "tp_wt", (b["name"], b["shard_dims"])
+        print("   3d: worst per-step difference loss %.2e grad_norm %.2e; %d reduce-scatters %d B per step "
+              "(= (q-1) sum(x + w + y)), %d all-gathers %d B, %d all-reduces %d B" % (
+                  worst, worst_norm, comm["reduce_scatter"]["calls"], comm["reduce_scatter"]["bytes"],
+                  comm["all_gather"]["calls"], comm["all_gather"]["bytes"], comm["all_reduce"]["calls"],
+                  comm["all_reduce"]["bytes"]))
+
+    results.check("3D q=2 (8 ranks) equals one rank, reduce-scatter traffic as the formula", three_d)
+
     # 2D inside pipeline stages: MAE-tiny with 4 encoder blocks at microbatch 2, 4 microbatches
     # (the global batch of 8 again; each stage's 2 x 2 grid splits a microbatch over its rows),
     # against one rank accumulating the 4 microbatches.
@@ -138,18 +165,20 @@ with tempdir() as work:
     def config_equals_flags():
         for name, flags, tensor in [("2d", ["--tp", "4", "--tp-mode", "2d"], {"mode": "2d", "size": 4}),
                                     ("2.5d", ["--tp", "8", "--tp-mode", "2.5d", "--tp-depth", "2"],
-                                     {"mode": "2.5d", "size": 8, "depth": 2})]:
+                                     {"mode": "2.5d", "size": 8, "depth": 2}),
+                                    ("3d", ["--tp", "8", "--tp-mode", "3d"], {"mode": "3d", "size": 8})]:
             by_flags = compile_plan("flags-" + name, flags)
             by_config = compile_plan("config-" + name, [], dict(MAE_RECIPE, parallel={"tensor": tensor}))
             with open(by_flags, "rb") as a, open(by_config, "rb") as b:
                 assert a.read() == b.read(), "parallel.tensor %s does not give the plan of %s" % (tensor, flags)
 
-    results.check("the config's parallel.tensor mode/size/depth give the flags' plan", config_equals_flags)
+    results.check("the config's parallel.tensor mode/size/depth give the flags' plan (2d, 2.5d, 3d)",
+                  config_equals_flags)
 
     def bad_flags():
         for flags, needle in [(["--tp", "6", "--tp-mode", "2d"], "--tp-mode 2d: 2d needs --tp = q*q"),
-                              (["--tp", "4", "--tp-mode", "3d"], "--tp-mode 3d is not available yet"),
-                              (["--tp", "4", "--tp-mode", "4d"], "--tp-mode expects 1d, 2d or 2.5d"),
+                              (["--tp", "4", "--tp-mode", "3d"], "--tp-mode 3d: 3d needs --tp = q*q*q"),
+                              (["--tp", "4", "--tp-mode", "4d"], "--tp-mode expects 1d, 2d, 2.5d or 3d"),
                               (["--tp", "8", "--tp-mode", "2.5d"], "2.5d needs a depth"),
                               (["--tp", "8", "--tp-mode", "2.5d", "--tp-depth", "3"], "needs --tp = 3*q*q"),
                               (["--tp", "4", "--tp-depth", "2"], "--tp-depth: a depth belongs to the 2.5d mode"),

@@ -52,11 +52,14 @@ Options:
                              parallel.tensor.size): MLPs split column- then row-parallel. The mesh
                              is dp x tp, rank = dp index * N + tp index (a dp group's tp ranks are
                              neighbours); the tp ranks of one dp group read the same samples
-  --tp-mode 1d|2d|2.5d       Tensor-parallel layout (or the config's parallel.tensor.mode): 1d is
+  --tp-mode 1d|2d|2.5d|3d    Tensor-parallel layout (or the config's parallel.tensor.mode): 1d is
                              Megatron's; 2d (Optimus, --tp q*q) splits activations [b/q, s, h/q]
                              and weights [in/q, out/q] over a q x q grid (mesh dp x tp_row x
                              tp_col) and multiplies by SUMMA; 2.5d (Tesseract, --tp d*q*q) adds a
-                             depth axis tp_dep that splits the batch, weights replicated over it
+                             depth axis tp_dep that splits the batch, weights replicated over it;
+                             3d (--tp q*q*q, mesh dp x tp_wt x tp_in x tp_out) splits activations
+                             [b/q^2, s, h/q] and weights [in/q^2, out/q]: all-gathers, a local
+                             GEMM and a reduce-scatter per matmul
   --tp-depth D               2.5d: the depth d (or parallel.tensor.depth)
   --sp                       Sequence parallelism with --tp: LayerNorm and residual regions split along
                              the sequence over tp; each block's all-reduces become all-gather +
@@ -83,7 +86,7 @@ Options:
 )";
 
 /// The tensor-parallel mode and depth from the flags, else the config; checks that tp fits the
-/// mode (2d: q*q, 2.5d: depth*q*q with q >= 2) in one line naming the flags or the config's
+/// mode (2d: q*q, 2.5d: depth*q*q, 3d: q*q*q, with q >= 2) in one line naming the flags or the config's
 /// keys. Returns q (1 for 1d).
 int64_t resolveTensorMode(std::string &mode, int64_t &depth, int64_t tp, bool tpFromFlag, const TrainRecipe &recipe,
                           const std::string &configPath) {
@@ -111,6 +114,14 @@ int64_t resolveTensorMode(std::string &mode, int64_t &depth, int64_t tp, bool tp
   if (mode == "2.5d" && depth == 0)
     throw UsageError(modeAt + ": 2.5d needs a depth (--tp-depth D or parallel.tensor.depth)");
   int64_t d = std::max<int64_t>(depth, 1), q = 1;
+  if (mode == "3d") {
+    while ((q + 1) * (q + 1) * (q + 1) <= tp)
+      ++q;
+    if (q < 2 || q * q * q != tp)
+      throw UsageError(modeAt + ": 3d needs " + std::string(tpFromFlag ? "--tp" : "parallel.tensor.size") +
+                       " = q*q*q with q >= 2 (8, 27, 64, ...), got " + std::to_string(tp));
+    return q;
+  }
   while ((q + 1) * (q + 1) * d <= tp)
     ++q;
   if (q < 2 || q * q * d != tp)
@@ -126,7 +137,7 @@ int64_t resolveTensorMode(std::string &mode, int64_t &depth, int64_t tp, bool tp
 std::vector<std::string> batchAxesOf(mlir::ModuleOp module) {
   std::vector<std::string> axes;
   if (auto mesh = module.lookupSymbol<MeshOp>("mesh"))
-    for (llvm::StringRef a : {"dp", "tp_dep", "tp_row"})
+    for (llvm::StringRef a : {"dp", "tp_dep", "tp_row", "tp_wt", "tp_in"})
       if (mesh.getAxisSize(a) > 1)
         axes.push_back(a.str());
   return axes;
@@ -406,10 +417,8 @@ int runCompile(int argc, char **argv) {
       tensorParallel = parseRanks("--tp", takeValue(argc, argv, i));
     } else if (arg == "--tp-mode") {
       tensorMode = takeValue(argc, argv, i);
-      if (tensorMode == "3d")
-        throw UsageError("--tp-mode 3d is not available yet (1d, 2d and 2.5d are)");
-      if (tensorMode != "1d" && tensorMode != "2d" && tensorMode != "2.5d")
-        throw UsageError("--tp-mode expects 1d, 2d or 2.5d, got '" + tensorMode + "'");
+      if (tensorMode != "1d" && tensorMode != "2d" && tensorMode != "2.5d" && tensorMode != "3d")
+        throw UsageError("--tp-mode expects 1d, 2d, 2.5d or 3d, got '" + tensorMode + "'");
     } else if (arg == "--tp-depth") {
       tensorDepth = parseRanks("--tp-depth", takeValue(argc, argv, i));
     } else if (arg == "--pp") {
@@ -516,11 +525,12 @@ int runCompile(int argc, char **argv) {
     if (tensorParallel == 0)
       tensorParallel = recipe.tensorParallel;
     int64_t columns = resolveTensorMode(tensorMode, tensorDepth, tensorParallel, tpFromFlag, recipe, configPath);
-    if (tensorMode != "1d" && microbatch % (dataParallel * tensorDepth * columns)) // split over dp x depth x q
-      throw UsageError("--tp-mode " + tensorMode + " splits each microbatch over " +
-                       std::to_string(dataParallel * tensorDepth * columns) +
-                       " rows of ranks (dp x depth x q), which do not divide its " + std::to_string(microbatch) +
-                       " samples");
+    // 2D / 2.5D split each microbatch over dp x depth x q rows of ranks, 3D over dp x q x q.
+    int64_t rows = dataParallel * (tensorMode == "3d" ? columns * columns : std::max<int64_t>(tensorDepth, 1) * columns);
+    if (tensorMode != "1d" && microbatch % rows)
+      throw UsageError("--tp-mode " + tensorMode + " splits each microbatch over " + std::to_string(rows) +
+                       (tensorMode == "3d" ? " groups of ranks (dp x q x q)" : " rows of ranks (dp x depth x q)") +
+                       ", which do not divide its " + std::to_string(microbatch) + " samples");
     if (pipelineStages > 0 && recipe.pipelineStages > 1 && pipelineStages != recipe.pipelineStages)
       throw UsageError("--pp " + std::to_string(pipelineStages) + " disagrees with parallel.pipeline " +
                        std::to_string(recipe.pipelineStages) + " in " + configPath);

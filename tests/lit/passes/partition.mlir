@@ -581,12 +581,17 @@ func.func @softmax_split_columns(%x: tensor<4x8xf32> {cpc.sharding = #cpc.shardi
 
 // -----
 
-// Tests that the axes of a split dim must follow the mesh's order (blocks are numbered major to
-// minor, as the collectives order their groups).
+// Tests that a dim split over axes in another order than the mesh's (blocks numbered major to
+// minor in the dim's order, as 3D weights are) is gathered one axis at a time, minor first: a
+// collective numbers its group in the mesh's order, so one gather over both would misplace them.
+// CHECK-LABEL: func.func @axes_out_of_order
+// CHECK: %[[G1:.*]] = cpc.all_gather %{{.*}} over @mesh ["dp"] : tensor<1x6xf32> -> tensor<2x6xf32>
+// CHECK: %[[G2:.*]] = cpc.all_gather %[[G1]] over @mesh ["tp"] : tensor<2x6xf32> -> tensor<4x6xf32>
+// CHECK: cpc.softmax %[[G2]] {axis = 0 : i64} : tensor<4x6xf32>
 cpc.mesh @mesh shape = [2, 2] axes = ["dp", "tp"]
-// expected-error @+1 {{the axes of dim 0 must follow the mesh's order (tp, dp)}}
 func.func @axes_out_of_order(%x: tensor<4x6xf32> {cpc.sharding = #cpc.sharding<@mesh, [["tp", "dp"], []]>}) -> tensor<4x6xf32> {
-  return %x : tensor<4x6xf32>
+  %s = cpc.softmax %x {axis = 0 : i64} : tensor<4x6xf32>
+  return %s : tensor<4x6xf32>
 }
 
 // -----

@@ -1,7 +1,8 @@
 // RUN: cpc-opt %s -split-input-file -verify-diagnostics --cpc-tensor-parallel="tp=4 mode=2d" | FileCheck %s
 // RUN: cpc-opt %s -split-input-file --cpc-tensor-parallel="tp=8 mode=2.5d depth=2" 2>/dev/null | FileCheck %s --check-prefix=DEPTH
+// RUN: cpc-opt %s -split-input-file --cpc-tensor-parallel="tp=8 mode=3d" 2>/dev/null | FileCheck %s --check-prefix=CUBE
 
-// Tests 2D tensor parallelism's seeds (Optimus, q = 2): the mesh is dp x tp_row x tp_col, every
+// Tests the seeds of 2D tensor parallelism (Optimus, q = 2): the mesh is dp x tp_row x tp_col, every
 // Linear's weight is split [in over tp_row, out over tp_col] (torch's [out, in] and the
 // pre-transposed [in, out] alike), its bias over tp_col, and its result [batch over tp_row, ...,
 // out over tp_col]; a weight read again by a later matmul (its gradient's) keeps the first
@@ -14,6 +15,13 @@
 // CHECK: cpc.matmul {{.*}}cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_row"], [], ["tp_col"]], priority = 1>]
 // CHECK: cpc.matmul {{.*}}cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_row"], [], ["tp_col"]], priority = 1>]
 // CHECK: cpc.matmul %{{[0-9]+}}, %{{[0-9]+}} {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+// With 3d the mesh is dp x tp_wt x tp_in x tp_out; the first Linear's input has its features over
+// tp_out, so its weight is [in over (tp_out, tp_wt), out over tp_in]; the second Linear finds
+// them swapped: [in over (tp_in, tp_wt), out over tp_out].
+// CUBE: cpc.mesh @mesh shape = [1, 2, 2, 2] axes = ["dp", "tp_wt", "tp_in", "tp_out"]
+// CUBE: cpc.parameter "fc1.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_in"], ["tp_out", "tp_wt"]], priority = 1>]}
+// CUBE: cpc.parameter "fc1.bias" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_in"]], priority = 1>]}
+// CUBE: cpc.parameter "fc2.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_in", "tp_wt"], ["tp_out"]], priority = 1>]}
 // DEPTH: cpc.mesh @mesh shape = [1, 2, 2, 2] axes = ["dp", "tp_dep", "tp_row", "tp_col"]
 // DEPTH: cpc.parameter "fc1.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_col"], ["tp_row"]], priority = 1>]}
 func.func @mlp(%x: tensor<2x4x8xf32>) -> tensor<2x4x16xf32> attributes {cpc.phase = #cpc.phase<train_step>} {
