@@ -8,7 +8,8 @@ whole row of blocks on one rank. LayerNorm statistics are all-reduced over the c
 
 Checked as a user would, 20 steps with the learning rate and clip of the other tensor-parallel
 tests (the clip engages on most steps): 2D q=2 (4 ranks), 2.5D q=2 d=2 (8 ranks), dp2 x 2D
-(8 ranks), 3D q=2 (8 ranks) and 2D q=2 x pp2 (8 ranks, 4 microbatches) equal one rank (loss and grad_norm per step within 1e-5 relative, final parameters
+(8 ranks, also with ZeRO-1 and ZeRO-3), 3D q=2 (8 ranks) and 2D q=2 x pp2 (8 ranks, 4
+microbatches) equal one rank (loss and grad_norm per step within 1e-5 relative, final parameters
 within 1e-5); the SUMMA traffic per step equals 3 (q-1) sum over Linears of (input block +
 weight block) bytes (forward: input and weight broadcast; input gradient: weight broadcast,
 result reduced; weight gradient: input broadcast, result reduced); each Linear weight is stored
@@ -105,6 +106,17 @@ with tempdir() as work:
                   layout("2.5d", ["--tp", "8", "--tp-mode", "2.5d", "--tp-depth", "2"], 2, 4))
     results.check("dp2 x 2D q=2 (8 ranks) equals one rank",
                   layout("dp2-2d", ["--dp", "2", "--tp", "4", "--tp-mode", "2d"], 2, 4))
+
+    def zero():
+        # ZeRO composes: each rank's 2D blocks (and their moments) are split again over dp.
+        for stage in ("1", "3"):
+            ours, params, summary = train("dp2-2d-zero" + stage, ["--dp", "2", "--tp", "4", "--tp-mode", "2d",
+                                                                 "--zero", stage])
+            worst, worst_norm = compare_training(ours, single, params, single_params, STEPS)
+            print("   dp2 x 2d ZeRO-%s: worst per-step difference loss %.2e grad_norm %.2e; collectives %s" % (
+                stage, worst, worst_norm, {k: (v["calls"], v["bytes"]) for k, v in ours[-1]["comm"].items()}))
+
+    results.check("dp2 x 2D q=2 with ZeRO-1 and ZeRO-3 (8 ranks) equals one rank", zero)
 
     def three_d():
         # 3D q=2 (8 ranks): per Linear and step, the forward gathers its input block over one axis
