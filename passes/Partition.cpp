@@ -258,9 +258,18 @@ private:
         }
     }
     Layout have = currentOf(v);
-    for (size_t d = 0; d < want.dims.size(); ++d)
-      if (!have.dims[d].empty() && want.dims[d] != have.dims[d])
+    for (size_t d = 0; d < want.dims.size(); ++d) {
+      if (have.dims[d].empty() || want.dims[d] == have.dims[d])
+        continue;
+      // Wanted split over the major axes only (a 2D bias stored over (tp_col, tp_row), read over
+      // tp_col): gather the minor ones.
+      if (!want.dims[d].empty() && want.dims[d].size() < have.dims[d].size() &&
+          std::equal(want.dims[d].begin(), want.dims[d].end(), have.dims[d].begin()))
+        while (currentOf(v).dims[d].size() > want.dims[d].size())
+          v = gatheredMinor(v, d, op);
+      else
         v = gathered(v, d, op, fresh);
+    }
     if (currentOf(v).dims != want.dims) {
       // Each rank's block of its own partial value is not a partial value of the block: reduce
       // first. (A reduce-scatter would move less; the all-reduce is kept for other users.)

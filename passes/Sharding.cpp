@@ -68,6 +68,15 @@ std::string Layout::describe() const {
   return s;
 }
 
+bool isParameterUpdate(Operation *user, StringRef name) {
+  if (llvm::isa<AdamWOp>(user))
+    return true;
+  return !user->use_empty() && llvm::all_of(user->getUsers(), [&](Operation *u) {
+    auto assign = llvm::dyn_cast<AssignOp>(u);
+    return assign && assign.getName() == name;
+  });
+}
+
 MeshAxes batchAxes(const Mesh &mesh) {
   MeshAxes axes;
   for (StringRef a : {StringRef("dp"), StringRef(kTpDepthAxis), StringRef(kTpRowAxis), StringRef(kTpWeightAxis),

@@ -85,6 +85,11 @@ private:
   mutable MeshOp op_;
 };
 
+/// Whether `user` (of parameter `name`) is part of its update: AdamW, or an op whose results only
+/// go to the parameter's assign (fp16's skip on overflow). A parameter stored split reads its
+/// stored block there and a cpc.shard of its read layout everywhere else.
+bool isParameterUpdate(mlir::Operation *user, llvm::StringRef name);
+
 /// The axes the batch of the inputs is split over, in mesh order: dp, tp_dep and tp_row (2D,
 /// 2.5D), tp_wt and tp_in (3D) where the mesh has them with more than one rank.
 MeshAxes batchAxes(const Mesh &mesh);

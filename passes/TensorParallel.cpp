@@ -163,6 +163,7 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
                                  attr.getReduction(), it->second.second);
         param->setAttr(kResultShardingsAttr, ArrayAttr::get(&getContext(), {attr}));
       });
+    readThroughShards(*funcs, mesh);
   }
 
   /// The mesh of the mode: dp x tp (1d), dp x tp_row x tp_col (2d, q x q) or
@@ -230,7 +231,7 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       w.dims[out] = {kTpColAxis.str()};
       decisions[weight.getName()] = {w, 1};
       if (std::optional<Linear> linear = matchLinear(mm); linear && linear->bias)
-        decisions[linear->bias.getName()] = {splitOver(1, 0, kTpColAxis), 1};
+        storeFeatureVector(linear->bias, q, decisions);
       auto type = llvm::cast<RankedTensorType>(mm.getType());
       if (type.getRank() < 2 || type.getDimSize(0) % mesh.parts(batch) || mm->getAttr(kResultShardingsAttr))
         return;
@@ -239,7 +240,66 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       result.dims.back() = {kTpColAxis.str()};
       mm->setAttr(kResultShardingsAttr, ArrayAttr::get(mm.getContext(), {result.toAttr(mesh.ref(), 1)}));
     });
+    // LayerNorm scales and shifts (expanded: a mul and an add of the normalized features).
+    func.walk([&](ParameterOp param) {
+      if (param.getType().getRank() != 1 || decisions.count(param.getName()))
+        return;
+      int64_t features = param.getType().getDimSize(0);
+      for (Operation *user : param->getUsers()) {
+        Operation *op = user;
+        while (llvm::isa<CastOp>(op) && op->hasOneUse())
+          op = *op->getUsers().begin();
+        if (!llvm::isa<MulOp, AddOp>(op))
+          continue;
+        bool feature = llvm::any_of(op->getOperandTypes(), [&](Type t) {
+          auto other = llvm::cast<RankedTensorType>(t);
+          return other.getRank() >= 2 && other.getShape().back() == features;
+        });
+        if (feature) {
+          storeFeatureVector(param, q, decisions);
+          return;
+        }
+      }
+    });
   }
+
+  /// Colossal-AI's 2D layers store a bias or a LayerNorm parameter [k/q^2]: split over tp_col
+  /// then tp_row, read over tp_col (what the activations' features are) through a cpc.shard
+  /// before every op but its update (readThroughShards), so the update and the moments work on
+  /// the q^2 blocks. Features that only split q ways are read and stored over tp_col.
+  void storeFeatureVector(ParameterOp param, int64_t q, llvm::StringMap<std::pair<Layout, int64_t>> &decisions) {
+    int64_t features = param.getType().getDimSize(0);
+    if (features % q)
+      return;
+    Layout stored = splitOver(1, 0, kTpColAxis);
+    if (features % (q * q) == 0) {
+      stored.dims[0].push_back(kTpRowAxis.str());
+      readOverColumns_.insert(param.getName());
+    }
+    decisions[param.getName()] = {stored, 1};
+  }
+
+  /// The parameters stored over (tp_col, tp_row) are read over tp_col: a cpc.shard before each
+  /// op that uses them, their update excepted.
+  void readThroughShards(ArrayRef<func::FuncOp> funcs, const Mesh &mesh) {
+    ShardingAttr read = splitOver(1, 0, kTpColAxis).toAttr(mesh.ref(), 1);
+    for (func::FuncOp func : funcs)
+      func.walk([&](ParameterOp param) {
+        if (!readOverColumns_.contains(param.getName()))
+          return;
+        SmallVector<Operation *> users;
+        for (Operation *user : param->getUsers())
+          if (!isParameterUpdate(user, param.getName()) && !llvm::is_contained(users, user))
+            users.push_back(user);
+        for (Operation *user : users) {
+          OpBuilder b(user);
+          auto shard = b.create<ShardOp>(user->getLoc(), param.getType(), param.getResult(), read);
+          user->replaceUsesOfWith(param.getResult(), shard.getResult());
+        }
+      });
+  }
+
+  llvm::StringSet<> readOverColumns_; // 2D parameters stored over (tp_col, tp_row)
 
   /// 3D (Colossal-AI's 3D layers): a Linear whose input rows are split over (tp_wt, x) and its
   /// features over y, where {x, y} = {tp_in, tp_out}, gets its weight split [in over (y, tp_wt),
@@ -457,6 +517,7 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
             return WalkResult::interrupt();
           }
           decisions[param.getName()] = {*l, 0};
+          readOverColumns_.erase(param.getName()); // stored and read as the rule says
           return WalkResult::advance();
         });
         if (walk.wasInterrupted())

@@ -136,17 +136,6 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
                           ArrayAttr::get(op.getContext(), {stored.toAttr(mesh.ref(), kZeroPriority)}));
   }
 
-  /// Whether `user` is part of parameter `name`'s update: AdamW, or an op whose results only
-  /// go to the parameter's assign (fp16's skip on overflow keeps the stored block).
-  static bool isUpdate(Operation *user, StringRef name) {
-    if (llvm::isa<AdamWOp>(user))
-      return true;
-    return !user->use_empty() && llvm::all_of(user->getUsers(), [&](Operation *u) {
-      auto assign = llvm::dyn_cast<AssignOp>(u);
-      return assign && assign.getName() == name;
-    });
-  }
-
   static bool isNarrowingFloatCast(CastOp cast) {
     auto from = llvm::dyn_cast<FloatType>(cast.getInput().getType().getElementType());
     auto to = llvm::dyn_cast<FloatType>(cast.getType().getElementType());
@@ -167,7 +156,7 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
                      ArrayAttr::get(param.getContext(), {p.stored.toAttr(mesh.ref(), p.readPriority)}));
       SmallVector<Operation *> users;
       for (Operation *user : param->getUsers())
-        if (!isUpdate(user, param.getName()) && !llvm::is_contained(users, user))
+        if (!isParameterUpdate(user, param.getName()) && !llvm::is_contained(users, user))
           users.push_back(user);
       for (Operation *user : users) {
         // Mixed precision reads the parameter through a cast to 16 bits: the block is cast and

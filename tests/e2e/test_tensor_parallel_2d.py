@@ -1,8 +1,8 @@
 """2D, 2.5D and 3D tensor parallelism (Colossal-AI's Optimus, Tesseract and 3D layouts) on MAE-tiny
 (examples/mae, exported by torch.onnx.export): the tp ranks form a q x q grid (tp_row x tp_col,
 and a depth axis tp_dep for 2.5D); activations are [b/q (row), s, h/q (column)] (the batch also
-split over depth and dp), every Linear's weight [in/q (row), out/q (column)], its bias over the
-columns, and every Linear matmul, forward and backward, is computed by SUMMA: q broadcasts of
+split over depth and dp), every Linear's weight [in/q (row), out/q (column)], its bias and the
+LayerNorm parameters stored [k/q^2] over both and read over the columns, and every Linear matmul, forward and backward, is computed by SUMMA: q broadcasts of
 one block along a row and a column of ranks (and q reduces of the gradients' blocks), never a
 whole row of blocks on one rank. LayerNorm statistics are all-reduced over the columns.
 
@@ -94,6 +94,12 @@ with tempdir() as work:
                 assert b["shape"] == [n // q for n in b["global_shape"]], "%s: block %s of %s" % (
                     b["name"], b["shape"], b["global_shape"])
                 assert sorted(sum(b["shard_dims"], [])) == ["tp_col", "tp_row"], b["shard_dims"]
+            # Biases and LayerNorm parameters are stored [k/q^2] (over tp_col, then tp_row), as
+            # Colossal-AI's 2D layers store them: 4 per block and 2 per norm (8 of them), one per
+            # Linear outside the blocks (decoder embedding, prediction head).
+            vectors = [b["name"] for b in summary["buffers"] if b["kind"] == "parameter" and
+                       len(b.get("global_shape", [])) == 1 and b.get("shard_dims") == [["tp_col", "tp_row"]]]
+            assert len(vectors) == 3 * 4 + 8 * 2 + 2, "vectors stored over the grid: %s" % vectors
             print("   %s: worst per-step difference loss %.2e grad_norm %.2e; SUMMA %d broadcasts + %d reduces, "
                   "%d B per step (= 3(q-1) sum(x + w)); all-reduces %d calls %d B" % (
                       name, worst, worst_norm, comm["broadcast_from"]["calls"], comm["reduce_to"]["calls"], sent,

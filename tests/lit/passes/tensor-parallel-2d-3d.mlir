@@ -4,15 +4,17 @@
 
 // Tests the seeds of 2D tensor parallelism (Optimus, q = 2): the mesh is dp x tp_row x tp_col, every
 // Linear's weight is split [in over tp_row, out over tp_col] (torch's [out, in] and the
-// pre-transposed [in, out] alike), its bias over tp_col, and its result [batch over tp_row, ...,
-// out over tp_col]; a weight read again by a later matmul (its gradient's) keeps the first
-// placement. With 2.5d the mesh has the depth axis and the batch is split over tp_dep x tp_row.
+// pre-transposed [in, out] alike), its bias stored over (tp_col, tp_row) and read over tp_col
+// through a cpc.shard, and its result [batch over tp_row, ..., out over tp_col]; a weight read
+// again by a later matmul (its gradient's) keeps the first placement. With 2.5d the mesh has the depth axis and the batch is split over tp_dep x tp_row.
 // CHECK: cpc.mesh @mesh shape = [1, 2, 2] axes = ["dp", "tp_row", "tp_col"]
 // CHECK-LABEL: func.func @mlp
 // CHECK: cpc.parameter "fc1.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_col"], ["tp_row"]], priority = 1>]} : tensor<16x8xf32>
-// CHECK: cpc.parameter "fc1.bias" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_col"]], priority = 1>]} : tensor<16xf32>
+// CHECK: %[[B:.*]] = cpc.parameter "fc1.bias" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_col", "tp_row"]], priority = 1>]} : tensor<16xf32>
 // CHECK: cpc.parameter "fc2.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_row"], ["tp_col"]], priority = 1>]} : tensor<16x8xf32>
 // CHECK: cpc.matmul {{.*}}cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_row"], [], ["tp_col"]], priority = 1>]
+// CHECK: %[[READ:.*]] = cpc.shard %[[B]] to <@mesh, {{\[\[}}"tp_col"]], priority = 1> : tensor<16xf32>
+// CHECK: cpc.add %[[READ]],
 // CHECK: cpc.matmul {{.*}}cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_row"], [], ["tp_col"]], priority = 1>]
 // CHECK: cpc.matmul %{{[0-9]+}}, %{{[0-9]+}} {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
 // With 3d the mesh is dp x tp_wt x tp_in x tp_out; the first Linear's input has its features over
