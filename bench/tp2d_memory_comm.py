@@ -11,8 +11,8 @@ and 2D q=2 on 4 ranks; 1D tp8, 2.5D q=2 d=2 and 3D q=2 on 8 ranks. For each, per
     replicated (a Linear weight is one [in/q, out/q] block; 2.5D replicates it over depth);
   - the activation arena the compiler plans;
   - collective calls and bytes per step by kind, and the formula of the layout's dominant
-    traffic: 3D, per Linear 3 reduce-scatters and 6 all-gathers of q-1 blocks of x, w or y
-    (b*s*in/q^3, in*out/q^3, b*s*out/q^3), gathers of other values (ids) on top;
+    traffic: 3D, the reduce-scatters, per Linear (q-1)(x + w + y) with x, w, y = b*s*in/q^3,
+    in*out/q^3, b*s*out/q^3 (the 6 all-gathers per Linear move twice that, shown apart);
     1D, Megatron's 2 all-reduces (forward, backward) of b*s*h per split block, each
     2(N-1)/N of the tensor; 2D / 2.5D, SUMMA's 3(q-1) (x + w) per Linear (x an input block of
     b/(q d) * s * in/q elements, w a weight block of in/q * out/q; forward broadcasts both,
@@ -88,9 +88,8 @@ def traffic_formula(name, n, q, depth, linears, batch, blocks):
         return 0
     if not q:  # 2 all-reduces of b*s*h per split block (attention or MLP)
         return sum(2 * 2 * (n - 1) * batch * s * h * 4 // n for s, h, heads in blocks if heads % n == 0)
-    if not depth:  # 3D: per Linear 3 reduce-scatters and 6 gathers of (q-1) blocks each
-        return sum(3 * 3 * (q - 1) * (batch * s * fin + fin * fout + batch * s * fout) * 4 // q ** 3
-                   for fin, fout, s in linears)
+    if not depth:  # 3D: per Linear 3 reduce-scatters of (q-1) blocks (of y, x, w)
+        return sum((q - 1) * (batch * s * fin + fin * fout + batch * s * fout) * 4 // q ** 3 for fin, fout, s in linears)
     return sum(3 * (q - 1) * (batch // (q * depth) * s * fin // q + fin // q * fout // q) * 4 for fin, fout, s in linears)
 
 
@@ -127,8 +126,7 @@ def main():
             formula = split // (n if not q or not depth else q * q) + (total - split)
             metrics = run_metrics(plan, args.steps, os.path.join(work, "m.jsonl"), inputs)
             comm = metrics[-1].get("comm", {})
-            kinds_main = ("all_reduce",) if not q else ("broadcast_from", "reduce_to") if depth else ("all_gather",
-                                                                                                    "reduce_scatter")
+            kinds_main = ("all_reduce",) if not q else ("broadcast_from", "reduce_to") if depth else ("reduce_scatter",)
             main = sum(comm.get(k, {}).get("bytes", 0) for k in kinds_main)
             times = sorted(m["step_s"] for m in metrics[1:]) or [metrics[0]["step_s"]]
             step = times[len(times) // 2]
