@@ -10,6 +10,8 @@
 
 #include "passes/Sharding.h"
 
+#include "mlir/IR/Builders.h"
+
 namespace cpc {
 
 /// What cpc-partition lends a matmul strategy: the layouts it tracks and its resharding.
@@ -34,6 +36,26 @@ struct MatMulDims {
 
 /// The dims of `op`, when its rhs is a matrix and its lhs has the result's rank.
 std::optional<MatMulDims> matMulDims(MatMulOp op);
+
+/// What the strategies' rewriters share: the matmul, its mesh and dims, a builder before it.
+class MatMulRewriter {
+protected:
+  MatMulRewriter(MatMulOp op, const Mesh &mesh, const PartitionHooks &hooks, const MatMulDims &dims)
+      : op_(op), mesh_(mesh), hooks_(hooks), dims_(dims), b_(op) {}
+
+  /// `op`'s result, `op` given the matmul's labels (its pipeline chunk, forward or backward) so
+  /// that the steps are placed where the matmul was.
+  mlir::Value labelled(mlir::Operation *op);
+  /// Checks that `c` is the block of the matmul's result that `l` gives this rank and records
+  /// `l` (and the attribute --dump-sharding prints).
+  mlir::FailureOr<mlir::Value> finish(mlir::Value c, const Layout &l, llvm::StringRef strategy);
+
+  MatMulOp op_;
+  const Mesh &mesh_;
+  const PartitionHooks &hooks_;
+  MatMulDims dims_;
+  mlir::OpBuilder b_;
+};
 
 /// Whether `op`'s rhs, laid out as `b`, is one that a strategy multiplies by (split over the 2D
 /// or the 3D axes); the result's layout is then the strategy's, not the factor rule's.

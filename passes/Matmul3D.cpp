@@ -130,10 +130,10 @@ bool divides(MatMulOp op, const Mesh &mesh, const Layout &l) {
   return true;
 }
 
-class Matmul3D {
+class Matmul3D : MatMulRewriter {
 public:
   Matmul3D(MatMulOp op, const Mesh &mesh, const PartitionHooks &hooks, const MatMulDims &dims)
-      : op_(op), mesh_(mesh), hooks_(hooks), dims_(dims), b_(op) {}
+      : MatMulRewriter(op, mesh, hooks, dims) {}
 
   FailureOr<Value> run() {
     Layout propagated = hooks_.propagated(op_.getResult());
@@ -153,27 +153,10 @@ public:
     Value c = labelled(b_.create<ReduceScatterOp>(op_.getLoc(), RankedTensorType::get(shape, type.getElementType()),
                                                   product, mesh_.ref(), b_.getStrArrayAttr({p->k}),
                                                   dim ? b_.getI64IntegerAttr(dim) : IntegerAttr()));
-    const Layout &l = p->result;
-    SmallVector<int64_t> global(tensorType(op_.getResult()).getShape());
-    for (size_t d = 0; d < global.size(); ++d)
-      global[d] /= mesh_.parts(l.dims[d]);
-    if (tensorType(c).getShape() != ArrayRef<int64_t>(global))
-      return op_.emitError("the 3D matmul computed ") << c.getType() << " for the block of " << l.describe();
-    hooks_.setCurrent(c, l);
-    if (l.isSharded())
-      c.getDefiningOp()->setAttr(kResultShardingsAttr, b_.getArrayAttr({l.toAttr(mesh_.ref())}));
-    return c;
+    return finish(c, p->result, "the 3D matmul");
   }
 
 private:
-  /// `op` with the matmul's labels (its pipeline chunk, forward or backward).
-  Value labelled(Operation *op) {
-    for (NamedAttribute a : op_->getDiscardableAttrs())
-      if (a.getName() != kResultShardingsAttr)
-        op->setAttr(a.getName(), a.getValue());
-    return op->getResult(0);
-  }
-
   /// `v` gathered over the minor one of a dim's two 3D axes (nothing when it has one).
   Value gatherMinor(Value v, int64_t dim, const MeshAxes &axes3D) {
     if (axes3D.size() < 2)
@@ -190,12 +173,6 @@ private:
     hooks_.setCurrent(g, l);
     return g;
   }
-
-  MatMulOp op_;
-  const Mesh &mesh_;
-  const PartitionHooks &hooks_;
-  MatMulDims dims_;
-  OpBuilder b_;
 };
 
 } // namespace
@@ -228,42 +205,6 @@ FailureOr<Value> partitionMatmul3D(MatMulOp op, const Mesh &mesh, const Partitio
   if (!has3DAxes(mesh) || !dims)
     return Value();
   return Matmul3D(op, mesh, hooks, *dims).run();
-}
-
-//===----------------------------------------------------------------------===//
-// The dispatch by mesh.
-//===----------------------------------------------------------------------===//
-
-std::optional<MatMulDims> matMulDims(MatMulOp op) {
-  auto a = tensorType(op.getLhs()), b = tensorType(op.getRhs());
-  if (a.getRank() < 2 || b.getRank() != 2 || tensorType(op.getResult()).getRank() != a.getRank())
-    return std::nullopt;
-  int64_t r = a.getRank();
-  MatMulDims d;
-  d.rank = r;
-  d.lm = op.getTransposeLhs() ? r - 1 : r - 2;
-  d.lk = op.getTransposeLhs() ? r - 2 : r - 1;
-  d.rk = op.getTransposeRhs() ? 1 : 0;
-  d.rn = 1 - d.rk;
-  return d;
-}
-
-bool hasStrategyRhs(MatMulOp op, const Mesh &mesh, const Layout &b) {
-  return hasSummaRhs(op, mesh, b) || has3DRhs(op, mesh, b);
-}
-
-std::optional<Layout> strategyResultLayout(MatMulOp op, const Mesh &mesh, const Layout &a, const Layout &b,
-                                           const Layout &c) {
-  if (hasSummaRhs(op, mesh, b))
-    return summaResultLayout(op, mesh, a, b, c);
-  return matmul3DResultLayout(op, mesh, a, b, c);
-}
-
-FailureOr<Value> partitionByStrategy(MatMulOp op, const Mesh &mesh, const PartitionHooks &hooks) {
-  FailureOr<Value> summa = partitionSumma(op, mesh, hooks);
-  if (failed(summa) || *summa)
-    return summa;
-  return partitionMatmul3D(op, mesh, hooks);
 }
 
 } // namespace cpc

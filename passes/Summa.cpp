@@ -126,10 +126,10 @@ std::optional<SummaPlan> planSumma(const MatMulDims &dims, const Layout &la, con
   return plan;
 }
 
-class Summa {
+class Summa : MatMulRewriter {
 public:
   Summa(MatMulOp op, const Mesh &mesh, const PartitionHooks &hooks, const MatMulDims &dims)
-      : op_(op), mesh_(mesh), hooks_(hooks), dims_(dims), b_(op) {}
+      : MatMulRewriter(op, mesh, hooks, dims) {}
 
   FailureOr<Value> run() {
     Value a = op_.getLhs();
@@ -170,14 +170,6 @@ private:
     return hooks_.reshard(a, want, op_);
   }
 
-  /// `op` with the matmul's labels (its pipeline chunk, forward or backward): the steps are
-  /// placed where the matmul was.
-  template <typename OpT> Value labelled(OpT op) {
-    for (NamedAttribute a : op_->getDiscardableAttrs())
-      if (a.getName() != kResultShardingsAttr)
-        op->setAttr(a.getName(), a.getValue());
-    return op->getResult(0);
-  }
   Value broadcast(Value v, StringRef axis, int64_t root) {
     return labelled(b_.create<BroadcastFromOp>(op_.getLoc(), v, mesh_.ref(), b_.getStrArrayAttr({axis}),
                                                b_.getI64IntegerAttr(root)));
@@ -214,27 +206,8 @@ private:
       }
       sum = sum ? labelled(b_.create<AddOp>(op_.getLoc(), sum, step)) : step;
     }
-    const Layout &c = plan.result;
-    if (tensorType(sum) != localType(tensorType(op_.getResult()), c))
-      return op_.emitError("SUMMA computed ") << sum.getType() << " for the block of " << c.describe();
-    hooks_.setCurrent(sum, c);
-    if (c.isSharded())
-      sum.getDefiningOp()->setAttr(kResultShardingsAttr, b_.getArrayAttr({c.toAttr(mesh_.ref())}));
-    return sum;
+    return finish(sum, plan.result, "SUMMA");
   }
-
-  RankedTensorType localType(RankedTensorType global, const Layout &l) const {
-    SmallVector<int64_t> shape(global.getShape());
-    for (size_t d = 0; d < shape.size(); ++d)
-      shape[d] /= mesh_.parts(l.dims[d]);
-    return RankedTensorType::get(shape, global.getElementType());
-  }
-
-  MatMulOp op_;
-  const Mesh &mesh_;
-  const PartitionHooks &hooks_;
-  MatMulDims dims_;
-  OpBuilder b_;
 };
 
 } // namespace

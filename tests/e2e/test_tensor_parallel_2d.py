@@ -55,12 +55,12 @@ with tempdir() as work:
     np.save(data["imgs"], rng.standard_normal((BATCH, 3, 32, 32)).astype(np.float32))
     np.save(data["noise"], rng.random((BATCH, 16)).astype(np.float32))
 
-    def compile_plan(name, flags, recipe=MAE_RECIPE):
+    def compile_plan(name, flags, recipe=MAE_RECIPE, onnx=model):
         config = os.path.join(work, name + ".json")
         with open(config, "w") as f:
             json.dump(recipe, f)
         plan = os.path.join(work, name + ".plan")
-        run([tool("cpc"), "compile", model, "--config", config, "-o", plan, *flags])
+        run([tool("cpc"), "compile", onnx, "--config", config, "-o", plan, *flags])
         return plan
 
     def train(name, flags, recipe=MAE_RECIPE):
@@ -159,23 +159,15 @@ with tempdir() as work:
 
     def pipelined(name, flags):
         def check():
-            ref, ref_params, _ = train_plan(compile_deep("one-acc4", [], accumulated), STEPS, data,
+            ref, ref_params, _ = train_plan(compile_plan("one-acc4", [], accumulated, deep), STEPS, data,
                                             os.path.join(work, "one-acc4"))
-            ours, params, _ = train_plan(compile_deep(name, flags, MAE_RECIPE), STEPS, data, os.path.join(work, name))
+            ours, params, _ = train_plan(compile_plan(name, flags, MAE_RECIPE, deep), STEPS, data, os.path.join(work, name))
             worst, worst_norm = compare_training(ours, ref, params, ref_params, STEPS)
             comm = ours[-1]["comm"]
             print("   %s: worst per-step difference loss %.2e grad_norm %.2e; per step %d broadcasts, %d reduces, "
                   "%d sends" % (name, worst, worst_norm, comm["broadcast_from"]["calls"], comm["reduce_to"]["calls"],
                                 comm["send"]["calls"]))
         return check
-
-    def compile_deep(name, flags, recipe):
-        config = os.path.join(work, name + ".json")
-        with open(config, "w") as f:
-            json.dump(recipe, f)
-        plan = os.path.join(work, name + ".plan")
-        run([tool("cpc"), "compile", deep, "--config", config, "-o", plan, *flags])
-        return plan
 
     results.check("2D q=2 x pp2 (8 ranks, 4 microbatches, 1F1B) equals one rank accumulating them",
                   pipelined("2d-pp2", ["--tp", "4", "--tp-mode", "2d", "--pp", "2", "--microbatches", "4"]))
