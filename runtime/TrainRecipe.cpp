@@ -206,7 +206,7 @@ void TrainRecipe::apply(const nlohmann::json &config, const std::string &origin)
               if (!tv.is_null() && tv != "1d" && tv != "2d" && tv != "2.5d" && tv != "3d")
                 fail(origin, "parallel.tensor.mode",
                      "expected null, \"1d\", \"2d\", \"2.5d\" or \"3d\", got " + tv.dump());
-              tensorMode = tv.is_null() ? "1d" : tv.get<std::string>();
+              tensorMode = tv.is_null() ? "" : tv.get<std::string>(); // null: the default (1d), as Colossal's None
             } else if (tk == "depth") {
               tensorDepth = integer(tv, origin, "parallel.tensor.depth", 1);
             } else {

@@ -32,8 +32,9 @@ struct TrainRecipe {
   std::string lrSchedule = "constant"; // "constant" | "cosine"
   int64_t accumulation = 1;
   int64_t tensorParallel = 1; // parallel.tensor.size
-  // parallel.tensor.mode: "1d" (Megatron; null too), "2d" (Optimus), "2.5d" (Tesseract, with
-  // parallel.tensor.depth) or "3d"; empty when the config does not say.
+  // parallel.tensor.mode: "1d" (Megatron), "2d" (Optimus), "2.5d" (Tesseract, with
+  // parallel.tensor.depth) or "3d"; empty when the config does not say (or says null, Colossal's
+  // None: the default, which --tp-mode may set).
   std::string tensorMode;
   int64_t tensorDepth = 0; // parallel.tensor.depth (0: not given)
   int64_t pipelineStages = 1; // parallel.pipeline
