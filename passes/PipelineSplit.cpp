@@ -188,13 +188,21 @@ void Splitter::placeAccumulate(func::FuncOp func) {
     }
     chunkOf_[&op] = std::clamp<int64_t>(*chunk, 0, chunks_ - 1);
   }
-  // What reads only inputs goes with its first reader.
+  // What reads only inputs goes with its first reader, into backward when all its readers are
+  // there: a collective over a gradient accumulator's old value must run after the earlier
+  // microbatches' backward wrote it, not be handed over from a forward that ran before.
   for (Operation *op : llvm::reverse(unresolved)) {
     int64_t chunk = chunks_;
+    bool placed = false, allBackward = true;
     for (Operation *user : op->getUsers())
-      if (auto it = chunkOf_.find(user); it != chunkOf_.end())
+      if (auto it = chunkOf_.find(user); it != chunkOf_.end()) {
         chunk = std::min(chunk, it->second);
+        placed = true;
+        allBackward &= backward_.contains(user);
+      }
     chunkOf_[op] = chunk == chunks_ ? 0 : chunk;
+    if (placed && allBackward)
+      backward_.insert(op);
   }
   for (auto [op, chunk] : chunkOf_)
     for (Value v : op->getOperands()) {
