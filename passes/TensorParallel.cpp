@@ -321,6 +321,8 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
           !placed.insert(weight.getName()).second) {
         for (Value r : op->getResults())
           swapped[r] = in;
+        if (llvm::isa<MulOp, AddOp>(op))
+          splitFeatureVectors(op, q, swapped, decisions);
         return;
       }
       in = swapped.lookup(mm.getLhs());
@@ -351,6 +353,26 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       result.dims.back() = {x};
       mm->setAttr(kResultShardingsAttr, ArrayAttr::get(mm.getContext(), {result.toAttr(mesh.ref(), 1)}));
     });
+  }
+
+  /// 3D: a 1-D parameter that scales or shifts the features of an activation (a LayerNorm's
+  /// scale and bias) is split over the activation's feature axis (tp_out, or tp_in where the
+  /// activation has them swapped), as Linear biases are.
+  static void splitFeatureVectors(Operation *op, int64_t q, const llvm::DenseMap<Value, bool> &swapped,
+                                  llvm::StringMap<std::pair<Layout, int64_t>> &decisions) {
+    for (Value v : op->getOperands()) {
+      auto param = throughCasts(v).getDefiningOp<ParameterOp>();
+      if (!param || param.getType().getRank() != 1 || decisions.count(param.getName()) ||
+          param.getType().getDimSize(0) % q)
+        continue;
+      for (Value other : op->getOperands()) {
+        auto type = llvm::cast<RankedTensorType>(other.getType());
+        if (type.getRank() < 2 || type.getShape().back() != param.getType().getDimSize(0))
+          continue;
+        decisions[param.getName()] = {splitOver(1, 0, swapped.lookup(other) ? kTpInputAxis : kTpOutputAxis), 1};
+        break;
+      }
+    }
   }
 
   /// Linear -> activation -> Linear: the first column-parallel, the second row-parallel.

@@ -66,7 +66,21 @@ with tempdir() as work:
     def train(name, flags, recipe=MAE_RECIPE):
         return train_plan(compile_plan(name, flags, recipe), STEPS, data, os.path.join(work, name))
 
-    single, single_params, _ = train("one", [])
+    single, single_params, single_summary = train("one", [])
+
+    def parameter_bytes(summary):
+        """(bytes of the Linear weights, biases and LayerNorm vectors; bytes of the rest: the
+        patch embedding's conv, positional embeddings, cls/mask tokens) of a plan, per rank."""
+        split = rest = 0
+        for b in summary["buffers"]:
+            if b["kind"] != "parameter" or b["alias_of"] >= 0:
+                continue
+            size = 4 * int(np.prod(b["shape"]))
+            grid = len(b.get("global_shape", b["shape"])) in (1, 2) and b["name"] != "patch_embed.proj.bias"
+            split, rest = (split + size, rest) if grid else (split, rest + size)
+        return split, rest
+
+    PSI_GRID, PSI_REST = parameter_bytes(single_summary)
 
     def one_rank():
         clipped = sum(1 for m in single if m["grad_norm"] > MAE_CLIP)
@@ -100,6 +114,11 @@ with tempdir() as work:
             vectors = [b["name"] for b in summary["buffers"] if b["kind"] == "parameter" and
                        len(b.get("global_shape", [])) == 1 and b.get("shard_dims") == [["tp_col", "tp_row"]]]
             assert len(vectors) == 3 * 4 + 8 * 2 + 2, "vectors stored over the grid: %s" % vectors
+            # Per-rank parameter bytes: Psi/q^2 for the grid's parameters (every weight, bias and
+            # LayerNorm vector, replicated over depth and dp), the rest whole.
+            mine = sum(parameter_bytes(summary))
+            assert mine == PSI_GRID // q ** 2 + PSI_REST, "%d parameter bytes per rank, the formula says %d" % (
+                mine, PSI_GRID // q ** 2 + PSI_REST)
             print("   %s: worst per-step difference loss %.2e grad_norm %.2e; SUMMA %d broadcasts + %d reduces, "
                   "%d B per step (= 3(q-1) sum(x + w)); all-reduces %d calls %d B" % (
                       name, worst, worst_norm, comm["broadcast_from"]["calls"], comm["reduce_to"]["calls"], sent,
@@ -140,6 +159,12 @@ with tempdir() as work:
             comm["reduce_scatter"]["bytes"], (q - 1) * blocks * 4)
         weights = [b for b in summary["buffers"] if b["kind"] == "parameter" and len(b.get("global_shape", [])) == 2]
         assert len(weights) == len(LINEARS), "%d Linear weights stored as blocks" % len(weights)
+        # Per-rank parameter bytes: Psi/q^3 for the Linear weights, Psi/q for their biases and the
+        # LayerNorm vectors (split over the features' axis), the rest whole.
+        weight_bytes = sum(4 * fin * fout for fin, fout, _ in LINEARS)
+        mine = sum(parameter_bytes(summary))
+        formula = weight_bytes // q ** 3 + (PSI_GRID - weight_bytes) // q + PSI_REST
+        assert mine == formula, "%d parameter bytes per rank, the formula says %d" % (mine, formula)
         for b in weights:  # [in/q^2, out/q] (torch's [out, in]: [out/q, in/q^2])
             assert b["shape"] == [b["global_shape"][0] // q, b["global_shape"][1] // q ** 2], (b["name"], b["shape"])
             assert b["shard_dims"][1][1] == "tp_wt", (b["name"], b["shard_dims"])
