@@ -60,6 +60,10 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
   Option<bool> sequenceParallel{*this, "sp", llvm::cl::desc("Sequence parallelism over tp"), llvm::cl::init(false)};
 };
 
+/// The side q of the grid a tensor-parallel mode makes of `tp` ranks: 2d q*q, 2.5d depth*q*q,
+/// 3d q*q*q (1d: tp); 0 when `tp` is no such number with q >= 2.
+int64_t tensorParallelSide(llvm::StringRef mode, int64_t tp, int64_t depth);
+
 /// The passes `cpc compile` runs on an imported model in training mode, registered as
 /// `cpc-training-pipeline` so that `cpc-opt` reproduces the IR a plan is built from.
 void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineOptions &options);

@@ -14,17 +14,6 @@ void cpc::addImportCleanupPasses(OpPassManager &pm) {
   pm.addPass(mlir::createCSEPass());
 }
 
-/// q of a 2D / 2.5D / 3D layout (tp = depth * q * q or q * q * q): the ranks heads are split
-/// over; 1 when tp is no such number (the pass says so).
-static int64_t columnsOf(const cpc::TrainingPipelineOptions &options) {
-  int64_t depth = options.tensorParallelMode == "2.5d" ? std::max<int64_t>(options.tensorParallelDepth, 1) : 1;
-  bool cube = options.tensorParallelMode == "3d";
-  int64_t q = 1;
-  while ((q + 1) * (q + 1) * (cube ? q + 1 : depth) <= options.tensorParallel)
-    ++q;
-  return q;
-}
-
 void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &options) {
   int64_t chunks = options.pipelineStages * options.virtualStages;
   if (chunks > 1) { // labels the forward ops; autodiff carries the labels onto their gradients
@@ -36,7 +25,9 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   bool summa = options.tensorParallel > 1 && options.tensorParallelMode != "1d";
   if (options.tensorParallel > 1) { // before autodiff: gradients then come in the stored order
     CpcHeadMajorQkvOptions heads;
-    heads.tp = summa ? columnsOf(options) : options.tensorParallel; // 2D / 3D split heads over q ranks
+    heads.tp = summa ? std::max<int64_t>(tensorParallelSide(options.tensorParallelMode, options.tensorParallel,
+                                                             options.tensorParallelDepth), 1)
+                     : options.tensorParallel; // 2D / 3D split heads over q ranks
     pm.addPass(createCpcHeadMajorQkv(heads));
   }
   if (options.precision != "fp32") { // after the rewrites that match parameter uses, before gradients

@@ -166,36 +166,23 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
     readThroughShards(*funcs, mesh);
   }
 
-  /// The mesh of the mode: dp x tp (1d), dp x tp_row x tp_col (2d, q x q) or
-  /// dp x tp_dep x tp_row x tp_col (2.5d, d x q x q).
+  /// The mesh of the mode: dp x tp (1d), dp x tp_row x tp_col (2d, q x q),
+  /// dp x tp_dep x tp_row x tp_col (2.5d, d x q x q) or dp x tp_wt x tp_in x tp_out (3d, q^3).
   FailureOr<SmallVector<std::pair<StringRef, int64_t>>> meshAxes() {
     ModuleOp module = getOperation();
     if (mode == "1d")
       return SmallVector<std::pair<StringRef, int64_t>>{{"dp", dp}, {"tp", tp}};
-    if (mode == "3d") {
-      int64_t q = 1;
-      while ((q + 1) * (q + 1) * (q + 1) <= tp)
-        ++q;
-      if (q * q * q != tp || q < 2)
-        return module.emitError("tensor-parallel mode 3d needs tp = q * q * q ranks (q >= 2), got tp=")
-                   << (int64_t)tp,
-               failure();
+    if (mode != "2d" && mode != "2.5d" && mode != "3d")
+      return module.emitError("tensor-parallel mode '") << mode << "' is not 1d, 2d, 2.5d or 3d", failure();
+    int64_t d = mode == "2.5d" ? (int64_t)depth : 1, q = tensorParallelSide(mode, tp, d);
+    if (q == 0)
+      return module.emitError("tensor-parallel mode ")
+                 << mode << " needs tp = " << (mode == "3d" ? "q * q * q" : d > 1 ? "depth * q * q" : "q * q")
+                 << " ranks (q >= 2), got tp=" << (int64_t)tp << (d > 1 ? " and depth " + std::to_string(d) : std::string()),
+             failure();
+    if (mode == "3d")
       return SmallVector<std::pair<StringRef, int64_t>>{
           {"dp", dp}, {kTpWeightAxis, q}, {kTpInputAxis, q}, {kTpOutputAxis, q}};
-    }
-    if (mode != "2d" && mode != "2.5d")
-      return module.emitError("tensor-parallel mode '") << mode << "' is not 1d, 2d, 2.5d or 3d", failure();
-    int64_t d = mode == "2d" ? 1 : (int64_t)depth;
-    if (d < 1 || tp % d)
-      return module.emitError("2.5d: the depth ") << d << " must be >= 1 and divide tp=" << (int64_t)tp, failure();
-    int64_t q = 1;
-    while ((q + 1) * (q + 1) <= tp / d)
-      ++q;
-    if (q * q * d != tp || q < 2)
-      return module.emitError("tensor-parallel mode ")
-                 << mode << " needs tp = " << (d > 1 ? "depth * " : "") << "q * q ranks (q >= 2), got tp=" << (int64_t)tp
-                 << (d > 1 ? " and depth " + std::to_string(d) : std::string()),
-             failure();
     SmallVector<std::pair<StringRef, int64_t>> axes{{"dp", dp}};
     if (mode == "2.5d")
       axes.push_back({kTpDepthAxis, d});
@@ -242,25 +229,36 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
     });
     // LayerNorm scales and shifts (expanded: a mul and an add of the normalized features).
     func.walk([&](ParameterOp param) {
-      if (param.getType().getRank() != 1 || decisions.count(param.getName()))
-        return;
-      int64_t features = param.getType().getDimSize(0);
-      for (Operation *user : param->getUsers()) {
-        Operation *op = user;
-        while (llvm::isa<CastOp>(op) && op->hasOneUse())
-          op = *op->getUsers().begin();
-        if (!llvm::isa<MulOp, AddOp>(op))
-          continue;
-        bool feature = llvm::any_of(op->getOperandTypes(), [&](Type t) {
-          auto other = llvm::cast<RankedTensorType>(t);
-          return other.getRank() >= 2 && other.getShape().back() == features;
-        });
-        if (feature) {
-          storeFeatureVector(param, q, decisions);
-          return;
+      if (!decisions.count(param.getName()) && scaledFeatures(param))
+        storeFeatureVector(param, q, decisions);
+    });
+  }
+
+  /// The activation whose features a 1-D parameter scales or shifts (a LayerNorm's scale and
+  /// bias, expanded into a mul and an add; through casts), or null: at its first such use in
+  /// program order (the forward's, not a gradient's).
+  static Value scaledFeatures(ParameterOp param) {
+    if (param.getType().getRank() != 1)
+      return {};
+    int64_t features = param.getType().getDimSize(0);
+    Operation *first = nullptr;
+    Value found;
+    for (Operation *user : param->getUsers()) {
+      Operation *op = user;
+      while (llvm::isa<CastOp>(op) && op->hasOneUse())
+        op = *op->getUsers().begin();
+      if (!llvm::isa<MulOp, AddOp>(op) || (first && first->isBeforeInBlock(op)))
+        continue;
+      for (Value other : op->getOperands()) {
+        auto type = llvm::cast<RankedTensorType>(other.getType());
+        if (type.getRank() >= 2 && type.getShape().back() == features) {
+          first = op;
+          found = other;
+          break;
         }
       }
-    });
+    }
+    return found;
   }
 
   /// Colossal-AI's 2D layers store a bias or a LayerNorm parameter [k/q^2]: split over tp_col
@@ -321,8 +319,6 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
           !placed.insert(weight.getName()).second) {
         for (Value r : op->getResults())
           swapped[r] = in;
-        if (llvm::isa<MulOp, AddOp>(op))
-          splitFeatureVectors(op, q, swapped, decisions);
         return;
       }
       in = swapped.lookup(mm.getLhs());
@@ -353,26 +349,13 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       result.dims.back() = {x};
       mm->setAttr(kResultShardingsAttr, ArrayAttr::get(mm.getContext(), {result.toAttr(mesh.ref(), 1)}));
     });
-  }
-
-  /// 3D: a 1-D parameter that scales or shifts the features of an activation (a LayerNorm's
-  /// scale and bias) is split over the activation's feature axis (tp_out, or tp_in where the
-  /// activation has them swapped), as Linear biases are.
-  static void splitFeatureVectors(Operation *op, int64_t q, const llvm::DenseMap<Value, bool> &swapped,
-                                  llvm::StringMap<std::pair<Layout, int64_t>> &decisions) {
-    for (Value v : op->getOperands()) {
-      auto param = throughCasts(v).getDefiningOp<ParameterOp>();
-      if (!param || param.getType().getRank() != 1 || decisions.count(param.getName()) ||
-          param.getType().getDimSize(0) % q)
-        continue;
-      for (Value other : op->getOperands()) {
-        auto type = llvm::cast<RankedTensorType>(other.getType());
-        if (type.getRank() < 2 || type.getShape().back() != param.getType().getDimSize(0))
-          continue;
-        decisions[param.getName()] = {splitOver(1, 0, swapped.lookup(other) ? kTpInputAxis : kTpOutputAxis), 1};
-        break;
-      }
-    }
+    // LayerNorm scales and shifts: over the features' axis of the activation they scale (tp_out,
+    // or tp_in where it has them swapped), as Linear biases are.
+    func.walk([&](ParameterOp param) {
+      Value features = decisions.count(param.getName()) ? Value() : scaledFeatures(param);
+      if (features && param.getType().getDimSize(0) % q == 0)
+        decisions[param.getName()] = {splitOver(1, 0, swapped.lookup(features) ? kTpInputAxis : kTpOutputAxis), 1};
+    });
   }
 
   /// Linear -> activation -> Linear: the first column-parallel, the second row-parallel.
@@ -553,3 +536,15 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
 };
 
 } // namespace
+
+int64_t cpc::tensorParallelSide(llvm::StringRef mode, int64_t tp, int64_t depth) {
+  if (mode == "1d")
+    return tp;
+  int64_t power = mode == "3d" ? 3 : 2, factor = mode == "2.5d" ? depth : 1, q = 1;
+  auto ranks = [&](int64_t side) { return (power == 3 ? side * side * side : side * side) * factor; };
+  if (factor < 1)
+    return 0;
+  while (ranks(q + 1) <= tp)
+    ++q;
+  return q >= 2 && ranks(q) == tp ? q : 0;
+}

@@ -2,6 +2,7 @@
 #include "compiler/PlanBuilder.h"
 #include "dialects/cpc/Roles.h"
 #include "passes/Passes.h"
+#include "passes/Sharding.h"
 #include "runtime/PipelineSchedule.h"
 #include "runtime/TrainRecipe.h"
 #include "tools/cpc/Commands.h"
@@ -113,18 +114,11 @@ int64_t resolveTensorMode(std::string &mode, int64_t &depth, int64_t tp, bool tp
   std::string modeAt = where(modeFromFlag, "--tp-mode " + mode, "parallel.tensor.mode");
   if (mode == "2.5d" && depth == 0)
     throw UsageError(modeAt + ": 2.5d needs a depth (--tp-depth D or parallel.tensor.depth)");
-  int64_t d = std::max<int64_t>(depth, 1), q = 1;
-  if (mode == "3d") {
-    while ((q + 1) * (q + 1) * (q + 1) <= tp)
-      ++q;
-    if (q < 2 || q * q * q != tp)
-      throw UsageError(modeAt + ": 3d needs " + std::string(tpFromFlag ? "--tp" : "parallel.tensor.size") +
-                       " = q*q*q with q >= 2 (8, 27, 64, ...), got " + std::to_string(tp));
-    return q;
-  }
-  while ((q + 1) * (q + 1) * d <= tp)
-    ++q;
-  if (q < 2 || q * q * d != tp)
+  int64_t d = std::max<int64_t>(depth, 1), q = tensorParallelSide(mode, tp, d);
+  if (q == 0 && mode == "3d")
+    throw UsageError(modeAt + ": 3d needs " + std::string(tpFromFlag ? "--tp" : "parallel.tensor.size") +
+                     " = q*q*q with q >= 2 (8, 27, 64, ...), got " + std::to_string(tp));
+  if (q == 0)
     throw UsageError(modeAt + ": " + mode + " needs " + (tpFromFlag ? "--tp" : "parallel.tensor.size") + " = " +
                      (mode == "2d" ? "q*q" : std::to_string(d) + "*q*q") + " with q >= 2 (" +
                      (mode == "2d" ? "4, 9, 16" : std::to_string(4 * d) + ", " + std::to_string(9 * d)) +
@@ -133,14 +127,13 @@ int64_t resolveTensorMode(std::string &mode, int64_t &depth, int64_t tp, bool tp
   return q;
 }
 
-/// The mesh axes the plan's batch is split over (as cpc-data-parallel seeded them).
+/// The mesh axes the plan's batch is split over (cpc-data-parallel's).
 std::vector<std::string> batchAxesOf(mlir::ModuleOp module) {
-  std::vector<std::string> axes;
-  if (auto mesh = module.lookupSymbol<MeshOp>("mesh"))
-    for (llvm::StringRef a : {"dp", "tp_dep", "tp_row", "tp_wt", "tp_in"})
-      if (mesh.getAxisSize(a) > 1)
-        axes.push_back(a.str());
-  return axes;
+  auto mesh = module.lookupSymbol<MeshOp>("mesh");
+  if (!mesh)
+    return {};
+  MeshAxes axes = batchAxes(Mesh(mesh));
+  return std::vector<std::string>(axes.begin(), axes.end());
 }
 
 /// The value of a --dp/--tp flag: a number of ranks in [1, 4096].
