@@ -132,6 +132,7 @@ public:
 
   Plan build(ModuleOp module, const std::string &source) {
     plan_.mode = options_.mode;
+    plan_.device = options_.device;
     plan_.source = source;
     plan_.training = options_.training;
     // A module with a mesh compiles to one SPMD program per function, run by every rank.
@@ -225,6 +226,8 @@ private:
   /// The f32 scratch that CPU kernels use for 16-bit operands (kernels::scratch16: one buffer,
   /// as large as the largest step of rank `rank`'s programs needs; 0 without 16-bit floats).
   int64_t widenScratchBytes(int rank) const {
+    if (plan_.device != DeviceKind::Cpu)
+      return 0; // the CUDA kernels compute 16-bit operands in registers
     const kernels::KernelRegistry &registry = kernels::KernelRegistry::cpu();
     int64_t most = 0;
     for (const RankProgram &p : plan_.programs) {
@@ -233,7 +236,6 @@ private:
       for (const StepDesc &s : p.steps) {
         kernels::KernelContext ctx;
         ctx.op = s.op;
-        ctx.attrs = &s.attrs;
         bool any16 = false;
         for (auto [list, ids] : {std::pair{&ctx.inputs, &s.inputs}, std::pair{&ctx.outputs, &s.outputs}})
           for (int b : *ids) {
@@ -241,8 +243,10 @@ private:
             list->push_back(TensorRef{nullptr, d.dtype, d.shape});
             any16 |= is16BitFloat(d.dtype);
           }
-        if (any16)
+        if (any16) {
+          ctx.setAttrs(s.attrs);
           most = std::max(most, registry.scratchBytes(s.op, ctx));
+        }
       }
     }
     return most;
@@ -279,6 +283,7 @@ private:
     b.dtype = dtypeOf(type.getElementType(), where);
     b.shape.assign(type.getShape().begin(), type.getShape().end());
     b.kind = kind;
+    b.space = options_.device == DeviceKind::Cpu ? MemorySpace::Host : MemorySpace::Device;
     plan_.buffers.push_back(b);
     return plan_.buffers.size() - 1;
   }

@@ -11,6 +11,9 @@ namespace cpc {
 
 struct PlanOptions {
   std::string mode = "infer";
+  /// What the plan runs on: its buffers live in that device's memory (cpc-run binds each rank to
+  /// a GPU for cuda).
+  DeviceKind device = DeviceKind::Cpu;
   /// The functions to lower, each into one program of the same name (run in this order).
   std::vector<std::string> functions = {"main"};
   /// Let elementwise ops write over an input that dies at that op, and producers of assigned

@@ -42,6 +42,26 @@ bool isFloatDType(DType type) {
   return type == DType::F32 || type == DType::F64 || type == DType::F16 || type == DType::BF16;
 }
 
+const char *deviceKindName(DeviceKind kind) { return kind == DeviceKind::Cuda ? "cuda" : "cpu"; }
+
+std::optional<DeviceKind> parseDeviceKind(const std::string &name) {
+  if (name == "cpu")
+    return DeviceKind::Cpu;
+  if (name == "cuda")
+    return DeviceKind::Cuda;
+  return std::nullopt;
+}
+
+const char *memorySpaceName(MemorySpace space) { return space == MemorySpace::Device ? "device" : "host"; }
+
+std::optional<MemorySpace> parseMemorySpace(const std::string &name) {
+  if (name == "host")
+    return MemorySpace::Host;
+  if (name == "device")
+    return MemorySpace::Device;
+  return std::nullopt;
+}
+
 int64_t numElements(const std::vector<int64_t> &shape) {
   if (auto n = checkedNumElements(shape))
     return *n;

@@ -19,6 +19,15 @@ const char *dtypeName(DType type);
 std::optional<DType> parseDType(const std::string &name);
 bool isFloatDType(DType type);
 
+/// Where a plan runs and a kernel is built for ("cpu", "cuda").
+enum class DeviceKind : uint8_t { Cpu, Cuda };
+const char *deviceKindName(DeviceKind kind);
+std::optional<DeviceKind> parseDeviceKind(const std::string &name);
+/// Which memory a plan buffer lives in: the host's, or the device's (a GPU plan's tensors).
+enum class MemorySpace : uint8_t { Host, Device };
+const char *memorySpaceName(MemorySpace space);
+std::optional<MemorySpace> parseMemorySpace(const std::string &name);
+
 int64_t numElements(const std::vector<int64_t> &shape);
 std::string shapeString(const std::vector<int64_t> &shape);
 

@@ -2,6 +2,7 @@
 #include "runtime/CollectiveKernels.h"
 #include "runtime/Blocks.h"
 #include "runtime/Communicator.h"
+#include "runtime/Device.h"
 #include "runtime/Plan.h"
 
 #include <algorithm>
@@ -35,10 +36,7 @@ void checkMesh(const kernels::KernelContext &ctx) {
 }
 
 /// Attribute `dim` of a collective (0 when unset) and the product of the dims before it.
-int64_t dimAttr(const kernels::KernelContext &ctx) {
-  auto it = ctx.attrs->find("dim");
-  return it == ctx.attrs->end() ? 0 : it->get<int64_t>();
-}
+int64_t dimAttr(const kernels::KernelContext &ctx) { return ctx.attrs.dim; }
 int64_t outerOf(const std::vector<int64_t> &shape, int64_t dim) {
   int64_t outer = 1;
   for (int64_t d = 0; d < dim; ++d)
@@ -48,15 +46,29 @@ int64_t outerOf(const std::vector<int64_t> &shape, int64_t dim) {
 
 /// A tensor cut into `parts` blocks along a dim is [outer][parts][chunk] in memory; collectives
 /// exchange whole blocks, [parts][outer][chunk]. Reorders `src` into `dst` one way (toBlocks) or
-/// the other.
-void reorderBlocks(const void *src, void *dst, int64_t parts, int64_t outer, size_t chunk, bool toBlocks) {
+/// the other: block p is `outer` rows of `chunk` bytes, one strided copy each (on the step's
+/// device, so that it works on tensor memory of any device).
+void reorderBlocks(const kernels::KernelContext &ctx, const void *src, void *dst, int64_t parts, int64_t outer,
+                   size_t chunk, bool toBlocks) {
   const auto *in = static_cast<const uint8_t *>(src);
   auto *out = static_cast<uint8_t *>(dst);
-  for (int64_t p = 0; p < parts; ++p)
-    for (int64_t o = 0; o < outer; ++o) {
-      size_t blockMajor = (p * outer + o) * chunk, interleaved = (o * parts + p) * chunk;
-      std::memcpy(out + (toBlocks ? blockMajor : interleaved), in + (toBlocks ? interleaved : blockMajor), chunk);
-    }
+  for (int64_t p = 0; p < parts; ++p) {
+    size_t blockMajor = p * outer * chunk, interleaved = p * chunk, wide = parts * chunk;
+    if (toBlocks)
+      copyTensorRows(ctx.device, out + blockMajor, chunk, in + interleaved, wide, chunk, outer);
+    else
+      copyTensorRows(ctx.device, out + interleaved, wide, in + blockMajor, chunk, chunk, outer);
+  }
+}
+
+// Temporaries of the collectives, in the device's tensor memory (grow-only scratch slots).
+constexpr int kBlocksSlot = 0, kReceivedSlot = 1, kBucketSlot = 2;
+uint8_t *scratchBytes(const kernels::KernelContext &ctx, int slot, size_t bytes) {
+  return static_cast<uint8_t *>(tensorScratch(ctx.device, slot, bytes));
+}
+
+ReduceOp reduceOpOf(const kernels::KernelContext &ctx) {
+  return ctx.attrs.kind == kernels::CollectiveReduction::Max ? ReduceOp::Max : ReduceOp::Sum;
 }
 
 /// Reduces the inputs over the mesh axes (attribute `kind`: sum, the default, or max). One input
@@ -68,19 +80,13 @@ void allReduceKernel(kernels::KernelContext &ctx) {
   checkMesh(ctx);
   if (ctx.inputs.empty() || ctx.inputs.size() != ctx.outputs.size())
     ctx.fail("needs one output per input");
-  std::vector<int> group = groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>());
-  auto kindAttr = ctx.attrs->find("kind");
-  ReduceOp op = ReduceOp::Sum;
-  try {
-    op = kindAttr == ctx.attrs->end() ? ReduceOp::Sum : parseReduceOp(kindAttr->get<std::string>());
-  } catch (const std::exception &e) {
-    ctx.fail(e.what());
-  }
+  std::vector<int> group = groupOf(ctx, ctx.attrs.meshAxes);
+  ReduceOp op = reduceOpOf(ctx);
   DType type = ctx.inputs[0].dtype;
   if (ctx.inputs.size() == 1) {
     const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
     if (in.data != out.data)
-      std::memcpy(out.data, in.data, in.bytes());
+      copyTensorBytes(ctx.device, out.data, in.data, in.bytes());
     ctx.comm->allReduce(out.data, out.numel(), type, op, group);
     return;
   }
@@ -93,18 +99,20 @@ void allReduceKernel(kernels::KernelContext &ctx) {
   // The bucket is the concatenation of its members, reduced piece by piece through one packing
   // buffer of fixed size (the plan's predicted peak counts it). An output may be its input's
   // memory: a piece is written back only over bytes that were already packed.
-  static std::vector<uint8_t> packed(kBucketPieceBytes);
+  uint8_t *packed = scratchBytes(ctx, kBucketSlot, kBucketPieceBytes);
   const int64_t es = dtypeSize(type), pieceElements = kBucketPieceBytes / es;
   auto copyRange = [&](int64_t begin, int64_t end, bool pack) {
     int64_t offset = 0;
     for (size_t i = 0; i < ctx.inputs.size(); ++i) {
       int64_t n = ctx.inputs[i].numel(), from = std::max(begin, offset), to = std::min(end, offset + n);
       if (from < to) {
-        uint8_t *piece = packed.data() + (from - begin) * es;
+        uint8_t *piece = packed + (from - begin) * es;
         if (pack)
-          std::memcpy(piece, static_cast<const uint8_t *>(ctx.inputs[i].data) + (from - offset) * es, (to - from) * es);
+          copyTensorBytes(ctx.device, piece, static_cast<const uint8_t *>(ctx.inputs[i].data) + (from - offset) * es,
+                          (to - from) * es);
         else
-          std::memcpy(static_cast<uint8_t *>(ctx.outputs[i].data) + (from - offset) * es, piece, (to - from) * es);
+          copyTensorBytes(ctx.device, static_cast<uint8_t *>(ctx.outputs[i].data) + (from - offset) * es, piece,
+                          (to - from) * es);
       }
       offset += n;
     }
@@ -112,7 +120,7 @@ void allReduceKernel(kernels::KernelContext &ctx) {
   for (int64_t begin = 0; begin < count; begin += pieceElements) {
     int64_t end = std::min(count, begin + pieceElements);
     copyRange(begin, end, true);
-    ctx.comm->allReduce(packed.data(), end - begin, type, op, group);
+    ctx.comm->allReduce(packed, end - begin, type, op, group);
     copyRange(begin, end, false);
   }
 }
@@ -127,15 +135,15 @@ void allGatherKernel(kernels::KernelContext &ctx) {
   int64_t dim = dimAttr(ctx);
   if (dim < 0 || dim >= in.rank() || out.rank() != in.rank() || in.shape[dim] == 0 || out.shape[dim] % in.shape[dim])
     ctx.fail("cannot gather along dim " + std::to_string(dim));
-  std::vector<int> group = groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>());
+  std::vector<int> group = groupOf(ctx, ctx.attrs.meshAxes);
   int64_t outer = outerOf(in.shape, dim);
   if (outer == 1 || in.numel() == 0) { // every rank has the same shapes: all skip the same steps
     ctx.comm->allGather(in.data, out.data, in.numel(), in.dtype, group);
     return;
   }
-  std::vector<uint8_t> blocks(out.bytes());
-  ctx.comm->allGather(in.data, blocks.data(), in.numel(), in.dtype, group);
-  reorderBlocks(blocks.data(), out.data, out.shape[dim] / in.shape[dim], outer, in.bytes() / outer, false);
+  uint8_t *blocks = scratchBytes(ctx, kBlocksSlot, out.bytes());
+  ctx.comm->allGather(in.data, blocks, in.numel(), in.dtype, group);
+  reorderBlocks(ctx, blocks, out.data, out.shape[dim] / in.shape[dim], outer, in.bytes() / outer, false);
 }
 
 /// Sums the input over the group; this rank keeps block (its index in the group) of attribute
@@ -149,16 +157,16 @@ void reduceScatterKernel(kernels::KernelContext &ctx) {
   if (dim < 0 || (in.rank() > 0 && dim >= in.rank()) || out.rank() != in.rank() ||
       (in.rank() > 0 && (out.shape[dim] == 0 || in.shape[dim] % out.shape[dim])))
     ctx.fail("cannot scatter along dim " + std::to_string(dim));
-  std::vector<int> group = groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>());
+  std::vector<int> group = groupOf(ctx, ctx.attrs.meshAxes);
   int64_t outer = outerOf(in.shape, dim);
   if (outer == 1 || in.numel() == 0) {
     ctx.comm->reduceScatterSum(in.data, out.data, out.numel(), in.dtype, group);
     return;
   }
   // Block j of the sum is then contiguous.
-  std::vector<uint8_t> packed(in.bytes());
-  reorderBlocks(in.data, packed.data(), in.shape[dim] / out.shape[dim], outer, out.bytes() / outer, true);
-  ctx.comm->reduceScatterSum(packed.data(), out.data, out.numel(), in.dtype, group);
+  uint8_t *packed = scratchBytes(ctx, kBlocksSlot, in.bytes());
+  reorderBlocks(ctx, in.data, packed, in.shape[dim] / out.shape[dim], outer, out.bytes() / outer, true);
+  ctx.comm->reduceScatterSum(packed, out.data, out.numel(), in.dtype, group);
 }
 
 /// Moves the split of the group's axes from `concat_dim` to `split_dim`: this rank's value is
@@ -169,8 +177,8 @@ void allToAllKernel(kernels::KernelContext &ctx) {
   if (!ctx.comm)
     ctx.fail("needs a communicator (run the plan with cpc-run)");
   checkMesh(ctx);
-  int64_t split = ctx.attr("split_dim").get<int64_t>(), concat = ctx.attr("concat_dim").get<int64_t>();
-  std::vector<int> group = groupOf(ctx, ctx.attr("axes").get<std::vector<std::string>>());
+  int64_t split = ctx.attrs.splitDim, concat = ctx.attrs.concatDim;
+  std::vector<int> group = groupOf(ctx, ctx.attrs.meshAxes);
   int64_t n = group.empty() ? ctx.comm->size() : (int64_t)group.size();
   if (split < 0 || split >= in.rank() || concat < 0 || concat >= in.rank() || split == concat ||
       out.rank() != in.rank() || in.shape[split] % n || out.shape[concat] != in.shape[concat] * n)
@@ -178,12 +186,12 @@ void allToAllKernel(kernels::KernelContext &ctx) {
              " among " + std::to_string(n) + " ranks");
   if (in.numel() == 0)
     return; // the same on every rank: nothing to exchange
-  std::vector<uint8_t> packed(in.bytes()), received(in.bytes());
+  uint8_t *packed = scratchBytes(ctx, kBlocksSlot, in.bytes()), *received = scratchBytes(ctx, kReceivedSlot, in.bytes());
   int64_t outer = outerOf(in.shape, split);
-  reorderBlocks(in.data, packed.data(), n, outer, in.bytes() / outer / n, true);
-  ctx.comm->allToAll(packed.data(), received.data(), in.numel() / n, in.dtype, group);
+  reorderBlocks(ctx, in.data, packed, n, outer, in.bytes() / outer / n, true);
+  ctx.comm->allToAll(packed, received, in.numel() / n, in.dtype, group);
   outer = outerOf(out.shape, concat);
-  reorderBlocks(received.data(), out.data, n, outer, out.bytes() / outer / n, false);
+  reorderBlocks(ctx, received, out.data, n, outer, out.bytes() / outer / n, false);
 }
 
 /// The group of a rooted collective (one axis) and its root's position in it (its coordinate).
@@ -191,10 +199,10 @@ std::pair<std::vector<int>, int> rootedGroup(const kernels::KernelContext &ctx) 
   if (!ctx.comm)
     ctx.fail("needs a communicator (run the plan with cpc-run)");
   checkMesh(ctx);
-  auto axes = ctx.attr("axes").get<std::vector<std::string>>();
+  const auto &axes = ctx.attrs.meshAxes;
   if (axes.size() != 1)
     ctx.fail("takes exactly one mesh axis");
-  int64_t root = ctx.attrInt("root"), size = (*ctx.meshShape)[axisIndex(ctx, axes[0])];
+  int64_t root = ctx.attrs.root, size = (*ctx.meshShape)[axisIndex(ctx, axes[0])];
   if (root < 0 || root >= size)
     ctx.fail("root " + std::to_string(root) + " is outside axis '" + axes[0] + "'");
   return {groupOf(ctx, axes), (int)root};
@@ -205,7 +213,7 @@ void broadcastFromKernel(kernels::KernelContext &ctx) {
   const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
   auto [group, root] = rootedGroup(ctx);
   if (in.data != out.data)
-    std::memcpy(out.data, in.data, in.bytes());
+    copyTensorBytes(ctx.device, out.data, in.data, in.bytes());
   ctx.comm->broadcastFrom(out.data, out.numel(), out.dtype, root, group);
 }
 
@@ -215,7 +223,7 @@ void reduceToKernel(kernels::KernelContext &ctx) {
   auto [group, root] = rootedGroup(ctx);
   if (in.data == out.data)
     ctx.fail("needs an output apart from its input");
-  std::memset(out.data, 0, out.bytes()); // zeros of every float type are all-zero bits
+  zeroTensorBytes(ctx.device, out.data, out.bytes()); // zeros of every float type are all-zero bits
   ctx.comm->reduceSumTo(in.data, out.data, in.numel(), in.dtype, root, group);
 }
 
@@ -223,15 +231,47 @@ void reduceToKernel(kernels::KernelContext &ctx) {
 void shardSliceKernel(kernels::KernelContext &ctx) {
   const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
   checkMesh(ctx);
-  auto dimAxes = ctx.attr("sharding").at("dim_axes").get<std::vector<std::vector<std::string>>>();
+  std::vector<std::vector<std::string>> dimAxes;
+  try {
+    dimAxes = ctx.attrs.sharding.at("dim_axes").get<std::vector<std::vector<std::string>>>();
+  } catch (const nlohmann::json::exception &) {
+    ctx.fail("attribute 'sharding' has no list of axes per dim ('dim_axes')");
+  }
   std::vector<int64_t> starts = blockStarts(*ctx.meshShape, *ctx.meshAxes, ctx.rank, dimAxes, out.shape);
-  copyBlock(in.data, in.shape, out.data, out.shape, starts, dtypeSize(in.dtype), true);
+  if (!ctx.device || ctx.device->kind() == DeviceKind::Cpu) {
+    copyBlock(in.data, in.shape, out.data, out.shape, starts, dtypeSize(in.dtype), true);
+    return;
+  }
+  // On a device: one strided copy per block of the two innermost dims.
+  const size_t es = dtypeSize(in.dtype);
+  const int64_t rank = out.rank();
+  if (rank == 0) {
+    copyTensorBytes(ctx.device, out.data, in.data, es);
+    return;
+  }
+  std::vector<int64_t> strides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * in.shape[d + 1];
+  const int64_t inner = out.shape.back(), height = rank >= 2 ? out.shape[rank - 2] : 1;
+  int64_t planes = 1;
+  for (int64_t d = 0; d + 2 < rank; ++d)
+    planes *= out.shape[d];
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    int64_t offset = starts.back() + (rank >= 2 ? starts[rank - 2] * strides[rank - 2] : 0), rest = plane;
+    for (int64_t d = rank - 3; d >= 0; --d) {
+      offset += (starts[d] + rest % out.shape[d]) * strides[d];
+      rest /= out.shape[d];
+    }
+    copyTensorRows(ctx.device, static_cast<uint8_t *>(out.data) + plane * height * inner * es, inner * es,
+                   static_cast<const uint8_t *>(in.data) + offset * es, (rank >= 2 ? strides[rank - 2] : inner) * es,
+                   inner * es, height);
+  }
 }
 
 /// The world rank of this rank's peer: its coordinates with the one of `axis` set to `peer`.
 int peerRank(const kernels::KernelContext &ctx) {
   checkMesh(ctx);
-  int64_t axis = axisIndex(ctx, ctx.attr("axis").get<std::string>()), peer = ctx.attrInt("peer");
+  int64_t axis = axisIndex(ctx, ctx.attrs.axisName), peer = ctx.attrs.peer;
   std::vector<int64_t> coords = meshCoordinates(ctx.rank, *ctx.meshShape);
   if (peer < 0 || peer >= (*ctx.meshShape)[axis])
     ctx.fail("peer " + std::to_string(peer) + " is outside the mesh");
@@ -244,7 +284,7 @@ int peerRank(const kernels::KernelContext &ctx) {
 
 /// The message tag of a send or receive: its channel and the microbatch being run.
 int64_t tagOf(const kernels::KernelContext &ctx) {
-  int64_t channel = ctx.attrInt("channel"), microbatch = ctx.microbatch ? *ctx.microbatch : 0;
+  int64_t channel = ctx.attrs.channel, microbatch = ctx.microbatch ? *ctx.microbatch : 0;
   if (channel < 0 || channel >= kChannelsPerTag || microbatch < 0 || microbatch >= kMaxMicrobatches)
     ctx.fail("channel " + std::to_string(channel) + " or microbatch " + std::to_string(microbatch) + " out of range");
   return pointToPointTag(channel, microbatch, std::max<int64_t>(ctx.channels, channel + 1));

@@ -82,14 +82,30 @@ public:
   void recv(void *data, int64_t bytes, int peer, int64_t channel) { wait(postRecv(data, bytes, peer, channel)); }
   /// A send that never waits for the receiver: `data` is copied and the copy sent; the copies
   /// are released by completeSends (the end of a step). This is what makes a pipeline schedule's
-  /// sends safe in any order (ScheduleCheck.h proves the rest).
-  void sendBuffered(const void *data, int64_t bytes, int peer, int64_t channel);
+  /// sends safe in any order (ScheduleCheck.h proves the rest). The base copies host memory; a
+  /// communicator of device memory overrides the three (NCCL copies on the device).
+  virtual void sendBuffered(const void *data, int64_t bytes, int peer, int64_t channel);
   /// Waits for every buffered send and frees the copies.
-  void completeSends();
+  virtual void completeSends();
   /// Frees the copies of the buffered sends that have finished (never waits).
-  void reapSends();
+  virtual void reapSends();
   /// Bytes held by buffered sends not yet completed.
-  int64_t bufferedSendBytes() const { return bufferedBytes_; }
+  virtual int64_t bufferedSendBytes() const { return bufferedBytes_; }
+
+  /// Creates, at once, the group communicators of every collective along any of `axisSets` (each a
+  /// set of axes of the mesh `meshShape` named `meshAxes`). Collective over the whole world: every
+  /// rank calls it with the same lists (all the axis sets of the plan's collective steps, of every
+  /// rank's programs), before the first collective on those groups. MPI creates groups lazily and
+  /// needs nothing; NCCL splits the world communicator here (see NcclCommunicator.h).
+  virtual void prepareGroups(const std::vector<std::vector<std::string>> &axisSets,
+                             const std::vector<int64_t> &meshShape, const std::vector<std::string> &meshAxes) {}
+  /// Connects this rank with the world ranks it will exchange point-to-point transfers with (both
+  /// directions; the plan's send and receive peers, so that the lists are symmetric). Every rank
+  /// with peers calls it before its first transfer (at load, with prepareGroups). Without it,
+  /// NCCL connects a pair on its first transfer and the host waits there until the peer posts its
+  /// own first transfer with this rank, which a receive posted before a send can turn into a
+  /// deadlock. MPI needs nothing.
+  virtual void preparePeers(const std::vector<int> &peers) {}
 
   /// Counters since the last reset, by kind ("all_reduce", "all_gather", "reduce_scatter", ...).
   const std::map<std::string, CollectiveCount> &counts() const { return counts_; }
@@ -113,6 +129,13 @@ std::unique_ptr<Communicator> makeSingleRankCommunicator();
 /// The MPI communicator of this process (MPI_Init on first use). Throws RuntimeError when the
 /// process was not started by mpirun.
 std::unique_ptr<Communicator> makeMpiCommunicator();
+
+class Device;
+/// Collectives between GPUs over NCCL, on `device` (a CUDA device: buffers are device memory;
+/// host buffers go through `world`), with the ranks of `world` (the MPI communicator, which also
+/// carries NCCL's bootstrap; it must outlive the result). Collective over the world: every rank
+/// calls it. Throws RuntimeError when cpc was built without CUDA or NCCL fails to start.
+std::unique_ptr<Communicator> makeNcclCommunicator(Device &device, Communicator &world);
 
 /// Whether this process runs under mpirun (OpenMPI sets OMPI_COMM_WORLD_SIZE).
 bool launchedByMpi();

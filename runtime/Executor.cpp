@@ -16,29 +16,16 @@
 namespace cpc {
 
 namespace {
-/// 64-byte aligned, zero-initialized memory.
-struct AlignedBuffer {
-  void *ptr = nullptr;
-  explicit AlignedBuffer(size_t bytes) {
-    size_t size = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-    ptr = std::aligned_alloc(64, size);
-    if (!ptr)
-      throw RuntimeError("out of memory allocating " + std::to_string(size) + " bytes");
-    std::memset(ptr, 0, size);
-  }
-  ~AlignedBuffer() { std::free(ptr); }
-  AlignedBuffer(const AlignedBuffer &) = delete;
-  AlignedBuffer &operator=(const AlignedBuffer &) = delete;
-};
-
 uint64_t mix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
-/// Every element of a state that does not start at zero (the loss scale) set to `value`.
-void fillState(const TensorRef &t, double value) {
+/// The bytes of a state whose every element starts at `value` (the loss scale).
+std::vector<uint8_t> filledState(const TensorRef &shape, double value) {
+  std::vector<uint8_t> bytes(shape.bytes());
+  TensorRef t{bytes.data(), shape.dtype, shape.shape};
   int64_t n = t.numel();
   switch (t.dtype) {
   case DType::F32: std::fill_n(t.as<float>(), n, (float)value); break;
@@ -50,22 +37,50 @@ void fillState(const TensorRef &t, double value) {
   default: throw RuntimeError("a state of element type " + std::string(dtypeName(t.dtype)) + " cannot start at " +
                               std::to_string(value));
   }
+  return bytes;
 }
 
 } // namespace
 
+/// Every block the executor allocated, returned to its allocator when the executor goes.
 struct Executor::Memory {
-  std::unique_ptr<AlignedBuffer> arena;
-  std::vector<std::unique_ptr<AlignedBuffer>> owned; // parameters, inputs
+  std::vector<std::pair<Allocator *, void *>> blocks;
+  void *arena = nullptr;
+  ~Memory() {
+    for (auto &[allocator, ptr] : blocks)
+      allocator->deallocate(ptr);
+  }
 };
+
+void *Executor::allocateBuffer(const BufferDesc &b) {
+  Allocator &allocator = device_->allocator(b.space);
+  void *ptr = allocator.allocate(b.bytes());
+  mem_->blocks.push_back({&allocator, ptr});
+  return ptr;
+}
+
+void Executor::upload(void *dst, const void *src, size_t bytes) const {
+  device_->copy(dst, device_->tensorSpace(), src, MemorySpace::Host, bytes);
+}
 
 Executor::Executor(const Plan &plan, ExecutorOptions options)
     : plan_(plan), options_(options), mem_(std::make_unique<Memory>()) {
   if (options.rank < 0 || options.rank >= plan.worldSize)
     throw RuntimeError("rank " + std::to_string(options.rank) + " is outside this plan's " +
                        std::to_string(plan.worldSize) + " ranks");
+  device_ = options.device;
+  if (!device_) {
+    ownedDevice_ = makeDevice(plan.device, 0);
+    device_ = ownedDevice_.get();
+  }
+  if (device_->kind() != plan.device)
+    throw RuntimeError(std::string("this plan runs on ") + deviceKindName(plan.device) + ", not on " + device_->name());
   int64_t arenaBytes = plan.arenaBytesOfRank(options.rank);
-  mem_->arena = std::make_unique<AlignedBuffer>(arenaBytes);
+  {
+    Allocator &allocator = device_->allocator(device_->tensorSpace());
+    mem_->arena = allocator.allocate(arenaBytes);
+    mem_->blocks.push_back({&allocator, mem_->arena});
+  }
   memory_.arenaBytes = arenaBytes;
 
   // Memory of every root buffer this rank's programs use (a pipeline stage holds only its own
@@ -79,33 +94,39 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
       continue;
     switch (b.kind) {
     case BufferKind::Arena:
-      views_[i].data = static_cast<uint8_t *>(mem_->arena->ptr) + b.offset;
+      views_[i].data = static_cast<uint8_t *>(mem_->arena) + b.offset;
       break;
     case BufferKind::Constant:
     case BufferKind::Parameter: {
       (b.kind == BufferKind::Constant ? memory_.constantBytes : memory_.parameterBytes) += b.bytes();
       // Kernels never write constants, nor parameters at inference: those run straight from a
       // plan held in memory. Training updates parameters in place, so they get memory of their own.
-      if (!b.sharded() && plan.blobInMemory() && (b.kind == BufferKind::Constant || plan.mode != "train")) {
+      if (!b.sharded() && plan.blobInMemory() && b.space == MemorySpace::Host &&
+          (b.kind == BufferKind::Constant || plan.mode != "train")) {
         views_[i].data = const_cast<uint8_t *>(plan.blob.data()) + b.offset;
         memory_.inPlanBytes += b.bytes();
         break;
       }
-      mem_->owned.push_back(std::make_unique<AlignedBuffer>(b.bytes()));
-      views_[i].data = mem_->owned.back()->ptr;
-      loadBlock(b, views_[i].data);
+      views_[i].data = allocateBuffer(b);
+      if (b.space == MemorySpace::Host) {
+        loadBlock(b, views_[i].data);
+      } else { // through host memory, one parameter at a time
+        std::vector<uint8_t> staged(b.bytes());
+        loadBlock(b, staged.data());
+        upload(views_[i].data, staged.data(), staged.size());
+      }
       break;
     }
-    case BufferKind::State: // zero-initialized by AlignedBuffer
-      mem_->owned.push_back(std::make_unique<AlignedBuffer>(b.bytes()));
-      views_[i].data = mem_->owned.back()->ptr;
+    case BufferKind::State: // zero-initialized by the allocator
+      views_[i].data = allocateBuffer(b);
       memory_.stateBytes += b.bytes();
-      if (b.init != 0)
-        fillState(views_[i], b.init);
+      if (b.init != 0) {
+        std::vector<uint8_t> filled = filledState(views_[i], b.init);
+        upload(views_[i].data, filled.data(), filled.size());
+      }
       break;
     case BufferKind::Input:
-      mem_->owned.push_back(std::make_unique<AlignedBuffer>(b.bytes()));
-      views_[i].data = mem_->owned.back()->ptr;
+      views_[i].data = allocateBuffer(b);
       memory_.inputBytes += b.bytes();
       break;
     }
@@ -114,42 +135,96 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
     if (plan.buffers[i].aliasOf >= 0)
       views_[i].data = views_[plan.rootOf(i)].data;
 
-  const kernels::KernelRegistry &registry = kernels::KernelRegistry::cpu();
-  const int64_t channels = std::max<int64_t>(plan.pointToPointChannels(), 1);
-  for (const RankProgram &desc : plan.programs) {
-    if (!plan.runsOn(desc, options.rank))
-      continue;
-    Program program{&desc, {}, {}, {}, {}, 0};
-    for (const StepDesc &step : desc.steps) {
-      kernels::KernelFn fn = findCollectiveKernel(step.op);
-      program.communicates.push_back(fn && step.op != "cpc.shard_slice");
-      if (!fn)
-        fn = registry.find(step.op);
-      if (!fn)
-        throw RuntimeError("no CPU kernel for " + step.op + " (step at " + step.loc + ")");
-      kernels::KernelContext ctx;
-      ctx.op = step.op;
-      for (int b : step.inputs)
-        ctx.inputs.push_back(views_[b]);
-      for (int b : step.outputs)
-        ctx.outputs.push_back(views_[b]);
-      ctx.attrs = &step.attrs;
-      ctx.threads = options.threads;
-      ctx.comm = options.comm;
-      ctx.rank = options.rank;
-      ctx.meshShape = &plan.meshShape;
-      ctx.meshAxes = &plan.meshAxes;
-      ctx.microbatch = &microbatch_;
-      ctx.channels = channels;
-      program.contexts.push_back(std::move(ctx));
-      program.kernels.push_back(fn);
-    }
-    programs_.push_back(std::move(program));
-  }
+  for (const RankProgram &desc : plan.programs)
+    if (plan.runsOn(desc, options.rank))
+      prepareProgram(desc);
+  if (options.comm && plan.worldSize > 1)
+    prepareCommunication();
   bound_.assign(plan.inputs.size(), false);
 }
 
-Executor::~Executor() = default;
+void Executor::prepareProgram(const RankProgram &desc) {
+  const kernels::KernelRegistry &registry = kernelRegistry();
+  const int64_t channels = std::max<int64_t>(plan_.pointToPointChannels(), 1);
+  Program program{&desc, {}, {}, {}, {}, 0};
+  for (size_t i = 0; i < desc.steps.size(); ++i) {
+    const StepDesc &step = desc.steps[i];
+    auto where = [&] { return "program " + desc.name + ", step " + std::to_string(i) + " (" + step.loc + ")"; };
+    kernels::KernelContext ctx;
+    ctx.op = step.op;
+    for (int b : step.inputs)
+      ctx.inputs.push_back(views_[b]);
+    for (int b : step.outputs)
+      ctx.outputs.push_back(views_[b]);
+    try {
+      ctx.setAttrs(step.attrs); // once: kernels read typed fields, never names
+    } catch (const RuntimeError &e) {
+      throw RuntimeError(where() + ": " + e.what());
+    }
+    ctx.threads = options_.threads;
+    ctx.device = device_;
+    ctx.comm = options_.comm;
+    ctx.rank = options_.rank;
+    ctx.meshShape = &plan_.meshShape;
+    ctx.meshAxes = &plan_.meshAxes;
+    ctx.microbatch = &microbatch_;
+    ctx.channels = channels;
+    kernels::KernelFn fn = findCollectiveKernel(step.op);
+    program.communicates.push_back(fn && step.op != "cpc.shard_slice");
+    if (!fn)
+      fn = registry.find(step.op, device_->kind(), kernels::stepDType(ctx));
+    if (!fn)
+      throw RuntimeError(std::string("no ") + (device_->kind() == DeviceKind::Cuda ? "CUDA" : "CPU") + " kernel for " +
+                         step.op + " on " + dtypeName(kernels::stepDType(ctx)) + " (" + where() + ")");
+    program.contexts.push_back(std::move(ctx));
+    program.kernels.push_back(fn);
+  }
+  programs_.push_back(std::move(program));
+}
+
+void Executor::prepareCommunication() {
+  // Every rank lists the same axis sets (from every program of the plan, in one sorted order):
+  // a communicator that builds its groups collectively (NCCL) needs all ranks to agree.
+  std::set<std::vector<std::string>> axisSets;
+  std::set<int> peers;
+  std::vector<int64_t> coords = meshCoordinates(options_.rank, plan_.meshShape);
+  for (const RankProgram &program : plan_.programs)
+    for (size_t i = 0; i < program.steps.size(); ++i) {
+      const StepDesc &step = program.steps[i];
+      if (!findCollectiveKernel(step.op) || step.op == "cpc.shard_slice")
+        continue;
+      kernels::OpAttrs attrs;
+      try {
+        attrs = kernels::decodeOpAttrs(step.attrs);
+      } catch (const RuntimeError &e) {
+        throw RuntimeError("program " + program.name + ", step " + std::to_string(i) + " (" + step.loc + "): " + e.what());
+      }
+      if (step.op != "cpc.send" && step.op != "cpc.recv") {
+        axisSets.insert(attrs.meshAxes);
+        continue;
+      }
+      if (!plan_.runsOn(program, options_.rank))
+        continue;
+      auto axis = std::find(plan_.meshAxes.begin(), plan_.meshAxes.end(), attrs.axisName);
+      if (axis == plan_.meshAxes.end() || attrs.peer < 0 || attrs.peer >= plan_.meshShape[axis - plan_.meshAxes.begin()])
+        continue; // the step fails with its message when it runs
+      std::vector<int64_t> peer = coords;
+      peer[axis - plan_.meshAxes.begin()] = attrs.peer;
+      peers.insert((int)meshRank(peer, plan_.meshShape));
+    }
+  options_.comm->prepareGroups({axisSets.begin(), axisSets.end()}, plan_.meshShape, plan_.meshAxes);
+  peers.erase(options_.rank);
+  if (!peers.empty())
+    options_.comm->preparePeers({peers.begin(), peers.end()});
+}
+
+Executor::~Executor() {
+  if (device_)
+    try {
+      device_->synchronize(); // queued kernels may still use the memory about to be freed
+    } catch (const RuntimeError &) {
+    }
+}
 
 std::vector<bool> Executor::buffersOfRank(const Plan &plan, int rank) { return plan.buffersOfRank(rank); }
 
@@ -167,7 +242,7 @@ void Executor::bindInput(const std::string &name, const HostTensor &tensor) {
     if (tensor.dtype != dst.dtype || tensor.shape != dst.shape)
       throw RuntimeError("input '" + name + "' expects " + dtypeName(dst.dtype) + shapeString(dst.shape) +
                          ", got " + dtypeName(tensor.dtype) + shapeString(tensor.shape));
-    std::memcpy(dst.data, tensor.data.data(), dst.bytes());
+    upload(dst.data, tensor.data.data(), dst.bytes());
     bound_[i] = true;
   }
   if (found)
@@ -182,7 +257,9 @@ void Executor::bindSyntheticInputs(uint64_t seed) {
   for (size_t i = 0; i < plan_.inputs.size(); ++i) {
     if (bound_[i] || plan_.inputs[i].isRuntime() || plan_.inputs[i].isTransfer() || !runsHere(plan_.inputs[i]))
       continue;
-    const TensorRef &t = views_[plan_.inputs[i].buffer];
+    const TensorRef &dst = views_[plan_.inputs[i].buffer];
+    std::vector<uint8_t> bytes(dst.bytes());
+    TensorRef t{bytes.data(), dst.dtype, dst.shape};
     uint64_t stream = seed ^ mix64(i + 1);
     for (int64_t k = 0; k < t.numel(); ++k) {
       double u = (mix64(stream + k) >> 11) * 0x1.0p-53; // uniform [0, 1)
@@ -192,6 +269,7 @@ void Executor::bindSyntheticInputs(uint64_t seed) {
       default: break; // integers and bools stay zero: valid indices and labels
       }
     }
+    upload(dst.data, bytes.data(), bytes.size());
     bound_[i] = true;
   }
 }
@@ -230,6 +308,8 @@ void Executor::run(const std::string &name) {
       double start = trace ? TraceRecorder::nowUs() : 0.0;
       auto began = std::chrono::steady_clock::now();
       program->kernels[i](program->contexts[i]);
+      if (device_->kind() != DeviceKind::Cpu)
+        device_->synchronize(); // a step's time is its kernels' time, not the time to queue them
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
       if (options_.profile)
         program->stepSeconds[i] += seconds;
@@ -271,6 +351,34 @@ std::vector<std::pair<std::string, double>> Executor::profile(bool byShape) cons
   return out;
 }
 
+void Executor::copyToHost(const TensorRef &tensor, void *dst) const {
+  device_->copy(dst, MemorySpace::Host, tensor.data, device_->tensorSpace(), tensor.bytes());
+}
+
+HostTensor Executor::readOutput(const std::string &name, const std::string &program) const {
+  TensorRef t = output(name, program);
+  HostTensor host{t.dtype, t.shape, std::vector<uint8_t>(t.bytes())};
+  copyToHost(t, host.data.data());
+  return host;
+}
+
+double Executor::readScalar(const std::string &name, const std::string &program) const {
+  TensorRef t = output(name, program);
+  if (t.numel() != 1)
+    throw RuntimeError("output '" + name + "' has " + std::to_string(t.numel()) + " elements, not one");
+  uint8_t bytes[8] = {};
+  copyToHost(t, bytes);
+  switch (t.dtype) {
+  case DType::F32: return *reinterpret_cast<float *>(bytes);
+  case DType::F64: return *reinterpret_cast<double *>(bytes);
+  case DType::F16:
+  case DType::BF16: return load16(t.dtype, *reinterpret_cast<uint16_t *>(bytes));
+  case DType::I64: return (double)*reinterpret_cast<int64_t *>(bytes);
+  case DType::I32: return *reinterpret_cast<int32_t *>(bytes);
+  default: throw RuntimeError("output '" + name + "' is not a number");
+  }
+}
+
 TensorRef Executor::output(const std::string &name, const std::string &program) const {
   for (auto it = plan_.outputs.rbegin(); it != plan_.outputs.rend(); ++it)
     if (it->name == name && (program.empty() || it->program == program))
@@ -310,7 +418,8 @@ HostTensor Executor::wholeVariable(const std::string &name) const {
   whole.dtype = local.dtype;
   if (!desc->sharded()) {
     whole.shape = local.shape;
-    whole.data.assign(static_cast<const uint8_t *>(local.data), static_cast<const uint8_t *>(local.data) + local.bytes());
+    whole.data.resize(local.bytes());
+    copyToHost(local, whole.data.data());
     return inModelOrder(*desc, std::move(whole));
   }
   if (!options_.comm)
@@ -321,8 +430,12 @@ HostTensor Executor::wholeVariable(const std::string &name) const {
   for (const auto &dim : desc->shardDims)
     axes.insert(axes.end(), dim.begin(), dim.end());
   std::vector<int> group = plan_.shardGroup(options_.rank, axes);
+  // Gathered in the device's memory (the communicator moves tensor memory), then read back.
+  constexpr int kGatherSlot = Device::kScratchSlots - 1; // the collectives use the others
+  void *gathered = device_->scratch(kGatherSlot, local.bytes() * group.size());
+  options_.comm->allGather(local.data, gathered, local.numel(), local.dtype, group);
   std::vector<uint8_t> blocks(local.bytes() * group.size());
-  options_.comm->allGather(local.data, blocks.data(), local.numel(), local.dtype, group);
+  device_->copy(blocks.data(), MemorySpace::Host, gathered, device_->tensorSpace(), blocks.size());
   whole.shape = desc->globalShape;
   whole.data.resize(desc->storedBytes());
   std::vector<int64_t> view = desc->splitView();

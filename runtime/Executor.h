@@ -2,7 +2,8 @@
 #ifndef CPC_RUNTIME_EXECUTOR_H
 #define CPC_RUNTIME_EXECUTOR_H
 
-#include "kernels/cpu/Kernel.h"
+#include "kernels/Kernel.h"
+#include "runtime/Device.h"
 #include "runtime/Plan.h"
 #include "runtime/TensorIO.h"
 
@@ -21,6 +22,9 @@ struct ExecutorOptions {
   int threads = 1;
   bool profile = false; // time every step, summed by op (see profile())
   Communicator *comm = nullptr; // collectives; required when the plan has more than one rank
+  // What the plan's programs run on; null: the executor makes one for the plan's device (the
+  // host, or GPU 0). Its kind must be the plan's.
+  Device *device = nullptr;
   TraceRecorder *trace = nullptr; // when set, every program run and step is recorded
 };
 
@@ -57,8 +61,18 @@ public:
   static std::vector<bool> buffersOfRank(const Plan &plan, int rank);
   bool hasProgram(const std::string &name) const;
 
-  /// Output `name` of program `program` (any program, the last that has it, when empty).
+  /// Output `name` of program `program` (any program, the last that has it, when empty): a view
+  /// of the device's memory (host memory only on a CPU plan; use readOutput to read it).
   TensorRef output(const std::string &name, const std::string &program = "") const;
+  /// A host copy of output `name` (waits for the programs run so far).
+  HostTensor readOutput(const std::string &name, const std::string &program = "") const;
+  /// The single element of output `name` as a double (a loss, a norm).
+  double readScalar(const std::string &name, const std::string &program = "") const;
+  /// Copies the bytes of `tensor` (a view of this executor's memory) to host memory at `dst`.
+  void copyToHost(const TensorRef &tensor, void *dst) const;
+  Device &device() const { return *device_; }
+  /// The communicator the steps' collectives use (null without one).
+  Communicator *communicator() const { return options_.comm; }
   /// Current value of a parameter or state variable.
   TensorRef variable(const std::string &name) const;
   /// The whole value of a parameter or state: a sharded parameter's blocks are all-gathered,
@@ -73,12 +87,24 @@ public:
 private:
   /// `whole` (a variable's whole stored value) in the model's element order.
   static HostTensor inModelOrder(const BufferDesc &desc, HostTensor whole);
-  /// Reads parameter `b`'s initial value, or this rank's block of it, from the plan's blob.
+  /// Reads parameter `b`'s initial value, or this rank's block of it, from the plan's blob into
+  /// host memory at `dst`.
   void loadBlock(const BufferDesc &b, void *dst) const;
+  /// Memory for root buffer `b` in its memory space, zero-filled.
+  void *allocateBuffer(const BufferDesc &b);
+  /// Copies `bytes` of host memory into buffer memory `dst`.
+  void upload(void *dst, const void *src, size_t bytes) const;
+  /// Prepares the steps of `desc` (attributes decoded, kernels found) for this rank.
+  void prepareProgram(const RankProgram &desc);
+  /// Tells the communicator, before the first step, every group the plan's collectives use and
+  /// this rank's point-to-point peers (NCCL builds its communicators for them collectively).
+  void prepareCommunication();
 
   struct Memory;
   const Plan &plan_;
   ExecutorOptions options_;
+  std::unique_ptr<Device> ownedDevice_;
+  Device *device_ = nullptr;
   std::unique_ptr<Memory> mem_;
   struct Program {
     const RankProgram *desc;

@@ -205,6 +205,7 @@ nlohmann::json Plan::metadata() const {
   j["mode"] = mode;
   j["source"] = source;
   j["world_size"] = worldSize;
+  j["device"] = deviceKindName(device);
   j["mesh"] = {{"shape", meshShape}, {"axes", meshAxes}};
   j["predicted_peak_bytes"] = predictedPeakBytes;
   j["training"] = training;
@@ -212,7 +213,7 @@ nlohmann::json Plan::metadata() const {
   for (const auto &b : buffers) {
     json d = {{"name", b.name},     {"dtype", dtypeName(b.dtype)}, {"shape", b.shape},
               {"kind", bufferKindName(b.kind)}, {"offset", b.offset}, {"alias_of", b.aliasOf},
-              {"trainable", b.trainable}, {"role", roleName(b.role)}};
+              {"trainable", b.trainable}, {"role", roleName(b.role)}, {"space", memorySpaceName(b.space)}};
     if (b.kind == BufferKind::State)
       d["init"] = b.init;
     if (b.sharded()) {
@@ -445,6 +446,11 @@ void Plan::validate() const {
       validateShardedBuffer(*this, b);
     if (b.permuted())
       validatePermutedBuffer(b);
+    // One memory space per plan for now: the device's (a CPU plan's buffers are host memory).
+    MemorySpace expected = device == DeviceKind::Cpu ? MemorySpace::Host : MemorySpace::Device;
+    if (b.space != expected)
+      failPlan("buffer '" + b.name + "' is in " + memorySpaceName(b.space) + " memory, but a " +
+               deviceKindName(device) + " plan keeps its tensors in " + memorySpaceName(expected) + " memory");
   }
   int64_t arena = 0; // programs of a rank share one arena, as large as the largest of them
   for (const auto &p : programs) {
@@ -612,6 +618,10 @@ Plan readPlan(const std::string &path, PlanBlob blobMode) {
     plan.mode = j.at("mode");
     plan.source = j.at("source");
     plan.worldSize = j.at("world_size");
+    auto device = parseDeviceKind(j.at("device").get<std::string>());
+    if (!device)
+      throw RuntimeError("unknown device '" + j.at("device").get<std::string>() + "' (expected cpu or cuda)");
+    plan.device = *device;
     plan.meshShape = j.at("mesh").at("shape").get<std::vector<int64_t>>();
     plan.meshAxes = j.at("mesh").at("axes").get<std::vector<std::string>>();
     plan.predictedPeakBytes = j.at("predicted_peak_bytes");
@@ -629,6 +639,10 @@ Plan readPlan(const std::string &path, PlanBlob blobMode) {
       d.aliasOf = b.at("alias_of");
       d.trainable = b.at("trainable");
       d.role = parseRole<VariableRole>(b.at("role"));
+      auto space = parseMemorySpace(b.at("space").get<std::string>());
+      if (!space)
+        throw RuntimeError("buffer '" + d.name + "' has unknown memory space '" + b.at("space").get<std::string>() + "'");
+      d.space = *space;
       if (d.kind == BufferKind::State)
         d.init = b.at("init");
       if (b.contains("shard_dims")) {

@@ -33,8 +33,9 @@ namespace cpc {
 // 5: programs scoped to mesh coordinates ("where"). 6: pipelines: forward/backward phases,
 // a program's model chunk, hand-over inputs and outputs ("transfer"), the schedule in the
 // training metadata. 7: mixed precision: loss-scaler state roles, a state's initial value
-// ("init"), the training metadata's precision and loss scaling.
-constexpr uint32_t kPlanVersion = 7;
+// ("init"), the training metadata's precision and loss scaling. 8: the device a plan runs on
+// ("device": cpu or cuda) and each buffer's memory space ("space": host or device).
+constexpr uint32_t kPlanVersion = 8;
 constexpr size_t kPlanAlignment = 64;
 
 /// Collectives run through fixed scratch memory whatever the message size (so that the predicted
@@ -85,6 +86,7 @@ struct BufferDesc {
   bool trainable = false;       // parameters only
   VariableRole role = VariableRole::None; // state buffers
   double init = 0;              // state buffers: the value every element starts with
+  MemorySpace space = MemorySpace::Host; // where the runtime allocates it (Device on a GPU plan)
   // A sharded variable: `shape` is one rank's block of the value of `globalShape`, whose dims are
   // split over the mesh axes in `shardDims` (one list per dim of `shape`, major to minor). Tensor
   // parallelism splits the global dims themselves (`shape` has the global rank); ZeRO-3 splits
@@ -143,6 +145,7 @@ struct Plan {
   std::string mode = "infer";
   std::string source;           // the model it was compiled from
   int worldSize = 1;
+  DeviceKind device = DeviceKind::Cpu; // what every rank runs on (one GPU per rank for cuda)
   std::vector<int64_t> meshShape;     // the device mesh (empty: one rank)
   std::vector<std::string> meshAxes;  // its axis names, e.g. {"dp"}
   std::vector<BufferDesc> buffers;

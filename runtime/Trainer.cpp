@@ -24,8 +24,8 @@ nlohmann::json StepMetrics::toJson() const {
   return j;
 }
 
-Trainer::Trainer(const Plan &plan, Executor &executor, int rank, Communicator *comm)
-    : plan_(plan), exec_(executor), rank_(rank), comm_(comm) {
+Trainer::Trainer(const Plan &plan, Executor &executor, int rank, Communicator *comm, Communicator *control)
+    : plan_(plan), exec_(executor), control_(control ? control : comm), rank_(rank), comm_(comm) {
   if (plan.mode != "train")
     throw RuntimeError("not a training plan (mode '" + plan.mode + "')");
   recipe_ = TrainRecipe::fromJson(plan.training.at("recipe"));
@@ -72,16 +72,16 @@ int Trainer::producerOf(const std::string &name) const {
 }
 
 double Trainer::fromRank(double value, int root) {
-  if (comm_ && plan_.worldSize > 1)
-    comm_->broadcast(&value, sizeof value, root);
+  if (control_ && plan_.worldSize > 1)
+    control_->broadcast(&value, sizeof value, root);
   return value;
 }
 
 double Trainer::updateOutput(const std::string &name, const std::string &program, int root) {
   if (!schedule_)
-    return *exec_.output(name, program).as<float>();
+    return exec_.readScalar(name, program);
   // A pipeline's update is split over its ranks: the one that computes the output tells the others.
-  double value = rank_ == root ? *exec_.output(name, program).as<float>() : 0.0;
+  double value = rank_ == root ? exec_.readScalar(name, program) : 0.0;
   return fromRank(value, root);
 }
 
@@ -121,10 +121,10 @@ double Trainer::runPipeline() {
       if (out.isTransfer()) {
         TensorRef t = exec_.output(out.name, p.name);
         HostTensor copy{t.dtype, t.shape, spareBytes(t.bytes())};
-        std::memcpy(copy.data.data(), t.data, t.bytes());
+        exec_.copyToHost(t, copy.data.data());
         handOver_[{out.transfer, a.microbatch}] = std::move(copy);
       } else if (out.name == "loss") {
-        lossSum += *exec_.output("loss", p.name).as<float>();
+        lossSum += exec_.readScalar("loss", p.name);
       }
     }
     if (comm_)
@@ -209,7 +209,7 @@ StepMetrics Trainer::step(int64_t index) {
     for (int64_t micro = 0; micro < recipe_.accumulation; ++micro) {
       bindMicrobatch(micro);
       exec_.run(gradProgram_);
-      lossSum += *exec_.output("loss", gradProgram_).as<float>();
+      lossSum += exec_.readScalar("loss", gradProgram_);
     }
     if (recipe_.accumulation > 1)
       exec_.run(applyProgram_);

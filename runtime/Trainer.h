@@ -32,8 +32,10 @@ struct StepMetrics {
 class Trainer {
 public:
   /// `plan` must be a training plan ("train" mode); `executor` runs it as rank `rank`, whose
-  /// collectives go through `comm` (null on one rank).
-  Trainer(const Plan &plan, Executor &executor, int rank = 0, Communicator *comm = nullptr);
+  /// collectives go through `comm` (null on one rank). Values the host exchanges (a pipeline's
+  /// loss) go through `control` (default: `comm`; a GPU plan's comm moves device memory only).
+  Trainer(const Plan &plan, Executor &executor, int rank = 0, Communicator *comm = nullptr,
+          Communicator *control = nullptr);
 
   /// Binds batch input `name` from a tensor holding the global batch; dim 0 must be
   /// microbatch x gradient_accumulation. Each data-parallel rank keeps its rows of every
@@ -62,6 +64,7 @@ private:
 
   const Plan &plan_;
   Executor &exec_;
+  Communicator *control_ = nullptr;
   TrainRecipe recipe_;
   int64_t microbatch_ = 0;   // samples per microbatch, all ranks together
   int64_t batchBlocks_ = 1; // shares of each microbatch (dp x tp_dep x tp_row)

@@ -1,4 +1,5 @@
 //===- cpc-run.cpp - run a cpc plan ---------------------------------------===//
+#include "runtime/Device.h"
 #include "runtime/Executor.h"
 #include "runtime/Launcher.h"
 #include "runtime/MemoryProbe.h"
@@ -214,7 +215,7 @@ std::string formatScale(double scale) {
 int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &comm,
           const std::vector<std::pair<std::string, std::string>> &inputs, int steps, const std::string &outputDir,
           bool saveParameters, const std::string &metricsPath, bool quiet, bool profile, const cpc::MemoryProbe &probe) {
-  cpc::Trainer trainer(plan, executor, comm.rank(), &comm);
+  cpc::Trainer trainer(plan, executor, comm.rank(), executor.communicator(), &comm);
   const cpc::ModelStateBytes modelStates = cpc::modelStateBytes(plan, comm.rank());
   for (const auto &[name, file] : inputs)
     trainer.setBatchInput(name, cpc::readTensorFile(file));
@@ -299,8 +300,15 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
   std::unique_ptr<cpc::TraceRecorder> trace;
   if (!tracePath.empty())
     trace = std::make_unique<cpc::TraceRecorder>(comm.rank());
-  cpc::ExecutorOptions options{comm.rank(), threads, profile, &comm};
+  // The device of this rank (GPU r for local rank r on a cuda plan) and the communicator its
+  // steps use: NCCL between GPUs; `comm` (MPI) stays for values the host exchanges.
+  std::unique_ptr<cpc::Device> device = cpc::makeDevice(plan.device, cpc::localRank());
+  std::unique_ptr<cpc::Communicator> deviceComm;
+  if (plan.device == cpc::DeviceKind::Cuda)
+    deviceComm = cpc::makeNcclCommunicator(*device, comm);
+  cpc::ExecutorOptions options{comm.rank(), threads, profile, deviceComm ? deviceComm.get() : &comm};
   options.trace = trace.get();
+  options.device = device.get();
   cpc::Executor executor(plan, options);
   if (!outputDir.empty())
     prepareOutputDir(outputDir);
@@ -329,7 +337,8 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   for (const auto &out : executor.outputs()) {
-    cpc::TensorRef t = executor.output(out.name);
+    cpc::HostTensor host = executor.readOutput(out.name);
+    cpc::TensorRef t = host.ref();
     if (!quiet)
       std::cout << out.name << ": " << cpc::dtypeName(t.dtype) << cpc::shapeString(t.shape) << " = ["
                 << formatValues(t, 8) << "]\n";
@@ -441,6 +450,15 @@ int run(int argc, char **argv) {
   if (!cpc::launchedByMpi())
     if (std::string problem = cpc::checkPlanSchedule(*plan); !problem.empty())
       throw cpc::RuntimeError(planPath + ": the plan would hang, " + problem);
+  if (plan->device == cpc::DeviceKind::Cuda && !cpc::launchedByMpi()) { // once, before the ranks start
+    std::string why;
+    int gpus = cpc::cudaDeviceCount(&why);
+    if (gpus == 0)
+      throw cpc::RuntimeError(planPath + ": this plan runs on CUDA GPUs and this machine has none (" + why + ")");
+    if (gpus < world)
+      throw cpc::RuntimeError(planPath + ": this plan runs " + std::to_string(world) + " ranks, one per GPU, and this machine has " +
+                              std::to_string(gpus) + " GPUs (start the ranks on several machines with mpirun -H)");
+  }
   if (!outputDir.empty() && !cpc::launchedByMpi())
     prepareOutputDir(outputDir); // before any rank starts
   if (cpc::needsMpiLaunch(world)) {

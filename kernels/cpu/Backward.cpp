@@ -54,7 +54,7 @@ void forColumnBlocks(const KernelContext &ctx, int64_t outer, int64_t inner, int
 
 /// axis in [-rank, rank) made non-negative.
 int64_t normAxis(const KernelContext &ctx, int64_t rank) {
-  int64_t axis = ctx.attrInt("axis"), a = axis < 0 ? axis + rank : axis;
+  int64_t axis = ctx.attrs.axis, a = axis < 0 ? axis + rank : axis;
   if (a < 0 || a >= rank)
     ctx.fail("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
   return a;
@@ -164,8 +164,8 @@ void padTyped(const KernelContext &ctx, const TensorRef &in, const TensorRef &ou
 void padKernel(KernelContext &ctx) {
   checkArity(ctx, 1, 1);
   const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
-  auto low = ctx.attrInts("low"), high = ctx.attrInts("high"), interior = ctx.attrInts("interior");
-  double value = ctx.attrs->contains("value") ? ctx.attrFloat("value") : 0.0;
+  const auto &low = ctx.attrs.lowPadding, &high = ctx.attrs.highPadding, &interior = ctx.attrs.interior;
+  double value = ctx.attrs.hasValue ? ctx.attrs.value : 0.0;
   int64_t r = in.rank();
   if ((int64_t)low.size() != r || (int64_t)high.size() != r || (int64_t)interior.size() != r)
     ctx.fail("low, high and interior need one entry per input dim");
@@ -210,10 +210,7 @@ void geluGradKernel(KernelContext &ctx) {
   const TensorRef &x = ctx.inputs[0], &g = ctx.inputs[1], &out = ctx.outputs[0];
   checkSame(ctx, g, x, "grad");
   checkSame(ctx, out, x, "result");
-  std::string mode = ctx.attrString("approximate", "none");
-  if (mode != "none" && mode != "tanh")
-    ctx.fail("unknown approximate mode '" + mode + "' (expected none or tanh)");
-  bool tanhMode = mode == "tanh";
+  bool tanhMode = ctx.attrs.approximate == GeluApproximation::Tanh;
   int64_t n = x.numel();
   int threads = nthreads(ctx);
   dispatchFloat(ctx, x.dtype, [&](auto zero) {
@@ -337,7 +334,7 @@ void layerNormGradKernel(KernelContext &ctx) {
   checkArity(ctx, 3, 3);
   const TensorRef &x = ctx.inputs[0], &scale = ctx.inputs[1], &g = ctx.inputs[2];
   int64_t axis = normAxis(ctx, x.rank());
-  double eps = ctx.attrFloat("epsilon");
+  double eps = ctx.attrs.epsilon;
   TensorRef normalized{nullptr, x.dtype, std::vector<int64_t>(x.shape.begin() + axis, x.shape.end())};
   checkSame(ctx, g, x, "grad");
   checkSame(ctx, scale, normalized, "scale");
@@ -364,8 +361,8 @@ void gatherGradKernel(KernelContext &ctx) {
   checkArity(ctx, 2, 1);
   const TensorRef &grad = ctx.inputs[0], &indices = ctx.inputs[1], &out = ctx.outputs[0];
   int64_t r = out.rank(), axis = normAxis(ctx, r);
-  if (ctx.attrs->contains("dim_size") && ctx.attrInt("dim_size") != out.shape[axis])
-    ctx.fail("result dim " + std::to_string(axis) + " is not dim_size " + std::to_string(ctx.attrInt("dim_size")));
+  if (ctx.attrs.hasDimSize && ctx.attrs.dimSize != out.shape[axis])
+    ctx.fail("result dim " + std::to_string(axis) + " is not dim_size " + std::to_string(ctx.attrs.dimSize));
   std::vector<int64_t> expect(out.shape.begin(), out.shape.begin() + axis);
   expect.insert(expect.end(), indices.shape.begin(), indices.shape.end());
   expect.insert(expect.end(), out.shape.begin() + axis + 1, out.shape.end());
@@ -476,8 +473,8 @@ ConvGeom convGeom(const KernelContext &ctx, const std::vector<int64_t> &xs, cons
                   const std::vector<int64_t> &ys) {
   if (xs.size() != 4 || ws.size() != 4 || ys.size() != 4)
     ctx.fail("expects NCHW input, OIHW weight and an NCHW gradient");
-  auto st = ctx.attrInts("strides"), pad = ctx.attrInts("padding"), dil = ctx.attrInts("dilations");
-  int64_t groups = ctx.attrs->contains("groups") ? ctx.attrInt("groups") : 1;
+  const auto &st = ctx.attrs.strides, &pad = ctx.attrs.padding, &dil = ctx.attrs.dilations;
+  int64_t groups = ctx.attrs.groups;
   if (st.size() != 2 || pad.size() != 4 || dil.size() != 2)
     ctx.fail("strides/dilations need 2 values and padding 4");
   ConvGeom g{xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], ys[2], ys[3], groups,

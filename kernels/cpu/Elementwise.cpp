@@ -103,13 +103,10 @@ template <unsigned K, typename Op> void unaryKernel(KernelContext &ctx) {
 }
 
 void geluKernel(KernelContext &ctx) {
-  std::string mode = ctx.attrString("approximate", "none");
-  if (mode == "none")
-    unaryKernel<kFloat, GeluErf>(ctx);
-  else if (mode == "tanh")
+  if (ctx.attrs.approximate == GeluApproximation::Tanh)
     unaryKernel<kFloat, GeluTanh>(ctx);
   else
-    ctx.fail("unknown approximate mode '" + mode + "' (expected none or tanh)");
+    unaryKernel<kFloat, GeluErf>(ctx);
 }
 
 // Float to integer truncates toward zero; to narrower ints it goes through int64 so that

@@ -63,7 +63,7 @@ void gatherKernel(KernelContext &ctx) {
     ctx.fail("expects data, indices and 1 output");
   const TensorRef &data = ctx.inputs[0], &indices = ctx.inputs[1];
   TensorRef &out = ctx.outputs[0];
-  int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis"), data.rank());
+  int64_t axis = normalizeAxis(ctx, ctx.attrs.axis, data.rank());
   std::vector<int64_t> expect(data.shape.begin(), data.shape.begin() + axis);
   expect.insert(expect.end(), indices.shape.begin(), indices.shape.end());
   expect.insert(expect.end(), data.shape.begin() + axis + 1, data.shape.end());
@@ -96,7 +96,7 @@ void gatherElementsKernel(KernelContext &ctx) {
   const TensorRef &data = ctx.inputs[0], &indices = ctx.inputs[1];
   TensorRef &out = ctx.outputs[0];
   int64_t r = data.rank();
-  int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis"), r);
+  int64_t axis = normalizeAxis(ctx, ctx.attrs.axis, r);
   if (indices.rank() != r || out.shape != indices.shape || out.dtype != data.dtype)
     ctx.fail("indices and result must have data's rank and the indices' shape");
   for (int64_t d = 0; d < r; ++d)
@@ -133,17 +133,17 @@ void gatherElementsKernel(KernelContext &ctx) {
 }
 
 template <typename T>
-void scatterApply(T *dst, const T *upd, int64_t n, const std::string &reduction) {
-  if (reduction == "add")
+void scatterApply(T *dst, const T *upd, int64_t n, ScatterReduction reduction) {
+  if (reduction == ScatterReduction::Add)
     for (int64_t i = 0; i < n; ++i)
       dst[i] = static_cast<T>(dst[i] + upd[i]);
-  else if (reduction == "mul")
+  else if (reduction == ScatterReduction::Mul)
     for (int64_t i = 0; i < n; ++i)
       dst[i] = static_cast<T>(dst[i] * upd[i]);
-  else if (reduction == "max")
+  else if (reduction == ScatterReduction::Max)
     for (int64_t i = 0; i < n; ++i)
       dst[i] = std::max(dst[i], upd[i]);
-  else if (reduction == "min")
+  else if (reduction == ScatterReduction::Min)
     for (int64_t i = 0; i < n; ++i)
       dst[i] = std::min(dst[i], upd[i]);
 }
@@ -153,10 +153,7 @@ void scatterNDKernel(KernelContext &ctx) {
     ctx.fail("expects data, indices, updates and 1 output");
   const TensorRef &data = ctx.inputs[0], &indices = ctx.inputs[1], &updates = ctx.inputs[2];
   TensorRef &out = ctx.outputs[0];
-  std::string reduction = ctx.attrString("reduction", "none");
-  if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" &&
-      reduction != "min")
-    ctx.fail("unknown reduction '" + reduction + "'");
+  ScatterReduction reduction = ctx.attrs.reduction; // validated when decoded
   if (out.shape != data.shape || out.dtype != data.dtype || updates.dtype != data.dtype)
     ctx.fail("result and updates must match data");
   if (indices.rank() < 1)
@@ -185,14 +182,16 @@ void scatterNDKernel(KernelContext &ctx) {
   if (out.data != data.data)
     std::memcpy(out.data, data.data, data.bytes());
   // In order, so that with duplicate indices the last update wins (or all accumulate).
-  if (reduction == "none") {
+  if (reduction == ScatterReduction::None) {
     for (int64_t t = 0; t < nTuples; ++t)
       std::memcpy((char *)out.data + offsets[t] * es, (const char *)updates.data + t * slice * es,
                   slice * es);
     return;
   }
   if (data.dtype == DType::I1) // logical or / and, keeping the bytes 0 or 1
-    reduction = reduction == "add" ? "max" : reduction == "mul" ? "min" : reduction;
+    reduction = reduction == ScatterReduction::Add   ? ScatterReduction::Max
+                : reduction == ScatterReduction::Mul ? ScatterReduction::Min
+                                                     : reduction;
   dispatchNumeric(ctx, data.dtype, [&](auto tag) {
     using T = decltype(tag);
     for (int64_t t = 0; t < nTuples; ++t)
@@ -264,8 +263,8 @@ void topkKernel(KernelContext &ctx) {
   const TensorRef &in = ctx.inputs[0];
   if (in.rank() == 0)
     ctx.fail("input must have rank >= 1");
-  int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis"), in.rank()), k = ctx.attrInt("k");
-  bool largest = ctx.attrBool("largest", true);
+  int64_t axis = normalizeAxis(ctx, ctx.attrs.axis, in.rank()), k = ctx.attrs.k;
+  bool largest = ctx.attrs.largest;
   if (k < 0 || k > in.shape[axis])
     ctx.fail("k=" + std::to_string(k) + " is out of range for dim " + std::to_string(axis) +
              " of size " + std::to_string(in.shape[axis]));
@@ -312,12 +311,12 @@ void argsortKernel(KernelContext &ctx) {
   const TensorRef &in = ctx.inputs[0];
   if (in.rank() == 0)
     ctx.fail("input must have rank >= 1");
-  int64_t axis = normalizeAxis(ctx, ctx.attrInt("axis"), in.rank());
+  int64_t axis = normalizeAxis(ctx, ctx.attrs.axis, in.rank());
   if (ctx.outputs[0].shape != in.shape || ctx.outputs[0].dtype != DType::I64)
     ctx.fail("result must be i64 with the input's shape");
   if (in.numel() == 0)
     return;
-  bool descending = ctx.attrBool("descending", false);
+  bool descending = ctx.attrs.descending;
   dispatchNumeric(ctx, in.dtype, [&](auto tag) { argsortTyped<decltype(tag)>(ctx, axis, descending); });
 }
 

@@ -1,15 +1,13 @@
-//===- Kernel.h - the CPU kernel interface and registry -------------------===//
+//===- Kernel.h - what the CPU kernels share: 16-bit widening, threading ---===//
 //
-// One kernel per cpc op, registered under the op's name ("cpc.add"). A plan step names its
-// kernel, its input/output buffers and the op's attributes as JSON (the ODS attribute names:
-// "axes", "keepdims", "axis", "epsilon", "permutation", "starts", "limits", "strides", "k",
-// "largest", "sorted", "descending", "padding", "dilations", "groups", "approximate", "low",
-// "high", "seed", "reduction"; integer arrays are JSON arrays, unit attributes true).
+// The interface and the registry are device-neutral (kernels/Kernel.h); this adds what only the
+// CPU kernels use: the f32 scratch that widens 16-bit operands, thread-splitting thresholds, and
+// the tables that register each family.
 //
 #ifndef CPC_KERNELS_CPU_KERNEL_H
 #define CPC_KERNELS_CPU_KERNEL_H
 
-#include "kernels/Tensor.h"
+#include "kernels/Kernel.h"
 
 #include <nlohmann/json.hpp>
 
@@ -20,82 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace cpc {
-class Communicator;
-}
-
 namespace cpc::kernels {
-
-struct KernelContext {
-  std::string op;                  // e.g. "cpc.add", for messages
-  std::vector<TensorRef> inputs;
-  std::vector<TensorRef> outputs;  // preallocated with their final shapes and types
-  const nlohmann::json *attrs;     // never null; {} when the op has none
-  int threads = 1;                 // threads the kernel may use
-  uint64_t step = 0;               // execution counter, for random ops that differ per step
-  // Collective steps (all_reduce, shard_slice) also need the ranks: set by the executor.
-  Communicator *comm = nullptr;
-  int rank = 0;
-  const std::vector<int64_t> *meshShape = nullptr;
-  const std::vector<std::string> *meshAxes = nullptr;
-  const int64_t *microbatch = nullptr; // the microbatch the program runs for (point-to-point tags)
-  int64_t channels = 1;                // the plan's point-to-point channels (tags: mb * channels + channel)
-
-  const nlohmann::json &attr(const char *name) const;
-  int64_t attrInt(const char *name) const { return attr(name).get<int64_t>(); }
-  double attrFloat(const char *name) const { return attr(name).get<double>(); }
-  std::vector<int64_t> attrInts(const char *name) const { return attr(name).get<std::vector<int64_t>>(); }
-  bool attrBool(const char *name, bool fallback) const;
-  std::string attrString(const char *name, const std::string &fallback) const;
-  [[noreturn]] void fail(const std::string &message) const;
-};
-
-/// An indexed dim that a gather (or its gradient) holds as this rank's block: the op's
-/// "block_axes" name the mesh axes splitting it, and its indices are global. Without the
-/// attribute the block is the whole dim.
-struct IndexBlock {
-  int64_t offset = 0, local = 0, global = 0;
-  /// The local position of global index `i` (in [0, global)), or -1 outside the block.
-  int64_t localIndex(int64_t i) const { return i >= offset && i < offset + local ? i - offset : -1; }
-};
-IndexBlock indexBlock(const KernelContext &ctx, int64_t local);
-
-using KernelFn = std::function<void(KernelContext &)>;
-using KernelPtr = void (*)(KernelContext &);
-
-/// How a kernel treats f16 and bf16 tensors.
-enum class Storage16 {
-  Widened,     // computes in f32: 16-bit operands are widened into f32 scratch, results rounded back
-  Elementwise, // the same, chunk by chunk through small scratch when no operand broadcasts
-  Native,      // handles them itself (moves bytes, or loads and stores 16-bit with f32 arithmetic)
-};
-
-/// The f32 scratch (in floats) a Native kernel needs for the 16-bit operands of `ctx` (only the
-/// shapes and types are read): what the plan's memory prediction adds.
-using ScratchFn = int64_t (*)(const KernelContext &ctx);
-
-class KernelRegistry {
-public:
-  /// The registry with every CPU kernel.
-  static const KernelRegistry &cpu();
-  void add(const std::string &op, KernelPtr fn, Storage16 storage = Storage16::Widened, ScratchFn scratch = nullptr) {
-    table_[op] = {fn, storage, scratch};
-  }
-  /// The kernel for `op`, or null; a Widened kernel comes wrapped so that it accepts 16-bit floats.
-  KernelFn find(const std::string &op) const;
-  /// Bytes of the thread's 16-bit scratch (scratch16) that `op` needs on the operands of `ctx`
-  /// (shapes and types only; 0 without 16-bit operands or for an unknown op).
-  int64_t scratchBytes(const std::string &op, const KernelContext &ctx) const;
-  std::vector<std::string> names() const;
-
-private:
-  struct Entry {
-    KernelPtr fn;
-    Storage16 storage;
-    ScratchFn scratch;
-  };
-  std::map<std::string, Entry> table_;
-};
 
 /// The calling thread's f32 scratch for 16-bit operands: at least `floats` long, grown as needed
 /// and never shrunk (one buffer per thread, as large as the largest step needs).

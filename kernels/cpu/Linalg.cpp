@@ -53,8 +53,8 @@ MatmulGeometry matmulGeometry(const KernelContext &ctx) {
   std::vector<int64_t> a = lhs.shape, b = rhs.shape;
   if (a.empty() || b.empty())
     ctx.fail("operands must have rank >= 1");
-  g.tA = ctx.attrBool("transpose_lhs", false);
-  g.tB = ctx.attrBool("transpose_rhs", false);
+  g.tA = ctx.attrs.transposeLhs;
+  g.tB = ctx.attrs.transposeRhs;
   if ((g.tA && a.size() < 2) || (g.tB && b.size() < 2))
     ctx.fail("only operands of rank >= 2 can be transposed");
   if (g.tA)
@@ -244,9 +244,8 @@ template <typename T> void conv2dTyped(KernelContext &ctx) {
   TensorRef &out = ctx.outputs[0];
   if (x.rank() != 4 || w.rank() != 4 || out.rank() != 4)
     ctx.fail("expects NCHW input, OIHW weight and an NCHW result");
-  std::vector<int64_t> strides = ctx.attrInts("strides"), pad = ctx.attrInts("padding"),
-                       dil = ctx.attrInts("dilations");
-  int64_t groups = ctx.attrs->contains("groups") ? ctx.attrInt("groups") : 1;
+  const std::vector<int64_t> &strides = ctx.attrs.strides, &pad = ctx.attrs.padding, &dil = ctx.attrs.dilations;
+  int64_t groups = ctx.attrs.groups;
   if (strides.size() != 2 || pad.size() != 4 || dil.size() != 2)
     ctx.fail("strides/dilations need 2 values and padding 4");
   ConvGeom g{x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0], w.shape[2], w.shape[3],

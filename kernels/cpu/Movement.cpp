@@ -139,7 +139,7 @@ void transposeKernel(KernelContext &ctx) {
   checkOneToOne(ctx);
   const TensorRef &in = ctx.inputs[0];
   TensorRef &out = ctx.outputs[0];
-  std::vector<int64_t> perm = ctx.attrInts("permutation");
+  const std::vector<int64_t> &perm = ctx.attrs.permutation;
   int64_t r = in.rank();
   if ((int64_t)perm.size() != r || out.rank() != r)
     ctx.fail("permutation size must equal the rank");
@@ -161,8 +161,7 @@ void sliceKernel(KernelContext &ctx) {
   checkOneToOne(ctx);
   const TensorRef &in = ctx.inputs[0];
   TensorRef &out = ctx.outputs[0];
-  std::vector<int64_t> starts = ctx.attrInts("starts"), limits = ctx.attrInts("limits"),
-                       steps = ctx.attrInts("strides");
+  const std::vector<int64_t> &starts = ctx.attrs.starts, &limits = ctx.attrs.limits, &steps = ctx.attrs.strides;
   int64_t r = in.rank();
   if ((int64_t)starts.size() != r || (int64_t)steps.size() != r || (int64_t)limits.size() != r ||
       out.rank() != r)
@@ -217,11 +216,11 @@ void concatKernel(KernelContext &ctx) {
   if (ctx.inputs.empty() || ctx.outputs.size() != 1)
     ctx.fail("expects at least 1 input and 1 output");
   TensorRef &out = ctx.outputs[0];
-  int64_t r = out.rank(), axis = ctx.attrInt("axis");
+  int64_t r = out.rank(), axis = ctx.attrs.axis;
   if (axis < 0)
     axis += r;
   if (axis < 0 || axis >= r)
-    ctx.fail("axis " + std::to_string(ctx.attrInt("axis")) + " is out of range for rank " +
+    ctx.fail("axis " + std::to_string(ctx.attrs.axis) + " is out of range for rank " +
              std::to_string(r));
   size_t esize = dtypeSize(out.dtype);
   int64_t outer = 1, inner = 1, total = 0;

@@ -23,7 +23,7 @@ void checkSame(const KernelContext &ctx, const TensorRef &t, const TensorRef &li
 }
 
 int64_t checkedAxis(const KernelContext &ctx, int64_t rank) {
-  int64_t axis = ctx.attrInt("axis");
+  int64_t axis = ctx.attrs.axis;
   if (axis < 0 || axis >= rank)
     ctx.fail("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
   return axis;
@@ -62,7 +62,7 @@ void layerNormKernel(KernelContext &ctx) {
   const TensorRef &in = ctx.inputs[0], &scale = ctx.inputs[1], &bias = ctx.inputs[2];
   const TensorRef &out = ctx.outputs[0];
   int64_t axis = checkedAxis(ctx, in.rank());
-  double eps = ctx.attrFloat("epsilon");
+  double eps = ctx.attrs.epsilon;
   checkSame(ctx, out, in, "output");
   TensorRef normalized{nullptr, in.dtype,
                        std::vector<int64_t>(in.shape.begin() + axis, in.shape.end())};

@@ -94,8 +94,7 @@ void adamwKernel(KernelContext &ctx) {
   double lr = readScalar(ctx, ctx.inputs[4], "lr"), step = readScalar(ctx, ctx.inputs[5], "step");
   if (!(step >= 1))
     ctx.fail("step must be >= 1, got " + std::to_string(step));
-  double beta1 = ctx.attrFloat("beta1"), beta2 = ctx.attrFloat("beta2"), eps = ctx.attrFloat("epsilon"),
-         wd = ctx.attrFloat("weight_decay");
+  double beta1 = ctx.attrs.beta1, beta2 = ctx.attrs.beta2, eps = ctx.attrs.epsilon, wd = ctx.attrs.weightDecay;
   int64_t n = param.numel();
   if (n == 0)
     return;

@@ -32,7 +32,7 @@ template <typename T> inline T unitFloat(uint64_t bits) {
 }
 
 template <typename T> void fillUniform(const KernelContext &ctx, T *y, int64_t n, double low, double high) {
-  const uint64_t key = streamKey((uint64_t)ctx.attrInt("seed"), ctx.step);
+  const uint64_t key = streamKey((uint64_t)ctx.attrs.seed, ctx.step);
   const T lo = T(low), span = T(high - low), hi = T(high);
   // Rounding low + span*u can reach `high`; the largest value below it stands in.
   const T below = std::nextafter(hi, lo);
@@ -48,7 +48,7 @@ void randomUniformKernel(KernelContext &ctx) {
   if (!ctx.inputs.empty() || ctx.outputs.size() != 1)
     ctx.fail("expected no inputs and 1 output");
   const TensorRef &out = ctx.outputs[0];
-  double low = ctx.attrFloat("low"), high = ctx.attrFloat("high");
+  double low = ctx.attrs.low, high = ctx.attrs.high;
   if (!(low <= high))
     ctx.fail("low must not exceed high");
   switch (out.dtype) {

@@ -166,8 +166,8 @@ template <template <class> class Op, unsigned K> void reduceKernel(KernelContext
   if (ctx.inputs.size() != 1 || ctx.outputs.size() != 1)
     ctx.fail("expected 1 input and 1 output");
   const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
-  std::vector<int64_t> axes = ctx.attrInts("axes");
-  bool keepdims = ctx.attrBool("keepdims", false);
+  std::vector<int64_t> axes = ctx.attrs.axes;
+  bool keepdims = ctx.attrs.keepdims;
   if (out.dtype != in.dtype)
     ctx.fail(std::string("output element type ") + dtypeName(out.dtype) + " differs from input " +
              dtypeName(in.dtype));

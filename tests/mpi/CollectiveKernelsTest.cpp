@@ -32,7 +32,7 @@ void runKernel(Communicator &comm, const Mesh &mesh, const char *op, TensorRef i
   ctx.op = op;
   ctx.inputs = {in};
   ctx.outputs = {out};
-  ctx.attrs = &attrs;
+  ctx.setAttrs(attrs);
   ctx.comm = &comm;
   ctx.rank = comm.rank();
   ctx.meshShape = &mesh.shape;
@@ -105,7 +105,7 @@ void sendRecvBetweenStages(Communicator &comm) {
     ctx.op = op;
     ctx.inputs = std::move(ins);
     ctx.outputs = std::move(outs);
-    ctx.attrs = &attrs;
+    ctx.setAttrs(attrs);
     ctx.comm = &comm;
     ctx.rank = r;
     ctx.meshShape = &mesh.shape;
@@ -136,7 +136,7 @@ void sendRecvBetweenStages(Communicator &comm) {
     nlohmann::json attrs = {{"axis", "pp"}, {"peer", peer}, {"channel", 5}};
     ctx.op = op;
     (std::string(op) == "cpc.send" ? ctx.inputs : ctx.outputs).push_back(ref(v, {2, 3}));
-    ctx.attrs = &attrs;
+    ctx.setAttrs(attrs);
     ctx.comm = &comm;
     ctx.rank = r;
     ctx.meshShape = &mesh.shape;

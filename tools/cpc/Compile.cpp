@@ -43,6 +43,9 @@ Options:
                              matmul and conv in 16-bit, softmax, norms, losses, sums and exp/log
                              in f32, f32 master weights and optimizer states; fp16 scales the
                              loss dynamically and skips a step whose gradients overflow
+  --device cpu|cuda          What the plan runs on (default cpu): cuda keeps every tensor in GPU
+                             memory and runs the CUDA kernels (cuBLASLt, cuDNN, own) and NCCL
+                             collectives; cpc-run binds local rank r to GPU r
   --dump-sharding            Print each split or partial value: global shape, sharding, local shape
   --print-pipeline           Print the pass pipeline run on the imported model (training): with
                              `cpc import`, `cpc-opt --pass-pipeline=...` reproduces the plan's IR
@@ -436,6 +439,12 @@ int runCompile(int argc, char **argv) {
       precision = takeValue(argc, argv, i);
       if (precision != "fp32" && precision != "bf16" && precision != "fp16")
         throw UsageError("--precision expects fp32, bf16 or fp16, got '" + precision + "'");
+    } else if (arg == "--device") {
+      std::string v = takeValue(argc, argv, i);
+      auto device = parseDeviceKind(v);
+      if (!device)
+        throw UsageError("--device expects cpu or cuda, got '" + v + "'");
+      planOptions.device = *device;
     } else if (arg == "--sp") {
       sequenceParallel = true;
     } else if (arg == "--shard") {

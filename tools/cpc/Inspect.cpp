@@ -1,5 +1,6 @@
 //===- Inspect.cpp - cpc inspect: describe a plan -------------------------===//
 #include "runtime/ModelState.h"
+#include "runtime/Device.h"
 #include "runtime/Plan.h"
 #include "runtime/PipelineSchedule.h"
 #include "runtime/ScheduleCheck.h"
@@ -134,6 +135,8 @@ int runInspect(int argc, char **argv) {
                     {"trainable_parameters", trainable}};
     if (plan.mode == "train")
       j["summary"]["model_states"] = modelStateBytes(plan).toJson();
+    j["summary"]["missing_kernels"] = missingKernels(plan);
+    j["summary"]["cuda_built"] = cudaBackendBuilt();
     std::cout << j.dump(1) << "\n";
     return 0;
   }
@@ -142,7 +145,9 @@ int runInspect(int argc, char **argv) {
     return n.name + ": " + dtypeName(b.dtype) + shapeString(b.shape);
   };
   std::cout << "plan " << path << " (format version " << plan.version << ")\n"
-            << "  source: " << plan.source << "\n  mode: " << plan.mode << "\n  ranks: " << plan.worldSize << "\n";
+            << "  source: " << plan.source << "\n  mode: " << plan.mode << "\n  device: " << deviceKindName(plan.device)
+            << (plan.device == DeviceKind::Cuda ? " (one GPU per rank, tensors in GPU memory)" : "")
+            << "\n  ranks: " << plan.worldSize << "\n";
   // Each name once (pipeline programs each bind their own copy); hand-overs between a rank's
   // programs are counted, not listed.
   for (const auto *list : {&plan.inputs, &plan.outputs}) {
@@ -196,6 +201,17 @@ int runInspect(int argc, char **argv) {
     }
     std::cout << "  training: microbatch " << plan.training.value("microbatch", 0) << ", recipe "
               << plan.training["recipe"].dump() << "\n";
+  }
+  std::vector<std::string> missing = missingKernels(plan);
+  if (plan.device == DeviceKind::Cuda && !cudaBackendBuilt())
+    std::cout << "  kernels: this cpc was built without CUDA (it cannot run or check this plan's kernels)\n";
+  else if (missing.empty())
+    std::cout << "  kernels: every step has a " << deviceKindName(plan.device) << " kernel\n";
+  else {
+    std::cout << "  kernels missing on " << deviceKindName(plan.device) << ":";
+    for (const std::string &m : missing)
+      std::cout << " " << m << ";";
+    std::cout << "\n";
   }
   std::cout << "  ops by kind:\n";
   for (const auto &[op, count] : opCounts)

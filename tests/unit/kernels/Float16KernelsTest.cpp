@@ -199,7 +199,7 @@ TEST(Float16Kernels, ElementwiseChunksWithBroadcasts) {
     ASSERT_EQ(y[i], mask[i] ? x[i] : z[i]);
   KernelContext ctx;
   nlohmann::json none = nlohmann::json::object();
-  ctx.attrs = &none;
+  ctx.setAttrs(none);
   ctx.inputs = {TensorRef{nullptr, t, {rows, cols}}, TensorRef{nullptr, t, {cols}}};
   ctx.outputs = {TensorRef{nullptr, t, {rows, cols}}};
   int64_t bytes = KernelRegistry::cpu().scratchBytes("cpc.add", ctx);

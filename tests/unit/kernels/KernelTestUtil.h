@@ -39,7 +39,7 @@ inline void run(const char *op, std::vector<TensorRef> ins, std::vector<TensorRe
   ctx.op = op;
   ctx.inputs = std::move(ins);
   ctx.outputs = std::move(outs);
-  ctx.attrs = &attrs;
+  ctx.setAttrs(attrs);
   ctx.threads = threads;
   if (where) {
     ctx.rank = where->rank;

@@ -195,7 +195,7 @@ TEST(LinalgKernels, MatMulTransposeFlagsMatchExplicitTranspose) {
   ctx.op = "cpc.matmul";
   ctx.inputs = {{a.data(), cpc::DType::F32, {B, K, M}}, {w.data(), cpc::DType::F32, {N, K}}};
   ctx.outputs = {{out.data(), cpc::DType::F32, {B, M, N}}};
-  ctx.attrs = &attrs;
+  ctx.setAttrs(attrs);
   cpc::kernels::KernelRegistry::cpu().find("cpc.matmul")(ctx);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t m = 0; m < M; ++m)

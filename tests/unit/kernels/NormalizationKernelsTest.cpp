@@ -21,7 +21,7 @@ void run(const char *op, std::vector<TensorRef> ins, TensorRef out, nlohmann::js
   ctx.op = op;
   ctx.inputs = std::move(ins);
   ctx.outputs = {std::move(out)};
-  ctx.attrs = &attrs;
+  ctx.setAttrs(attrs);
   ctx.threads = threads;
   fn(ctx);
 }

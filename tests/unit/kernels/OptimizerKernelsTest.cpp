@@ -40,7 +40,7 @@ void runAdamW(std::vector<T> &p, std::vector<T> &g, std::vector<T> &m, std::vect
                 TensorRef{&lr, DType::F32, {}}, TensorRef{&step, DType::F32, {}}};
   ctx.outputs = {ref(pOut, shape, t), ref(mOut, shape, t), ref(vOut, shape, t)};
   nlohmann::json attrs = {{"beta1", h.beta1}, {"beta2", h.beta2}, {"epsilon", h.eps}, {"weight_decay", h.wd}};
-  ctx.attrs = &attrs;
+  ctx.setAttrs(attrs);
   ctx.threads = threads;
   KernelFn fn = KernelRegistry::cpu().find("cpc.adamw");
   ASSERT_NE(fn, nullptr);
@@ -193,7 +193,7 @@ TEST(OptimizerKernels, AdamWRejectsBadOperands) {
   nlohmann::json attrs = {{"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-8}, {"weight_decay", 0.0}};
   KernelContext ctx;
   ctx.op = "cpc.adamw";
-  ctx.attrs = &attrs;
+  ctx.setAttrs(attrs);
   ctx.inputs = {ref(p, {4}), ref(g, {4}), ref(m, {4}), ref(shortV, {3}), TensorRef{&lr, DType::F32, {}},
                 TensorRef{&step, DType::F32, {}}};
   ctx.outputs = {ref(o1, {4}), ref(o2, {4}), ref(o3, {4})};

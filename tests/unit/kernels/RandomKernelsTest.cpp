@@ -18,7 +18,7 @@ std::vector<T> uniform(DType dtype, int64_t n, double low, double high, int64_t 
   KernelContext ctx;
   ctx.op = "cpc.random_uniform";
   ctx.outputs = {TensorRef{y.data(), dtype, {n}}};
-  ctx.attrs = &attrs;
+  ctx.setAttrs(attrs);
   ctx.threads = threads;
   ctx.step = step;
   KernelFn fn = KernelRegistry::cpu().find("cpc.random_uniform");

@@ -24,7 +24,7 @@ void run(const char *op, TensorRef in, TensorRef out, std::vector<int64_t> axes,
   ctx.op = op;
   ctx.inputs = {std::move(in)};
   ctx.outputs = {std::move(out)};
-  ctx.attrs = &attrs;
+  ctx.setAttrs(attrs);
   ctx.threads = threads;
   fn(ctx);
 }

@@ -1,0 +1,18 @@
+//===- CudaKernels.cpp ----------------------------------------------------===//
+#include "kernels/cuda/CudaKernels.h"
+
+namespace cpc::kernels {
+
+void registerCudaKernels(KernelRegistry &registry) {
+  registerCudaElementwiseKernels(registry);
+  registerCudaReductionKernels(registry);
+  registerCudaNormalizationKernels(registry);
+  registerCudaMovementKernels(registry);
+  registerCudaIndexingKernels(registry);
+  registerCudaLinalgKernels(registry);
+  registerCudaOptimizerKernels(registry);
+  registerCudaRandomKernels(registry);
+  registerCudaVariableKernels(registry);
+}
+
+} // namespace cpc::kernels

@@ -1,0 +1,384 @@
+//===- ElementwiseMath.h - per-element arithmetic of the elementwise CUDA kernels ===//
+//
+// The functors of the unary, binary, compare, where, cast and gelu(_grad) kernels, written once
+// for the GPU and the host (CPC_HD) so that tests/unit/cuda/ElementwiseMathTest.cpp checks them
+// against the CPU kernels (kernels/cpu/Elementwise.cpp, Backward.cpp) without a GPU. They take
+// and return the compute type: f16/bf16 are loaded as f32 by the kernels and rounded once on
+// store, as the CPU kernels' widening does. Also the broadcast geometry: output index ->
+// operand offsets, the dims collapsed exactly as the CPU driver collapses them.
+//
+#ifndef CPC_KERNELS_CUDA_ELEMENTWISEMATH_H
+#define CPC_KERNELS_CUDA_ELEMENTWISEMATH_H
+
+#include "kernels/cuda/HostDevice.h"
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace cpc::kernels::cuda {
+
+//===----------------------------------------------------------------------===//
+// Math functions by overload (the C names exist on the device and on the host).
+//===----------------------------------------------------------------------===//
+
+namespace fmath {
+CPC_HD float exp(float x) { return ::expf(x); }
+CPC_HD double exp(double x) { return ::exp(x); }
+CPC_HD float log(float x) { return ::logf(x); }
+CPC_HD double log(double x) { return ::log(x); }
+CPC_HD float sqrt(float x) { return ::sqrtf(x); }
+CPC_HD double sqrt(double x) { return ::sqrt(x); }
+CPC_HD float tanh(float x) { return ::tanhf(x); }
+CPC_HD double tanh(double x) { return ::tanh(x); }
+CPC_HD float pow(float a, float b) { return ::powf(a, b); }
+CPC_HD double pow(double a, double b) { return ::pow(a, b); }
+CPC_HD float abs(float x) { return ::fabsf(x); }
+CPC_HD double abs(double x) { return ::fabs(x); }
+
+// Exactly rounded single operations that nvcc may not fuse into an FMA (it contracts a * b + c
+// by default; the CPU kernels are built without contraction): for results that must match the
+// CPU kernels to the bit (AdamW, random_uniform).
+CPC_HD float mulRn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+CPC_HD double mulRn(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+CPC_HD float addRn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+CPC_HD double addRn(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+CPC_HD float subRn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+CPC_HD double subRn(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+CPC_HD float divRn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+CPC_HD double divRn(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+CPC_HD float sqrtRn(float x) {
+#ifdef __CUDA_ARCH__
+  return __fsqrt_rn(x);
+#else
+  return ::sqrtf(x);
+#endif
+}
+CPC_HD double sqrtRn(double x) {
+#ifdef __CUDA_ARCH__
+  return __dsqrt_rn(x);
+#else
+  return ::sqrt(x);
+#endif
+}
+
+CPC_HD float floatFromBits(int32_t bits) {
+#ifdef __CUDA_ARCH__
+  return __int_as_float(bits);
+#else
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+#endif
+}
+
+/// The CPU kernels' f32 erf (kernels/cpu/FastMath.h): the same rational approximation, so that
+/// erf and GELU agree with them to rounding; f64 uses the library's erf on both sides.
+CPC_HD float erf(float x) {
+  x = x < -4.0f ? -4.0f : (x > 4.0f ? 4.0f : x);
+  const float x2 = x * x;
+  float p = -2.72614225801306e-10f;
+  p = p * x2 + 2.77068142495902e-08f;
+  p = p * x2 + -2.10102402082508e-06f;
+  p = p * x2 + -5.69250639462346e-05f;
+  p = p * x2 + -7.34990630326855e-04f;
+  p = p * x2 + -2.95459980854025e-03f;
+  p = p * x2 + -1.60960333262415e-02f;
+  float q = -1.45660718464996e-05f;
+  q = q * x2 + -2.13374055278905e-04f;
+  q = q * x2 + -1.68282697438203e-03f;
+  q = q * x2 + -7.37332916720468e-03f;
+  q = q * x2 + -1.42647390514189e-02f;
+  return p * x / q;
+}
+CPC_HD double erf(double x) { return ::erf(x); }
+
+/// The CPU kernels' f32 exp of the GELU gradient (FastMath.h's fastExp): 2^n exp(r), r by a
+/// Cody-Waite split, exp(r) by a degree-6 polynomial.
+CPC_HD float fastExp(float x) {
+  x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
+  const float magic = 12582912.0f; // 1.5 * 2^23: adding it rounds to an integer
+  float n = (x * 1.44269504088896341f + magic) - magic;
+  float r = x - n * 0.693145751953125f;
+  r = r - n * 1.42860682030941723212e-6f;
+  float p = 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  return p * floatFromBits(((int32_t)n + 127) << 23);
+}
+CPC_HD double fastExp(double x) { return ::exp(x); }
+} // namespace fmath
+
+//===----------------------------------------------------------------------===//
+// Unary.
+//===----------------------------------------------------------------------===//
+
+struct NegOp { template <class T> CPC_HD T operator()(T x) const { return T(-x); } };
+struct AbsOp {
+  template <class T> CPC_HD T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return fmath::abs(x);
+    else if constexpr (std::is_signed_v<T>) return x < 0 ? T(-x) : x;
+    else return x;
+  }
+};
+struct ExpOp { template <class T> CPC_HD T operator()(T x) const { return fmath::exp(x); } };
+struct LogOp { template <class T> CPC_HD T operator()(T x) const { return fmath::log(x); } };
+struct SqrtOp { template <class T> CPC_HD T operator()(T x) const { return fmath::sqrt(x); } };
+struct RsqrtOp { template <class T> CPC_HD T operator()(T x) const { return T(1) / fmath::sqrt(x); } };
+struct ReciprocalOp { template <class T> CPC_HD T operator()(T x) const { return T(1) / x; } };
+struct ErfOp { template <class T> CPC_HD T operator()(T x) const { return fmath::erf(x); } };
+struct TanhOp { template <class T> CPC_HD T operator()(T x) const { return fmath::tanh(x); } };
+struct SigmoidOp { template <class T> CPC_HD T operator()(T x) const { return T(1) / (T(1) + fmath::exp(-x)); } };
+// x < 0 ? 0 : x, so that NaN passes through as in the CPU kernel.
+struct ReluOp { template <class T> CPC_HD T operator()(T x) const { return x < T(0) ? T(0) : x; } };
+struct NotOp { CPC_HD bool operator()(bool x) const { return !x; } };
+struct GeluErfOp {
+  template <class T> CPC_HD T operator()(T x) const {
+    return x * T(0.5) * (T(1) + fmath::erf(x * T(0.70710678118654752440)));
+  }
+};
+struct GeluTanhOp {
+  template <class T> CPC_HD T operator()(T x) const {
+    const T k = T(0.79788456080286535588); // sqrt(2/pi)
+    return T(0.5) * x * (T(1) + fmath::tanh(k * (x + T(0.044715) * x * x * x)));
+  }
+};
+
+// gelu_grad(x, g) = g * gelu'(x), as kernels/cpu/Backward.cpp writes the derivatives.
+struct GeluErfGradOp {
+  template <class T> CPC_HD T operator()(T x, T g) const {
+    const T invSqrt2 = T(0.70710678118654752440), invSqrt2Pi = T(0.39894228040143267794);
+    T cdf = T(0.5) * (T(1) + fmath::erf(x * invSqrt2));
+    return g * (cdf + x * invSqrt2Pi * fmath::fastExp(T(-0.5) * x * x));
+  }
+};
+struct GeluTanhGradOp {
+  template <class T> CPC_HD T operator()(T x, T g) const {
+    const T k = T(0.79788456080286535588), c = T(0.044715);
+    T x2 = x * x, t = fmath::tanh(k * (x + c * x2 * x));
+    return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3) * c * x2));
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Cast.
+//===----------------------------------------------------------------------===//
+
+/// Float to int64 as x86's cvtts*2si does (the CPU kernel's behaviour): truncation toward zero,
+/// and the "integer indefinite" INT64_MIN for NaN and out-of-range values (CUDA would saturate).
+template <class F> CPC_HD int64_t truncToInt64(F x) {
+  const F limit = F(9223372036854775808.0); // 2^63
+  if (!(x >= -limit && x < limit))
+    return INT64_MIN;
+  return static_cast<int64_t>(x);
+}
+
+/// The CPU kernel's cast of one value: to bool is `!= 0`; float to an integer truncates toward
+/// zero, through int64 to the narrower ints so that out-of-range values wrap; the rest is C++'s
+/// conversion. 16-bit floats take part as f32 (To or From is then float), as in the CPU kernel.
+template <class To> struct CastOp {
+  template <class From> CPC_HD To operator()(From x) const {
+    if constexpr (std::is_same_v<To, bool>) return x != From(0);
+    else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) return To(truncToInt64(x));
+    else return static_cast<To>(x);
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Binary, compare, logical.
+//===----------------------------------------------------------------------===//
+
+struct AddOp { template <class T> CPC_HD T operator()(T a, T b) const { return T(a + b); } };
+struct SubOp { template <class T> CPC_HD T operator()(T a, T b) const { return T(a - b); } };
+struct MulOp { template <class T> CPC_HD T operator()(T a, T b) const { return T(a * b); } };
+struct DivOp {
+  template <class T> CPC_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      // The CPU kernel rejects a zero divisor up front; a kernel cannot, so it yields 0.
+      if (b == T(0))
+        return T(0);
+      // MIN / -1 overflows: negate through unsigned, which wraps as the CPU kernel does.
+      if constexpr (std::is_signed_v<T>)
+        if (b == T(-1))
+          return T(0 - static_cast<std::make_unsigned_t<T>>(a));
+    }
+    return T(a / b);
+  }
+};
+struct PowOp { template <class T> CPC_HD T operator()(T a, T b) const { return b == T(2) ? a * a : fmath::pow(a, b); } };
+// NaN in either operand wins, as in the CPU kernel (numpy.maximum / minimum).
+struct MaxOp { template <class T> CPC_HD T operator()(T a, T b) const { return (a > b || a != a) ? a : b; } };
+struct MinOp { template <class T> CPC_HD T operator()(T a, T b) const { return (a < b || a != a) ? a : b; } };
+struct EqualOp { template <class T> CPC_HD bool operator()(T a, T b) const { return a == b; } };
+struct LessOp { template <class T> CPC_HD bool operator()(T a, T b) const { return a < b; } };
+struct LessEqualOp { template <class T> CPC_HD bool operator()(T a, T b) const { return a <= b; } };
+struct GreaterOp { template <class T> CPC_HD bool operator()(T a, T b) const { return a > b; } };
+struct GreaterEqualOp { template <class T> CPC_HD bool operator()(T a, T b) const { return a >= b; } };
+struct AndOp { CPC_HD bool operator()(bool a, bool b) const { return a && b; } };
+struct OrOp { CPC_HD bool operator()(bool a, bool b) const { return a || b; } };
+
+//===----------------------------------------------------------------------===//
+// Broadcasting.
+//===----------------------------------------------------------------------===//
+
+constexpr int kMaxBroadcastRank = 8;
+
+/// The output's dims after collapsing, with each of N operands' element strides (0 where it
+/// broadcasts): passed to a kernel by value.
+template <int N> struct BroadcastGeometry {
+  int rank = 0;
+  int64_t shape[kMaxBroadcastRank] = {};
+  int64_t strides[kMaxBroadcastRank][N] = {};
+
+  /// A single dim: operand offsets are index * stride, no division.
+  bool flat() const { return rank == 1; }
+  /// The N operands' offsets of output element `index`, in one pass over the dims; I is
+  /// int64_t, or uint32_t when every index fits (32-bit divisions are several times cheaper on
+  /// the GPU).
+  template <class I> CPC_HD void offsets(I index, I (&off)[N]) const {
+    for (int k = 0; k < N; ++k)
+      off[k] = 0;
+    for (int d = rank - 1; d > 0; --d) {
+      I dim = I(shape[d]), q = index / dim, at = index - q * dim;
+      for (int k = 0; k < N; ++k)
+        off[k] += at * I(strides[d][k]);
+      index = q;
+    }
+    for (int k = 0; k < N; ++k)
+      off[k] += index * I(strides[0][k]);
+  }
+};
+
+/// Collapses `out` and the operands' shapes (numpy broadcasting: trailing dims aligned, size 1
+/// stretches) as the CPU kernel does: size-1 output dims dropped, adjacent dims merged wherever
+/// every operand allows. False with `error` set when an operand does not broadcast or more than
+/// kMaxBroadcastRank dims remain.
+template <int N>
+bool planBroadcast(const std::vector<int64_t> &out, const std::array<const std::vector<int64_t> *, N> &ins,
+                   BroadcastGeometry<N> &geometry, std::string *error) {
+  auto shapeText = [](const std::vector<int64_t> &s) {
+    std::string text = "[";
+    for (size_t i = 0; i < s.size(); ++i)
+      text += (i ? "x" : "") + std::to_string(s[i]);
+    return text + "]";
+  };
+  size_t rank = out.size();
+  std::vector<std::array<int64_t, N>> strides(rank);
+  for (int k = 0; k < N; ++k) {
+    const std::vector<int64_t> &s = *ins[k];
+    if (s.size() > rank) {
+      *error = "operand " + shapeText(s) + " has a higher rank than the result " + shapeText(out);
+      return false;
+    }
+    int64_t stride = 1;
+    size_t lead = rank - s.size();
+    for (size_t d = rank; d-- > 0;) {
+      int64_t dim = d >= lead ? s[d - lead] : 1;
+      if (dim == out[d]) {
+        strides[d][k] = dim == 1 ? 0 : stride;
+      } else if (dim == 1) {
+        strides[d][k] = 0;
+      } else {
+        *error = "operand " + shapeText(s) + " does not broadcast to " + shapeText(out);
+        return false;
+      }
+      stride *= dim;
+    }
+  }
+  std::vector<int64_t> shape;
+  std::vector<std::array<int64_t, N>> merged;
+  for (size_t d = 0; d < rank; ++d) {
+    if (out[d] == 1)
+      continue;
+    bool merge = !shape.empty();
+    for (int k = 0; k < N && merge; ++k)
+      merge = merged.back()[k] == strides[d][k] * out[d];
+    if (merge) {
+      shape.back() *= out[d];
+      merged.back() = strides[d];
+    } else {
+      shape.push_back(out[d]);
+      merged.push_back(strides[d]);
+    }
+  }
+  if (shape.empty()) {
+    shape.push_back(1);
+    merged.push_back({});
+  }
+  if (shape.size() > (size_t)kMaxBroadcastRank) {
+    *error = "broadcast of " + shapeText(out) + " has " + std::to_string(shape.size()) +
+             " dims after collapsing, more than the " + std::to_string(kMaxBroadcastRank) + " supported";
+    return false;
+  }
+  geometry = BroadcastGeometry<N>{};
+  geometry.rank = (int)shape.size();
+  for (size_t d = 0; d < shape.size(); ++d) {
+    geometry.shape[d] = shape[d];
+    for (int k = 0; k < N; ++k)
+      geometry.strides[d][k] = merged[d][k];
+  }
+  return true;
+}
+
+/// Whether 32-bit index arithmetic covers `n` output elements (operands are never larger).
+inline bool fitsIndex32(int64_t n) { return n < (int64_t(1) << 31); }
+
+} // namespace cpc::kernels::cuda
+
+#endif

@@ -1,0 +1,220 @@
+//===- GemmPlan.h - cpc.matmul as cuBLASLt GEMM calls, decided on the host --===//
+//
+// Plain C++ (no CUDA headers): the unit tests (tests/unit/cuda/GemmPlanTest.cpp) run the plan
+// through a host loop that indexes exactly as cuBLASLt does and compare it with the CPU matmul,
+// which proves the GPU kernel's layout logic without a GPU. Header-only so that those tests
+// link in builds without CUDA.
+//
+// cpc.matmul is row-major, C[.., M, N] = op(lhs)[.., M, K] op(rhs)[.., K, N] with numpy batch
+// broadcasting (kernels/cpu/Linalg.cpp). cuBLASLt is column-major, so the plan computes the
+// transpose, C^T = op(rhs)^T op(lhs)^T: a row-major [R, S] block is a column-major S x R matrix
+// with leading dimension S, so no data moves. cuBLASLt's A is the rhs, its B the lhs, D is C.
+//
+#ifndef CPC_KERNELS_CUDA_GEMMPLAN_H
+#define CPC_KERNELS_CUDA_GEMMPLAN_H
+
+#include "kernels/Tensor.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cpc::kernels::cuda {
+
+/// One matrix of a cuBLASLt call: column-major `rows` x `cols` with leading dimension `ld`, used
+/// transposed when `transpose`; consecutive matrices of a batch `batchStride` elements apart
+/// (0: every batch reads the same matrix, a broadcast operand).
+struct GemmMatrix {
+  int64_t rows = 0, cols = 0, ld = 1;
+  bool transpose = false;
+  int64_t batchStride = 0;
+};
+
+/// Batch dims that one stride per operand cannot express (numpy broadcasting of several dims):
+/// the host loops over them, offsetting every operand by its stride (in elements).
+struct GemmLoop {
+  int64_t size = 1;
+  int64_t strideA = 0, strideB = 0, strideD = 0;
+};
+
+struct GemmPlan {
+  std::string error; // non-empty: the shapes are ones the CPU kernel rejects (the message why)
+  // The row-major problem (after rank-1 promotion and transposes; M includes folded batches).
+  int64_t M = 0, N = 0, K = 0;
+  // The cuBLASLt problem: D[m x n] = op(A)[m x k] op(B)[k x n], m = N, n = M.
+  int64_t m = 0, n = 0, k = 0;
+  GemmMatrix a, b, d; // a: the rhs, b: the lhs, d: the result (never transposed)
+  int64_t batchCount = 1; // matrices per cuBLASLt call (strided batched)
+  std::vector<GemmLoop> loops; // outermost first; empty: one call
+  bool empty = false;     // the result has no elements: nothing to do
+  bool zeroFill = false;  // K == 0: the result is all zeros, no GEMM
+
+  bool ok() const { return error.empty(); }
+  /// cuBLASLt calls the plan makes.
+  int64_t calls() const {
+    int64_t c = 1;
+    for (const GemmLoop &l : loops)
+      c *= l.size;
+    return c;
+  }
+  /// Element offsets of A (rhs), B (lhs) and D for call `index` (0 <= index < calls()).
+  void callOffsets(int64_t index, int64_t *offA, int64_t *offB, int64_t *offD) const {
+    *offA = *offB = *offD = 0;
+    for (int64_t i = (int64_t)loops.size() - 1; i >= 0; --i) {
+      int64_t c = index % loops[i].size;
+      index /= loops[i].size;
+      *offA += c * loops[i].strideA;
+      *offB += c * loops[i].strideB;
+      *offD += c * loops[i].strideD;
+    }
+  }
+};
+
+namespace gemmdetail {
+
+inline std::string shapes(const std::vector<int64_t> &lhs, const std::vector<int64_t> &rhs) {
+  return shapeString(lhs) + " x " + shapeString(rhs);
+}
+
+/// A batch dim of the result with each operand's element stride along it (0 where broadcast).
+struct BatchDim {
+  int64_t size, sa, sb, sd;
+};
+
+/// Merges adjacent batch dims that every operand walks with one stride (numpy broadcasting of
+/// [B, H] by [B, H] or [1, 1] collapses to one dim of B*H), dropping size-1 dims.
+inline std::vector<BatchDim> mergeBatchDims(const std::vector<BatchDim> &dims) {
+  std::vector<BatchDim> merged;
+  for (const BatchDim &d : dims) {
+    if (d.size == 1)
+      continue;
+    if (!merged.empty()) {
+      BatchDim &o = merged.back();
+      if (o.sa == d.sa * d.size && o.sb == d.sb * d.size && o.sd == d.sd * d.size) {
+        o = {o.size * d.size, d.sa, d.sb, d.sd};
+        continue;
+      }
+    }
+    merged.push_back(d);
+  }
+  return merged;
+}
+
+} // namespace gemmdetail
+
+/// The cuBLASLt calls of cpc.matmul(lhs, rhs) -> out: the same checks and messages as the CPU
+/// kernel (operands of rank >= 1, only rank >= 2 transposed, contraction dims equal, batch dims
+/// broadcasting, a result with batch * M * N elements).
+inline GemmPlan planGemm(const std::vector<int64_t> &lhs, const std::vector<int64_t> &rhs,
+                         const std::vector<int64_t> &out, bool transposeLhs, bool transposeRhs) {
+  using namespace gemmdetail;
+  GemmPlan p;
+  std::vector<int64_t> a = lhs, b = rhs;
+  if (a.empty() || b.empty()) {
+    p.error = "operands must have rank >= 1";
+    return p;
+  }
+  if ((transposeLhs && a.size() < 2) || (transposeRhs && b.size() < 2)) {
+    p.error = "only operands of rank >= 2 can be transposed";
+    return p;
+  }
+  if (transposeLhs)
+    std::swap(a[a.size() - 1], a[a.size() - 2]);
+  if (transposeRhs)
+    std::swap(b[b.size() - 1], b[b.size() - 2]);
+  if (a.size() == 1)
+    a.insert(a.begin(), 1);
+  if (b.size() == 1)
+    b.push_back(1);
+  int64_t M = a[a.size() - 2], K = a.back(), N = b.back();
+  if (b[b.size() - 2] != K) {
+    p.error = "contraction dims differ: " + shapes(lhs, rhs);
+    return p;
+  }
+  std::vector<int64_t> aBatch(a.begin(), a.end() - 2), bBatch(b.begin(), b.end() - 2);
+  size_t rank = std::max(aBatch.size(), bBatch.size());
+  aBatch.insert(aBatch.begin(), rank - aBatch.size(), 1);
+  bBatch.insert(bBatch.begin(), rank - bBatch.size(), 1);
+  std::vector<int64_t> batch(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    if (aBatch[i] != bBatch[i] && aBatch[i] != 1 && bBatch[i] != 1) {
+      p.error = "batch dims do not broadcast: " + shapes(lhs, rhs);
+      return p;
+    }
+    batch[i] = std::max(aBatch[i], bBatch[i]);
+  }
+  int64_t nBatch = numElements(batch);
+  if (numElements(out) != nBatch * M * N) {
+    p.error = "result " + shapeString(out) + " does not match the operands";
+    return p;
+  }
+  p.empty = nBatch * M * N == 0;
+  p.zeroFill = !p.empty && K == 0;
+
+  // x[.., M, K] @ W[K, N] with an unbatched rhs: the lhs batches are contiguous rows of one
+  // [batch * M, K] matrix, so one GEMM with M folded (a Linear layer's shape).
+  bool fold = numElements(bBatch) == 1 && numElements(aBatch) == nBatch && !transposeLhs;
+  int64_t rows = fold ? M * nBatch : M;
+  p.M = rows, p.N = N, p.K = K;
+  p.m = N, p.n = rows, p.k = K;
+  // rhs stored [K, N] is column-major N x K (ld N); stored [N, K] it is K x N (ld K), transposed.
+  p.a = transposeRhs ? GemmMatrix{K, N, std::max<int64_t>(K, 1), true, 0}
+                     : GemmMatrix{N, K, std::max<int64_t>(N, 1), false, 0};
+  // lhs stored [M, K] is column-major K x M (ld K); stored [K, M] it is M x K (ld M), transposed.
+  p.b = transposeLhs ? GemmMatrix{rows, K, std::max<int64_t>(rows, 1), true, 0}
+                     : GemmMatrix{K, rows, std::max<int64_t>(K, 1), false, 0};
+  p.d = GemmMatrix{N, rows, std::max<int64_t>(N, 1), false, 0};
+  if (fold)
+    return p;
+
+  // Element strides of each operand along the result's batch dims (0 where it broadcasts).
+  std::vector<BatchDim> dims(rank);
+  for (int64_t i = (int64_t)rank - 1, sa = K * N, sb = M * K, sd = M * N; i >= 0; --i) {
+    dims[i] = {batch[i], bBatch[i] == 1 ? 0 : sa, aBatch[i] == 1 ? 0 : sb, sd};
+    sa *= bBatch[i];
+    sb *= aBatch[i];
+    sd *= batch[i];
+  }
+  std::vector<BatchDim> merged = mergeBatchDims(dims);
+  if (merged.empty())
+    return p;
+  // The largest remaining dim is cuBLASLt's batch, the others host loops.
+  size_t inner = std::max_element(merged.begin(), merged.end(),
+                                  [](const BatchDim &x, const BatchDim &y) { return x.size < y.size; }) -
+                 merged.begin();
+  p.batchCount = merged[inner].size;
+  p.a.batchStride = merged[inner].sa;
+  p.b.batchStride = merged[inner].sb;
+  p.d.batchStride = merged[inner].sd;
+  for (size_t i = 0; i < merged.size(); ++i)
+    if (i != inner)
+      p.loops.push_back({merged[i].size, merged[i].sa, merged[i].sb, merged[i].sd});
+  return p;
+}
+
+/// The largest power of two, at most 256, dividing `address` and every byte offset in `offsets`:
+/// the alignment cuBLASLt may assume for a matrix whose batches and calls start at those offsets.
+inline uint32_t gemmAlignment(uint64_t address, const std::vector<int64_t> &offsets) {
+  uint64_t bits = address | 256;
+  for (int64_t o : offsets)
+    bits |= (uint64_t)(o < 0 ? -o : o);
+  return (uint32_t)(bits & (~bits + 1)); // lowest set bit
+}
+
+/// Byte offsets at which the matrices of `which` start relative to its base, beyond 0: its
+/// batch stride and the loops' strides (each a multiple of the alignment it can keep).
+inline std::vector<int64_t> gemmOffsets(const GemmPlan &p, char which, int64_t elementBytes) {
+  std::vector<int64_t> offsets;
+  const GemmMatrix &mat = which == 'a' ? p.a : which == 'b' ? p.b : p.d;
+  if (p.batchCount > 1)
+    offsets.push_back(mat.batchStride * elementBytes);
+  for (const GemmLoop &l : p.loops)
+    offsets.push_back((which == 'a' ? l.strideA : which == 'b' ? l.strideB : l.strideD) * elementBytes);
+  return offsets;
+}
+
+} // namespace cpc::kernels::cuda
+
+#endif

@@ -1,0 +1,331 @@
+//===- Normalization.cu - softmax, LayerNorm and their gradients on the GPU ===//
+//
+// Row-wise kernels: a warp per row up to kWarpRowMax elements, else a block per row
+// (NormalizationLaunch.h). Each thread folds a strided share of its row, warp shuffles and one
+// shared-memory step combine the partials in a fixed order (NormalizationMath.h), so results are
+// deterministic. Every element is read before its own position is written by the same thread, so
+// outputs may alias same-shaped inputs, as on the CPU. layer_norm_grad sums its scale and bias
+// gradients over fixed chunks of rows, then over chunks in order: no atomics.
+//
+#include "kernels/cuda/CudaCommon.cuh"
+#include "kernels/cuda/CudaKernels.h"
+#include "kernels/cuda/NormalizationLaunch.h"
+#include "kernels/cuda/NormalizationMath.h"
+
+#include <string>
+#include <vector>
+
+namespace cpc::kernels {
+namespace cuda {
+namespace {
+
+template <typename Acc, typename Op> __device__ Acc warpAllReduce(Acc v, Op op) {
+  for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+/// Combines the partials of a row's threads (the order of rowGroupReduce); every thread of the
+/// group gets the result. A block-wide group (threadsPerRow > one warp) syncs the block, which
+/// every thread reaches because such a block holds one row.
+template <typename Acc, typename Op>
+__device__ Acc groupAllReduce(Acc v, Op op, Acc identity, int threadsPerRow, Acc *shared) {
+  v = warpAllReduce(v, op);
+  if (threadsPerRow <= kWarpSize)
+    return v;
+  int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  __syncthreads(); // the previous reduction's reads of `shared` are done
+  if (lane == 0)
+    shared[warp] = v;
+  __syncthreads();
+  v = lane < threadsPerRow / kWarpSize ? shared[lane] : identity;
+  return warpAllReduce(v, op);
+}
+
+/// Visits this thread's rows: fn(row, lane). Rows are handed out to row groups (a warp or the
+/// block) by a grid-stride loop; a warp past the last row skips the iteration as a whole.
+template <typename Fn> __device__ void forEachRow(int64_t rows, int threadsPerRow, Fn &&fn) {
+  int rowsPerBlock = blockDim.x / threadsPerRow, group = threadIdx.x / threadsPerRow;
+  int lane = threadIdx.x % threadsPerRow;
+  for (int64_t first = (int64_t)blockIdx.x * rowsPerBlock; first < rows; first += (int64_t)gridDim.x * rowsPerBlock) {
+    int64_t row = first + group;
+    if (row < rows)
+      fn(row, lane);
+  }
+}
+
+/// Shared memory of a row-wise kernel: one partial per warp, for Acc and for f64 sums.
+template <typename Acc> struct RowShared {
+  Acc acc[kWarpSize];
+  double wide[kWarpSize];
+};
+
+/// The moments of a contiguous row: two passes, both summed in f64 (RowMoments).
+template <typename T, typename Acc>
+__device__ RowMoments<Acc> rowMomentsOf(const T *x, int64_t base, int64_t len, int lane, int threadsPerRow, double eps,
+                                        RowShared<Acc> &shared) {
+  double sum = 0;
+  for (int64_t j = lane; j < len; j += threadsPerRow)
+    sum += double(load(x, base + j));
+  RowMean<Acc> mean = rowMean<Acc>(groupAllReduce(sum, SumOp{}, 0.0, threadsPerRow, shared.wide), len);
+  double squares = 0;
+  for (int64_t j = lane; j < len; j += threadsPerRow) {
+    double d = wideDeviation(load(x, base + j), mean);
+    squares += d * d;
+  }
+  return rowMoments(mean, groupAllReduce(squares, SumOp{}, 0.0, threadsPerRow, shared.wide), len, eps);
+}
+
+template <typename T>
+__global__ void layerNormRows(const T *x, const T *scale, const T *bias, T *y, int64_t rows, int64_t len,
+                              int threadsPerRow, double eps) {
+  using Acc = ComputeT<T>;
+  __shared__ RowShared<Acc> shared;
+  forEachRow(rows, threadsPerRow, [&](int64_t row, int lane) {
+    int64_t base = row * len;
+    RowMoments<Acc> m = rowMomentsOf(x, base, len, lane, threadsPerRow, eps, shared);
+    for (int64_t j = lane; j < len; j += threadsPerRow)
+      store(y, base + j, layerNormValue(load(x, base + j), m, load(scale, j), load(bias, j)));
+  });
+}
+
+template <typename T>
+__global__ void softmaxRows(const T *x, T *y, RowShape shape, int threadsPerRow) {
+  using Acc = ComputeT<T>;
+  __shared__ Acc shared[kWarpSize];
+  forEachRow(shape.rows, threadsPerRow, [&](int64_t row, int lane) {
+    int64_t base = rowBase(shape, row), step = shape.inner;
+    const Acc negInf = -Acc(INFINITY);
+    Acc m = negInf;
+    for (int64_t j = lane; j < shape.len; j += threadsPerRow)
+      m = MaxOp{}(m, load(x, base + j * step));
+    m = groupAllReduce(m, MaxOp{}, negInf, threadsPerRow, shared);
+    Acc sum = 0;
+    for (int64_t j = lane; j < shape.len; j += threadsPerRow)
+      sum += expAcc(load(x, base + j * step) - m);
+    Acc inv = Acc(1) / groupAllReduce(sum, SumOp{}, Acc(0), threadsPerRow, shared);
+    // exp again rather than a stored value: 16-bit outputs must round once, from Acc.
+    for (int64_t j = lane; j < shape.len; j += threadsPerRow)
+      store(y, base + j * step, expAcc(load(x, base + j * step) - m) * inv);
+  });
+}
+
+template <typename T>
+__global__ void softmaxGradRows(const T *y, const T *g, T *out, RowShape shape, int threadsPerRow) {
+  using Acc = ComputeT<T>;
+  __shared__ Acc shared[kWarpSize];
+  forEachRow(shape.rows, threadsPerRow, [&](int64_t row, int lane) {
+    int64_t base = rowBase(shape, row), step = shape.inner;
+    Acc dot = 0;
+    for (int64_t j = lane; j < shape.len; j += threadsPerRow)
+      dot += load(g, base + j * step) * load(y, base + j * step);
+    dot = groupAllReduce(dot, SumOp{}, Acc(0), threadsPerRow, shared);
+    for (int64_t j = lane; j < shape.len; j += threadsPerRow) {
+      int64_t e = base + j * step;
+      store(out, e, softmaxGradValue(load(y, e), load(g, e), dot));
+    }
+  });
+}
+
+/// layer_norm_grad, first pass: each row's statistics and its means of g*scale and g*scale*xhat.
+template <typename T, typename Acc>
+__global__ void layerNormGradRows(const T *x, const T *scale, const T *g, LayerNormGradRow<Acc> *stats, int64_t rows,
+                                  int64_t len, int threadsPerRow, double eps) {
+  __shared__ RowShared<Acc> shared;
+  forEachRow(rows, threadsPerRow, [&](int64_t row, int lane) {
+    int64_t base = row * len;
+    RowMoments<Acc> m = rowMomentsOf(x, base, len, lane, threadsPerRow, eps, shared);
+    Acc sumGs = 0, sumGsXhat = 0;
+    for (int64_t j = lane; j < len; j += threadsPerRow) {
+      Acc gs = load(g, base + j) * load(scale, j);
+      sumGs += gs;
+      sumGsXhat += gs * (deviation(load(x, base + j), m.mean) * m.rstd);
+    }
+    sumGs = groupAllReduce(sumGs, SumOp{}, Acc(0), threadsPerRow, shared.acc);
+    sumGsXhat = groupAllReduce(sumGsXhat, SumOp{}, Acc(0), threadsPerRow, shared.acc);
+    if (lane == 0)
+      stats[row] = {m, sumGs / Acc(len), sumGsXhat / Acc(len)};
+  });
+}
+
+/// Second pass, one thread per column of a chunk of rows: the input gradient, and the chunk's
+/// partial sums of the scale and bias gradients ([chunk][col], scale partials then bias partials).
+template <typename T, typename Acc>
+__global__ void layerNormGradColumns(const T *x, const T *scale, const T *g, const LayerNormGradRow<Acc> *stats, T *dx,
+                                     double *partials, int64_t rows, int64_t len, int64_t chunkRows, int64_t chunks) {
+  int64_t col = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
+  if (col >= len)
+    return;
+  Acc s = load(scale, col);
+  double sumScale = 0, sumBias = 0;
+  int64_t end = (chunk + 1) * chunkRows < rows ? (chunk + 1) * chunkRows : rows;
+  for (int64_t row = chunk * chunkRows; row < end; ++row) {
+    LayerNormGradRow<Acc> r = stats[row];
+    int64_t e = row * len + col;
+    Acc xv = load(x, e), gv = load(g, e);
+    sumScale += layerNormGradScaleTerm(xv, gv, r);
+    sumBias += double(gv);
+    store(dx, e, layerNormGradInput(xv, gv, s, r)); // dx may alias x or g: this element is read
+  }
+  partials[chunk * len + col] = sumScale;
+  partials[(chunks + chunk) * len + col] = sumBias;
+}
+
+template <typename T>
+__global__ void layerNormGradFinish(const double *partials, T *dscale, T *dbias, int64_t len, int64_t chunks) {
+  for (int64_t col = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; col < len; col += (int64_t)gridDim.x * blockDim.x) {
+    double s = 0, b = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      s += partials[c * len + col];
+      b += partials[(chunks + c) * len + col];
+    }
+    store(dscale, col, ComputeT<T>(s));
+    store(dbias, col, ComputeT<T>(b));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Host side: checks as the CPU kernels', then launches.
+//===----------------------------------------------------------------------===//
+
+void checkSame(const KernelContext &ctx, const TensorRef &t, const TensorRef &like, const char *what) {
+  if (t.dtype != like.dtype || t.shape != like.shape)
+    ctx.fail(std::string(what) + " is " + dtypeName(t.dtype) + shapeString(t.shape) + ", expected " +
+             dtypeName(like.dtype) + shapeString(like.shape));
+}
+
+void checkArity(const KernelContext &ctx, size_t nIn, size_t nOut) {
+  if (ctx.inputs.size() != nIn || ctx.outputs.size() != nOut)
+    ctx.fail("expected " + std::to_string(nIn) + " inputs and " + std::to_string(nOut) + " outputs, got " +
+             std::to_string(ctx.inputs.size()) + " and " + std::to_string(ctx.outputs.size()));
+}
+
+/// softmax and layer_norm take axis in [0, rank) (as their CPU kernels); the gradients also
+/// accept a negative axis.
+int64_t checkedAxis(const KernelContext &ctx, int64_t rank, bool wrapNegative) {
+  int64_t axis = ctx.attrs.axis;
+  if (wrapNegative && axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank)
+    ctx.fail("axis " + std::to_string(ctx.attrs.axis) + " out of range for rank " + std::to_string(rank));
+  return axis;
+}
+
+RowShape rowShapeAlong(const std::vector<int64_t> &shape, int64_t axis) {
+  RowShape s;
+  s.len = shape[axis];
+  int64_t outer = numElements({shape.begin(), shape.begin() + axis});
+  s.inner = numElements({shape.begin() + axis + 1, shape.end()});
+  s.rows = outer * s.inner;
+  return s;
+}
+
+void layerNorm(KernelContext &ctx) {
+  checkArity(ctx, 3, 1);
+  const TensorRef &in = ctx.inputs[0], &scale = ctx.inputs[1], &bias = ctx.inputs[2], &out = ctx.outputs[0];
+  int64_t axis = checkedAxis(ctx, in.rank(), false);
+  checkSame(ctx, out, in, "output");
+  TensorRef normalized{nullptr, in.dtype, std::vector<int64_t>(in.shape.begin() + axis, in.shape.end())};
+  checkSame(ctx, scale, normalized, "scale");
+  checkSame(ctx, bias, normalized, "bias");
+  int64_t len = normalized.numel(), rows = len ? in.numel() / len : 0;
+  if (rows == 0 || len == 0)
+    return;
+  RowGroupLaunch l = rowGroupLaunch(rows, len);
+  dispatchDevice<kFloat>(ctx, in.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    layerNormRows<T><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(in.as<T>(), scale.as<T>(), bias.as<T>(), out.as<T>(),
+                                                                rows, len, l.threadsPerRow, ctx.attrs.epsilon);
+  });
+  checkLaunch(ctx);
+}
+
+void softmax(KernelContext &ctx) {
+  checkArity(ctx, 1, 1);
+  const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
+  int64_t axis = checkedAxis(ctx, in.rank(), false);
+  checkSame(ctx, out, in, "output");
+  RowShape shape = rowShapeAlong(in.shape, axis);
+  if (shape.rows * shape.len == 0)
+    return;
+  RowGroupLaunch l = rowGroupLaunch(shape.rows, shape.len);
+  dispatchDevice<kFloat>(ctx, in.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    softmaxRows<T><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(in.as<T>(), out.as<T>(), shape, l.threadsPerRow);
+  });
+  checkLaunch(ctx);
+}
+
+void softmaxGrad(KernelContext &ctx) {
+  checkArity(ctx, 2, 1);
+  const TensorRef &y = ctx.inputs[0], &g = ctx.inputs[1], &out = ctx.outputs[0];
+  checkSame(ctx, g, y, "grad");
+  checkSame(ctx, out, y, "result");
+  int64_t axis = checkedAxis(ctx, y.rank(), true);
+  RowShape shape = rowShapeAlong(y.shape, axis);
+  if (shape.rows * shape.len == 0)
+    return;
+  RowGroupLaunch l = rowGroupLaunch(shape.rows, shape.len);
+  dispatchDevice<kFloat>(ctx, y.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    softmaxGradRows<T><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(y.as<T>(), g.as<T>(), out.as<T>(), shape,
+                                                                  l.threadsPerRow);
+  });
+  checkLaunch(ctx);
+}
+
+size_t alignUp(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+void layerNormGrad(KernelContext &ctx) {
+  checkArity(ctx, 3, 3);
+  const TensorRef &x = ctx.inputs[0], &scale = ctx.inputs[1], &g = ctx.inputs[2];
+  int64_t axis = checkedAxis(ctx, x.rank(), true);
+  TensorRef normalized{nullptr, x.dtype, std::vector<int64_t>(x.shape.begin() + axis, x.shape.end())};
+  checkSame(ctx, g, x, "grad");
+  checkSame(ctx, scale, normalized, "scale");
+  checkSame(ctx, ctx.outputs[0], x, "input_grad");
+  checkSame(ctx, ctx.outputs[1], normalized, "scale_grad");
+  checkSame(ctx, ctx.outputs[2], normalized, "bias_grad");
+  int64_t len = normalized.numel(), rows = len ? x.numel() / len : 0;
+  if (len == 0)
+    return;
+  cudaStream_t stream = streamOf(ctx);
+  dispatchDevice<kFloat>(ctx, x.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    using Acc = ComputeT<T>;
+    T *dx = ctx.outputs[0].as<T>(), *dscale = ctx.outputs[1].as<T>(), *dbias = ctx.outputs[2].as<T>();
+    ColumnChunkLaunch c = columnChunkLaunch(rows, len);
+    size_t statBytes = alignUp(rows * sizeof(LayerNormGradRow<Acc>));
+    size_t partialBytes = 2 * c.chunks * len * sizeof(double);
+    char *scratch = (char *)deviceOf(ctx).scratch(0, statBytes + partialBytes);
+    auto *stats = (LayerNormGradRow<Acc> *)scratch;
+    double *partials = (double *)(scratch + statBytes);
+    if (rows > 0) {
+      RowGroupLaunch l = rowGroupLaunch(rows, len);
+      layerNormGradRows<T, Acc><<<l.blocks, l.threads, 0, stream>>>(x.as<T>(), scale.as<T>(), g.as<T>(), stats, rows,
+                                                                    len, l.threadsPerRow, ctx.attrs.epsilon);
+      dim3 grid((unsigned)c.columnBlocks, (unsigned)c.chunks);
+      layerNormGradColumns<T, Acc><<<grid, c.columnsPerBlock, 0, stream>>>(x.as<T>(), scale.as<T>(), g.as<T>(), stats,
+                                                                           dx, partials, rows, len, c.chunkRows, c.chunks);
+    } else {
+      checkCuda(cudaMemsetAsync(partials, 0, partialBytes, stream), "layer_norm_grad"); // no rows: zero gradients
+    }
+    LaunchConfig f = elementwiseLaunch(len, deviceOf(ctx).multiprocessors());
+    layerNormGradFinish<T><<<f.blocks, f.threads, 0, stream>>>(partials, dscale, dbias, len, c.chunks);
+  });
+  checkLaunch(ctx);
+}
+
+} // namespace
+} // namespace cuda
+
+void registerCudaNormalizationKernels(KernelRegistry &registry) {
+  for (DType t : cuda::kFloatTypes) {
+    registry.add("cpc.layer_norm", DeviceKind::Cuda, t, cuda::layerNorm);
+    registry.add("cpc.softmax", DeviceKind::Cuda, t, cuda::softmax);
+    registry.add("cpc.softmax_grad", DeviceKind::Cuda, t, cuda::softmaxGrad);
+    registry.add("cpc.layer_norm_grad", DeviceKind::Cuda, t, cuda::layerNormGrad);
+  }
+}
+
+} // namespace cpc::kernels

@@ -1,0 +1,58 @@
+//===- Variables.cu - assign, copy, reshape, stop_gradient: byte copies -----===//
+//
+// Each moves its input's bytes into its output, queued on the compute stream (a device-to-
+// device cudaMemcpyAsync), and does nothing when the plan gave both the same buffer.
+//
+#include "kernels/cuda/CudaCommon.cuh"
+#include "kernels/cuda/CudaKernels.h"
+
+#include <string>
+
+namespace cpc::kernels {
+namespace cuda {
+namespace {
+
+void copyBytes(const KernelContext &ctx, const TensorRef &src, const TensorRef &dst) {
+  if (src.data == dst.data || src.bytes() == 0)
+    return;
+  checkCuda(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDeviceToDevice, streamOf(ctx)), ctx.op.c_str());
+}
+
+/// cpc.assign: the value (input 0) into the variable's buffer (output 0).
+void assignHost(KernelContext &ctx) {
+  if (ctx.inputs.empty() || ctx.outputs.empty())
+    ctx.fail("expects a value and a variable");
+  const TensorRef &src = ctx.inputs[0], &dst = ctx.outputs[0];
+  if (src.bytes() != dst.bytes() || src.dtype != dst.dtype)
+    ctx.fail("value and variable differ in type or size");
+  copyBytes(ctx, src, dst);
+}
+
+/// cpc.reshape, cpc.stop_gradient and the plan's cpc.copy: the same elements, maybe reshaped.
+void copyHost(KernelContext &ctx) {
+  if (ctx.inputs.size() != 1 || ctx.outputs.size() != 1)
+    ctx.fail("expects 1 input and 1 output");
+  const TensorRef &src = ctx.inputs[0], &dst = ctx.outputs[0];
+  if (src.dtype != dst.dtype)
+    ctx.fail("input and result element types differ");
+  if (src.numel() != dst.numel())
+    ctx.fail("cannot reshape " + shapeString(src.shape) + " to " + shapeString(dst.shape));
+  copyBytes(ctx, src, dst);
+}
+
+constexpr DType kAllTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64,
+                               DType::I32, DType::I16, DType::I8,  DType::U8,   DType::I1};
+
+} // namespace
+} // namespace cuda
+
+void registerCudaVariableKernels(KernelRegistry &r) {
+  for (DType t : cuda::kAllTypes) {
+    r.add("cpc.assign", DeviceKind::Cuda, t, cuda::assignHost);
+    r.add("cpc.copy", DeviceKind::Cuda, t, cuda::copyHost);
+    r.add("cpc.reshape", DeviceKind::Cuda, t, cuda::copyHost);
+    r.add("cpc.stop_gradient", DeviceKind::Cuda, t, cuda::copyHost);
+  }
+}
+
+} // namespace cpc::kernels

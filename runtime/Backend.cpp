@@ -1,0 +1,68 @@
+//===- Backend.cpp - choosing the device and the kernels of a plan ---------===//
+#include "runtime/Device.h"
+#include "runtime/CollectiveKernels.h"
+#include "runtime/Plan.h"
+
+#include <map>
+
+#include <cstdlib>
+
+#ifdef CPC_WITH_CUDA
+#include "kernels/cuda/CudaKernels.h"
+#endif
+
+namespace cpc {
+
+const kernels::KernelRegistry &kernelRegistry() {
+  static const kernels::KernelRegistry registry = [] {
+    kernels::KernelRegistry r;
+    r.merge(kernels::KernelRegistry::cpu());
+#ifdef CPC_WITH_CUDA
+    kernels::registerCudaKernels(r);
+#endif
+    return r;
+  }();
+  return registry;
+}
+
+std::vector<std::string> missingKernels(const Plan &plan) {
+  const kernels::KernelRegistry &registry = kernelRegistry();
+  std::map<std::string, int> missing;
+  for (const RankProgram &program : plan.programs)
+    for (const StepDesc &step : program.steps) {
+      if (findCollectiveKernel(step.op))
+        continue;
+      kernels::KernelContext ctx;
+      for (int b : step.inputs)
+        ctx.inputs.push_back(TensorRef{nullptr, plan.buffers[b].dtype, plan.buffers[b].shape});
+      for (int b : step.outputs)
+        ctx.outputs.push_back(TensorRef{nullptr, plan.buffers[b].dtype, plan.buffers[b].shape});
+      DType type = kernels::stepDType(ctx);
+      if (!registry.find(step.op, plan.device, type))
+        missing[step.op + " on " + dtypeName(type)]++;
+    }
+  std::vector<std::string> out;
+  for (const auto &[what, steps] : missing)
+    out.push_back(what + " (" + std::to_string(steps) + " step" + (steps > 1 ? "s" : "") + ")");
+  return out;
+}
+
+int localRank() {
+  const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  return local ? std::atoi(local) : 0;
+}
+
+std::unique_ptr<Device> makeDevice(DeviceKind kind, int localRank) {
+  if (kind == DeviceKind::Cpu)
+    return makeCpuDevice();
+  std::string why;
+  int count = cudaDeviceCount(&why);
+  if (count == 0)
+    throw RuntimeError("this plan runs on CUDA GPUs and this machine has none usable (" + why + ")");
+  if (localRank >= count) // NCCL does not run two ranks on one GPU
+    throw RuntimeError("local rank " + std::to_string(localRank) + " needs GPU " + std::to_string(localRank) +
+                       " and this machine has " + std::to_string(count) + " (run at most one rank per GPU)");
+  return makeCudaDevice(localRank);
+}
+
+} // namespace cpc
