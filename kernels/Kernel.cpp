@@ -48,6 +48,7 @@ const KernelRegistry &KernelRegistry::cpu() {
     registerBackwardKernels(r);
     registerOptimizerKernels(r);
     registerVariableKernels(r);
+    registerFusedKernels(r);
     return r;
   }();
   return registry;

@@ -132,6 +132,10 @@ const std::map<std::string, Decoder> &decoders() {
          a.approximate = asEnum<GeluApproximation>("approximate", v,
                                                    {{"none", GeluApproximation::None}, {"tanh", GeluApproximation::Tanh}});
        }},
+      {"activation",
+       [](OpAttrs &a, const Json &v) {
+         a.activation = asEnum<Activation>("activation", v, {{"none", Activation::None}, {"gelu", Activation::Gelu}});
+       }},
       {"reduction",
        [](OpAttrs &a, const Json &v) {
          a.reduction = asEnum<ScatterReduction>("reduction", v,

@@ -19,6 +19,8 @@
 
 namespace cpc::kernels {
 
+/// The activation a fused GEMM applies after its bias (attribute "activation").
+enum class Activation : uint8_t { None, Gelu };
 /// GELU's form (attribute "approximate").
 enum class GeluApproximation : uint8_t { None, Tanh };
 /// scatter_nd's combination of updates with the data (attribute "reduction").
@@ -56,6 +58,7 @@ struct OpAttrs {
   bool descending = false;     // argsort
   // Enumerations.
   GeluApproximation approximate = GeluApproximation::None;
+  Activation activation = Activation::None; // matmul_bias
   ScatterReduction reduction = ScatterReduction::None;
   CollectiveReduction kind = CollectiveReduction::Sum;
   // Mesh names.

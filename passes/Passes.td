@@ -13,6 +13,18 @@ def CpcFuseGelu : Pass<"cpc-fuse-gelu"> {
   let dependentDialects = ["::cpc::CpcDialect"];
 }
 
+def CpcFuseEpilogues : Pass<"cpc-fuse-epilogues"> {
+  let summary = "Fuse a Linear's bias add (and the GELU after it) into its matmul: cpc.matmul_bias";
+  let description = [{
+    The last pass before a plan is built (per-rank shapes, after partitioning): a matmul whose
+    only use adds a vector along its last dim becomes one cpc.matmul_bias, so that the GPU adds
+    the bias (and GELU) in the GEMM's epilogue instead of two more passes over the result. A
+    GELU of the sum joins it; the sum stays a result (`preactivation`) when anything else reads
+    it (the backward's gelu_grad).
+  }];
+  let dependentDialects = ["::cpc::CpcDialect"];
+}
+
 def CpcFoldLayerNorm : Pass<"cpc-fold-layer-norm"> {
   let summary = "Fold the opset-13 LayerNormalization decomposition into cpc.layer_norm";
   let description = [{

@@ -59,8 +59,10 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
   bool sharded = options.dataParallel > 1 || options.tensorParallel > 1 || !options.shard.empty();
-  if (!sharded && chunks == 1)
+  if (!sharded && chunks == 1) {
+    pm.addPass(createCpcFuseEpilogues());
     return;
+  }
   if (sharded)
     addShardingPasses(pm, options);
   if (chunks > 1) {
@@ -71,6 +73,7 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   }
   pm.addPass(createCpcBucketAllReduce());
   pm.addPass(createCpcBucketAllGather());
+  pm.addPass(createCpcFuseEpilogues()); // last: on per-rank shapes, what the kernels run
 }
 
 void cpc::addShardingPasses(OpPassManager &pm, const TrainingPipelineOptions &options) {

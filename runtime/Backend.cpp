@@ -48,8 +48,11 @@ std::vector<std::string> missingKernels(const Plan &plan) {
 }
 
 int localRank() {
-  const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-  return local ? std::atoi(local) : 0;
+  // OpenMPI's mpirun, MPICH / Intel MPI (Hydra), Slurm's srun.
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char *local = std::getenv(name))
+      return std::atoi(local);
+  return 0;
 }
 
 std::unique_ptr<Device> makeDevice(DeviceKind kind, int localRank) {

@@ -157,7 +157,7 @@ std::string headerMismatch(const MessageHeader &got, int64_t channel, int64_t by
          "posted them in different orders";
 }
 
-int directionOf(int from, int to) { return to > from ? 0 : 1; }
+int directionOf(int from, int to) { return (to > from ? 0 : 2) + (from & 1); }
 
 double watchdogTimeout(const char *value) {
   if (!value || !*value)

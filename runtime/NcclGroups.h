@@ -105,10 +105,12 @@ struct MessageHeader {
 /// what went wrong, for the watchdog's line.
 std::string headerMismatch(const MessageHeader &got, int64_t channel, int64_t bytes, int peer);
 
-/// Which of the two point-to-point communicators carries a message from world rank `from` to `to`:
-/// 0 towards higher ranks, 1 towards lower ones. Each direction has its own communicator and
-/// stream, so that a send waiting for its receiver never holds up a receive from the other side
-/// (NCCL runs one communicator's operations in order).
+/// Which of the point-to-point communicators carries a message from world rank `from` to `to`:
+/// by direction (towards higher ranks 0-1, lower 2-3) and the sender's parity. Each has its own
+/// communicator and stream (NCCL runs one communicator's operations in order), so that a send
+/// waiting for its receiver never holds up a receive: a rank's sends to a neighbour and its
+/// receives from either neighbour (the traffic of pipeline stages) are always on different ones.
+constexpr int kPointToPointLanes = 4;
 int directionOf(int from, int to);
 
 // --- Watchdog ------------------------------------------------------------------------------------

@@ -175,6 +175,27 @@ def Cpc_MatMulOp : Cpc_Op<"matmul", [Cpc_AutocastLowPrecision, DeclareOpInterfac
   let hasCanonicalizer = 1;
 }
 
+def Cpc_MatMulBiasOp : Cpc_Op<"matmul_bias", [Pure]> {
+  let summary = "matmul + bias (+ GELU): a Linear layer as one kernel, the bias in the GEMM's epilogue";
+  let description = [{
+    Written by cpc-fuse-epilogues, after partitioning, where a matmul's only use adds a bias
+    along its last dim (and the sum feeds a GELU): `result` = act(lhs @ rhs + bias), where
+    `bias` has one element per column of the result and `activation` is "none" or "gelu"
+    (`approximate` as cpc.gelu's). With "gelu", the optional second result `preactivation` is
+    lhs @ rhs + bias, for the uses that need it (gelu_grad). Each stage rounds to the result's
+    type as the separate ops would, so the values are theirs bit for bit on the CPU; a GPU adds
+    the bias in f32 before rounding (cuBLASLt's epilogue).
+  }];
+  let arguments = (ins Cpc_FloatTensor:$lhs, Cpc_FloatTensor:$rhs, Cpc_FloatTensor:$bias,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs,
+                       DefaultValuedStrAttr<StrAttr, "none">:$activation,
+                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs Cpc_FloatTensor:$result, Variadic<Cpc_FloatTensor>:$preactivation);
+  let assemblyFormat = "$lhs `,` $rhs `,` $bias attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 class Cpc_ReduceOp<string mnemonic, Type type, list<Trait> traits = []>
     : Cpc_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>,
                         DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>])> {

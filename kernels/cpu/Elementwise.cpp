@@ -109,14 +109,20 @@ void geluKernel(KernelContext &ctx) {
     unaryKernel<kFloat, GeluErf>(ctx);
 }
 
+/// Float to int64 as x86's cvttsd2si does (and numpy with it): truncation toward zero, and
+/// INT64_MIN for NaN and values outside the range (a plain conversion of those is undefined).
+template <class From> int64_t truncateToInt64(From x) {
+  constexpr From limit = From(9223372036854775808.0); // 2^63
+  return x >= -limit && x < limit ? static_cast<int64_t>(x) : INT64_MIN;
+}
+
 // Float to integer truncates toward zero; to narrower ints it goes through int64 so that
 // out-of-range values wrap (as numpy does on x86) instead of being undefined.
 template <typename To> struct CastTo {
   template <class From> To operator()(From x) const {
     if constexpr (std::is_same_v<To, bool>) return x != From(0);
-    else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To> &&
-                       !std::is_same_v<To, int64_t>)
-      return To(static_cast<int64_t>(x));
+    else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>)
+      return To(truncateToInt64(x));
     else return static_cast<To>(x);
   }
 };

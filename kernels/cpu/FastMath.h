@@ -48,7 +48,8 @@ inline float fastExp(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  int32_t bits = ((int32_t)n + 127) << 23;
+  // A NaN input stays NaN through p; its n must not reach the int conversion (undefined).
+  int32_t bits = ((n == n ? (int32_t)n : 0) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, 4);
   return p * scale;

@@ -37,8 +37,10 @@ int64_t normalizeAxis(KernelContext &ctx, int64_t axis, int64_t rank) {
 /// Indices as i64, negatives wrapped; fails on the first one outside [-size, size).
 std::vector<int64_t> readIndices(KernelContext &ctx, const TensorRef &t) {
   std::vector<int64_t> v(t.numel());
-  if (t.dtype == DType::I64)
-    std::memcpy(v.data(), t.data, v.size() * sizeof(int64_t));
+  if (t.dtype == DType::I64) {
+    if (!v.empty()) // an empty tensor may have no memory at all
+      std::memcpy(v.data(), t.data, v.size() * sizeof(int64_t));
+  }
   else if (t.dtype == DType::I32)
     std::copy(t.as<int32_t>(), t.as<int32_t>() + v.size(), v.begin());
   else

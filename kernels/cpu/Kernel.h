@@ -57,6 +57,7 @@ void registerRandomKernels(KernelRegistry &registry);        // random_uniform
 void registerBackwardKernels(KernelRegistry &registry);      // pad and the *_grad ops
 void registerOptimizerKernels(KernelRegistry &registry);     // adamw
 void registerVariableKernels(KernelRegistry &registry);      // assign
+void registerFusedKernels(KernelRegistry &registry);         // matmul_bias
 
 } // namespace cpc::kernels
 

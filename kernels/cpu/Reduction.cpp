@@ -25,11 +25,25 @@ namespace {
 template <typename T>
 using Wide = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 
+/// a + b and a * b that wrap for integers (two's complement, as numpy), instead of overflowing.
+template <typename Acc> Acc wrappingAdd(Acc a, Acc b) {
+  if constexpr (std::is_integral_v<Acc>)
+    return Acc(uint64_t(a) + uint64_t(b));
+  else
+    return a + b;
+}
+template <typename Acc> Acc wrappingMul(Acc a, Acc b) {
+  if constexpr (std::is_integral_v<Acc>)
+    return Acc(uint64_t(a) * uint64_t(b));
+  else
+    return a * b;
+}
+
 template <typename T> struct Sum {
   using Acc = Wide<T>;
   static Acc init() { return 0; }
-  static Acc add(Acc a, T x) { return a + Acc(x); }
-  static Acc merge(Acc a, Acc b) { return a + b; }
+  static Acc add(Acc a, T x) { return wrappingAdd(a, Acc(x)); }
+  static Acc merge(Acc a, Acc b) { return wrappingAdd(a, b); }
   static T finish(Acc a, int64_t) { return T(a); }
 };
 template <typename T> struct Mean : Sum<T> {
@@ -38,8 +52,8 @@ template <typename T> struct Mean : Sum<T> {
 template <typename T> struct Prod {
   using Acc = Wide<T>;
   static Acc init() { return 1; }
-  static Acc add(Acc a, T x) { return a * Acc(x); }
-  static Acc merge(Acc a, Acc b) { return a * b; }
+  static Acc add(Acc a, T x) { return wrappingMul(a, Acc(x)); }
+  static Acc merge(Acc a, Acc b) { return wrappingMul(a, b); }
   static T finish(Acc a, int64_t) { return T(a); }
 };
 // NaN propagates, as in numpy.max.

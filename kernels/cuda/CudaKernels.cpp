@@ -13,6 +13,7 @@ void registerCudaKernels(KernelRegistry &registry) {
   registerCudaOptimizerKernels(registry);
   registerCudaRandomKernels(registry);
   registerCudaVariableKernels(registry);
+  registerCudaFusedKernels(registry);
 }
 
 } // namespace cpc::kernels

@@ -24,6 +24,7 @@ void registerCudaLinalgKernels(KernelRegistry &registry);        // matmul (cuBL
 void registerCudaOptimizerKernels(KernelRegistry &registry);     // adamw
 void registerCudaRandomKernels(KernelRegistry &registry);        // random_uniform
 void registerCudaVariableKernels(KernelRegistry &registry);      // assign, copy, reshape, stop_gradient
+void registerCudaFusedKernels(KernelRegistry &registry);         // matmul_bias (after the gelu kernels)
 
 } // namespace cpc::kernels
 

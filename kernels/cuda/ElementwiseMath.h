@@ -11,6 +11,7 @@
 #define CPC_KERNELS_CUDA_ELEMENTWISEMATH_H
 
 #include "kernels/cuda/HostDevice.h"
+#include "kernels/cuda/Launch.h"
 
 #include <array>
 #include <cmath>
@@ -377,7 +378,6 @@ bool planBroadcast(const std::vector<int64_t> &out, const std::array<const std::
 }
 
 /// Whether 32-bit index arithmetic covers `n` output elements (operands are never larger).
-inline bool fitsIndex32(int64_t n) { return n < (int64_t(1) << 31); }
 
 } // namespace cpc::kernels::cuda
 

@@ -40,6 +40,9 @@ inline LaunchConfig rowLaunch(int64_t rows, int64_t cols, int partials = 1, int 
   return {std::max<int64_t>(rows, 1), threads, (size_t)(threads / kWarpSize) * partials * bytesPerPartial};
 }
 
+/// Whether `n` elements can be indexed with 32-bit arithmetic (cheaper divisions and offsets).
+inline bool fitsIndex32(int64_t n) { return n < (int64_t(1) << 31); }
+
 /// Blocks of a grid-stride loop for `n` items of `perBlock` each (at least one).
 inline int64_t blocksFor(int64_t n, int64_t perBlock) {
   return std::clamp<int64_t>((n + perBlock - 1) / perBlock, 1, kMaxGridX);

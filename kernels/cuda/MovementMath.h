@@ -15,6 +15,7 @@
 
 #include "kernels/Tensor.h"
 #include "kernels/cuda/HostDevice.h"
+#include "kernels/cuda/Launch.h"
 
 #include <cmath>
 #include <cstdint>
@@ -202,7 +203,6 @@ inline void widenWords(RowCopy &c, uint64_t dstAddress, uint64_t srcAddress) {
 
 /// Whether a kernel over `total` elements can index them in 32 bits (a grid-stride step of at
 /// most 2^31 never wraps past 2^32).
-inline bool fitsIndex32(int64_t total) { return total < (int64_t(1) << 31); }
 
 //===----------------------------------------------------------------------===//
 // pad

@@ -31,11 +31,26 @@ namespace cpc::kernels::cuda {
 
 template <class C> using WideAcc = std::conditional_t<std::is_floating_point_v<C>, double, int64_t>;
 
+/// Integer sums and products wrap (two's complement, as numpy and the CPU kernels) instead of
+/// overflowing, which C++ leaves undefined.
+template <class Acc> CPC_HD Acc wrapAdd(Acc a, Acc b) {
+  if constexpr (std::is_integral_v<Acc>)
+    return Acc((unsigned long long)a + (unsigned long long)b);
+  else
+    return a + b;
+}
+template <class Acc> CPC_HD Acc wrapMul(Acc a, Acc b) {
+  if constexpr (std::is_integral_v<Acc>)
+    return Acc((unsigned long long)a * (unsigned long long)b);
+  else
+    return a * b;
+}
+
 template <class C> struct SumReduce {
   using Acc = WideAcc<C>;
   static CPC_HD Acc init() { return Acc(0); }
-  static CPC_HD Acc add(Acc a, C x) { return a + Acc(x); }
-  static CPC_HD Acc merge(Acc a, Acc b) { return a + b; }
+  static CPC_HD Acc add(Acc a, C x) { return wrapAdd(a, Acc(x)); }
+  static CPC_HD Acc merge(Acc a, Acc b) { return wrapAdd(a, b); }
   static CPC_HD C finish(Acc a, int64_t) { return C(a); }
 };
 template <class C> struct MeanReduce : SumReduce<C> {
@@ -44,8 +59,8 @@ template <class C> struct MeanReduce : SumReduce<C> {
 template <class C> struct ProdReduce {
   using Acc = WideAcc<C>;
   static CPC_HD Acc init() { return Acc(1); }
-  static CPC_HD Acc add(Acc a, C x) { return a * Acc(x); }
-  static CPC_HD Acc merge(Acc a, Acc b) { return a * b; }
+  static CPC_HD Acc add(Acc a, C x) { return wrapMul(a, Acc(x)); }
+  static CPC_HD Acc merge(Acc a, Acc b) { return wrapMul(a, b); }
   static CPC_HD C finish(Acc a, int64_t) { return C(a); }
 };
 // A NaN operand wins (numpy.max); merging two partials is adding one to the other.

@@ -59,9 +59,12 @@ public:
                                                         : std::string("pinned host memory")) +
                          " (" + cudaGetErrorString(status) + ")");
     }
-    if (space_ == MemorySpace::Device)
+    if (space_ == MemorySpace::Device) {
+      // cudaMemset runs on the legacy default stream, which cpc's non-blocking streams do not
+      // wait for: finish it before anything else may write the memory.
       checkCuda(cudaMemset(ptr, 0, size), "cudaMemset");
-    else
+      checkCuda(cudaStreamSynchronize(cudaStreamLegacy), "cudaMemset");
+    } else
       std::memset(ptr, 0, size);
     sizes_[ptr] = size;
     counted((int64_t)size);
@@ -139,7 +142,7 @@ public:
     cudaDeviceSynchronize();
     for (auto &s : scratch_)
       if (s.ptr)
-        deviceMemory_.deallocate(s.ptr);
+        cudaFree(s.ptr);
     if (workspace_)
       deviceMemory_.deallocate(workspace_);
     if (dnn_)
@@ -184,10 +187,21 @@ public:
       throw RuntimeError("scratch slot " + std::to_string(slot) + " does not exist");
     Scratch &s = scratch_[slot];
     if (s.bytes < bytes) {
-      compute_.synchronize(); // queued kernels may still use the old buffer
+      // Stream-ordered: the old buffer is freed after the work queued on it, without waiting
+      // for the whole device (cudaFree would, and a rank could then wait for a peer's transfer
+      // that only comes after work this rank has not queued yet). The comm streams' work on a
+      // scratch buffer is always followed by the compute stream waiting for it.
       if (s.ptr)
-        deviceMemory_.deallocate(s.ptr);
-      s.ptr = deviceMemory_.allocate(bytes);
+        checkCuda(cudaFreeAsync(s.ptr, compute_.get()), "cudaFreeAsync");
+      void *ptr = nullptr;
+      cudaError_t status = cudaMallocAsync(&ptr, bytes, compute_.get());
+      if (status != cudaSuccess) {
+        cudaGetLastError();
+        s = Scratch{};
+        throw RuntimeError("out of memory allocating " + std::to_string(bytes) + " bytes of scratch on GPU " +
+                           std::to_string(ordinal_) + " (" + cudaGetErrorString(status) + ")");
+      }
+      s.ptr = ptr;
       s.bytes = bytes;
     }
     return s.ptr;

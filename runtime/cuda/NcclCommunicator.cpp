@@ -79,8 +79,11 @@ NcclCommunicator::NcclCommunicator(CudaDevice &device, Communicator &world)
     worldGroup_ = GroupComm{worldComm_, rank_, size_, "world"};
     // One communicator (and stream) per direction of point-to-point messages; made here because
     // ncclCommSplit needs every rank, which only the constructor is sure to have.
-    for (int direction = 0; size_ > 1 && direction < 2; ++direction) {
-      const char *name = direction == 0 ? "world, point-to-point upwards" : "world, point-to-point downwards";
+    for (int direction = 0; size_ > 1 && direction < nccl::kPointToPointLanes; ++direction) {
+      const std::string lane = std::string(direction < 2 ? "upwards" : "downwards") + " from " +
+                               (direction % 2 ? "odd" : "even") + " ranks";
+      const std::string nameText = "world, point-to-point " + lane;
+      const char *name = nameText.c_str();
       {
         Phase phase(*this, "create", name, nccl::operationTimeout("create", timeout_));
         checkNccl(ncclCommSplit(worldComm_, 0, rank_, &p2pComms_[direction], nullptr), nccl::where(rank_, "init", {}),
@@ -100,7 +103,7 @@ NcclCommunicator::~NcclCommunicator() { shutdown(); }
 
 void NcclCommunicator::shutdown() {
   // The watchdog keeps running while queued work drains: a peer that never comes ends the job.
-  for (cudaStream_t s : {compute_, comm_, p2pStreams_[0], p2pStreams_[1]})
+  for (cudaStream_t s : {compute_, comm_, p2pStreams_[0], p2pStreams_[1], p2pStreams_[2], p2pStreams_[3]})
     if (s)
       cudaStreamSynchronize(s);
   {
@@ -116,7 +119,9 @@ void NcclCommunicator::shutdown() {
     ncclCommDestroy(it->first);
   watched_.clear();
   groups_.clear();
-  worldComm_ = p2pComms_[0] = p2pComms_[1] = nullptr;
+  worldComm_ = nullptr;
+  for (ncclComm_t &c : p2pComms_)
+    c = nullptr;
   for (cudaStream_t &s : p2pStreams_)
     if (s) {
       cudaStreamDestroy(s);
@@ -428,9 +433,9 @@ void NcclCommunicator::preparePeers(const std::vector<int> &peers) {
     connectBytes_ = device_.allocator(MemorySpace::Device).allocate(size_ + 1);
   char *bytes = static_cast<char *>(connectBytes_);
   const std::string where = nccl::where(rank_, "connect", fresh);
-  // Upwards first, then downwards, on every rank: each direction's connections are made in one
+  // Lane by lane, in the same order on every rank: each lane's connections are made in one
   // group, which NCCL sets up with all the peers at once.
-  for (int direction = 0; direction < 2; ++direction) {
+  for (int direction = 0; direction < nccl::kPointToPointLanes; ++direction) {
     ncclComm_t comm = p2pComms_[direction];
     cudaStream_t stream = p2pStreams_[direction];
     launch("connect", nccl::describeGroup(fresh), stream, comm, where, [&] {
@@ -439,9 +444,10 @@ void NcclCommunicator::preparePeers(const std::vector<int> &peers) {
         return rc;
       for (size_t i = 0; i < fresh.size() && rc == ncclSuccess; ++i) {
         int peer = fresh[i];
-        bool sends = nccl::directionOf(rank_, peer) == direction;
-        rc = sends ? ncclSend(bytes, 1, ncclInt8, peer, comm, stream)
-                   : ncclRecv(bytes + 1 + peer, 1, ncclInt8, peer, comm, stream);
+        if (nccl::directionOf(rank_, peer) == direction)
+          rc = ncclSend(bytes, 1, ncclInt8, peer, comm, stream);
+        else if (nccl::directionOf(peer, rank_) == direction)
+          rc = ncclRecv(bytes + 1 + peer, 1, ncclInt8, peer, comm, stream);
       }
       ncclResult_t end = ncclGroupEnd();
       return rc != ncclSuccess ? rc : end;
@@ -763,7 +769,9 @@ void NcclCommunicator::fatalLocked(const std::string &what, const std::string &g
   std::fflush(stderr);
   for (auto &[comm, text] : watched_)
     ncclCommAbort(comm);
-  abortMpiJob(1);
+  // Not MPI_Abort: MPI runs funneled (only the main thread may call it, and it may be inside a
+  // call now). mpirun ends the other ranks when this one exits with an error.
+  std::_Exit(1);
 }
 
 std::unique_ptr<Communicator> makeNcclCommunicator(Device &device, Communicator &world) {

@@ -8,8 +8,8 @@
 // Streams. A collective does not block the host: the device's comm stream waits for the compute
 // stream's work queued so far, runs the NCCL call, and the compute stream waits for it, so every
 // later kernel sees the result while the host runs ahead queueing them. Point-to-point transfers
-// run on one stream and communicator per direction (towards higher / lower ranks): a send
-// waiting for its receiver never holds up a receive, nor a collective. wait() makes the compute
+// run on one stream and communicator per lane (direction and sender's parity, nccl::directionOf):
+// a send waiting for its receiver never holds up a receive from a neighbour, nor a collective. wait() makes the compute
 // stream wait; test() asks the event. Calls with no elements do nothing (they are counted).
 // A world of one rank sends to itself by device copies, as the single-rank communicator does.
 //
@@ -185,10 +185,10 @@ private:
   int rank_ = 0, size_ = 1, ordinal_ = 0;
   double timeout_ = nccl::kDefaultTimeoutSeconds;
   cudaStream_t compute_ = nullptr, comm_ = nullptr;
-  cudaStream_t p2pStreams_[2] = {nullptr, nullptr};
+  cudaStream_t p2pStreams_[nccl::kPointToPointLanes] = {};
   cudaEvent_t ready_ = nullptr; // the compute stream's point another stream waits for
   ncclComm_t worldComm_ = nullptr;
-  ncclComm_t p2pComms_[2] = {nullptr, nullptr};
+  ncclComm_t p2pComms_[nccl::kPointToPointLanes] = {};
   GroupComm worldGroup_;
   std::map<std::vector<int>, GroupComm> groups_;
   void *barrierValue_ = nullptr;

@@ -609,6 +609,12 @@ int runCompile(int argc, char **argv) {
   } else if (!configPath.empty() || !overrides.empty()) {
     throw UsageError("--config and --set describe training; they do not apply to --mode infer");
   }
+  if (mode != "train") { // the training pipeline ends with the same fusion
+    mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
+    pm.addPass(createCpcFuseEpilogues());
+    if (mlir::failed(pm.run(*model.module)))
+      throw std::runtime_error("fusing the Linear layers' epilogues failed");
+  }
   if (dumpSharding)
     printShardingTable(*model.module, planOptions.functions);
   if (!dumpIrPath.empty())
