@@ -121,9 +121,12 @@ void printProfile(const cpc::Executor &executor) {
               << std::setw(10) << secs * 1e3 << " ms " << std::setw(6) << 100 * secs / total << "%\n";
 }
 
-/// Tensor memory this rank measured: resident growth since the probe started plus what the
-/// executor reads in place from the plan's blob (loaded before the probe started).
+/// Tensor memory this rank measured: on the CPU, resident growth since the probe started plus
+/// what the executor reads in place from the plan's blob (loaded before the probe started); on a
+/// GPU, the most device memory its allocator held (the plan's tensors live there).
 int64_t measuredPeakBytes(const cpc::Plan &plan, const cpc::Executor &executor, const cpc::MemoryProbe &probe) {
+  if (plan.device != cpc::DeviceKind::Cpu)
+    return executor.device().allocator(cpc::MemorySpace::Device).peakBytes();
   return probe.peakSinceStart() + executor.memoryStats().inPlanBytes;
 }
 

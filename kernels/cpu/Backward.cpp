@@ -6,7 +6,7 @@
 // outputs may alias a same-shaped input. Reductions over rows (dscale, dbias, scatter-adds)
 // use a fixed accumulation order that does not depend on the thread count.
 //
-#include "kernels/Float16.h"
+#include "kernels/Checks.h"
 #include "kernels/cpu/FastMath.h"
 #include "kernels/cpu/Dispatch.h"
 #include "kernels/cpu/Kernel.h"
@@ -16,28 +16,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <type_traits>
 #include <vector>
 
 namespace cpc::kernels {
 namespace {
 
-
 int nthreads(const KernelContext &ctx) { return std::max(1, ctx.threads); }
-
-
-void checkArity(const KernelContext &ctx, size_t nIn, size_t nOut) {
-  if (ctx.inputs.size() != nIn || ctx.outputs.size() != nOut)
-    ctx.fail("expected " + std::to_string(nIn) + " inputs and " + std::to_string(nOut) + " outputs, got " +
-             std::to_string(ctx.inputs.size()) + " and " + std::to_string(ctx.outputs.size()));
-}
-
-void checkSame(const KernelContext &ctx, const TensorRef &t, const TensorRef &like, const char *what) {
-  if (t.dtype != like.dtype || t.shape != like.shape)
-    ctx.fail(std::string(what) + " is " + dtypeName(t.dtype) + shapeString(t.shape) + ", expected " +
-             dtypeName(like.dtype) + shapeString(like.shape));
-}
 
 /// body(o, k0, k1) over tasks (o < outer, column block [k0, k1) of inner): enough tasks for the
 /// threads even when outer is 1, each a fixed range, so per-element order is thread-independent.
@@ -50,14 +35,6 @@ void forColumnBlocks(const KernelContext &ctx, int64_t outer, int64_t inner, int
     int64_t k0 = (task % blocks) * block;
     body(task / blocks, k0, std::min(inner, k0 + block));
   }
-}
-
-/// axis in [-rank, rank) made non-negative.
-int64_t normAxis(const KernelContext &ctx, int64_t rank) {
-  int64_t axis = ctx.attrs.axis, a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= rank)
-    ctx.fail("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
-  return a;
 }
 
 /// Indices as i64 with negatives wrapped into [0, size); fails on any outside [-size, size).
@@ -84,36 +61,6 @@ std::vector<int64_t> readIndices(const KernelContext &ctx, const TensorRef &t, i
 //===----------------------------------------------------------------------===//
 // pad
 //===----------------------------------------------------------------------===//
-
-/// value converted to an integer type, saturating (-inf/+inf pad values become min/max; NaN 0).
-template <typename I> I saturate(double value) {
-  if (std::isnan(value))
-    return I(0);
-  if (value <= double(std::numeric_limits<I>::min()))
-    return std::numeric_limits<I>::min();
-  if (value >= double(std::numeric_limits<I>::max()))
-    return std::numeric_limits<I>::max();
-  return I(value);
-}
-
-/// The bytes of `value` in element type t.
-uint64_t padPattern(DType t, double value) {
-  uint64_t bits = 0;
-  auto put = [&](auto v) { std::memcpy(&bits, &v, sizeof(v)); };
-  switch (t) {
-  case DType::F32: put(float(value)); break;
-  case DType::F64: put(value); break;
-  case DType::F16: put(_Float16(value)); break; // GCC >= 12, clang >= 15 on x86
-  case DType::BF16: put(floatToBF16(float(value))); break;
-  case DType::I64: put(saturate<int64_t>(value)); break;
-  case DType::I32: put(saturate<int32_t>(value)); break;
-  case DType::I16: put(saturate<int16_t>(value)); break;
-  case DType::I8: put(saturate<int8_t>(value)); break;
-  case DType::U8: put(saturate<uint8_t>(value)); break;
-  case DType::I1: put(uint8_t(value != 0)); break;
-  }
-  return bits;
-}
 
 template <typename E>
 void padTyped(const KernelContext &ctx, const TensorRef &in, const TensorRef &out, uint64_t bits,
@@ -162,24 +109,9 @@ void padTyped(const KernelContext &ctx, const TensorRef &in, const TensorRef &ou
 }
 
 void padKernel(KernelContext &ctx) {
-  checkArity(ctx, 1, 1);
+  uint64_t bits = checkPad(ctx);
   const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
-  const auto &low = ctx.attrs.lowPadding, &high = ctx.attrs.highPadding, &interior = ctx.attrs.interior;
-  double value = ctx.attrs.hasValue ? ctx.attrs.value : 0.0;
-  int64_t r = in.rank();
-  if ((int64_t)low.size() != r || (int64_t)high.size() != r || (int64_t)interior.size() != r)
-    ctx.fail("low, high and interior need one entry per input dim");
-  std::vector<int64_t> expect(r);
-  for (int64_t d = 0; d < r; ++d) {
-    if (low[d] < 0 || high[d] < 0 || interior[d] < 0)
-      ctx.fail("padding amounts must be >= 0");
-    int64_t n = in.shape[d];
-    expect[d] = low[d] + high[d] + n + std::max<int64_t>(n - 1, 0) * interior[d];
-  }
-  if (out.shape != expect || out.dtype != in.dtype)
-    ctx.fail("result is " + std::string(dtypeName(out.dtype)) + shapeString(out.shape) + ", expected " +
-             dtypeName(in.dtype) + shapeString(expect));
-  uint64_t bits = padPattern(in.dtype, value);
+  const auto &low = ctx.attrs.lowPadding, &interior = ctx.attrs.interior;
   switch (dtypeSize(in.dtype)) {
   case 1: return padTyped<uint8_t>(ctx, in, out, bits, low, interior);
   case 2: return padTyped<uint16_t>(ctx, in, out, bits, low, interior);
@@ -206,10 +138,8 @@ template <typename T> T geluTanhGrad(T x) {
 }
 
 void geluGradKernel(KernelContext &ctx) {
-  checkArity(ctx, 2, 1);
+  checkGeluGrad(ctx);
   const TensorRef &x = ctx.inputs[0], &g = ctx.inputs[1], &out = ctx.outputs[0];
-  checkSame(ctx, g, x, "grad");
-  checkSame(ctx, out, x, "result");
   bool tanhMode = ctx.attrs.approximate == GeluApproximation::Tanh;
   int64_t n = x.numel();
   int threads = nthreads(ctx);
@@ -260,11 +190,8 @@ void softmaxGrad(const KernelContext &ctx, const T *y, const T *g, T *out, int64
 }
 
 void softmaxGradKernel(KernelContext &ctx) {
-  checkArity(ctx, 2, 1);
+  int64_t axis = checkSoftmaxGrad(ctx);
   const TensorRef &y = ctx.inputs[0], &g = ctx.inputs[1], &out = ctx.outputs[0];
-  checkSame(ctx, g, y, "grad");
-  checkSame(ctx, out, y, "result");
-  int64_t axis = normAxis(ctx, y.rank());
   int64_t outer = numElements({y.shape.begin(), y.shape.begin() + axis}), len = y.shape[axis];
   int64_t inner = numElements({y.shape.begin() + axis + 1, y.shape.end()});
   if (outer * len * inner == 0)
@@ -331,17 +258,10 @@ void layerNormGrad(const KernelContext &ctx, const T *x, const T *scale, const T
 }
 
 void layerNormGradKernel(KernelContext &ctx) {
-  checkArity(ctx, 3, 3);
+  int64_t axis = checkLayerNormGrad(ctx);
   const TensorRef &x = ctx.inputs[0], &scale = ctx.inputs[1], &g = ctx.inputs[2];
-  int64_t axis = normAxis(ctx, x.rank());
   double eps = ctx.attrs.epsilon;
-  TensorRef normalized{nullptr, x.dtype, std::vector<int64_t>(x.shape.begin() + axis, x.shape.end())};
-  checkSame(ctx, g, x, "grad");
-  checkSame(ctx, scale, normalized, "scale");
-  checkSame(ctx, ctx.outputs[0], x, "input_grad");
-  checkSame(ctx, ctx.outputs[1], normalized, "scale_grad");
-  checkSame(ctx, ctx.outputs[2], normalized, "bias_grad");
-  int64_t n = normalized.numel(), rows = n ? x.numel() / n : 0;
+  int64_t n = numElements({x.shape.begin() + axis, x.shape.end()}), rows = n ? x.numel() / n : 0;
   dispatchFloat(ctx, x.dtype, [&](auto zero) {
     using T = decltype(zero);
     if (n == 0)
@@ -358,16 +278,8 @@ void layerNormGradKernel(KernelContext &ctx) {
 // out[o, idx[i], k] += grad[o, i, k]. Tasks are (o, column block): each owns disjoint output
 // elements and adds the gathered rows in index order, so duplicates accumulate deterministically.
 void gatherGradKernel(KernelContext &ctx) {
-  checkArity(ctx, 2, 1);
+  int64_t axis = checkGatherGrad(ctx);
   const TensorRef &grad = ctx.inputs[0], &indices = ctx.inputs[1], &out = ctx.outputs[0];
-  int64_t r = out.rank(), axis = normAxis(ctx, r);
-  if (ctx.attrs.hasDimSize && ctx.attrs.dimSize != out.shape[axis])
-    ctx.fail("result dim " + std::to_string(axis) + " is not dim_size " + std::to_string(ctx.attrs.dimSize));
-  std::vector<int64_t> expect(out.shape.begin(), out.shape.begin() + axis);
-  expect.insert(expect.end(), indices.shape.begin(), indices.shape.end());
-  expect.insert(expect.end(), out.shape.begin() + axis + 1, out.shape.end());
-  if (grad.shape != expect || grad.dtype != out.dtype)
-    ctx.fail("grad is " + shapeString(grad.shape) + ", expected " + shapeString(expect) + " of the result's type");
   int64_t size = out.shape[axis];
   std::vector<int64_t> idx = readIndices(ctx, indices, size);
   int64_t outer = numElements({out.shape.begin(), out.shape.begin() + axis});
@@ -396,15 +308,9 @@ void gatherGradKernel(KernelContext &ctx) {
 // out[coords with axis -> indices[e]] += grad[e]. Elements differing in a non-axis coordinate
 // never collide, so tasks over (outer, inner block) are race-free; each walks the axis in order.
 void gatherElementsGradKernel(KernelContext &ctx) {
-  checkArity(ctx, 2, 1);
+  int64_t axis = checkGatherElementsGrad(ctx);
   const TensorRef &grad = ctx.inputs[0], &indices = ctx.inputs[1], &out = ctx.outputs[0];
-  int64_t r = out.rank(), axis = normAxis(ctx, r);
-  if (grad.shape != indices.shape || indices.rank() != r || grad.dtype != out.dtype)
-    ctx.fail("grad must have the indices' shape and the result's rank and type");
-  for (int64_t d = 0; d < r; ++d)
-    if (d != axis && indices.shape[d] > out.shape[d])
-      ctx.fail("indices " + shapeString(indices.shape) + " exceed result " + shapeString(out.shape) + " in dim " +
-               std::to_string(d));
+  int64_t r = out.rank();
   std::vector<int64_t> idx = readIndices(ctx, indices, out.shape[axis]);
   std::vector<int64_t> ostride(r);
   for (int64_t d = r - 1, acc = 1; d >= 0; --d) {

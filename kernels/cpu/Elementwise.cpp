@@ -6,6 +6,7 @@
 // broadcasts walk rows of the innermost collapsed dim. Outputs may alias a same-shaped
 // input: every element is read before its own position is written and nothing else is.
 //
+#include "kernels/Checks.h"
 #include "kernels/Float16.h"
 #include "kernels/cpu/FastMath.h"
 #include "kernels/cpu/Dispatch.h"
@@ -20,23 +21,6 @@
 
 namespace cpc::kernels {
 namespace {
-
-void checkArity(const KernelContext &ctx, size_t nIn, size_t nOut) {
-  if (ctx.inputs.size() != nIn || ctx.outputs.size() != nOut)
-    ctx.fail("expected " + std::to_string(nIn) + " inputs and " + std::to_string(nOut) +
-             " outputs, got " + std::to_string(ctx.inputs.size()) + " and " +
-             std::to_string(ctx.outputs.size()));
-}
-
-void checkOutput(const KernelContext &ctx, DType dtype, const std::vector<int64_t> *shape) {
-  const TensorRef &out = ctx.outputs[0];
-  if (out.dtype != dtype)
-    ctx.fail(std::string("output element type ") + dtypeName(out.dtype) + ", expected " +
-             dtypeName(dtype));
-  if (shape && *shape != out.shape)
-    ctx.fail("output shape " + shapeString(out.shape) + ", expected " + shapeString(*shape));
-}
-
 
 // Splits [0, n) into one contiguous range per thread; small loops stay serial.
 template <typename F> void parallelRanges(const KernelContext &ctx, int64_t n, F &&body) {
@@ -132,10 +116,8 @@ void castKernel(KernelContext &ctx);
 // f32 <-> f16/bf16 converts directly (the per-step parameter casts of mixed precision); a cast
 // between a 16-bit float and any other type goes through f32.
 void castKernel16(KernelContext &ctx) {
-  checkArity(ctx, 1, 1);
+  checkCast(ctx);
   const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
-  if (in.shape != out.shape)
-    ctx.fail("output shape " + shapeString(out.shape) + " differs from input " + shapeString(in.shape));
   if (in.dtype == DType::F32 && is16BitFloat(out.dtype)) {
     if (in.data == out.data) // narrowing front to back on one thread never overwrites unread input
       return narrowFromFloat(out.dtype, in.as<float>(), out.data, in.numel());
@@ -156,10 +138,8 @@ void castKernel16(KernelContext &ctx) {
 }
 
 void castKernel(KernelContext &ctx) {
-  checkArity(ctx, 1, 1);
+  checkCast(ctx);
   const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
-  if (in.shape != out.shape)
-    ctx.fail("output shape " + shapeString(out.shape) + " differs from input " + shapeString(in.shape));
   if (in.dtype == out.dtype) {
     if (in.data != out.data)
       std::memmove(out.data, in.data, in.bytes());
@@ -188,57 +168,7 @@ void castKernel(KernelContext &ctx) {
 // Broadcasting driver.
 //===----------------------------------------------------------------------===//
 
-// Output dims with the element strides of N operands (0 where an operand broadcasts).
-// Size-1 dims are dropped and adjacent dims merged wherever every operand allows, so the
-// innermost stride of each operand is 0 or 1.
-template <size_t N> struct BroadcastPlan {
-  std::vector<int64_t> shape;
-  std::vector<std::array<int64_t, N>> strides;
-};
-
-template <size_t N>
-BroadcastPlan<N> planBroadcast(const KernelContext &ctx, const std::vector<int64_t> &out,
-                               const std::array<const TensorRef *, N> &ins) {
-  size_t rank = out.size();
-  std::vector<std::array<int64_t, N>> strides(rank);
-  for (size_t k = 0; k < N; ++k) {
-    const auto &s = ins[k]->shape;
-    if (s.size() > rank)
-      ctx.fail("operand " + shapeString(s) + " has a higher rank than the result " + shapeString(out));
-    int64_t stride = 1;
-    for (size_t d = rank; d-- > 0;) {
-      size_t lead = rank - s.size();
-      int64_t dim = d >= lead ? s[d - lead] : 1;
-      if (dim == out[d])
-        strides[d][k] = dim == 1 ? 0 : stride;
-      else if (dim == 1)
-        strides[d][k] = 0;
-      else
-        ctx.fail("operand " + shapeString(s) + " does not broadcast to " + shapeString(out));
-      stride *= dim;
-    }
-  }
-  BroadcastPlan<N> plan;
-  for (size_t d = 0; d < rank; ++d) {
-    if (out[d] == 1)
-      continue;
-    bool merge = !plan.shape.empty();
-    for (size_t k = 0; k < N && merge; ++k)
-      merge = plan.strides.back()[k] == strides[d][k] * out[d];
-    if (merge) {
-      plan.shape.back() *= out[d];
-      plan.strides.back() = strides[d];
-    } else {
-      plan.shape.push_back(out[d]);
-      plan.strides.push_back(strides[d]);
-    }
-  }
-  if (plan.shape.empty()) {
-    plan.shape.push_back(1);
-    plan.strides.push_back({});
-  }
-  return plan;
-}
+// The collapsed dims and operand strides are checkBroadcastOperands' (kernels/Checks.h).
 
 // Calls row(outOffset, operandOffsets, length) over runs along the innermost dim. Each
 // thread takes a contiguous element range and steps a multi-index through it.
@@ -298,7 +228,7 @@ template <typename T, typename R, typename Op> void runBinary(KernelContext &ctx
   const TensorRef &lhs = ctx.inputs[0], &rhs = ctx.inputs[1], &out = ctx.outputs[0];
   if (out.numel() == 0)
     return;
-  auto plan = planBroadcast<2>(ctx, out.shape, {&lhs, &rhs});
+  BroadcastPlan<2> plan = checkBroadcastOperands<2>(ctx, {&lhs.shape, &rhs.shape});
   const T *a = lhs.as<T>(), *b = rhs.as<T>();
   R *o = out.as<R>();
   const auto &step = plan.strides.back();
@@ -333,11 +263,8 @@ struct And { bool operator()(bool a, bool b) const { return a && b; } };
 struct Or { bool operator()(bool a, bool b) const { return a || b; } };
 
 template <unsigned K, typename Op, bool BoolResult = false> void binaryKernel(KernelContext &ctx) {
-  checkArity(ctx, 2, 1);
+  checkBinary(ctx);
   const TensorRef &lhs = ctx.inputs[0], &rhs = ctx.inputs[1];
-  if (lhs.dtype != rhs.dtype)
-    ctx.fail(std::string("operand element types differ: ") + dtypeName(lhs.dtype) + " and " +
-             dtypeName(rhs.dtype));
   dispatch<K>(ctx, lhs.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using R = std::conditional_t<BoolResult, bool, T>;
@@ -353,20 +280,15 @@ template <unsigned K, typename Op, bool BoolResult = false> void binaryKernel(Ke
 }
 
 void whereKernel(KernelContext &ctx) {
-  checkArity(ctx, 3, 1);
+  checkWhere(ctx);
   const TensorRef &cond = ctx.inputs[0], &x = ctx.inputs[1], &y = ctx.inputs[2];
   const TensorRef &out = ctx.outputs[0];
-  if (cond.dtype != DType::I1)
-    ctx.fail(std::string("condition must be i1, got ") + dtypeName(cond.dtype));
-  if (x.dtype != y.dtype)
-    ctx.fail(std::string("branch element types differ: ") + dtypeName(x.dtype) + " and " +
-             dtypeName(y.dtype));
   dispatch<kAny>(ctx, x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     checkOutput(ctx, x.dtype, nullptr);
     if (out.numel() == 0)
       return;
-    auto plan = planBroadcast<3>(ctx, out.shape, {&cond, &x, &y});
+    BroadcastPlan<3> plan = checkBroadcastOperands<3>(ctx, {&cond.shape, &x.shape, &y.shape});
     const bool *c = cond.as<bool>();
     const T *a = x.as<T>(), *b = y.as<T>();
     T *o = out.as<T>();

@@ -1,4 +1,5 @@
 //===- Indexing.cpp - gather, gather_elements, scatter_nd, topk, argsort --===//
+#include "kernels/Checks.h"
 #include "kernels/cpu/Kernel.h"
 
 #include <algorithm>
@@ -25,13 +26,6 @@ template <typename Fn> void dispatchNumeric(KernelContext &ctx, DType t, Fn &&fn
   case DType::U8: case DType::I1: return fn(uint8_t{});
   default: ctx.fail(std::string("unsupported element type ") + dtypeName(t));
   }
-}
-
-int64_t normalizeAxis(KernelContext &ctx, int64_t axis, int64_t rank) {
-  int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= rank)
-    ctx.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  return a;
 }
 
 /// Indices as i64, negatives wrapped; fails on the first one outside [-size, size).
@@ -61,16 +55,9 @@ int64_t wrapIndex(KernelContext &ctx, int64_t idx, int64_t size, int64_t dim) {
 //===----------------------------------------------------------------------===//
 
 void gatherKernel(KernelContext &ctx) {
-  if (ctx.inputs.size() != 2 || ctx.outputs.size() != 1)
-    ctx.fail("expects data, indices and 1 output");
+  int64_t axis = checkGather(ctx);
   const TensorRef &data = ctx.inputs[0], &indices = ctx.inputs[1];
   TensorRef &out = ctx.outputs[0];
-  int64_t axis = normalizeAxis(ctx, ctx.attrs.axis, data.rank());
-  std::vector<int64_t> expect(data.shape.begin(), data.shape.begin() + axis);
-  expect.insert(expect.end(), indices.shape.begin(), indices.shape.end());
-  expect.insert(expect.end(), data.shape.begin() + axis + 1, data.shape.end());
-  if (out.shape != expect || out.dtype != data.dtype)
-    ctx.fail("result " + shapeString(out.shape) + " should be " + shapeString(expect));
   std::vector<int64_t> idx = readIndices(ctx, indices);
   int64_t size = data.shape[axis];
   IndexBlock block = indexBlock(ctx, size); // slices outside this rank's block are zero
@@ -93,18 +80,10 @@ void gatherKernel(KernelContext &ctx) {
 }
 
 void gatherElementsKernel(KernelContext &ctx) {
-  if (ctx.inputs.size() != 2 || ctx.outputs.size() != 1)
-    ctx.fail("expects data, indices and 1 output");
+  int64_t axis = checkGatherElements(ctx);
   const TensorRef &data = ctx.inputs[0], &indices = ctx.inputs[1];
   TensorRef &out = ctx.outputs[0];
   int64_t r = data.rank();
-  int64_t axis = normalizeAxis(ctx, ctx.attrs.axis, r);
-  if (indices.rank() != r || out.shape != indices.shape || out.dtype != data.dtype)
-    ctx.fail("indices and result must have data's rank and the indices' shape");
-  for (int64_t d = 0; d < r; ++d)
-    if (d != axis && indices.shape[d] > data.shape[d])
-      ctx.fail("indices " + shapeString(indices.shape) + " exceed data " + shapeString(data.shape) +
-               " in dim " + std::to_string(d));
   std::vector<int64_t> idx = readIndices(ctx, indices);
   std::vector<int64_t> strides(r);
   for (int64_t d = r - 1, acc = 1; d >= 0; --d) {
@@ -151,22 +130,12 @@ void scatterApply(T *dst, const T *upd, int64_t n, ScatterReduction reduction) {
 }
 
 void scatterNDKernel(KernelContext &ctx) {
-  if (ctx.inputs.size() != 3 || ctx.outputs.size() != 1)
-    ctx.fail("expects data, indices, updates and 1 output");
+  ScatterOperands scatter = checkScatterND(ctx);
+  const int64_t q = scatter.tupleLength;
+  const ScatterReduction reduction = scatter.reduction;
   const TensorRef &data = ctx.inputs[0], &indices = ctx.inputs[1], &updates = ctx.inputs[2];
   TensorRef &out = ctx.outputs[0];
-  ScatterReduction reduction = ctx.attrs.reduction; // validated when decoded
-  if (out.shape != data.shape || out.dtype != data.dtype || updates.dtype != data.dtype)
-    ctx.fail("result and updates must match data");
-  if (indices.rank() < 1)
-    ctx.fail("indices must have rank >= 1");
-  int64_t q = indices.shape.back(), r = data.rank();
-  if (q > r)
-    ctx.fail("index tuples of length " + std::to_string(q) + " exceed data rank " + std::to_string(r));
-  std::vector<int64_t> expect(indices.shape.begin(), indices.shape.end() - 1);
-  expect.insert(expect.end(), data.shape.begin() + q, data.shape.end());
-  if (updates.shape != expect)
-    ctx.fail("updates " + shapeString(updates.shape) + " should be " + shapeString(expect));
+  int64_t r = data.rank();
   std::vector<int64_t> idx = readIndices(ctx, indices);
   std::vector<int64_t> strides(r);
   for (int64_t d = r - 1, acc = 1; d >= 0; --d) {
@@ -190,10 +159,6 @@ void scatterNDKernel(KernelContext &ctx) {
                   slice * es);
     return;
   }
-  if (data.dtype == DType::I1) // logical or / and, keeping the bytes 0 or 1
-    reduction = reduction == ScatterReduction::Add   ? ScatterReduction::Max
-                : reduction == ScatterReduction::Mul ? ScatterReduction::Min
-                                                     : reduction;
   dispatchNumeric(ctx, data.dtype, [&](auto tag) {
     using T = decltype(tag);
     for (int64_t t = 0; t < nTuples; ++t)
@@ -260,22 +225,11 @@ template <typename T> void topkTyped(KernelContext &ctx, int64_t axis, int64_t k
 }
 
 void topkKernel(KernelContext &ctx) {
-  if (ctx.inputs.size() != 1 || ctx.outputs.size() != 2)
-    ctx.fail("expects 1 input and 2 outputs (values, indices)");
-  const TensorRef &in = ctx.inputs[0];
-  if (in.rank() == 0)
-    ctx.fail("input must have rank >= 1");
-  int64_t axis = normalizeAxis(ctx, ctx.attrs.axis, in.rank()), k = ctx.attrs.k;
+  TopKOperands operands = checkTopK(ctx);
+  int64_t axis = operands.axis, k = operands.k;
   bool largest = ctx.attrs.largest;
-  if (k < 0 || k > in.shape[axis])
-    ctx.fail("k=" + std::to_string(k) + " is out of range for dim " + std::to_string(axis) +
-             " of size " + std::to_string(in.shape[axis]));
-  std::vector<int64_t> expect = in.shape;
-  expect[axis] = k;
-  if (ctx.outputs[0].shape != expect || ctx.outputs[1].shape != expect ||
-      ctx.outputs[0].dtype != in.dtype || ctx.outputs[1].dtype != DType::I64)
-    ctx.fail("results must be " + shapeString(expect) + " values and i64 indices");
-  if (numElements(expect) == 0)
+  const TensorRef &in = ctx.inputs[0];
+  if (ctx.outputs[1].numel() == 0)
     return;
   // `sorted` = false leaves the order unspecified; sorted output satisfies it too.
   dispatchNumeric(ctx, in.dtype, [&](auto tag) { topkTyped<decltype(tag)>(ctx, axis, k, largest); });
@@ -308,14 +262,8 @@ template <typename T> void argsortTyped(KernelContext &ctx, int64_t axis, bool d
 }
 
 void argsortKernel(KernelContext &ctx) {
-  if (ctx.inputs.size() != 1 || ctx.outputs.size() != 1)
-    ctx.fail("expects 1 input and 1 output");
+  int64_t axis = checkArgsort(ctx);
   const TensorRef &in = ctx.inputs[0];
-  if (in.rank() == 0)
-    ctx.fail("input must have rank >= 1");
-  int64_t axis = normalizeAxis(ctx, ctx.attrs.axis, in.rank());
-  if (ctx.outputs[0].shape != in.shape || ctx.outputs[0].dtype != DType::I64)
-    ctx.fail("result must be i64 with the input's shape");
   if (in.numel() == 0)
     return;
   bool descending = ctx.attrs.descending;

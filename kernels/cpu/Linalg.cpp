@@ -1,4 +1,5 @@
 //===- Linalg.cpp - matmul and conv2d on top of OpenBLAS ------------------===//
+#include "kernels/Checks.h"
 #include "kernels/cpu/Kernel.h"
 #include "kernels/Float16.h"
 
@@ -48,39 +49,14 @@ struct MatmulGeometry {
 };
 
 MatmulGeometry matmulGeometry(const KernelContext &ctx) {
-  const TensorRef &lhs = ctx.inputs[0], &rhs = ctx.inputs[1];
+  MatmulShape s = checkMatmul(ctx);
   MatmulGeometry g;
-  std::vector<int64_t> a = lhs.shape, b = rhs.shape;
-  if (a.empty() || b.empty())
-    ctx.fail("operands must have rank >= 1");
   g.tA = ctx.attrs.transposeLhs;
   g.tB = ctx.attrs.transposeRhs;
-  if ((g.tA && a.size() < 2) || (g.tB && b.size() < 2))
-    ctx.fail("only operands of rank >= 2 can be transposed");
-  if (g.tA)
-    std::swap(a[a.size() - 1], a[a.size() - 2]);
-  if (g.tB)
-    std::swap(b[b.size() - 1], b[b.size() - 2]);
-  if (a.size() == 1)
-    a.insert(a.begin(), 1);
-  if (b.size() == 1)
-    b.push_back(1);
-  g.M = a[a.size() - 2], g.K = a.back(), g.N = b.back();
-  if (b[b.size() - 2] != g.K)
-    ctx.fail("contraction dims differ: " + shapeString(lhs.shape) + " x " + shapeString(rhs.shape));
-  std::vector<int64_t> aBatch(a.begin(), a.end() - 2), bBatch(b.begin(), b.end() - 2);
-  size_t rank = std::max(aBatch.size(), bBatch.size());
-  aBatch.insert(aBatch.begin(), rank - aBatch.size(), 1);
-  bBatch.insert(bBatch.begin(), rank - bBatch.size(), 1);
-  std::vector<int64_t> batch(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    if (aBatch[i] != bBatch[i] && aBatch[i] != 1 && bBatch[i] != 1)
-      ctx.fail("batch dims do not broadcast: " + shapeString(lhs.shape) + " x " + shapeString(rhs.shape));
-    batch[i] = std::max(aBatch[i], bBatch[i]);
-  }
+  g.M = s.M, g.N = s.N, g.K = s.K;
+  const std::vector<int64_t> &aBatch = s.lhsBatch, &bBatch = s.rhsBatch, &batch = s.batch;
+  size_t rank = batch.size();
   int64_t nBatch = numElements(batch);
-  if (ctx.outputs[0].numel() != nBatch * g.M * g.N)
-    ctx.fail("result " + shapeString(ctx.outputs[0].shape) + " does not match the operands");
   g.lda = g.tA ? g.M : g.K;
   g.ldb = g.tB ? g.K : g.N;
   if (numElements(bBatch) == 1 && numElements(aBatch) == nBatch && !g.tA) {

@@ -3,6 +3,7 @@
 // All of these are copies that never look at values, so they run on raw element words of
 // 1, 2, 4 or 8 bytes and serve every dtype.
 //
+#include "kernels/Checks.h"
 #include "kernels/cpu/Kernel.h"
 
 #include <algorithm>
@@ -128,56 +129,25 @@ void stridedCopyAny(KernelContext &ctx, const TensorRef &in, TensorRef &out, con
   ctx.fail(std::string("unsupported element type ") + dtypeName(in.dtype));
 }
 
-void checkOneToOne(KernelContext &ctx) {
-  if (ctx.inputs.size() != 1 || ctx.outputs.size() != 1)
-    ctx.fail("expects 1 input and 1 output");
-  if (ctx.inputs[0].dtype != ctx.outputs[0].dtype)
-    ctx.fail("input and result element types differ");
-}
-
 void transposeKernel(KernelContext &ctx) {
-  checkOneToOne(ctx);
+  std::vector<int64_t> perm = checkTranspose(ctx);
   const TensorRef &in = ctx.inputs[0];
   TensorRef &out = ctx.outputs[0];
-  const std::vector<int64_t> &perm = ctx.attrs.permutation;
-  int64_t r = in.rank();
-  if ((int64_t)perm.size() != r || out.rank() != r)
-    ctx.fail("permutation size must equal the rank");
-  std::vector<bool> seen(r, false);
-  std::vector<int64_t> inStrides = rowMajorStrides(in.shape), strides(r);
-  for (int64_t i = 0; i < r; ++i) {
-    int64_t p = perm[i] < 0 ? perm[i] + r : perm[i];
-    if (p < 0 || p >= r || seen[p])
-      ctx.fail("invalid permutation");
-    seen[p] = true;
-    if (out.shape[i] != in.shape[p])
-      ctx.fail("result " + shapeString(out.shape) + " does not match the permuted input");
-    strides[i] = inStrides[p];
-  }
+  std::vector<int64_t> inStrides = rowMajorStrides(in.shape), strides(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    strides[i] = inStrides[perm[i]];
   stridedCopyAny(ctx, in, out, in.data, strides);
 }
 
 void sliceKernel(KernelContext &ctx) {
-  checkOneToOne(ctx);
+  std::vector<int64_t> starts = checkSlice(ctx);
   const TensorRef &in = ctx.inputs[0];
   TensorRef &out = ctx.outputs[0];
-  const std::vector<int64_t> &starts = ctx.attrs.starts, &limits = ctx.attrs.limits, &steps = ctx.attrs.strides;
-  int64_t r = in.rank();
-  if ((int64_t)starts.size() != r || (int64_t)steps.size() != r || (int64_t)limits.size() != r ||
-      out.rank() != r)
-    ctx.fail("starts/limits/strides need one value per dim");
-  std::vector<int64_t> inStrides = rowMajorStrides(in.shape), strides(r);
+  const std::vector<int64_t> &steps = ctx.attrs.strides;
+  std::vector<int64_t> inStrides = rowMajorStrides(in.shape), strides(in.rank());
   int64_t offset = 0;
-  for (int64_t i = 0; i < r; ++i) {
-    int64_t start = starts[i] < 0 ? starts[i] + in.shape[i] : starts[i];
-    if (steps[i] == 0)
-      ctx.fail("slice stride is 0 in dim " + std::to_string(i));
-    // The result shape is fixed; make sure its first and last elements are inside the input.
-    int64_t last = start + (out.shape[i] - 1) * steps[i];
-    if (out.shape[i] > 0 && (start < 0 || start >= in.shape[i] || last < 0 || last >= in.shape[i]))
-      ctx.fail("slice of dim " + std::to_string(i) + " (size " + std::to_string(in.shape[i]) +
-               ") from " + std::to_string(start) + " is out of range");
-    offset += start * inStrides[i];
+  for (int64_t i = 0; i < in.rank(); ++i) {
+    offset += starts[i] * inStrides[i];
     strides[i] = inStrides[i] * steps[i];
   }
   if (out.numel() == 0)
@@ -186,60 +156,34 @@ void sliceKernel(KernelContext &ctx) {
 }
 
 void broadcastKernel(KernelContext &ctx) {
-  checkOneToOne(ctx);
+  checkBroadcastTo(ctx);
   const TensorRef &in = ctx.inputs[0];
   TensorRef &out = ctx.outputs[0];
-  int64_t r = out.rank(), lead = r - in.rank();
-  if (lead < 0)
-    ctx.fail("cannot broadcast " + shapeString(in.shape) + " to " + shapeString(out.shape));
-  std::vector<int64_t> inStrides = rowMajorStrides(in.shape), strides(r, 0);
-  for (int64_t i = 0; i < in.rank(); ++i) {
-    int64_t d = in.shape[i], o = out.shape[lead + i];
-    if (d != o && d != 1)
-      ctx.fail("cannot broadcast " + shapeString(in.shape) + " to " + shapeString(out.shape));
-    strides[lead + i] = d == 1 ? 0 : inStrides[i];
-  }
+  int64_t lead = out.rank() - in.rank();
+  std::vector<int64_t> inStrides = rowMajorStrides(in.shape), strides(out.rank(), 0);
+  for (int64_t i = 0; i < in.rank(); ++i)
+    strides[lead + i] = in.shape[i] == 1 ? 0 : inStrides[i];
   if (out.numel() == 0)
     return;
   stridedCopyAny(ctx, in, out, in.data, strides);
 }
 
 void reshapeKernel(KernelContext &ctx) {
-  checkOneToOne(ctx);
-  if (ctx.inputs[0].numel() != ctx.outputs[0].numel())
-    ctx.fail("cannot reshape " + shapeString(ctx.inputs[0].shape) + " to " +
-             shapeString(ctx.outputs[0].shape));
+  checkReshape(ctx);
   parallelCopy(ctx.outputs[0].data, ctx.inputs[0].data, ctx.inputs[0].bytes(), ctx.threads);
 }
 
 void concatKernel(KernelContext &ctx) {
-  if (ctx.inputs.empty() || ctx.outputs.size() != 1)
-    ctx.fail("expects at least 1 input and 1 output");
+  ConcatOperands concat = checkConcat(ctx);
+  const int64_t axis = concat.axis;
+  const std::vector<int64_t> &offsets = concat.offsets;
   TensorRef &out = ctx.outputs[0];
-  int64_t r = out.rank(), axis = ctx.attrs.axis;
-  if (axis < 0)
-    axis += r;
-  if (axis < 0 || axis >= r)
-    ctx.fail("axis " + std::to_string(ctx.attrs.axis) + " is out of range for rank " +
-             std::to_string(r));
   size_t esize = dtypeSize(out.dtype);
-  int64_t outer = 1, inner = 1, total = 0;
+  int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < axis; ++i)
     outer *= out.shape[i];
-  for (int64_t i = axis + 1; i < r; ++i)
+  for (int64_t i = axis + 1; i < out.rank(); ++i)
     inner *= out.shape[i];
-  std::vector<int64_t> offsets; // each input's start along the axis
-  for (auto &in : ctx.inputs) {
-    if (in.dtype != out.dtype || in.rank() != r)
-      ctx.fail("inputs must share the result's element type and rank");
-    for (int64_t i = 0; i < r; ++i)
-      if (i != axis && in.shape[i] != out.shape[i])
-        ctx.fail("input " + shapeString(in.shape) + " does not fit result " + shapeString(out.shape));
-    offsets.push_back(total);
-    total += in.shape[axis];
-  }
-  if (total != out.shape[axis])
-    ctx.fail("input sizes along the axis do not add up to the result's");
   if (out.numel() == 0)
     return;
   size_t outRow = (size_t)out.shape[axis] * inner * esize;

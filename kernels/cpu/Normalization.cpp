@@ -3,6 +3,7 @@
 // Both ops read every element before writing its own position, so the output may alias
 // the input (in-place execution).
 //
+#include "kernels/Checks.h"
 #include "kernels/cpu/FastMath.h"
 #include "kernels/cpu/Dispatch.h"
 #include "kernels/cpu/Kernel.h"
@@ -13,21 +14,6 @@
 
 namespace cpc::kernels {
 namespace {
-
-
-
-void checkSame(const KernelContext &ctx, const TensorRef &t, const TensorRef &like, const char *what) {
-  if (t.dtype != like.dtype || t.shape != like.shape)
-    ctx.fail(std::string(what) + " is " + dtypeName(t.dtype) + shapeString(t.shape) + ", expected " +
-             dtypeName(like.dtype) + shapeString(like.shape));
-}
-
-int64_t checkedAxis(const KernelContext &ctx, int64_t rank) {
-  int64_t axis = ctx.attrs.axis;
-  if (axis < 0 || axis >= rank)
-    ctx.fail("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
-  return axis;
-}
 
 // Mean and biased variance are two passes in double: one-pass formulas lose precision
 // when |mean| >> stddev, common for activations.
@@ -57,18 +43,11 @@ void layerNormRows(const KernelContext &ctx, const T *x, const T *scale, const T
 }
 
 void layerNormKernel(KernelContext &ctx) {
-  if (ctx.inputs.size() != 3 || ctx.outputs.size() != 1)
-    ctx.fail("expected 3 inputs (input, scale, bias) and 1 output");
+  int64_t axis = checkLayerNorm(ctx);
   const TensorRef &in = ctx.inputs[0], &scale = ctx.inputs[1], &bias = ctx.inputs[2];
   const TensorRef &out = ctx.outputs[0];
-  int64_t axis = checkedAxis(ctx, in.rank());
   double eps = ctx.attrs.epsilon;
-  checkSame(ctx, out, in, "output");
-  TensorRef normalized{nullptr, in.dtype,
-                       std::vector<int64_t>(in.shape.begin() + axis, in.shape.end())};
-  checkSame(ctx, scale, normalized, "scale");
-  checkSame(ctx, bias, normalized, "bias");
-  int64_t n = normalized.numel(), rows = n ? in.numel() / n : 0;
+  int64_t n = numElements({in.shape.begin() + axis, in.shape.end()}), rows = n ? in.numel() / n : 0;
   if (rows == 0 || n == 0)
     return;
   dispatchFloat(ctx, in.dtype, [&](auto zero) {
@@ -136,11 +115,8 @@ void softmax(const KernelContext &ctx, const T *x, T *y, int64_t outer, int64_t 
 }
 
 void softmaxKernel(KernelContext &ctx) {
-  if (ctx.inputs.size() != 1 || ctx.outputs.size() != 1)
-    ctx.fail("expected 1 input and 1 output");
+  int64_t axis = checkSoftmax(ctx);
   const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
-  int64_t axis = checkedAxis(ctx, in.rank());
-  checkSame(ctx, out, in, "output");
   int64_t outer = 1, inner = 1, len = in.shape[axis];
   for (int64_t d = 0; d < axis; ++d)
     outer *= in.shape[d];

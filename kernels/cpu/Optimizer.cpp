@@ -22,6 +22,7 @@
 // All four tensors are read at an index before any output is written there, and nothing else
 // is touched, so every output may alias its input (the plan runs the update in place).
 //
+#include "kernels/Checks.h"
 #include "kernels/cpu/Kernel.h"
 
 #include <algorithm>
@@ -80,17 +81,8 @@ void adamw(const KernelContext &ctx, int64_t n, double lr, double step, double b
 }
 
 void adamwKernel(KernelContext &ctx) {
-  if (ctx.inputs.size() != 6 || ctx.outputs.size() != 3)
-    ctx.fail("expects 6 inputs (param, grad, exp_avg, exp_avg_sq, lr, step) and 3 outputs");
+  checkAdamW(ctx);
   const TensorRef &param = ctx.inputs[0];
-  static const char *names[] = {"param", "grad", "exp_avg", "exp_avg_sq", "new_param", "new_exp_avg",
-                                "new_exp_avg_sq"};
-  for (int k = 1; k < 7; ++k) {
-    const TensorRef &t = k < 4 ? ctx.inputs[k] : ctx.outputs[k - 4];
-    if (t.dtype != param.dtype || t.shape != param.shape)
-      ctx.fail(std::string(names[k]) + " is " + dtypeName(t.dtype) + shapeString(t.shape) + ", expected " +
-               dtypeName(param.dtype) + shapeString(param.shape));
-  }
   double lr = readScalar(ctx, ctx.inputs[4], "lr"), step = readScalar(ctx, ctx.inputs[5], "step");
   if (!(step >= 1))
     ctx.fail("step must be >= 1, got " + std::to_string(step));

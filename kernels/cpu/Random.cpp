@@ -3,6 +3,7 @@
 // Counter-based: element i is a pure function of (seed, step, i), so results are
 // deterministic and independent of the thread count and of how the loop is split.
 //
+#include "kernels/Checks.h"
 #include "kernels/cpu/Kernel.h"
 
 #include <algorithm>
@@ -45,12 +46,9 @@ template <typename T> void fillUniform(const KernelContext &ctx, T *y, int64_t n
 }
 
 void randomUniformKernel(KernelContext &ctx) {
-  if (!ctx.inputs.empty() || ctx.outputs.size() != 1)
-    ctx.fail("expected no inputs and 1 output");
+  checkRandomUniform(ctx);
   const TensorRef &out = ctx.outputs[0];
   double low = ctx.attrs.low, high = ctx.attrs.high;
-  if (!(low <= high))
-    ctx.fail("low must not exceed high");
   switch (out.dtype) {
   case DType::F32: return fillUniform<float>(ctx, out.as<float>(), out.numel(), low, high);
   case DType::F64: return fillUniform<double>(ctx, out.as<double>(), out.numel(), low, high);

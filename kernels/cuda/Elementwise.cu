@@ -8,6 +8,7 @@
 // whenever the element count allows. Every thread reads its own element's operands before
 // writing that element and nothing else, so an output may alias a same-shaped input.
 //
+#include "kernels/Checks.h"
 #include "kernels/cuda/CudaCommon.cuh"
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/ElementwiseMath.h"
@@ -19,20 +20,6 @@
 namespace cpc::kernels {
 namespace cuda {
 namespace {
-
-void checkArity(const KernelContext &ctx, size_t nIn, size_t nOut) {
-  if (ctx.inputs.size() != nIn || ctx.outputs.size() != nOut)
-    ctx.fail("expected " + std::to_string(nIn) + " inputs and " + std::to_string(nOut) + " outputs, got " +
-             std::to_string(ctx.inputs.size()) + " and " + std::to_string(ctx.outputs.size()));
-}
-
-void checkOutput(const KernelContext &ctx, DType dtype, const std::vector<int64_t> *shape) {
-  const TensorRef &out = ctx.outputs[0];
-  if (out.dtype != dtype)
-    ctx.fail(std::string("output element type ") + dtypeName(out.dtype) + ", expected " + dtypeName(dtype));
-  if (shape && *shape != out.shape)
-    ctx.fail("output shape " + shapeString(out.shape) + ", expected " + shapeString(*shape));
-}
 
 /// Launches `kernel` as a grid-stride loop over n elements on the step's stream.
 template <typename... Params, typename... Args>
@@ -125,10 +112,8 @@ void geluHost(KernelContext &ctx) {
 constexpr int kCastSlot = 0;
 
 void castHost(KernelContext &ctx) {
-  checkArity(ctx, 1, 1);
+  checkCast(ctx);
   const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
-  if (in.shape != out.shape)
-    ctx.fail("output shape " + shapeString(out.shape) + " differs from input " + shapeString(in.shape));
   CudaDevice &device = deviceOf(ctx);
   if (in.dtype == out.dtype) {
     if (in.data != out.data && in.bytes() > 0)
@@ -187,10 +172,8 @@ template <typename T, typename R, typename Op> void runBinary(KernelContext &ctx
 }
 
 template <unsigned K, typename Op, bool BoolResult = false> void binaryHost(KernelContext &ctx) {
-  checkArity(ctx, 2, 1);
-  const TensorRef &lhs = ctx.inputs[0], &rhs = ctx.inputs[1];
-  if (lhs.dtype != rhs.dtype)
-    ctx.fail(std::string("operand element types differ: ") + dtypeName(lhs.dtype) + " and " + dtypeName(rhs.dtype));
+  checkBinary(ctx);
+  const TensorRef &lhs = ctx.inputs[0];
   dispatchDevice<K>(ctx, lhs.dtype, [&](auto tag) {
     using T = decltype(tag);
     using R = std::conditional_t<BoolResult, bool, T>;
@@ -199,16 +182,11 @@ template <unsigned K, typename Op, bool BoolResult = false> void binaryHost(Kern
   });
 }
 
-// gelu_grad(x, grad): same shapes and types (as the CPU kernel requires).
+// gelu_grad(x, grad): same shapes and types.
 void geluGradHost(KernelContext &ctx) {
-  checkArity(ctx, 2, 1);
-  const TensorRef &x = ctx.inputs[0], &g = ctx.inputs[1];
-  if (g.dtype != x.dtype || g.shape != x.shape)
-    ctx.fail(std::string("grad is ") + dtypeName(g.dtype) + shapeString(g.shape) + ", expected " + dtypeName(x.dtype) +
-             shapeString(x.shape));
-  dispatchDevice<kFloat>(ctx, x.dtype, [&](auto tag) {
+  checkGeluGrad(ctx);
+  dispatchDevice<kFloat>(ctx, ctx.inputs[0].dtype, [&](auto tag) {
     using T = decltype(tag);
-    checkOutput(ctx, x.dtype, &x.shape);
     if (ctx.attrs.approximate == GeluApproximation::Tanh)
       runBinary<T, T>(ctx, GeluTanhGradOp{});
     else
@@ -217,12 +195,8 @@ void geluGradHost(KernelContext &ctx) {
 }
 
 void whereHost(KernelContext &ctx) {
-  checkArity(ctx, 3, 1);
+  checkWhere(ctx);
   const TensorRef &cond = ctx.inputs[0], &x = ctx.inputs[1], &y = ctx.inputs[2], &out = ctx.outputs[0];
-  if (cond.dtype != DType::I1)
-    ctx.fail(std::string("condition must be i1, got ") + dtypeName(cond.dtype));
-  if (x.dtype != y.dtype)
-    ctx.fail(std::string("branch element types differ: ") + dtypeName(x.dtype) + " and " + dtypeName(y.dtype));
   dispatchDevice<kAny>(ctx, x.dtype, [&](auto tag) {
     using T = decltype(tag);
     checkOutput(ctx, x.dtype, nullptr);
@@ -246,17 +220,6 @@ void whereHost(KernelContext &ctx) {
 // Registration: one entry per element type the CPU kernel accepts (16-bit floats included
 // wherever the CPU kernel widens them).
 //===----------------------------------------------------------------------===//
-
-void addFor(KernelRegistry &r, const char *op, KernelPtr fn, unsigned kinds) {
-  if (kinds & kFloat)
-    for (DType t : kFloatTypes)
-      r.add(op, DeviceKind::Cuda, t, fn);
-  if (kinds & kInt)
-    for (DType t : kIntTypes)
-      r.add(op, DeviceKind::Cuda, t, fn);
-  if (kinds & kBool)
-    r.add(op, DeviceKind::Cuda, DType::I1, fn);
-}
 
 } // namespace
 } // namespace cuda

@@ -10,6 +10,7 @@
 #ifndef CPC_KERNELS_CUDA_ELEMENTWISEMATH_H
 #define CPC_KERNELS_CUDA_ELEMENTWISEMATH_H
 
+#include "kernels/Checks.h"
 #include "kernels/cuda/HostDevice.h"
 #include "kernels/cuda/Launch.h"
 
@@ -306,78 +307,29 @@ template <int N> struct BroadcastGeometry {
   }
 };
 
-/// Collapses `out` and the operands' shapes (numpy broadcasting: trailing dims aligned, size 1
-/// stretches) as the CPU kernel does: size-1 output dims dropped, adjacent dims merged wherever
-/// every operand allows. False with `error` set when an operand does not broadcast or more than
-/// kMaxBroadcastRank dims remain.
+/// The geometry of N operands broadcast to `out`, collapsed as the CPU kernels collapse it
+/// (collapseBroadcast, kernels/Checks.h). False with `error` set when an operand does not
+/// broadcast (the CPU kernels' message) or more than kMaxBroadcastRank dims remain.
 template <int N>
 bool planBroadcast(const std::vector<int64_t> &out, const std::array<const std::vector<int64_t> *, N> &ins,
                    BroadcastGeometry<N> &geometry, std::string *error) {
-  auto shapeText = [](const std::vector<int64_t> &s) {
-    std::string text = "[";
-    for (size_t i = 0; i < s.size(); ++i)
-      text += (i ? "x" : "") + std::to_string(s[i]);
-    return text + "]";
-  };
-  size_t rank = out.size();
-  std::vector<std::array<int64_t, N>> strides(rank);
-  for (int k = 0; k < N; ++k) {
-    const std::vector<int64_t> &s = *ins[k];
-    if (s.size() > rank) {
-      *error = "operand " + shapeText(s) + " has a higher rank than the result " + shapeText(out);
-      return false;
-    }
-    int64_t stride = 1;
-    size_t lead = rank - s.size();
-    for (size_t d = rank; d-- > 0;) {
-      int64_t dim = d >= lead ? s[d - lead] : 1;
-      if (dim == out[d]) {
-        strides[d][k] = dim == 1 ? 0 : stride;
-      } else if (dim == 1) {
-        strides[d][k] = 0;
-      } else {
-        *error = "operand " + shapeText(s) + " does not broadcast to " + shapeText(out);
-        return false;
-      }
-      stride *= dim;
-    }
-  }
-  std::vector<int64_t> shape;
-  std::vector<std::array<int64_t, N>> merged;
-  for (size_t d = 0; d < rank; ++d) {
-    if (out[d] == 1)
-      continue;
-    bool merge = !shape.empty();
-    for (int k = 0; k < N && merge; ++k)
-      merge = merged.back()[k] == strides[d][k] * out[d];
-    if (merge) {
-      shape.back() *= out[d];
-      merged.back() = strides[d];
-    } else {
-      shape.push_back(out[d]);
-      merged.push_back(strides[d]);
-    }
-  }
-  if (shape.empty()) {
-    shape.push_back(1);
-    merged.push_back({});
-  }
-  if (shape.size() > (size_t)kMaxBroadcastRank) {
-    *error = "broadcast of " + shapeText(out) + " has " + std::to_string(shape.size()) +
+  BroadcastPlan<N> plan;
+  if (!collapseBroadcast<N>(out, ins, plan, error))
+    return false;
+  if (plan.shape.size() > (size_t)kMaxBroadcastRank) {
+    *error = "broadcast of " + shapeString(out) + " has " + std::to_string(plan.shape.size()) +
              " dims after collapsing, more than the " + std::to_string(kMaxBroadcastRank) + " supported";
     return false;
   }
   geometry = BroadcastGeometry<N>{};
-  geometry.rank = (int)shape.size();
-  for (size_t d = 0; d < shape.size(); ++d) {
-    geometry.shape[d] = shape[d];
+  geometry.rank = (int)plan.shape.size();
+  for (size_t d = 0; d < plan.shape.size(); ++d) {
+    geometry.shape[d] = plan.shape[d];
     for (int k = 0; k < N; ++k)
-      geometry.strides[d][k] = merged[d][k];
+      geometry.strides[d][k] = plan.strides[d][k];
   }
   return true;
 }
-
-/// Whether 32-bit index arithmetic covers `n` output elements (operands are never larger).
 
 } // namespace cpc::kernels::cuda
 

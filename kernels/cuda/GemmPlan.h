@@ -2,8 +2,8 @@
 //
 // Plain C++ (no CUDA headers): the unit tests (tests/unit/cuda/GemmPlanTest.cpp) run the plan
 // through a host loop that indexes exactly as cuBLASLt does and compare it with the CPU matmul,
-// which proves the GPU kernel's layout logic without a GPU. Header-only so that those tests
-// link in builds without CUDA.
+// which proves the GPU kernel's layout logic without a GPU. Header-only (the shape checks are
+// kernels/Checks.cpp's, in the CPU kernels' library) so that those tests link without CUDA.
 //
 // cpc.matmul is row-major, C[.., M, N] = op(lhs)[.., M, K] op(rhs)[.., K, N] with numpy batch
 // broadcasting (kernels/cpu/Linalg.cpp). cuBLASLt is column-major, so the plan computes the
@@ -13,6 +13,7 @@
 #ifndef CPC_KERNELS_CUDA_GEMMPLAN_H
 #define CPC_KERNELS_CUDA_GEMMPLAN_H
 
+#include "kernels/Checks.h"
 #include "kernels/Tensor.h"
 
 #include <algorithm>
@@ -74,10 +75,6 @@ struct GemmPlan {
 
 namespace gemmdetail {
 
-inline std::string shapes(const std::vector<int64_t> &lhs, const std::vector<int64_t> &rhs) {
-  return shapeString(lhs) + " x " + shapeString(rhs);
-}
-
 /// A batch dim of the result with each operand's element stride along it (0 where broadcast).
 struct BatchDim {
   int64_t size, sa, sb, sd;
@@ -104,52 +101,19 @@ inline std::vector<BatchDim> mergeBatchDims(const std::vector<BatchDim> &dims) {
 
 } // namespace gemmdetail
 
-/// The cuBLASLt calls of cpc.matmul(lhs, rhs) -> out: the same checks and messages as the CPU
-/// kernel (operands of rank >= 1, only rank >= 2 transposed, contraction dims equal, batch dims
-/// broadcasting, a result with batch * M * N elements).
+/// The cuBLASLt calls of cpc.matmul(lhs, rhs) -> out, after the CPU kernel's checks
+/// (matmulShape, kernels/Checks.h: its messages become `error`).
 inline GemmPlan planGemm(const std::vector<int64_t> &lhs, const std::vector<int64_t> &rhs,
                          const std::vector<int64_t> &out, bool transposeLhs, bool transposeRhs) {
   using namespace gemmdetail;
   GemmPlan p;
-  std::vector<int64_t> a = lhs, b = rhs;
-  if (a.empty() || b.empty()) {
-    p.error = "operands must have rank >= 1";
+  MatmulShape shape;
+  if (!matmulShape(lhs, rhs, out, transposeLhs, transposeRhs, shape, &p.error))
     return p;
-  }
-  if ((transposeLhs && a.size() < 2) || (transposeRhs && b.size() < 2)) {
-    p.error = "only operands of rank >= 2 can be transposed";
-    return p;
-  }
-  if (transposeLhs)
-    std::swap(a[a.size() - 1], a[a.size() - 2]);
-  if (transposeRhs)
-    std::swap(b[b.size() - 1], b[b.size() - 2]);
-  if (a.size() == 1)
-    a.insert(a.begin(), 1);
-  if (b.size() == 1)
-    b.push_back(1);
-  int64_t M = a[a.size() - 2], K = a.back(), N = b.back();
-  if (b[b.size() - 2] != K) {
-    p.error = "contraction dims differ: " + shapes(lhs, rhs);
-    return p;
-  }
-  std::vector<int64_t> aBatch(a.begin(), a.end() - 2), bBatch(b.begin(), b.end() - 2);
-  size_t rank = std::max(aBatch.size(), bBatch.size());
-  aBatch.insert(aBatch.begin(), rank - aBatch.size(), 1);
-  bBatch.insert(bBatch.begin(), rank - bBatch.size(), 1);
-  std::vector<int64_t> batch(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    if (aBatch[i] != bBatch[i] && aBatch[i] != 1 && bBatch[i] != 1) {
-      p.error = "batch dims do not broadcast: " + shapes(lhs, rhs);
-      return p;
-    }
-    batch[i] = std::max(aBatch[i], bBatch[i]);
-  }
-  int64_t nBatch = numElements(batch);
-  if (numElements(out) != nBatch * M * N) {
-    p.error = "result " + shapeString(out) + " does not match the operands";
-    return p;
-  }
+  const int64_t M = shape.M, N = shape.N, K = shape.K;
+  const std::vector<int64_t> &aBatch = shape.lhsBatch, &bBatch = shape.rhsBatch, &batch = shape.batch;
+  const size_t rank = batch.size();
+  const int64_t nBatch = numElements(batch);
   p.empty = nBatch * M * N == 0;
   p.zeroFill = !p.empty && K == 0;
 

@@ -11,10 +11,12 @@
 // of range, where the CPU kernels fail, is not reported (that would need a sync): the GPU kernels
 // treat it as outside this rank's block (a zero result, no update).
 //
+#include "kernels/Checks.h"
 #include "kernels/cuda/CudaCommon.cuh"
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/IndexingLaunch.h"
 #include "kernels/cuda/IndexingMath.h"
+#include "kernels/cuda/MovementMath.h"      // rowMajorStrides
 #include "kernels/cuda/NormalizationMath.h" // RowShape: rows along an axis
 
 #include <cub/device/device_radix_sort.cuh>
@@ -183,31 +185,9 @@ template <typename F> void withWord(const KernelContext &ctx, size_t bytes, F &&
 
 LaunchConfig gridFor(const KernelContext &ctx, int64_t n) { return elementwiseLaunch(n, deviceOf(ctx).multiprocessors()); }
 
-void checkArity(const KernelContext &ctx, size_t nIn, size_t nOut) {
-  if (ctx.inputs.size() != nIn || ctx.outputs.size() != nOut)
-    ctx.fail("expected " + std::to_string(nIn) + " inputs and " + std::to_string(nOut) + " outputs, got " +
-             std::to_string(ctx.inputs.size()) + " and " + std::to_string(ctx.outputs.size()));
-}
-
-int64_t normalizeAxis(const KernelContext &ctx, int64_t rank) {
-  int64_t axis = ctx.attrs.axis, a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= rank)
-    ctx.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
-  return a;
-}
-
 IndexRange rangeOf(const KernelContext &ctx, int64_t local) {
   IndexBlock b = indexBlock(ctx, local);
   return {b.offset, b.local, b.global};
-}
-
-std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape) {
-  std::vector<int64_t> s(shape.size());
-  for (int64_t i = (int64_t)shape.size() - 1, acc = 1; i >= 0; --i) {
-    s[i] = acc;
-    acc *= shape[i];
-  }
-  return s;
 }
 
 /// The indices' shape with `strides` (of the tensor they index) around `axis`.
@@ -260,72 +240,50 @@ SortedTargets sortByTarget(const KernelContext &ctx, int64_t n, uint64_t sentine
   return {keysOut, positionsOut};
 }
 
-void gather(KernelContext &ctx) {
-  checkArity(ctx, 2, 1);
-  const TensorRef &data = ctx.inputs[0], &indices = ctx.inputs[1];
-  TensorRef &out = ctx.outputs[0];
-  int64_t axis = normalizeAxis(ctx, data.rank());
-  std::vector<int64_t> expect(data.shape.begin(), data.shape.begin() + axis);
-  expect.insert(expect.end(), indices.shape.begin(), indices.shape.end());
-  expect.insert(expect.end(), data.shape.begin() + axis + 1, data.shape.end());
-  if (out.shape != expect || out.dtype != data.dtype)
-    ctx.fail("result " + shapeString(out.shape) + " should be " + shapeString(expect));
-  GatherShape g{indices.numel(), data.shape[axis], numElements({data.shape.begin() + axis + 1, data.shape.end()})};
-  IndexRange r = rangeOf(ctx, g.size);
-  int64_t total = out.numel();
-  withIndexType(ctx, indices, [&](auto index) {
-    using I = decltype(index);
+/// gather and gather_elements: launch(I{}, W{}, config) with the index type of input 1 and the
+/// word of the data's elements, over the result's elements.
+template <typename Launch> void launchOverResult(KernelContext &ctx, Launch &&launch) {
+  int64_t total = ctx.outputs[0].numel();
+  withIndexType(ctx, ctx.inputs[1], [&](auto index) {
     if (total == 0)
       return;
     LaunchConfig l = gridFor(ctx, total);
-    withWord(ctx, dtypeSize(data.dtype), [&](auto word) {
-      using W = decltype(word);
-      gatherKernel<W, I><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(out.as<W>(), data.as<W>(), indices.as<I>(), g, r,
-                                                                     total);
-    });
+    withWord(ctx, dtypeSize(ctx.inputs[0].dtype), [&](auto word) { launch(index, word, l); });
   });
   checkLaunch(ctx);
+}
+
+void gather(KernelContext &ctx) {
+  int64_t axis = checkGather(ctx);
+  const TensorRef &data = ctx.inputs[0], &indices = ctx.inputs[1];
+  TensorRef &out = ctx.outputs[0];
+  GatherShape g{indices.numel(), data.shape[axis], numElements({data.shape.begin() + axis + 1, data.shape.end()})};
+  IndexRange r = rangeOf(ctx, g.size);
+  launchOverResult(ctx, [&](auto index, auto word, LaunchConfig l) {
+    using I = decltype(index);
+    using W = decltype(word);
+    gatherKernel<W, I><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(out.as<W>(), data.as<W>(), indices.as<I>(), g, r,
+                                                                   out.numel());
+  });
 }
 
 void gatherElements(KernelContext &ctx) {
-  checkArity(ctx, 2, 1);
+  int64_t axis = checkGatherElements(ctx);
   const TensorRef &data = ctx.inputs[0], &indices = ctx.inputs[1];
   TensorRef &out = ctx.outputs[0];
-  int64_t r = data.rank(), axis = normalizeAxis(ctx, r);
-  if (indices.rank() != r || out.shape != indices.shape || out.dtype != data.dtype)
-    ctx.fail("indices and result must have data's rank and the indices' shape");
-  for (int64_t d = 0; d < r; ++d)
-    if (d != axis && indices.shape[d] > data.shape[d])
-      ctx.fail("indices " + shapeString(indices.shape) + " exceed data " + shapeString(data.shape) + " in dim " +
-               std::to_string(d));
   ElementsMap m = elementsMap(ctx, indices.shape, rowMajorStrides(data.shape), axis);
   IndexRange range = rangeOf(ctx, data.shape[axis]);
-  int64_t total = out.numel();
-  withIndexType(ctx, indices, [&](auto index) {
+  launchOverResult(ctx, [&](auto index, auto word, LaunchConfig l) {
     using I = decltype(index);
-    if (total == 0)
-      return;
-    LaunchConfig l = gridFor(ctx, total);
-    withWord(ctx, dtypeSize(data.dtype), [&](auto word) {
-      using W = decltype(word);
-      gatherElementsKernel<W, I><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(out.as<W>(), data.as<W>(),
-                                                                             indices.as<I>(), m, range, total);
-    });
+    using W = decltype(word);
+    gatherElementsKernel<W, I><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(out.as<W>(), data.as<W>(), indices.as<I>(),
+                                                                           m, range, out.numel());
   });
-  checkLaunch(ctx);
 }
 
 void gatherGrad(KernelContext &ctx) {
-  checkArity(ctx, 2, 1);
+  int64_t axis = checkGatherGrad(ctx);
   const TensorRef &grad = ctx.inputs[0], &indices = ctx.inputs[1], &out = ctx.outputs[0];
-  int64_t r = out.rank(), axis = normalizeAxis(ctx, r);
-  if (ctx.attrs.hasDimSize && ctx.attrs.dimSize != out.shape[axis])
-    ctx.fail("result dim " + std::to_string(axis) + " is not dim_size " + std::to_string(ctx.attrs.dimSize));
-  std::vector<int64_t> expect(out.shape.begin(), out.shape.begin() + axis);
-  expect.insert(expect.end(), indices.shape.begin(), indices.shape.end());
-  expect.insert(expect.end(), out.shape.begin() + axis + 1, out.shape.end());
-  if (grad.shape != expect || grad.dtype != out.dtype)
-    ctx.fail("grad is " + shapeString(grad.shape) + ", expected " + shapeString(expect) + " of the result's type");
   GatherShape g{indices.numel(), out.shape[axis], numElements({out.shape.begin() + axis + 1, out.shape.end()})};
   IndexRange range = rangeOf(ctx, g.size);
   withIndexType(ctx, indices, [&](auto index) {
@@ -348,15 +306,8 @@ void gatherGrad(KernelContext &ctx) {
 }
 
 void gatherElementsGrad(KernelContext &ctx) {
-  checkArity(ctx, 2, 1);
+  int64_t axis = checkGatherElementsGrad(ctx);
   const TensorRef &grad = ctx.inputs[0], &indices = ctx.inputs[1], &out = ctx.outputs[0];
-  int64_t r = out.rank(), axis = normalizeAxis(ctx, r);
-  if (grad.shape != indices.shape || indices.rank() != r || grad.dtype != out.dtype)
-    ctx.fail("grad must have the indices' shape and the result's rank and type");
-  for (int64_t d = 0; d < r; ++d)
-    if (d != axis && indices.shape[d] > out.shape[d])
-      ctx.fail("indices " + shapeString(indices.shape) + " exceed result " + shapeString(out.shape) + " in dim " +
-               std::to_string(d));
   ElementsMap m = elementsMap(ctx, indices.shape, rowMajorStrides(out.shape), axis);
   IndexRange range = rangeOf(ctx, out.shape[axis]);
   const auto &is = indices.shape;
@@ -388,21 +339,11 @@ void gatherElementsGrad(KernelContext &ctx) {
 }
 
 void scatterND(KernelContext &ctx) {
-  checkArity(ctx, 3, 1);
+  ScatterOperands scatter = checkScatterND(ctx);
   const TensorRef &data = ctx.inputs[0], &indices = ctx.inputs[1], &updates = ctx.inputs[2];
   TensorRef &out = ctx.outputs[0];
-  ScatterReduction reduction = ctx.attrs.reduction;
-  if (out.shape != data.shape || out.dtype != data.dtype || updates.dtype != data.dtype)
-    ctx.fail("result and updates must match data");
-  if (indices.rank() < 1)
-    ctx.fail("indices must have rank >= 1");
-  int64_t q = indices.shape.back(), r = data.rank();
-  if (q > r)
-    ctx.fail("index tuples of length " + std::to_string(q) + " exceed data rank " + std::to_string(r));
-  std::vector<int64_t> expect(indices.shape.begin(), indices.shape.end() - 1);
-  expect.insert(expect.end(), data.shape.begin() + q, data.shape.end());
-  if (updates.shape != expect)
-    ctx.fail("updates " + shapeString(updates.shape) + " should be " + shapeString(expect));
+  const int64_t q = scatter.tupleLength;
+  const ScatterReduction reduction = scatter.reduction;
   if (q > kMaxIndexDims)
     ctx.fail("index tuples longer than " + std::to_string(kMaxIndexDims) + " are not supported on the GPU");
   ScatterDims dims;
@@ -412,10 +353,6 @@ void scatterND(KernelContext &ctx) {
   int64_t slots = numElements({data.shape.begin(), data.shape.begin() + q});
   int64_t slice = numElements({data.shape.begin() + q, data.shape.end()});
   int64_t tuples = numElements({indices.shape.begin(), indices.shape.end() - 1});
-  if (data.dtype == DType::I1) // logical or / and, keeping the bytes 0 or 1 (as the CPU kernel)
-    reduction = reduction == ScatterReduction::Add   ? ScatterReduction::Max
-                : reduction == ScatterReduction::Mul ? ScatterReduction::Min
-                                                     : reduction;
   withIndexType(ctx, indices, [&](auto index) {
     using I = decltype(index);
     if (out.data != data.data && data.bytes())
@@ -441,10 +378,7 @@ void scatterND(KernelContext &ctx) {
 /// for topk, values) of each: topk and argsort.
 void sortRows(KernelContext &ctx, int64_t axis, int64_t keep, bool descending, TensorRef *values, TensorRef &positions) {
   const TensorRef &in = ctx.inputs[0];
-  RowShape shape;
-  shape.len = in.shape[axis];
-  shape.inner = numElements({in.shape.begin() + axis + 1, in.shape.end()});
-  shape.rows = numElements({in.shape.begin(), in.shape.begin() + axis}) * shape.inner;
+  RowShape shape = rowShapeAlong(in.shape, axis);
   withStorage(ctx, in.dtype, [&](auto zero) {
     using T = decltype(zero);
     using K = ComputeT<T>; // 16-bit floats compare as f32, as the CPU kernels widen them
@@ -459,33 +393,16 @@ void sortRows(KernelContext &ctx, int64_t axis, int64_t keep, bool descending, T
 }
 
 void topk(KernelContext &ctx) {
-  checkArity(ctx, 1, 2);
-  const TensorRef &in = ctx.inputs[0];
-  if (in.rank() == 0)
-    ctx.fail("input must have rank >= 1");
-  int64_t axis = normalizeAxis(ctx, in.rank()), k = ctx.attrs.k;
-  if (k < 0 || k > in.shape[axis])
-    ctx.fail("k=" + std::to_string(k) + " is out of range for dim " + std::to_string(axis) + " of size " +
-             std::to_string(in.shape[axis]));
-  std::vector<int64_t> expect = in.shape;
-  expect[axis] = k;
-  if (ctx.outputs[0].shape != expect || ctx.outputs[1].shape != expect || ctx.outputs[0].dtype != in.dtype ||
-      ctx.outputs[1].dtype != DType::I64)
-    ctx.fail("results must be " + shapeString(expect) + " values and i64 indices");
-  if (numElements(expect) == 0)
+  TopKOperands operands = checkTopK(ctx);
+  if (ctx.outputs[1].numel() == 0)
     return;
   // `sorted` = false leaves the order unspecified; sorted results satisfy it too.
-  sortRows(ctx, axis, k, ctx.attrs.largest, &ctx.outputs[0], ctx.outputs[1]);
+  sortRows(ctx, operands.axis, operands.k, ctx.attrs.largest, &ctx.outputs[0], ctx.outputs[1]);
 }
 
 void argsort(KernelContext &ctx) {
-  checkArity(ctx, 1, 1);
+  int64_t axis = checkArgsort(ctx);
   const TensorRef &in = ctx.inputs[0];
-  if (in.rank() == 0)
-    ctx.fail("input must have rank >= 1");
-  int64_t axis = normalizeAxis(ctx, in.rank());
-  if (ctx.outputs[0].shape != in.shape || ctx.outputs[0].dtype != DType::I64)
-    ctx.fail("result must be i64 with the input's shape");
   if (in.numel() == 0)
     return;
   sortRows(ctx, axis, in.shape[axis], ctx.attrs.descending, nullptr, ctx.outputs[0]);

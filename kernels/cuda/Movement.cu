@@ -5,11 +5,13 @@
 // the result; the swap of the innermost pair goes through shared-memory tiles; concat copies each
 // input's rows into place; pad maps each result element to its input element or the pad value.
 //
+#include "kernels/Checks.h"
 #include "kernels/cuda/CudaCommon.cuh"
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/MovementMath.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -112,98 +114,32 @@ void runStridedCopy(KernelContext &ctx, const TensorRef &in, TensorRef &out, con
   checkLaunch(ctx);
 }
 
-void checkOneToOne(const KernelContext &ctx) {
-  if (ctx.inputs.size() != 1 || ctx.outputs.size() != 1)
-    ctx.fail("expects 1 input and 1 output");
-  if (ctx.inputs[0].dtype != ctx.outputs[0].dtype)
-    ctx.fail("input and result element types differ");
-}
-
 void transpose(KernelContext &ctx) {
-  checkOneToOne(ctx);
-  const TensorRef &in = ctx.inputs[0];
-  TensorRef &out = ctx.outputs[0];
-  const std::vector<int64_t> &perm = ctx.attrs.permutation;
-  int64_t r = in.rank();
-  if ((int64_t)perm.size() != r || out.rank() != r)
-    ctx.fail("permutation size must equal the rank");
-  std::vector<bool> seen(r, false);
-  std::vector<int64_t> dims(r);
-  for (int64_t i = 0; i < r; ++i) {
-    int64_t p = perm[i] < 0 ? perm[i] + r : perm[i];
-    if (p < 0 || p >= r || seen[p])
-      ctx.fail("invalid permutation");
-    seen[p] = true;
-    if (out.shape[i] != in.shape[p])
-      ctx.fail("result " + shapeString(out.shape) + " does not match the permuted input");
-    dims[i] = p;
-  }
-  runStridedCopy(ctx, in, out, transposeStrides(in.shape, dims), 0);
+  std::vector<int64_t> dims = checkTranspose(ctx);
+  runStridedCopy(ctx, ctx.inputs[0], ctx.outputs[0], transposeStrides(ctx.inputs[0].shape, dims), 0);
 }
 
 void slice(KernelContext &ctx) {
-  checkOneToOne(ctx);
+  std::vector<int64_t> first = checkSlice(ctx);
   const TensorRef &in = ctx.inputs[0];
-  TensorRef &out = ctx.outputs[0];
-  const std::vector<int64_t> &starts = ctx.attrs.starts, &limits = ctx.attrs.limits, &steps = ctx.attrs.strides;
-  int64_t r = in.rank();
-  if ((int64_t)starts.size() != r || (int64_t)steps.size() != r || (int64_t)limits.size() != r || out.rank() != r)
-    ctx.fail("starts/limits/strides need one value per dim");
-  std::vector<int64_t> first(r);
-  for (int64_t i = 0; i < r; ++i) {
-    int64_t start = first[i] = starts[i] < 0 ? starts[i] + in.shape[i] : starts[i];
-    if (steps[i] == 0)
-      ctx.fail("slice stride is 0 in dim " + std::to_string(i));
-    int64_t last = start + (out.shape[i] - 1) * steps[i]; // the result's first and last must be inside
-    if (out.shape[i] > 0 && (start < 0 || start >= in.shape[i] || last < 0 || last >= in.shape[i]))
-      ctx.fail("slice of dim " + std::to_string(i) + " (size " + std::to_string(in.shape[i]) + ") from " +
-               std::to_string(start) + " is out of range");
-  }
-  runStridedCopy(ctx, in, out, sliceStrides(in.shape, steps), sliceBase(in.shape, first));
+  runStridedCopy(ctx, in, ctx.outputs[0], sliceStrides(in.shape, ctx.attrs.strides), sliceBase(in.shape, first));
 }
 
 void broadcast(KernelContext &ctx) {
-  checkOneToOne(ctx);
+  checkBroadcastTo(ctx);
   const TensorRef &in = ctx.inputs[0];
   TensorRef &out = ctx.outputs[0];
-  int64_t r = out.rank(), lead = r - in.rank();
-  if (lead < 0)
-    ctx.fail("cannot broadcast " + shapeString(in.shape) + " to " + shapeString(out.shape));
-  for (int64_t i = 0; i < in.rank(); ++i) {
-    int64_t d = in.shape[i], o = out.shape[lead + i];
-    if (d != o && d != 1)
-      ctx.fail("cannot broadcast " + shapeString(in.shape) + " to " + shapeString(out.shape));
-  }
   runStridedCopy(ctx, in, out, broadcastStrides(in.shape, out.shape), 0);
 }
 
 void concat(KernelContext &ctx) {
-  if (ctx.inputs.empty() || ctx.outputs.size() != 1)
-    ctx.fail("expects at least 1 input and 1 output");
+  ConcatOperands concat = checkConcat(ctx);
   TensorRef &out = ctx.outputs[0];
-  int64_t r = out.rank(), axis = ctx.attrs.axis;
-  if (axis < 0)
-    axis += r;
-  if (axis < 0 || axis >= r)
-    ctx.fail("axis " + std::to_string(ctx.attrs.axis) + " is out of range for rank " + std::to_string(r));
-  std::vector<int64_t> offsets; // each input's start along the axis
-  int64_t total = 0;
-  for (const TensorRef &in : ctx.inputs) {
-    if (in.dtype != out.dtype || in.rank() != r)
-      ctx.fail("inputs must share the result's element type and rank");
-    for (int64_t i = 0; i < r; ++i)
-      if (i != axis && in.shape[i] != out.shape[i])
-        ctx.fail("input " + shapeString(in.shape) + " does not fit result " + shapeString(out.shape));
-    offsets.push_back(total);
-    total += in.shape[axis];
-  }
-  if (total != out.shape[axis])
-    ctx.fail("input sizes along the axis do not add up to the result's");
   for (size_t k = 0; k < ctx.inputs.size(); ++k) {
     const TensorRef &in = ctx.inputs[k];
     if (in.numel() == 0)
       continue;
-    RowCopy c = concatRows(out.shape, axis, in.shape, offsets[k], (int)dtypeSize(out.dtype));
+    RowCopy c = concatRows(out.shape, concat.axis, in.shape, concat.offsets[k], (int)dtypeSize(out.dtype));
     widenWords(c, (uint64_t)out.data, (uint64_t)in.data);
     int64_t words = c.rows * c.width;
     LaunchConfig config = gridFor(ctx, words);
@@ -216,31 +152,13 @@ void concat(KernelContext &ctx) {
 }
 
 void pad(KernelContext &ctx) {
-  if (ctx.inputs.size() != 1 || ctx.outputs.size() != 1)
-    ctx.fail("expected 1 inputs and 1 outputs, got " + std::to_string(ctx.inputs.size()) + " and " +
-             std::to_string(ctx.outputs.size()));
+  uint64_t bits = checkPad(ctx);
   const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
-  const auto &low = ctx.attrs.lowPadding, &high = ctx.attrs.highPadding, &interior = ctx.attrs.interior;
-  double value = ctx.attrs.hasValue ? ctx.attrs.value : 0.0;
-  int64_t r = in.rank();
-  if ((int64_t)low.size() != r || (int64_t)high.size() != r || (int64_t)interior.size() != r)
-    ctx.fail("low, high and interior need one entry per input dim");
-  std::vector<int64_t> expect(r);
-  for (int64_t d = 0; d < r; ++d) {
-    if (low[d] < 0 || high[d] < 0 || interior[d] < 0)
-      ctx.fail("padding amounts must be >= 0");
-    int64_t n = in.shape[d];
-    expect[d] = low[d] + high[d] + n + std::max<int64_t>(n - 1, 0) * interior[d];
-  }
-  if (out.shape != expect || out.dtype != in.dtype)
-    ctx.fail("result is " + std::string(dtypeName(out.dtype)) + shapeString(out.shape) + ", expected " +
-             dtypeName(in.dtype) + shapeString(expect));
   PadPlan p;
-  if (!planPad(in.shape, out.shape, low, interior, p))
+  if (!planPad(in.shape, out.shape, ctx.attrs.lowPadding, ctx.attrs.interior, p))
     ctx.fail("pad of more than " + std::to_string(kMaxCopyDims) + " dims is not supported on the GPU");
   if (p.total == 0)
     return;
-  uint64_t bits = padPattern(in.dtype, value);
   LaunchConfig config = gridFor(ctx, p.total);
   withWord(ctx, (int)dtypeSize(in.dtype), [&](auto word) {
     using W = decltype(word);

@@ -17,10 +17,7 @@
 #include "kernels/cuda/HostDevice.h"
 #include "kernels/cuda/Launch.h"
 
-#include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <limits>
 #include <vector>
 
 namespace cpc::kernels::cuda {
@@ -265,70 +262,6 @@ inline RowCopy concatRows(const std::vector<int64_t> &outShape, int64_t axis, co
   c.dstOffset = offset * inner;
   c.wordBytes = elementBytes;
   return c;
-}
-
-/// An integer type's value for a float pad value, saturating (infinities to the limits, NaN 0).
-template <typename I> I saturatedInteger(double value) {
-  if (std::isnan(value))
-    return I(0);
-  if (value <= double(std::numeric_limits<I>::min()))
-    return std::numeric_limits<I>::min();
-  if (value >= double(std::numeric_limits<I>::max()))
-    return std::numeric_limits<I>::max();
-  return I(value);
-}
-
-/// f64 to IEEE binary16 bits, rounded to nearest even once (as a direct conversion does).
-inline uint16_t halfBitsFromDouble(double value) {
-  uint64_t bits;
-  std::memcpy(&bits, &value, 8);
-  uint16_t sign = uint16_t((bits >> 48) & 0x8000u);
-  uint64_t magnitude = bits & 0x7fffffffffffffffull;
-  if (magnitude > 0x7ff0000000000000ull) // NaN: quiet, keeping the payload's top bits
-    return uint16_t(sign | 0x7e00u | ((magnitude >> 42) & 0x3ffu));
-  int exponent = int(magnitude >> 52) - 1023;
-  if (exponent >= 16) // beyond the largest finite half after rounding (and infinity)
-    return uint16_t(sign | 0x7c00u);
-  uint64_t mantissa = (magnitude & 0xfffffffffffffull) | (1ull << 52);
-  if (exponent < -14 && magnitude == 0)
-    return sign;
-  // Keep 11 significant bits for normals; subnormals keep fewer (their exponent is fixed at -14).
-  int shift = 42 + (exponent < -14 ? -14 - exponent : 0);
-  if (shift > 63)
-    return sign; // below half the smallest subnormal
-  uint64_t kept = mantissa >> shift, rest = mantissa & ((1ull << shift) - 1), half = 1ull << (shift - 1);
-  if (rest > half || (rest == half && (kept & 1)))
-    ++kept; // a carry runs into the exponent (or to infinity) as it should
-  uint64_t biased = exponent < -14 ? 0 : uint64_t(exponent + 14); // the implicit bit in `kept` adds one
-  return uint16_t(sign | ((biased << 10) + kept));
-}
-
-/// f32 to bfloat16 bits, rounded to nearest even; NaN stays a quiet NaN.
-inline uint16_t bf16BitsFromFloat(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return uint16_t((bits >> 16) | 0x40u);
-  return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
-/// The bytes of pad's value in element type t, as the CPU kernel converts it.
-inline uint64_t padPattern(DType t, double value) {
-  uint64_t bits = 0;
-  auto put = [&](auto v) { std::memcpy(&bits, &v, sizeof(v)); };
-  switch (t) {
-  case DType::F32: put(float(value)); break;
-  case DType::F64: put(value); break;
-  case DType::F16: put(halfBitsFromDouble(value)); break;
-  case DType::BF16: put(bf16BitsFromFloat(float(value))); break;
-  case DType::I64: put(saturatedInteger<int64_t>(value)); break;
-  case DType::I32: put(saturatedInteger<int32_t>(value)); break;
-  case DType::I16: put(saturatedInteger<int16_t>(value)); break;
-  case DType::I8: put(saturatedInteger<int8_t>(value)); break;
-  case DType::U8: put(saturatedInteger<uint8_t>(value)); break;
-  case DType::I1: put(uint8_t(value != 0)); break;
-  }
-  return bits;
 }
 
 } // namespace cpc::kernels::cuda

@@ -7,6 +7,7 @@
 // outputs may alias same-shaped inputs, as on the CPU. layer_norm_grad sums its scale and bias
 // gradients over fixed chunks of rows, then over chunks in order: no atomics.
 //
+#include "kernels/Checks.h"
 #include "kernels/cuda/CudaCommon.cuh"
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/NormalizationLaunch.h"
@@ -185,50 +186,13 @@ __global__ void layerNormGradFinish(const double *partials, T *dscale, T *dbias,
 }
 
 //===----------------------------------------------------------------------===//
-// Host side: checks as the CPU kernels', then launches.
+// Host side: the ops' checks (kernels/Checks.h), then launches.
 //===----------------------------------------------------------------------===//
 
-void checkSame(const KernelContext &ctx, const TensorRef &t, const TensorRef &like, const char *what) {
-  if (t.dtype != like.dtype || t.shape != like.shape)
-    ctx.fail(std::string(what) + " is " + dtypeName(t.dtype) + shapeString(t.shape) + ", expected " +
-             dtypeName(like.dtype) + shapeString(like.shape));
-}
-
-void checkArity(const KernelContext &ctx, size_t nIn, size_t nOut) {
-  if (ctx.inputs.size() != nIn || ctx.outputs.size() != nOut)
-    ctx.fail("expected " + std::to_string(nIn) + " inputs and " + std::to_string(nOut) + " outputs, got " +
-             std::to_string(ctx.inputs.size()) + " and " + std::to_string(ctx.outputs.size()));
-}
-
-/// softmax and layer_norm take axis in [0, rank) (as their CPU kernels); the gradients also
-/// accept a negative axis.
-int64_t checkedAxis(const KernelContext &ctx, int64_t rank, bool wrapNegative) {
-  int64_t axis = ctx.attrs.axis;
-  if (wrapNegative && axis < 0)
-    axis += rank;
-  if (axis < 0 || axis >= rank)
-    ctx.fail("axis " + std::to_string(ctx.attrs.axis) + " out of range for rank " + std::to_string(rank));
-  return axis;
-}
-
-RowShape rowShapeAlong(const std::vector<int64_t> &shape, int64_t axis) {
-  RowShape s;
-  s.len = shape[axis];
-  int64_t outer = numElements({shape.begin(), shape.begin() + axis});
-  s.inner = numElements({shape.begin() + axis + 1, shape.end()});
-  s.rows = outer * s.inner;
-  return s;
-}
-
 void layerNorm(KernelContext &ctx) {
-  checkArity(ctx, 3, 1);
+  int64_t axis = checkLayerNorm(ctx);
   const TensorRef &in = ctx.inputs[0], &scale = ctx.inputs[1], &bias = ctx.inputs[2], &out = ctx.outputs[0];
-  int64_t axis = checkedAxis(ctx, in.rank(), false);
-  checkSame(ctx, out, in, "output");
-  TensorRef normalized{nullptr, in.dtype, std::vector<int64_t>(in.shape.begin() + axis, in.shape.end())};
-  checkSame(ctx, scale, normalized, "scale");
-  checkSame(ctx, bias, normalized, "bias");
-  int64_t len = normalized.numel(), rows = len ? in.numel() / len : 0;
+  int64_t len = numElements({in.shape.begin() + axis, in.shape.end()}), rows = len ? in.numel() / len : 0;
   if (rows == 0 || len == 0)
     return;
   RowGroupLaunch l = rowGroupLaunch(rows, len);
@@ -241,10 +205,8 @@ void layerNorm(KernelContext &ctx) {
 }
 
 void softmax(KernelContext &ctx) {
-  checkArity(ctx, 1, 1);
+  int64_t axis = checkSoftmax(ctx);
   const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
-  int64_t axis = checkedAxis(ctx, in.rank(), false);
-  checkSame(ctx, out, in, "output");
   RowShape shape = rowShapeAlong(in.shape, axis);
   if (shape.rows * shape.len == 0)
     return;
@@ -257,11 +219,8 @@ void softmax(KernelContext &ctx) {
 }
 
 void softmaxGrad(KernelContext &ctx) {
-  checkArity(ctx, 2, 1);
+  int64_t axis = checkSoftmaxGrad(ctx);
   const TensorRef &y = ctx.inputs[0], &g = ctx.inputs[1], &out = ctx.outputs[0];
-  checkSame(ctx, g, y, "grad");
-  checkSame(ctx, out, y, "result");
-  int64_t axis = checkedAxis(ctx, y.rank(), true);
   RowShape shape = rowShapeAlong(y.shape, axis);
   if (shape.rows * shape.len == 0)
     return;
@@ -277,16 +236,9 @@ void softmaxGrad(KernelContext &ctx) {
 size_t alignUp(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 void layerNormGrad(KernelContext &ctx) {
-  checkArity(ctx, 3, 3);
+  int64_t axis = checkLayerNormGrad(ctx);
   const TensorRef &x = ctx.inputs[0], &scale = ctx.inputs[1], &g = ctx.inputs[2];
-  int64_t axis = checkedAxis(ctx, x.rank(), true);
-  TensorRef normalized{nullptr, x.dtype, std::vector<int64_t>(x.shape.begin() + axis, x.shape.end())};
-  checkSame(ctx, g, x, "grad");
-  checkSame(ctx, scale, normalized, "scale");
-  checkSame(ctx, ctx.outputs[0], x, "input_grad");
-  checkSame(ctx, ctx.outputs[1], normalized, "scale_grad");
-  checkSame(ctx, ctx.outputs[2], normalized, "bias_grad");
-  int64_t len = normalized.numel(), rows = len ? x.numel() / len : 0;
+  int64_t len = numElements({x.shape.begin() + axis, x.shape.end()}), rows = len ? x.numel() / len : 0;
   if (len == 0)
     return;
   cudaStream_t stream = streamOf(ctx);

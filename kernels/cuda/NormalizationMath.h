@@ -10,6 +10,7 @@
 #ifndef CPC_KERNELS_CUDA_NORMALIZATIONMATH_H
 #define CPC_KERNELS_CUDA_NORMALIZATIONMATH_H
 
+#include "kernels/Tensor.h"
 #include "kernels/cuda/HostDevice.h"
 
 #include <math.h>
@@ -27,6 +28,15 @@ struct RowShape {
 
 /// The offset of a row's first element.
 CPC_HD int64_t rowBase(const RowShape &s, int64_t row) { return (row / s.inner) * s.len * s.inner + row % s.inner; }
+
+/// The rows of a tensor of `shape` along `axis` (host side).
+inline RowShape rowShapeAlong(const std::vector<int64_t> &shape, int64_t axis) {
+  RowShape s;
+  s.len = shape[axis];
+  s.inner = numElements({shape.begin() + axis + 1, shape.end()});
+  s.rows = numElements({shape.begin(), shape.begin() + axis}) * s.inner;
+  return s;
+}
 
 struct SumOp {
   template <typename A> CPC_HD A operator()(A a, A b) const { return a + b; }

@@ -6,6 +6,7 @@
 // never waits for the device. Each element is read before its own position is written and
 // nothing else is touched, so every output may alias its input (the plan updates in place).
 //
+#include "kernels/Checks.h"
 #include "kernels/cuda/AdamWMath.h"
 #include "kernels/cuda/CudaCommon.cuh"
 #include "kernels/cuda/CudaKernels.h"
@@ -53,16 +54,8 @@ void checkScalar(const KernelContext &ctx, const TensorRef &t, const char *what)
 // The CPU kernel also rejects step < 1; here step is in device memory, and reading it would
 // make the host wait for the device, so that check is the plan's (steps count from 1).
 void adamwHost(KernelContext &ctx) {
-  if (ctx.inputs.size() != 6 || ctx.outputs.size() != 3)
-    ctx.fail("expects 6 inputs (param, grad, exp_avg, exp_avg_sq, lr, step) and 3 outputs");
+  checkAdamW(ctx);
   const TensorRef &param = ctx.inputs[0];
-  static const char *names[] = {"param", "grad", "exp_avg", "exp_avg_sq", "new_param", "new_exp_avg", "new_exp_avg_sq"};
-  for (int k = 1; k < 7; ++k) {
-    const TensorRef &t = k < 4 ? ctx.inputs[k] : ctx.outputs[k - 4];
-    if (t.dtype != param.dtype || t.shape != param.shape)
-      ctx.fail(std::string(names[k]) + " is " + dtypeName(t.dtype) + shapeString(t.shape) + ", expected " +
-               dtypeName(param.dtype) + shapeString(param.shape));
-  }
   const TensorRef &lr = ctx.inputs[4], &step = ctx.inputs[5];
   checkScalar(ctx, lr, "lr");
   checkScalar(ctx, step, "step");

@@ -4,6 +4,7 @@
 // a function of (seed, step, i) only, so the values equal the CPU's bit for bit whatever the
 // launch shape.
 //
+#include "kernels/Checks.h"
 #include "kernels/cuda/CudaCommon.cuh"
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/RandomMath.h"
@@ -21,12 +22,9 @@ template <typename T> __global__ void uniformKernel(T *y, int64_t n, uint64_t ke
 }
 
 void randomUniformHost(KernelContext &ctx) {
-  if (!ctx.inputs.empty() || ctx.outputs.size() != 1)
-    ctx.fail("expected no inputs and 1 output");
+  checkRandomUniform(ctx);
   const TensorRef &out = ctx.outputs[0];
   double low = ctx.attrs.low, high = ctx.attrs.high;
-  if (!(low <= high))
-    ctx.fail("low must not exceed high");
   int64_t n = out.numel();
   const uint64_t key = streamKey((uint64_t)ctx.attrs.seed, ctx.step);
   CudaDevice &device = deviceOf(ctx);

@@ -109,17 +109,6 @@ template <template <class> class OpT, unsigned K> void reduceHost(KernelContext 
   });
 }
 
-void addFor(KernelRegistry &r, const char *op, KernelPtr fn, unsigned kinds) {
-  if (kinds & kFloat)
-    for (DType t : kFloatTypes)
-      r.add(op, DeviceKind::Cuda, t, fn);
-  if (kinds & kInt)
-    for (DType t : kIntTypes)
-      r.add(op, DeviceKind::Cuda, t, fn);
-  if (kinds & kBool)
-    r.add(op, DeviceKind::Cuda, DType::I1, fn);
-}
-
 } // namespace
 } // namespace cuda
 

@@ -3,6 +3,7 @@
 // Each moves its input's bytes into its output, queued on the compute stream (a device-to-
 // device cudaMemcpyAsync), and does nothing when the plan gave both the same buffer.
 //
+#include "kernels/Checks.h"
 #include "kernels/cuda/CudaCommon.cuh"
 #include "kernels/cuda/CudaKernels.h"
 
@@ -30,14 +31,8 @@ void assignHost(KernelContext &ctx) {
 
 /// cpc.reshape, cpc.stop_gradient and the plan's cpc.copy: the same elements, maybe reshaped.
 void copyHost(KernelContext &ctx) {
-  if (ctx.inputs.size() != 1 || ctx.outputs.size() != 1)
-    ctx.fail("expects 1 input and 1 output");
-  const TensorRef &src = ctx.inputs[0], &dst = ctx.outputs[0];
-  if (src.dtype != dst.dtype)
-    ctx.fail("input and result element types differ");
-  if (src.numel() != dst.numel())
-    ctx.fail("cannot reshape " + shapeString(src.shape) + " to " + shapeString(dst.shape));
-  copyBytes(ctx, src, dst);
+  checkReshape(ctx);
+  copyBytes(ctx, ctx.inputs[0], ctx.outputs[0]);
 }
 
 constexpr DType kAllTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64,

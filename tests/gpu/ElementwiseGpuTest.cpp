@@ -21,29 +21,6 @@ using namespace cpc::gputest;
 
 namespace {
 
-/// A tensor of type `t` holding deterministic values in [lo, hi) (truncated for integers, > 0
-/// for i1, rounded for 16-bit floats).
-Tensor filled(DType t, std::vector<int64_t> shape, uint64_t seed, float lo = -1, float hi = 1) {
-  Tensor f = randomF32(shape, seed, lo, hi), out(t, shape);
-  int64_t n = numElements(shape);
-  for (int64_t i = 0; i < n; ++i) {
-    float v = f.as<float>()[i];
-    switch (t) {
-    case DType::F32: out.as<float>()[i] = v; break;
-    case DType::F64: out.as<double>()[i] = v; break;
-    case DType::F16:
-    case DType::BF16: out.as<uint16_t>()[i] = store16(t, v); break;
-    case DType::I64: out.as<int64_t>()[i] = (int64_t)v; break;
-    case DType::I32: out.as<int32_t>()[i] = (int32_t)v; break;
-    case DType::I16: out.as<int16_t>()[i] = (int16_t)v; break;
-    case DType::I8: out.as<int8_t>()[i] = (int8_t)(int64_t)v; break;
-    case DType::U8: out.as<uint8_t>()[i] = (uint8_t)(int64_t)v; break;
-    case DType::I1: out.as<bool>()[i] = v > 0; break;
-    }
-  }
-  return out;
-}
-
 /// The relative tolerance of a float type's results (f32: the 1e-5 the kernels promise).
 double rtolOf(DType t) {
   switch (t) {
@@ -54,10 +31,7 @@ double rtolOf(DType t) {
   }
 }
 
-const DType kFloats[] = {DType::F32, DType::F64, DType::F16, DType::BF16};
 const DType kInts[] = {DType::I64, DType::I32, DType::I16, DType::I8, DType::U8};
-const DType kAll[] = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64,
-                      DType::I32, DType::I16, DType::I8,  DType::U8,   DType::I1};
 
 void unary(Device *device, const std::string &op, DType t, float lo, float hi,
            const nlohmann::json &attrs = nlohmann::json::object(), std::vector<int64_t> shape = {33, 517}) {
@@ -68,7 +42,7 @@ void unary(Device *device, const std::string &op, DType t, float lo, float hi,
 // Tests each float unary op on f32, f64, f16 and bf16 (a size that leaves a partial block).
 TEST(ElementwiseGpu, FloatUnaryOps) {
   CPC_REQUIRE_GPU(device);
-  for (DType t : kFloats) {
+  for (DType t : kFloatTypes) {
     for (const char *op : {"cpc.exp", "cpc.erf", "cpc.tanh", "cpc.sigmoid", "cpc.relu", "cpc.neg", "cpc.abs",
                            "cpc.reciprocal", "cpc.gelu"})
       unary(device, op, t, -4, 4);
@@ -91,7 +65,7 @@ TEST(ElementwiseGpu, IntegerAndBoolUnaryOps) {
 // Tests gelu_grad in both forms.
 TEST(ElementwiseGpu, GeluGrad) {
   CPC_REQUIRE_GPU(device);
-  for (DType t : kFloats)
+  for (DType t : kFloatTypes)
     for (const char *form : {"none", "tanh"}) {
       SCOPED_TRACE(std::string(dtypeName(t)) + " " + form);
       compareWithCpu(device, "cpc.gelu_grad", {filled(t, {65, 129}, 2, -5, 5), filled(t, {65, 129}, 3)},
@@ -103,8 +77,8 @@ TEST(ElementwiseGpu, GeluGrad) {
 // `!= 0` to i1, 16-bit floats rounded once.
 TEST(ElementwiseGpu, CastEveryPair) {
   CPC_REQUIRE_GPU(device);
-  for (DType from : kAll)
-    for (DType to : kAll) {
+  for (DType from : kEveryType)
+    for (DType to : kEveryType) {
       SCOPED_TRACE(std::string(dtypeName(from)) + " -> " + dtypeName(to));
       compareWithCpu(device, "cpc.cast", {filled(from, {1000}, 4, -300, 300)}, {Tensor(to, {1000})},
                      nlohmann::json::object(), rtolOf(to), 0);
@@ -140,10 +114,10 @@ void binary(Device *device, const std::string &op, DType t, DType result, float 
 // Tests the arithmetic binary ops on every type they accept, over the broadcasts above.
 TEST(ElementwiseGpu, BinaryOps) {
   CPC_REQUIRE_GPU(device);
-  for (DType t : kFloats)
+  for (DType t : kFloatTypes)
     for (const char *op : {"cpc.add", "cpc.sub", "cpc.mul", "cpc.div", "cpc.max", "cpc.min"})
       binary(device, op, t, t);
-  for (DType t : kFloats)
+  for (DType t : kFloatTypes)
     binary(device, "cpc.pow", t, t, 0.1f, 3);
   for (DType t : kInts)
     for (const char *op : {"cpc.add", "cpc.sub", "cpc.mul", "cpc.div", "cpc.max", "cpc.min"})
@@ -155,7 +129,7 @@ TEST(ElementwiseGpu, BinaryOps) {
 // Tests the compares (i1 results, on values with ties) and and/or.
 TEST(ElementwiseGpu, CompareAndLogicalOps) {
   CPC_REQUIRE_GPU(device);
-  for (DType t : kAll)
+  for (DType t : kEveryType)
     for (const char *op : {"cpc.equal", "cpc.less", "cpc.less_equal", "cpc.greater", "cpc.greater_equal"})
       binary(device, op, t, DType::I1, -3, 3);
   binary(device, "cpc.and", DType::I1, DType::I1);
@@ -165,7 +139,7 @@ TEST(ElementwiseGpu, CompareAndLogicalOps) {
 // Tests where with a broadcasting condition and branches on every type.
 TEST(ElementwiseGpu, Where) {
   CPC_REQUIRE_GPU(device);
-  for (DType t : kAll) {
+  for (DType t : kEveryType) {
     SCOPED_TRACE(dtypeName(t));
     compareWithCpu(device, "cpc.where", {filled(DType::I1, {16, 1}, 7), filled(t, {4, 16, 33}, 8, -9, 9), filled(t, {33}, 9, -9, 9)},
                    {Tensor(t, {4, 16, 33})}, nlohmann::json::object(), 0, 0);

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,6 +70,38 @@ inline Tensor randomF32(std::vector<int64_t> shape, uint64_t seed, float lo = -1
   return t;
 }
 
+/// `f32` (an f32 tensor) stored as element type `t`: truncated toward zero for integers (through
+/// i64, so that values beyond a narrow type wrap), > 0 for i1, rounded once for 16-bit floats.
+inline Tensor convertF32(const Tensor &f32, DType t) {
+  Tensor out(t, f32.shape);
+  const float *src = reinterpret_cast<const float *>(f32.bytes.data());
+  for (int64_t i = 0; i < numElements(f32.shape); ++i) {
+    float v = src[i];
+    switch (t) {
+    case DType::F32: out.as<float>()[i] = v; break;
+    case DType::F64: out.as<double>()[i] = v; break;
+    case DType::F16:
+    case DType::BF16: out.as<uint16_t>()[i] = store16(t, v); break;
+    case DType::I64: out.as<int64_t>()[i] = (int64_t)v; break;
+    case DType::I32: out.as<int32_t>()[i] = (int32_t)(int64_t)v; break;
+    case DType::I16: out.as<int16_t>()[i] = (int16_t)(int64_t)v; break;
+    case DType::I8: out.as<int8_t>()[i] = (int8_t)(int64_t)v; break;
+    case DType::U8: out.as<uint8_t>()[i] = (uint8_t)(int64_t)v; break;
+    case DType::I1: out.as<uint8_t>()[i] = v > 0; break;
+    }
+  }
+  return out;
+}
+
+/// A tensor of type `t` with deterministic values in [lo, hi), converted as convertF32 does.
+inline Tensor filled(DType t, std::vector<int64_t> shape, uint64_t seed, float lo = -1, float hi = 1) {
+  return convertF32(randomF32(std::move(shape), seed, lo, hi), t);
+}
+
+constexpr DType kFloatTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16};
+constexpr DType kEveryType[] = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64,
+                                DType::I32, DType::I16, DType::I8,  DType::U8,   DType::I1};
+
 /// Every element of `bytes` (of element type `t`) as a double.
 inline std::vector<double> toDoubles(DType t, const std::vector<uint8_t> &bytes) {
   size_t n = bytes.size() / dtypeSize(t);
@@ -91,61 +124,71 @@ inline std::vector<double> toDoubles(DType t, const std::vector<uint8_t> &bytes)
   return out;
 }
 
+/// What a test adds to a step's context beyond its operands and attributes (a mesh rank, ...).
+using ContextSetup = std::function<void(kernels::KernelContext &)>;
+
+/// Runs the kernel of `op` for `device` (null: the CPU's) on `inputs`, with `outputs` as the
+/// results' initial contents; returns the results. On a GPU the tensors are copied to device
+/// memory and back.
+inline std::vector<Tensor> runKernel(Device *device, const std::string &op, std::vector<Tensor> inputs,
+                                     std::vector<Tensor> outputs, const nlohmann::json &attrs,
+                                     const ContextSetup &setup = nullptr) {
+  kernels::KernelContext ctx;
+  ctx.op = op;
+  ctx.setAttrs(attrs);
+  if (setup)
+    setup(ctx);
+  std::vector<void *> owned;
+  auto place = [&](Tensor &t) {
+    if (!device)
+      return t.ref();
+    void *p = device->allocator(MemorySpace::Device).allocate(t.bytes.size());
+    owned.push_back(p);
+    device->copy(p, MemorySpace::Device, t.bytes.data(), MemorySpace::Host, t.bytes.size());
+    return TensorRef{p, t.dtype, t.shape};
+  };
+  ctx.device = device;
+  for (Tensor &t : inputs)
+    ctx.inputs.push_back(place(t));
+  for (Tensor &t : outputs)
+    ctx.outputs.push_back(place(t));
+  DeviceKind kind = device ? DeviceKind::Cuda : DeviceKind::Cpu;
+  kernels::KernelFn fn = kernelRegistry().find(op, kind, kernels::stepDType(ctx));
+  EXPECT_TRUE(fn) << "no " << deviceKindName(kind) << " kernel for " << op << " on "
+                  << dtypeName(kernels::stepDType(ctx));
+  if (fn)
+    fn(ctx);
+  if (device) {
+    device->synchronize();
+    for (size_t o = 0; o < outputs.size(); ++o)
+      device->copy(outputs[o].bytes.data(), MemorySpace::Host, ctx.outputs[o].data, MemorySpace::Device,
+                   outputs[o].bytes.size());
+    for (void *p : owned)
+      device->allocator(MemorySpace::Device).deallocate(p);
+  }
+  return outputs;
+}
+
 /// Runs `op` on the CPU and on `device` with the same inputs; every output element must agree
 /// within `rtol` relative (and `atol` absolute) difference; integer and bool outputs exactly.
 inline void compareWithCpu(Device *device, const std::string &op, std::vector<Tensor> inputs,
                            std::vector<Tensor> outputs, const nlohmann::json &attrs = nlohmann::json::object(),
                            double rtol = 1e-5, double atol = 1e-6) {
-  const kernels::KernelRegistry &registry = kernelRegistry();
-  // CPU.
-  std::vector<Tensor> cpuOut = outputs;
-  kernels::KernelContext cpu;
-  cpu.op = op;
-  for (Tensor &t : inputs)
-    cpu.inputs.push_back(t.ref());
-  for (Tensor &t : cpuOut)
-    cpu.outputs.push_back(t.ref());
-  cpu.setAttrs(attrs);
-  kernels::KernelFn cpuFn = registry.find(op, DeviceKind::Cpu, kernels::stepDType(cpu));
-  ASSERT_TRUE(cpuFn) << "no CPU kernel for " << op;
-  cpuFn(cpu);
-  // GPU: inputs and outputs copied to device memory.
-  Allocator &memory = device->allocator(MemorySpace::Device);
-  std::vector<void *> owned;
-  auto upload = [&](Tensor &t) {
-    void *p = memory.allocate(t.bytes.size());
-    owned.push_back(p);
-    device->copy(p, MemorySpace::Device, t.bytes.data(), MemorySpace::Host, t.bytes.size());
-    return TensorRef{p, t.dtype, t.shape};
-  };
-  kernels::KernelContext gpu;
-  gpu.op = op;
-  gpu.device = device;
-  for (Tensor &t : inputs)
-    gpu.inputs.push_back(upload(t));
-  for (Tensor &t : outputs)
-    gpu.outputs.push_back(upload(t));
-  gpu.setAttrs(attrs);
-  kernels::KernelFn gpuFn = registry.find(op, DeviceKind::Cuda, kernels::stepDType(gpu));
-  ASSERT_TRUE(gpuFn) << "no CUDA kernel for " << op << " on " << dtypeName(kernels::stepDType(gpu));
-  gpuFn(gpu);
-  device->synchronize();
+  std::vector<Tensor> cpu = runKernel(nullptr, op, inputs, outputs, attrs);
+  std::vector<Tensor> gpu = runKernel(device, op, inputs, outputs, attrs);
   for (size_t o = 0; o < outputs.size(); ++o) {
-    Tensor got = outputs[o];
-    device->copy(got.bytes.data(), MemorySpace::Host, gpu.outputs[o].data, MemorySpace::Device, got.bytes.size());
-    std::vector<double> w = toDoubles(got.dtype, cpuOut[o].bytes), h = toDoubles(got.dtype, got.bytes);
+    DType t = outputs[o].dtype;
+    std::vector<double> w = toDoubles(t, cpu[o].bytes), h = toDoubles(t, gpu[o].bytes);
     int64_t bad = 0;
     for (size_t i = 0; i < w.size(); ++i) {
-      bool ok = isFloatDType(got.dtype) ? std::fabs(w[i] - h[i]) <= atol + rtol * std::fabs(w[i]) ||
-                                              (std::isnan(w[i]) && std::isnan(h[i]))
-                                        : w[i] == h[i];
+      bool ok = isFloatDType(t) ? std::fabs(w[i] - h[i]) <= atol + rtol * std::fabs(w[i]) ||
+                                      (std::isnan(w[i]) && std::isnan(h[i]))
+                                : w[i] == h[i];
       if (!ok && bad++ < 5)
         ADD_FAILURE() << op << " output " << o << " element " << i << ": cpu " << w[i] << ", gpu " << h[i];
     }
     EXPECT_EQ(bad, 0) << op << " output " << o << ": " << bad << " of " << w.size() << " elements differ";
   }
-  for (void *p : owned)
-    memory.deallocate(p);
 }
 
 } // namespace cpc::gputest

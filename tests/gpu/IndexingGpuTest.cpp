@@ -19,42 +19,27 @@ using namespace cpc::gputest;
 
 namespace {
 
-/// A tensor of type t with small values (many ties: steps of 0.5 for floats), some NaNs in float
-/// tensors when asked.
-Tensor filled(DType t, std::vector<int64_t> shape, uint64_t seed, bool nans = false) {
-  Tensor f = randomF32(shape, seed, -8, 8), out(t, shape);
-  for (int64_t i = 0; i < numElements(shape); ++i) {
-    float v = std::round(f.as<float>()[i] * 2) / 2;
+/// A tensor of type t with small values (many ties: steps of 0.5 for floats; u8 shifted up to
+/// [0, 16]), some NaNs in float tensors when asked.
+Tensor smallValues(DType t, std::vector<int64_t> shape, uint64_t seed, bool nans = false) {
+  Tensor f = randomF32(std::move(shape), seed, -8, 8);
+  for (int64_t i = 0; i < numElements(f.shape); ++i) {
+    float &v = f.as<float>()[i];
+    v = std::round(v * 2) / 2;
     if (nans && isFloatDType(t) && i % 11 == 3)
       v = NAN;
-    switch (t) {
-    case DType::F32: out.as<float>()[i] = v; break;
-    case DType::F64: out.as<double>()[i] = v; break;
-    case DType::F16:
-    case DType::BF16: out.as<uint16_t>()[i] = store16(t, v); break;
-    case DType::I64: out.as<int64_t>()[i] = (int64_t)v; break;
-    case DType::I32: out.as<int32_t>()[i] = (int32_t)v; break;
-    case DType::I16: out.as<int16_t>()[i] = (int16_t)v; break;
-    case DType::I8: out.as<int8_t>()[i] = (int8_t)v; break;
-    case DType::U8: out.as<uint8_t>()[i] = (uint8_t)(v + 8); break;
-    case DType::I1: out.as<uint8_t>()[i] = v > 0; break;
-    }
+    if (t == DType::U8)
+      v += 8;
   }
-  return out;
+  return convertF32(f, t);
 }
 
 /// Float values whose sums round (so that the order of additions shows).
 Tensor gradients(DType t, std::vector<int64_t> shape, uint64_t seed) {
-  Tensor f = randomF32(shape, seed, -3, 3), out(t, shape);
-  for (int64_t i = 0; i < numElements(shape); ++i) {
-    float v = f.as<float>()[i];
-    if (t == DType::F32)
-      out.as<float>()[i] = v;
-    else if (t == DType::F64)
-      out.as<double>()[i] = v * 1.0000001;
-    else
-      out.as<uint16_t>()[i] = store16(t, v);
-  }
+  Tensor f = randomF32(std::move(shape), seed, -3, 3), out = convertF32(f, t);
+  if (t == DType::F64) // values that are not f32's, so that f64 sums round too
+    for (int64_t i = 0; i < numElements(f.shape); ++i)
+      out.as<double>()[i] = f.as<float>()[i] * 1.0000001;
   return out;
 }
 
@@ -71,10 +56,6 @@ Tensor indices(DType t, std::vector<int64_t> shape, int64_t global, uint64_t see
   return out;
 }
 
-const DType kAll[] = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64,
-                      DType::I32, DType::I16, DType::I8,  DType::U8,   DType::I1};
-const DType kFloats[] = {DType::F32, DType::F64, DType::F16, DType::BF16};
-
 std::vector<int64_t> gatheredShape(const std::vector<int64_t> &data, const std::vector<int64_t> &idx, int64_t axis) {
   std::vector<int64_t> s(data.begin(), data.begin() + axis);
   s.insert(s.end(), idx.begin(), idx.end());
@@ -87,47 +68,15 @@ void compareOnRank(Device *device, const std::string &op, std::vector<Tensor> in
                    const nlohmann::json &attrs, int rank) {
   std::vector<int64_t> meshShape = {2, 2};
   std::vector<std::string> meshAxes = {"dp", "tp"};
-  auto context = [&](kernels::KernelContext &ctx) {
-    ctx.op = op;
-    ctx.setAttrs(attrs);
+  auto asRank = [&](kernels::KernelContext &ctx) {
     ctx.rank = rank;
     ctx.meshShape = &meshShape;
     ctx.meshAxes = &meshAxes;
   };
-  std::vector<Tensor> cpuOut = outputs;
-  kernels::KernelContext cpu;
-  context(cpu);
-  for (Tensor &t : inputs)
-    cpu.inputs.push_back(t.ref());
-  for (Tensor &t : cpuOut)
-    cpu.outputs.push_back(t.ref());
-  kernelRegistry().find(op, DeviceKind::Cpu, kernels::stepDType(cpu))(cpu);
-  Allocator &memory = device->allocator(MemorySpace::Device);
-  std::vector<void *> owned;
-  auto upload = [&](Tensor &t) {
-    void *p = memory.allocate(t.bytes.size());
-    owned.push_back(p);
-    device->copy(p, MemorySpace::Device, t.bytes.data(), MemorySpace::Host, t.bytes.size());
-    return TensorRef{p, t.dtype, t.shape};
-  };
-  kernels::KernelContext gpu;
-  context(gpu);
-  gpu.device = device;
-  for (Tensor &t : inputs)
-    gpu.inputs.push_back(upload(t));
-  for (Tensor &t : outputs)
-    gpu.outputs.push_back(upload(t));
-  kernels::KernelFn fn = kernelRegistry().find(op, DeviceKind::Cuda, kernels::stepDType(gpu));
-  ASSERT_TRUE(fn) << op;
-  fn(gpu);
-  device->synchronize();
-  for (size_t o = 0; o < outputs.size(); ++o) {
-    Tensor got = outputs[o];
-    device->copy(got.bytes.data(), MemorySpace::Host, gpu.outputs[o].data, MemorySpace::Device, got.bytes.size());
-    EXPECT_EQ(got.bytes, cpuOut[o].bytes) << op << " as rank " << rank << ", output " << o;
-  }
-  for (void *p : owned)
-    memory.deallocate(p);
+  std::vector<Tensor> cpu = runKernel(nullptr, op, inputs, outputs, attrs, asRank);
+  std::vector<Tensor> gpu = runKernel(device, op, inputs, outputs, attrs, asRank);
+  for (size_t o = 0; o < outputs.size(); ++o)
+    EXPECT_EQ(gpu[o].bytes, cpu[o].bytes) << op << " as rank " << rank << ", output " << o;
 }
 
 } // namespace
@@ -136,14 +85,14 @@ TEST(IndexingGpu, Gather) {
   CPC_REQUIRE_GPU(device);
   auto gather = [&](DType t, std::vector<int64_t> data, std::vector<int64_t> idx, int64_t axis, DType it) {
     int64_t a = axis < 0 ? axis + (int64_t)data.size() : axis;
-    compareWithCpu(device, "cpc.gather", {filled(t, data, 1), indices(it, idx, data[a], 2)},
+    compareWithCpu(device, "cpc.gather", {smallValues(t, data, 1), indices(it, idx, data[a], 2)},
                    {Tensor(t, gatheredShape(data, idx, a))}, {{"axis", axis}}, 0, 0);
   };
   gather(DType::F32, {1000, 192}, {8, 50}, 0, DType::I64); // an embedding lookup
   gather(DType::F32, {4, 6, 3}, {5}, 1, DType::I32);
   gather(DType::F32, {4, 6, 3}, {2, 2}, -1, DType::I64);
   gather(DType::F32, {7, 3}, {}, 0, DType::I64);
-  for (DType t : kAll)
+  for (DType t : kEveryType)
     gather(t, {3, 5, 2}, {4}, 1, DType::I64);
 }
 
@@ -151,12 +100,12 @@ TEST(IndexingGpu, GatherElements) {
   CPC_REQUIRE_GPU(device);
   auto gatherElements = [&](DType t, std::vector<int64_t> data, std::vector<int64_t> idx, int64_t axis) {
     int64_t a = axis < 0 ? axis + (int64_t)data.size() : axis;
-    compareWithCpu(device, "cpc.gather_elements", {filled(t, data, 3), indices(DType::I64, idx, data[a], 4)},
+    compareWithCpu(device, "cpc.gather_elements", {smallValues(t, data, 3), indices(DType::I64, idx, data[a], 4)},
                    {Tensor(t, idx)}, {{"axis", axis}}, 0, 0);
   };
   gatherElements(DType::F32, {400, 10}, {400, 1}, 1); // the target logit
   gatherElements(DType::F32, {4, 5, 6}, {3, 7, 2}, 1);
-  for (DType t : kAll)
+  for (DType t : kEveryType)
     gatherElements(t, {3, 4}, {3, 6}, -1);
 }
 
@@ -166,13 +115,13 @@ TEST(IndexingGpu, GatherGradAddsInTheCpuOrder) {
     int64_t a = axis < 0 ? axis + (int64_t)out.size() : axis;
     compareWithCpu(device, "cpc.gather_grad",
                    {gradients(t, gatheredShape(out, idx, a), 5), indices(DType::I64, idx, out[a], 6)},
-                   {filled(t, out, 7)}, {{"axis", axis}, {"dim_size", out[a]}}, 0, 0);
+                   {smallValues(t, out, 7)}, {{"axis", axis}, {"dim_size", out[a]}}, 0, 0);
   };
   gatherGrad(DType::F32, {50, 192}, {8, 200}, 0); // many repeats of each row
   gatherGrad(DType::F32, {50000, 64}, {4096}, 0); // a large vocabulary, few rows touched
   gatherGrad(DType::F32, {4, 6, 3}, {40}, 1);
   gatherGrad(DType::F32, {5, 3}, {0}, 0);
-  for (DType t : kFloats)
+  for (DType t : kFloatTypes)
     gatherGrad(t, {3, 5, 2}, {30}, -2);
 }
 
@@ -181,24 +130,24 @@ TEST(IndexingGpu, GatherElementsGradAddsInTheCpuOrder) {
   auto grad = [&](DType t, std::vector<int64_t> out, std::vector<int64_t> idx, int64_t axis) {
     int64_t a = axis < 0 ? axis + (int64_t)out.size() : axis;
     compareWithCpu(device, "cpc.gather_elements_grad", {gradients(t, idx, 8), indices(DType::I32, idx, out[a], 9)},
-                   {filled(t, out, 10)}, {{"axis", axis}}, 0, 0);
+                   {smallValues(t, out, 10)}, {{"axis", axis}}, 0, 0);
   };
   grad(DType::F32, {400, 10}, {400, 1}, 1);
   grad(DType::F32, {4, 5, 6}, {3, 30, 2}, 1);
-  for (DType t : kFloats)
+  for (DType t : kFloatTypes)
     grad(t, {3, 4}, {3, 20}, -1);
 }
 
 TEST(IndexingGpu, BlockAxesOnEveryRank) {
   CPC_REQUIRE_GPU(device);
   for (int rank = 0; rank < 4; ++rank) {
-    Tensor ids = indices(DType::I64, {9}, 12, 11), table = filled(DType::F32, {6, 4}, 12);
+    Tensor ids = indices(DType::I64, {9}, 12, 11), table = smallValues(DType::F32, {6, 4}, 12);
     compareOnRank(device, "cpc.gather", {table, ids}, {Tensor(DType::F32, {9, 4})},
                   {{"axis", 0}, {"block_axes", {"tp"}}}, rank);
     compareOnRank(device, "cpc.gather_grad", {gradients(DType::F32, {9, 4}, 13), ids}, {Tensor(DType::F32, {6, 4})},
                   {{"axis", 0}, {"dim_size", 6}, {"block_axes", {"tp"}}}, rank);
     Tensor target = indices(DType::I64, {3, 5}, 8, 14);
-    compareOnRank(device, "cpc.gather_elements", {filled(DType::F32, {3, 4}, 15), target},
+    compareOnRank(device, "cpc.gather_elements", {smallValues(DType::F32, {3, 4}, 15), target},
                   {Tensor(DType::F32, {3, 5})}, {{"axis", 1}, {"block_axes", {"tp"}}}, rank);
     compareOnRank(device, "cpc.gather_elements_grad", {gradients(DType::F32, {3, 5}, 16), target},
                   {Tensor(DType::F32, {3, 4})}, {{"axis", 1}, {"block_axes", {"tp"}}}, rank);
@@ -208,13 +157,13 @@ TEST(IndexingGpu, BlockAxesOnEveryRank) {
 TEST(IndexingGpu, ScatterNDKeepsTheCpuOrderOfDuplicates) {
   CPC_REQUIRE_GPU(device);
   for (const char *reduction : {"none", "add", "mul", "max", "min"})
-    for (DType t : kAll) {
+    for (DType t : kEveryType) {
       // Slices of [3, 2] at 20 tuples over 4 rows; elements at 30 tuples over [4, 3].
       compareWithCpu(device, "cpc.scatter_nd",
-                     {filled(t, {4, 3, 2}, 17, true), indices(DType::I64, {20, 1}, 4, 18), filled(t, {20, 3, 2}, 19, true)},
+                     {smallValues(t, {4, 3, 2}, 17, true), indices(DType::I64, {20, 1}, 4, 18), smallValues(t, {20, 3, 2}, 19, true)},
                      {Tensor(t, {4, 3, 2})}, {{"reduction", reduction}}, 0, 0);
       compareWithCpu(device, "cpc.scatter_nd",
-                     {filled(t, {4, 3}, 20), indices(DType::I32, {6, 5, 2}, 3, 21), filled(t, {6, 5}, 22)},
+                     {smallValues(t, {4, 3}, 20), indices(DType::I32, {6, 5, 2}, 3, 21), smallValues(t, {6, 5}, 22)},
                      {Tensor(t, {4, 3})}, {{"reduction", reduction}}, 0, 0);
     }
 }
@@ -224,7 +173,7 @@ TEST(IndexingGpu, TopK) {
   auto topk = [&](DType t, std::vector<int64_t> shape, int64_t axis, int64_t k, bool largest) {
     std::vector<int64_t> out = shape;
     out[axis < 0 ? axis + shape.size() : axis] = k;
-    compareWithCpu(device, "cpc.topk", {filled(t, shape, 23, true)}, {Tensor(t, out), Tensor(DType::I64, out)},
+    compareWithCpu(device, "cpc.topk", {smallValues(t, shape, 23, true)}, {Tensor(t, out), Tensor(DType::I64, out)},
                    {{"axis", axis}, {"k", k}, {"largest", largest}}, 0, 0);
   };
   for (bool largest : {true, false}) {
@@ -233,7 +182,7 @@ TEST(IndexingGpu, TopK) {
     topk(DType::F32, {17, 3}, 0, 4, largest);
     topk(DType::F32, {2, 4096}, 1, 3, largest);
     topk(DType::F64, {2, 4096}, 1, 10, largest);
-    for (DType t : kAll)
+    for (DType t : kEveryType)
       topk(t, {3, 50}, -1, 7, largest);
   }
 }
@@ -241,21 +190,21 @@ TEST(IndexingGpu, TopK) {
 TEST(IndexingGpu, ArgsortIsStableWithNaNs) {
   CPC_REQUIRE_GPU(device);
   auto argsort = [&](DType t, std::vector<int64_t> shape, int64_t axis, bool descending) {
-    compareWithCpu(device, "cpc.argsort", {filled(t, shape, 24, true)}, {Tensor(DType::I64, shape)},
+    compareWithCpu(device, "cpc.argsort", {smallValues(t, shape, 24, true)}, {Tensor(DType::I64, shape)},
                    {{"axis", axis}, {"descending", descending}}, 0, 0);
   };
   for (bool descending : {false, true}) {
     argsort(DType::F32, {5, 100}, 1, descending);
     argsort(DType::F32, {40, 3}, 0, descending);
     argsort(DType::F64, {2, 3000}, 1, descending);
-    for (DType t : kAll)
+    for (DType t : kEveryType)
       argsort(t, {4, 37}, 1, descending);
   }
 }
 
 TEST(IndexingGpu, RowsTooLongToSortFailClearly) {
   CPC_REQUIRE_GPU(device);
-  Tensor in = filled(DType::F32, {1, 5000}, 25);
+  Tensor in = smallValues(DType::F32, {1, 5000}, 25);
   Allocator &memory = device->allocator(MemorySpace::Device);
   void *src = memory.allocate(in.bytes.size()), *dst = memory.allocate(5000 * 8);
   kernels::KernelContext ctx;

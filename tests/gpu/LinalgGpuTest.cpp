@@ -12,25 +12,6 @@ using namespace cpc::gputest;
 
 namespace {
 
-/// `f32` stored as element type `t` (rounded once).
-Tensor convert(const Tensor &f32, DType t) {
-  if (t == DType::F32)
-    return f32;
-  Tensor out(t, f32.shape);
-  const float *src = reinterpret_cast<const float *>(f32.bytes.data());
-  for (int64_t i = 0; i < numElements(f32.shape); ++i) {
-    if (t == DType::F64)
-      out.as<double>()[i] = src[i];
-    else
-      out.as<uint16_t>()[i] = store16(t, src[i]);
-  }
-  return out;
-}
-
-Tensor random(DType t, std::vector<int64_t> shape, uint64_t seed) {
-  return convert(randomF32(std::move(shape), seed), t);
-}
-
 /// Tolerances per element type: f32 within 1e-5 (no TF32), 16-bit within a few ulps of one
 /// rounding (the summation orders differ).
 struct Tolerance {
@@ -45,14 +26,12 @@ Tolerance toleranceFor(DType t) {
   }
 }
 
-constexpr DType kTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16};
-
 void checkMatmul(Device *device, DType t, std::vector<int64_t> lhs, std::vector<int64_t> rhs, std::vector<int64_t> out,
                  bool tl = false, bool tr = false) {
   SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(lhs) + (tl ? "^T" : "") + " x " + shapeString(rhs) +
                (tr ? "^T" : ""));
   Tolerance tol = toleranceFor(t);
-  compareWithCpu(device, "cpc.matmul", {random(t, lhs, 1), random(t, rhs, 2)}, {Tensor(t, out)},
+  compareWithCpu(device, "cpc.matmul", {filled(t, lhs, 1), filled(t, rhs, 2)}, {Tensor(t, out)},
                  {{"transpose_lhs", tl}, {"transpose_rhs", tr}}, tol.rtol, tol.atol);
 }
 
@@ -70,7 +49,7 @@ void checkConv(Device *device, DType t, const ConvCase &c) {
   SCOPED_TRACE(std::string(dtypeName(t)) + " x " + shapeString(c.x) + " w " + shapeString(c.w) + " padding " +
                shapeString(c.padding) + " strides " + shapeString(c.strides));
   Tolerance tol = toleranceFor(t);
-  Tensor x = random(t, c.x, 3), w = random(t, c.w, 4), dy = random(t, c.y, 5), bias = random(t, {c.w[0]}, 6);
+  Tensor x = filled(t, c.x, 3), w = filled(t, c.w, 4), dy = filled(t, c.y, 5), bias = filled(t, {c.w[0]}, 6);
   compareWithCpu(device, "cpc.conv2d", {x, w, bias}, {Tensor(t, c.y)}, c.attrs(), tol.rtol, tol.atol);
   compareWithCpu(device, "cpc.conv2d", {x, w}, {Tensor(t, c.y)}, c.attrs(), tol.rtol, tol.atol);
   compareWithCpu(device, "cpc.conv2d_grad_input", {dy, w}, {Tensor(t, c.x)}, c.attrs(), tol.rtol, tol.atol);
@@ -84,7 +63,7 @@ const ConvCase kSame3x3{{2, 4, 8, 8}, {6, 4, 3, 3}, {2, 6, 8, 8}, {1, 1}, {1, 1,
 
 TEST(LinalgGpu, MatmulShapes) {
   CPC_REQUIRE_GPU(device);
-  for (DType t : kTypes) {
+  for (DType t : kFloatTypes) {
     checkMatmul(device, t, {3, 4}, {4, 5}, {3, 5});
     checkMatmul(device, t, {4, 3}, {5, 4}, {3, 5}, true, true);
     checkMatmul(device, t, {4}, {4, 5}, {5});
@@ -100,7 +79,7 @@ TEST(LinalgGpu, MatmulShapes) {
 TEST(LinalgGpu, MatmulMaeShapes) {
   CPC_REQUIRE_GPU(device);
   int64_t B = 2, H = 3, N = 50, D = 64;
-  for (DType t : kTypes) {
+  for (DType t : kFloatTypes) {
     checkMatmul(device, t, {B, H, N, D}, {B, H, D, N}, {B, H, N, N});
     checkMatmul(device, t, {B, H, N, D}, {B, H, N, D}, {B, H, N, N}, false, true);
     checkMatmul(device, t, {B, H, N, N}, {B, H, N, D}, {B, H, N, D});
@@ -115,30 +94,19 @@ TEST(LinalgGpu, MatmulMaeShapes) {
 // launchGemmWithEpilogue against the CPU's matmul, add and gelu (tanh form, cuBLASLt's).
 TEST(LinalgGpu, GemmBiasAndGeluEpilogues) {
   CPC_REQUIRE_GPU(device);
-  const kernels::KernelRegistry &registry = kernelRegistry();
   for (DType t : {DType::F32, DType::F16, DType::BF16})
     for (auto epilogue : {kernels::cuda::GemmEpilogue::Bias, kernels::cuda::GemmEpilogue::GeluBias}) {
       bool gelu = epilogue == kernels::cuda::GemmEpilogue::GeluBias;
       SCOPED_TRACE(std::string(dtypeName(t)) + (gelu ? " gelu+bias" : " bias"));
       int64_t B = 2, N = 50, D = 64;
-      Tensor x = random(t, {B, N, D}, 7), w = random(t, {D, 4 * D}, 8), b = random(t, {4 * D}, 9);
+      Tensor x = filled(t, {B, N, D}, 7), w = filled(t, {D, 4 * D}, 8), b = filled(t, {4 * D}, 9);
       // CPU: matmul, + bias, gelu; each rounds (the fused GEMM rounds once: 16-bit tolerances).
-      auto runCpu = [&](const char *op, std::vector<Tensor *> ins, Tensor &out, nlohmann::json attrs) {
-        kernels::KernelContext ctx;
-        ctx.op = op;
-        for (Tensor *in : ins)
-          ctx.inputs.push_back(in->ref());
-        ctx.outputs = {out.ref()};
-        ctx.setAttrs(attrs);
-        registry.find(op, DeviceKind::Cpu, t)(ctx);
+      auto runCpu = [&](const char *op, std::vector<Tensor> ins, const nlohmann::json &attrs) {
+        return runKernel(nullptr, op, std::move(ins), {Tensor(t, {B, N, 4 * D})}, attrs)[0];
       };
-      Tensor product(t, {B, N, 4 * D}), biased(t, {B, N, 4 * D}), want(t, {B, N, 4 * D});
-      runCpu("cpc.matmul", {&x, &w}, product, nlohmann::json::object());
-      runCpu("cpc.add", {&product, &b}, biased, nlohmann::json::object());
-      if (gelu)
-        runCpu("cpc.gelu", {&biased}, want, {{"approximate", "tanh"}});
-      else
-        want = biased;
+      Tensor product = runCpu("cpc.matmul", {x, w}, nlohmann::json::object());
+      Tensor biased = runCpu("cpc.add", {product, b}, nlohmann::json::object());
+      Tensor want = gelu ? runCpu("cpc.gelu", {biased}, {{"approximate", "tanh"}}) : biased;
       // GPU.
       Allocator &memory = device->allocator(MemorySpace::Device);
       auto upload = [&](Tensor &h) {
@@ -168,13 +136,13 @@ TEST(LinalgGpu, GemmBiasAndGeluEpilogues) {
 
 TEST(LinalgGpu, ConvMaePatchEmbedding) {
   CPC_REQUIRE_GPU(device);
-  for (DType t : kTypes)
+  for (DType t : kFloatTypes)
     checkConv(device, t, kMaePatchEmbedding);
 }
 
 TEST(LinalgGpu, Conv3x3) {
   CPC_REQUIRE_GPU(device);
-  for (DType t : kTypes)
+  for (DType t : kFloatTypes)
     checkConv(device, t, kSame3x3);
   checkConv(device, DType::F32, {{2, 4, 8, 8}, {6, 4, 3, 3}, {2, 6, 4, 4}, {2, 2}, {1, 1, 1, 1}});
   checkConv(device, DType::F32, {{2, 4, 9, 9}, {6, 2, 3, 3}, {2, 6, 9, 9}, {1, 1}, {2, 2, 2, 2}, {2, 2}, 2});

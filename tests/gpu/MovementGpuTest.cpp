@@ -20,28 +20,9 @@ using namespace cpc::gputest;
 namespace {
 
 /// A tensor of type t with deterministic values (integers in [-100, 100), i1 0/1).
-Tensor filled(DType t, std::vector<int64_t> shape, uint64_t seed) {
-  Tensor f = randomF32(shape, seed, -100, 100), out(t, shape);
-  for (int64_t i = 0; i < numElements(shape); ++i) {
-    float v = f.as<float>()[i];
-    switch (t) {
-    case DType::F32: out.as<float>()[i] = v; break;
-    case DType::F64: out.as<double>()[i] = v; break;
-    case DType::F16:
-    case DType::BF16: out.as<uint16_t>()[i] = store16(t, v); break;
-    case DType::I64: out.as<int64_t>()[i] = (int64_t)v; break;
-    case DType::I32: out.as<int32_t>()[i] = (int32_t)v; break;
-    case DType::I16: out.as<int16_t>()[i] = (int16_t)v; break;
-    case DType::I8: out.as<int8_t>()[i] = (int8_t)v; break;
-    case DType::U8: out.as<uint8_t>()[i] = (uint8_t)(int)v; break;
-    case DType::I1: out.as<uint8_t>()[i] = v > 0; break;
-    }
-  }
-  return out;
+Tensor values(DType t, std::vector<int64_t> shape, uint64_t seed) {
+  return filled(t, std::move(shape), seed, -100, 100);
 }
-
-const DType kAll[] = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64,
-                      DType::I32, DType::I16, DType::I8,  DType::U8,   DType::I1};
 
 void exact(Device *device, const std::string &op, std::vector<Tensor> inputs, Tensor out, const nlohmann::json &attrs) {
   compareWithCpu(device, op, std::move(inputs), {std::move(out)}, attrs, 0, 0);
@@ -51,7 +32,7 @@ void transpose(Device *device, DType t, std::vector<int64_t> shape, std::vector<
   std::vector<int64_t> outShape;
   for (int64_t p : perm)
     outShape.push_back(shape[p < 0 ? p + (int64_t)shape.size() : p]);
-  exact(device, "cpc.transpose", {filled(t, shape, 1)}, Tensor(t, outShape), {{"permutation", perm}});
+  exact(device, "cpc.transpose", {values(t, shape, 1)}, Tensor(t, outShape), {{"permutation", perm}});
 }
 
 } // namespace
@@ -64,7 +45,7 @@ TEST(MovementGpu, Transpose) {
   transpose(device, DType::F32, {3, 4, 5, 6}, {3, 2, 1, 0});
   transpose(device, DType::F32, {3, 4, 5}, {-1, 0, -2});
   transpose(device, DType::F32, {}, {});
-  for (DType t : kAll) {
+  for (DType t : kEveryType) {
     transpose(device, t, {33, 65}, {1, 0});
     transpose(device, t, {2, 7, 5, 3}, {1, 0, 3, 2});
     transpose(device, t, {4, 6, 8}, {1, 0, 2});
@@ -75,14 +56,14 @@ TEST(MovementGpu, Slice) {
   CPC_REQUIRE_GPU(device);
   auto slice = [&](DType t, std::vector<int64_t> shape, std::vector<int64_t> starts, std::vector<int64_t> limits,
                    std::vector<int64_t> steps, std::vector<int64_t> outShape) {
-    exact(device, "cpc.slice", {filled(t, shape, 2)}, Tensor(t, outShape),
+    exact(device, "cpc.slice", {values(t, shape, 2)}, Tensor(t, outShape),
           {{"starts", starts}, {"limits", limits}, {"strides", steps}});
   };
   slice(DType::F32, {8, 51, 192}, {0, 1, 0}, {8, 51, 192}, {1, 1, 1}, {8, 50, 192}); // drop the cls token
   slice(DType::F32, {8, 51, 192}, {0, 0, 1}, {8, 51, 192}, {1, 1, 1}, {8, 51, 191}); // unaligned rows
   slice(DType::F32, {10, 12}, {9, -1}, {0, 0}, {-1, -2}, {9, 6});                    // negative steps
   slice(DType::F32, {5, 6}, {2, 0}, {2, 6}, {1, 1}, {0, 6});                          // empty
-  for (DType t : kAll) {
+  for (DType t : kEveryType) {
     slice(t, {4, 9, 7}, {3, 1, 6}, {0, 9, 0}, {-1, 2, -3}, {3, 4, 3});
     slice(t, {6, 32}, {1, 0}, {5, 32}, {1, 1}, {4, 32});
   }
@@ -90,26 +71,26 @@ TEST(MovementGpu, Slice) {
 
 TEST(MovementGpu, Broadcast) {
   CPC_REQUIRE_GPU(device);
-  exact(device, "cpc.broadcast", {filled(DType::F32, {1, 192}, 3)}, Tensor(DType::F32, {400, 192}), nlohmann::json::object());
-  exact(device, "cpc.broadcast", {filled(DType::F32, {192}, 3)}, Tensor(DType::F32, {8, 50, 192}), nlohmann::json::object());
-  exact(device, "cpc.broadcast", {filled(DType::F32, {}, 3)}, Tensor(DType::F32, {4, 4}), nlohmann::json::object());
-  for (DType t : kAll)
-    exact(device, "cpc.broadcast", {filled(t, {5, 1, 3}, 4)}, Tensor(t, {2, 5, 4, 3}), nlohmann::json::object());
+  exact(device, "cpc.broadcast", {values(DType::F32, {1, 192}, 3)}, Tensor(DType::F32, {400, 192}), nlohmann::json::object());
+  exact(device, "cpc.broadcast", {values(DType::F32, {192}, 3)}, Tensor(DType::F32, {8, 50, 192}), nlohmann::json::object());
+  exact(device, "cpc.broadcast", {values(DType::F32, {}, 3)}, Tensor(DType::F32, {4, 4}), nlohmann::json::object());
+  for (DType t : kEveryType)
+    exact(device, "cpc.broadcast", {values(t, {5, 1, 3}, 4)}, Tensor(t, {2, 5, 4, 3}), nlohmann::json::object());
 }
 
 TEST(MovementGpu, Concat) {
   CPC_REQUIRE_GPU(device);
-  exact(device, "cpc.concat", {filled(DType::F32, {8, 1, 192}, 5), filled(DType::F32, {8, 50, 192}, 6)},
+  exact(device, "cpc.concat", {values(DType::F32, {8, 1, 192}, 5), values(DType::F32, {8, 50, 192}, 6)},
         Tensor(DType::F32, {8, 51, 192}), {{"axis", 1}});
   exact(device, "cpc.concat",
-        {filled(DType::F32, {2, 3}, 7), filled(DType::F32, {2, 0}, 8), filled(DType::F32, {2, 5}, 9)},
+        {values(DType::F32, {2, 3}, 7), values(DType::F32, {2, 0}, 8), values(DType::F32, {2, 5}, 9)},
         Tensor(DType::F32, {2, 8}), {{"axis", -1}});
-  for (DType t : kAll)
+  for (DType t : kEveryType)
     for (int64_t axis : {0, 1, 2}) {
       std::vector<int64_t> a = {2, 3, 4}, b = {2, 3, 4}, out = {2, 3, 4};
       b[axis] = 5;
       out[axis] = 9;
-      exact(device, "cpc.concat", {filled(t, a, 10), filled(t, b, 11)}, Tensor(t, out), {{"axis", axis}});
+      exact(device, "cpc.concat", {values(t, a, 10), values(t, b, 11)}, Tensor(t, out), {{"axis", axis}});
     }
 }
 
@@ -120,13 +101,13 @@ TEST(MovementGpu, Pad) {
     std::vector<int64_t> outShape(shape.size());
     for (size_t d = 0; d < shape.size(); ++d)
       outShape[d] = low[d] + high[d] + shape[d] + std::max<int64_t>(shape[d] - 1, 0) * interior[d];
-    exact(device, "cpc.pad", {filled(t, shape, 12)}, Tensor(t, outShape),
+    exact(device, "cpc.pad", {values(t, shape, 12)}, Tensor(t, outShape),
           {{"low", low}, {"high", high}, {"interior", interior}, {"value", value}});
   };
   pad(DType::F32, {8, 3, 32, 32}, {0, 0, 1, 1}, {0, 0, 1, 1}, {0, 0, 0, 0}, 0.0); // conv padding
   pad(DType::F32, {2, 3, 4}, {0, 1, 3}, {1, 0, 2}, {2, 0, 1}, -1.5);
   pad(DType::F32, {0, 3}, {1, 1}, {1, 0}, {0, 0}, 7.0);
-  for (DType t : kAll)
+  for (DType t : kEveryType)
     for (double v : {0.0, 2.5, -3.0, double(INFINITY), -double(INFINITY), 300.0, 1e10, 1 + 0x1p-11 + 0x1p-40})
       pad(t, {3, 5}, {1, 0}, {2, 3}, {1, 2}, v);
 }

@@ -5,53 +5,21 @@
 // follow the MPI formulas, host buffers go through the world, and bad calls fail with the MPI
 // communicator's words. Several ranks: tests/gpu/nccl_ranks.cpp under mpirun.
 //
-#include "kernels/Float16.h"
 #include "runtime/Communicator.h"
+#include "tests/gpu/DeviceBytes.h"
 #include "tests/gpu/GpuTestUtil.h"
 
 #include <cstdlib>
 
 using namespace cpc;
+using namespace cpc::gputest;
 
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
 /// `count` elements of `type` with small exact values (they survive any element type).
 Bytes values(DType type, int64_t count, int salt) {
-  Bytes out(count * dtypeSize(type));
-  for (int64_t i = 0; i < count; ++i) {
-    double v = double((salt * 7 + i * 3) % 11) - 3;
-    uint8_t *p = out.data() + i * dtypeSize(type);
-    switch (type) {
-    case DType::F32: *reinterpret_cast<float *>(p) = float(v); break;
-    case DType::F64: *reinterpret_cast<double *>(p) = v; break;
-    case DType::F16: case DType::BF16: *reinterpret_cast<uint16_t *>(p) = store16(type, float(v)); break;
-    case DType::I64: *reinterpret_cast<int64_t *>(p) = int64_t(v); break;
-    case DType::I32: *reinterpret_cast<int32_t *>(p) = int32_t(v); break;
-    default: break;
-    }
-  }
-  return out;
+  return elementBytes(type, count, [&](int64_t i) { return double((salt * 7 + i * 3) % 11) - 3; });
 }
-
-/// Device memory holding a copy of host bytes; download() waits for the compute stream, after
-/// which every collective queued before is done (the compute stream waited for it).
-struct DeviceBytes {
-  Device *device;
-  size_t bytes;
-  void *ptr;
-  DeviceBytes(Device *d, const Bytes &host)
-      : device(d), bytes(host.size()), ptr(d->allocator(MemorySpace::Device).allocate(host.size())) {
-    device->copy(ptr, MemorySpace::Device, host.data(), MemorySpace::Host, bytes);
-  }
-  ~DeviceBytes() { device->allocator(MemorySpace::Device).deallocate(ptr); }
-  Bytes download() const {
-    Bytes host(bytes);
-    device->copy(host.data(), MemorySpace::Host, ptr, MemorySpace::Device, bytes);
-    return host;
-  }
-};
 
 CollectiveCount countOf(const Communicator &c, const std::string &kind) {
   auto it = c.counts().find(kind);

@@ -18,21 +18,6 @@ using namespace cpc::gputest;
 
 namespace {
 
-/// A float tensor of type t with deterministic values in [lo, hi) (rounded for 16-bit types).
-Tensor filled(DType t, std::vector<int64_t> shape, uint64_t seed, float lo = -1, float hi = 1) {
-  Tensor f = randomF32(shape, seed, lo, hi), out(t, shape);
-  for (int64_t i = 0; i < numElements(shape); ++i) {
-    float v = f.as<float>()[i];
-    if (t == DType::F32)
-      out.as<float>()[i] = v;
-    else if (t == DType::F64)
-      out.as<double>()[i] = v;
-    else
-      out.as<uint16_t>()[i] = store16(t, v);
-  }
-  return out;
-}
-
 double rtolOf(DType t) {
   switch (t) {
   case DType::F64: return 1e-10;
@@ -42,7 +27,6 @@ double rtolOf(DType t) {
   }
 }
 
-const DType kFloats[] = {DType::F32, DType::F64, DType::F16, DType::BF16};
 const std::vector<int64_t> kRowLengths = {1, 2, 3, 31, 32, 33, 100, 192, 511, 1000, 1024, 1025, 1537, 2048, 3000};
 
 void softmaxBoth(Device *device, DType t, std::vector<int64_t> shape, int64_t axis, uint64_t seed, float spread = 8) {
@@ -89,7 +73,7 @@ TEST(NormalizationGpu, SoftmaxAlongAnAxisThatIsNotLast) {
 
 TEST(NormalizationGpu, SoftmaxOnEveryFloatType) {
   CPC_REQUIRE_GPU(device);
-  for (DType t : kFloats) {
+  for (DType t : kFloatTypes) {
     softmaxBoth(device, t, {8 * 17, 128}, 1, 7);
     softmaxBoth(device, t, {3, 2000}, 1, 8);
     softmaxBoth(device, t, {4, 37, 6}, 1, 9);
@@ -113,7 +97,7 @@ TEST(NormalizationGpu, LayerNormOnRowsOfEveryLength) {
 
 TEST(NormalizationGpu, LayerNormOnEveryFloatType) {
   CPC_REQUIRE_GPU(device);
-  for (DType t : kFloats) {
+  for (DType t : kFloatTypes) {
     layerNormBoth(device, t, {8 * 17, 128}, 1, 41);
     layerNormBoth(device, t, {5, 3000}, 1, 42);
   }

@@ -19,20 +19,6 @@ using namespace cpc::gputest;
 
 namespace {
 
-Tensor asType(DType t, const Tensor &f) {
-  Tensor out(t, f.shape);
-  for (int64_t i = 0; i < numElements(f.shape); ++i) {
-    float v = reinterpret_cast<const float *>(f.bytes.data())[i];
-    if (t == DType::F64)
-      out.as<double>()[i] = v;
-    else if (t == DType::F32)
-      out.as<float>()[i] = v;
-    else
-      out.as<uint16_t>()[i] = store16(t, v);
-  }
-  return out;
-}
-
 Tensor scalarF32(float v) {
   Tensor t(DType::F32, {});
   t.as<float>()[0] = v;
@@ -55,8 +41,8 @@ TEST(OptimizerGpu, AdamW) {
       SCOPED_TRACE(std::string(dtypeName(t)) + " step " + std::to_string(s.step));
       double rtol = t == DType::F32 ? 1e-6 : t == DType::F64 ? 1e-14 : t == DType::F16 ? 2e-3 : 1.6e-2;
       compareWithCpu(device, "cpc.adamw",
-                     {asType(t, randomF32(shape, 1)), asType(t, randomF32(shape, 2, -0.1f, 0.1f)),
-                      asType(t, randomF32(shape, 3, -0.05f, 0.05f)), asType(t, randomF32(shape, 4, 0, 1e-3f)),
+                     {filled(t, shape, 1), filled(t, shape, 2, -0.1f, 0.1f),
+                      filled(t, shape, 3, -0.05f, 0.05f), filled(t, shape, 4, 0, 1e-3f),
                       scalarF32(s.lr), scalarF32(s.step)},
                      {Tensor(t, shape), Tensor(t, shape), Tensor(t, shape)},
                      {{"beta1", s.beta1}, {"beta2", s.beta2}, {"epsilon", s.eps}, {"weight_decay", s.wd}}, rtol,
@@ -78,11 +64,10 @@ TEST(OptimizerGpu, RandomUniformIsBitIdentical) {
 // Tests the byte copies on every element type (reshape to another shape of the same size).
 TEST(OptimizerGpu, VariableCopies) {
   CPC_REQUIRE_GPU(device);
-  for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64, DType::I32, DType::I16, DType::I8,
-                  DType::U8, DType::I1}) {
+  for (DType t : kEveryType) {
     Tensor x(t, {12, 35});
     if (isFloatDType(t)) // finite values (bytes could spell infinities, which compare unequal)
-      x = asType(t, randomF32({12, 35}, 5, -1e3f, 1e3f));
+      x = filled(t, {12, 35}, 5, -1e3f, 1e3f);
     else
       for (size_t i = 0; i < x.bytes.size(); ++i)
         x.bytes[i] = uint8_t(t == DType::I1 ? i % 2 : i * 37 + 11);

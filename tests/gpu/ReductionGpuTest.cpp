@@ -19,26 +19,6 @@ using namespace cpc::gputest;
 
 namespace {
 
-Tensor filled(DType t, std::vector<int64_t> shape, uint64_t seed, float lo, float hi) {
-  Tensor f = randomF32(shape, seed, lo, hi), out(t, shape);
-  for (int64_t i = 0; i < numElements(shape); ++i) {
-    float v = f.as<float>()[i];
-    switch (t) {
-    case DType::F32: out.as<float>()[i] = v; break;
-    case DType::F64: out.as<double>()[i] = v; break;
-    case DType::F16:
-    case DType::BF16: out.as<uint16_t>()[i] = store16(t, v); break;
-    case DType::I64: out.as<int64_t>()[i] = (int64_t)v; break;
-    case DType::I32: out.as<int32_t>()[i] = (int32_t)v; break;
-    case DType::I16: out.as<int16_t>()[i] = (int16_t)v; break;
-    case DType::I8: out.as<int8_t>()[i] = (int8_t)(int64_t)v; break;
-    case DType::U8: out.as<uint8_t>()[i] = (uint8_t)(int64_t)v; break;
-    case DType::I1: out.as<bool>()[i] = v > 0; break;
-    }
-  }
-  return out;
-}
-
 struct Case {
   std::vector<int64_t> shape, axes;
   bool keepdims;

@@ -7,10 +7,10 @@
 // by prepareGroups. Then point-to-point transfers, buffered sends, host buffers and a barrier.
 // Without a GPU per rank it prints "skipped: ..." and exits 0. Rank 0 prints "N passed, N failed".
 //
-#include "kernels/Float16.h"
 #include "runtime/Communicator.h"
 #include "runtime/Device.h"
 #include "runtime/Plan.h"
+#include "tests/gpu/DeviceBytes.h"
 #include "tests/mpi/MpiCheck.h"
 
 #include <algorithm>
@@ -21,45 +21,16 @@
 
 using namespace cpc;
 using namespace cpc::mpitest;
+using namespace cpc::gputest;
 
 namespace {
-
-using Bytes = std::vector<uint8_t>;
 
 Device *gpu = nullptr;
 
 /// `count` elements of `type`, small integers in [0, 8) that depend on `salt` (the rank, say).
 Bytes values(DType type, int64_t count, int salt) {
-  Bytes out(count * dtypeSize(type));
-  for (int64_t i = 0; i < count; ++i) {
-    double v = double((salt * 5 + i * 3 + i / 7) % 8);
-    uint8_t *p = out.data() + i * dtypeSize(type);
-    switch (type) {
-    case DType::F32: *reinterpret_cast<float *>(p) = float(v); break;
-    case DType::F64: *reinterpret_cast<double *>(p) = v; break;
-    case DType::F16: case DType::BF16: *reinterpret_cast<uint16_t *>(p) = store16(type, float(v)); break;
-    case DType::I64: *reinterpret_cast<int64_t *>(p) = int64_t(v); break;
-    case DType::I32: *reinterpret_cast<int32_t *>(p) = int32_t(v); break;
-    default: break;
-    }
-  }
-  return out;
+  return elementBytes(type, count, [&](int64_t i) { return double((salt * 5 + i * 3 + i / 7) % 8); });
 }
-
-struct DeviceBytes {
-  size_t bytes;
-  void *ptr;
-  explicit DeviceBytes(const Bytes &host)
-      : bytes(host.size()), ptr(gpu->allocator(MemorySpace::Device).allocate(std::max<size_t>(1, host.size()))) {
-    gpu->copy(ptr, MemorySpace::Device, host.data(), MemorySpace::Host, bytes);
-  }
-  ~DeviceBytes() { gpu->allocator(MemorySpace::Device).deallocate(ptr); }
-  Bytes download() const { // waits for the compute stream, which waited for the collectives
-    Bytes host(bytes);
-    gpu->copy(host.data(), MemorySpace::Host, ptr, MemorySpace::Device, bytes);
-    return host;
-  }
-};
 
 bool sameCounts(const std::map<std::string, CollectiveCount> &a, const std::map<std::string, CollectiveCount> &b) {
   if (a.size() != b.size())
@@ -81,7 +52,7 @@ void compare(Communicator &mpi, Communicator &nccl, const std::string &what, con
     mpi.resetCounts();
     op(mpi, hostIn.data(), hostOut.data());
     auto mpiCounts = mpi.counts();
-    DeviceBytes deviceIn(in), deviceOut(out);
+    DeviceBytes deviceIn(gpu, in), deviceOut(gpu, out);
     nccl.resetCounts();
     op(nccl, deviceIn.ptr, deviceOut.ptr);
     check(deviceIn.download() == hostIn && deviceOut.download() == hostOut, what + ": values");
@@ -133,7 +104,7 @@ void collectives(Communicator &mpi, Communicator &nccl) {
   }
   // i32: NCCL only (MPI's collectives do not take it): sums and maxima against their values.
   std::vector<int32_t> mine = {r, -r, 7 * r + 1};
-  DeviceBytes sum(Bytes((uint8_t *)mine.data(), (uint8_t *)(mine.data() + 3))), max(sum.download());
+  DeviceBytes sum(gpu, Bytes((uint8_t *)mine.data(), (uint8_t *)(mine.data() + 3))), max(gpu, sum.download());
   nccl.allReduce(sum.ptr, 3, DType::I32, ReduceOp::Sum, {});
   nccl.allReduce(max.ptr, 3, DType::I32, ReduceOp::Max, {});
   Bytes s = sum.download(), m = max.download();
@@ -142,7 +113,7 @@ void collectives(Communicator &mpi, Communicator &nccl) {
   check(pm[0] == n - 1 && pm[1] == 0 && pm[2] == 7 * (n - 1) + 1, "i32 max");
   // NaN in a max: MPI keeps it, NCCL's fmaxf may drop it. Reported, not checked.
   float nan = r == n - 1 ? std::nanf("") : float(r);
-  DeviceBytes f(Bytes((uint8_t *)&nan, (uint8_t *)&nan + 4));
+  DeviceBytes f(gpu, Bytes((uint8_t *)&nan, (uint8_t *)&nan + 4));
   nccl.allReduce(f.ptr, 1, DType::F32, ReduceOp::Max, {});
   Bytes got = f.download();
   if (r == 0)

@@ -7,31 +7,21 @@
 // gradient) and compares with the CPU kernels of cpc.conv2d, cpc.conv2d_grad_input and
 // cpc.conv2d_grad_weight.
 //
-#include "kernels/Float16.h"
-#include "kernels/Kernel.h"
 #include "kernels/cuda/ConvPlan.h"
+#include "tests/unit/cuda/CudaTestUtil.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
 using namespace cpc;
 using namespace cpc::kernels;
 using namespace cpc::kernels::cuda;
+using namespace cpc::cudatest;
 
 namespace {
-
-std::vector<float> randomValues(int64_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = d(gen);
-  return v;
-}
 
 struct Conv {
   std::vector<int64_t> x, w, y;
@@ -60,9 +50,7 @@ std::vector<float> cpuRun(const std::string &op, const Conv &c, std::vector<std:
     ctx.inputs.push_back(TensorRef{inputs[i].data(), DType::F32, shapes[i]});
   ctx.outputs = {TensorRef{out.data(), DType::F32, outShape}};
   ctx.setAttrs(c.attrs());
-  KernelFn fn = KernelRegistry::cpu().find(op);
-  EXPECT_TRUE(fn) << op;
-  fn(ctx);
+  runCpuKernel(ctx);
   return out;
 }
 
@@ -194,8 +182,8 @@ void expectNear(const std::vector<float> &got, const std::vector<float> &want, d
 /// The three ops of `c` (forward with and without a bias) against the CPU kernels.
 void checkConv(const Conv &c, bool expectPrePad) {
   SCOPED_TRACE(c.describe());
-  std::vector<float> x = randomValues(numElements(c.x), 1), w = randomValues(numElements(c.w), 2);
-  std::vector<float> dy = randomValues(numElements(c.y), 3), bias = randomValues(c.w[0], 4);
+  std::vector<float> x = uniformValues<float>(numElements(c.x), 1), w = uniformValues<float>(numElements(c.w), 2);
+  std::vector<float> dy = uniformValues<float>(numElements(c.y), 3), bias = uniformValues<float>(c.w[0], 4);
   ConvPlan fwd = c.plan(ConvOp::Forward, c.w[0]);
   ASSERT_TRUE(fwd.ok()) << fwd.error;
   if (!fwd.empty && !fwd.zeroResult) {

@@ -4,47 +4,27 @@
 // ElementwiseMath.h functor, round once on store; broadcast offsets from planBroadcast's
 // geometry) over whole tensors, and compares with the CPU kernels on the same inputs.
 //
-#include "kernels/Float16.h"
-#include "kernels/cpu/Kernel.h"
 #include "kernels/cuda/ElementwiseMath.h"
+#include "tests/unit/cuda/CudaTestUtil.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
 using namespace cpc;
 using namespace cpc::kernels;
 using namespace cpc::kernels::cuda;
+using namespace cpc::cudatest;
 
 namespace {
 
 //===----------------------------------------------------------------------===//
-// Host stand-ins for the kernels' storage types and their loads and stores.
+// The element types an op accepts, as host storage types (CudaTestUtil.h).
 //===----------------------------------------------------------------------===//
-
-struct Half { uint16_t bits; };
-struct BFloat { uint16_t bits; };
-
-template <class S> struct Storage {
-  using C = S;
-  static C load(S s) { return s; }
-  static S store(C c) { return c; }
-};
-template <> struct Storage<Half> {
-  using C = float;
-  static float load(Half h) { return halfToFloat(h.bits); }
-  static Half store(float f) { return {floatToHalf(f)}; }
-};
-template <> struct Storage<BFloat> {
-  using C = float;
-  static float load(BFloat h) { return bf16ToFloat(h.bits); }
-  static BFloat store(float f) { return {floatToBF16(f)}; }
-};
 
 enum : unsigned { kF = 1, kI = 2, kB = 4, kN = kF | kI, kA = 7 };
 
@@ -65,73 +45,23 @@ template <unsigned K = kA, class F> void withStorage(DType t, F &&f) {
   }
 }
 
-struct HostTensor {
-  DType dtype = DType::F32;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-  HostTensor(DType t, std::vector<int64_t> s) : dtype(t), shape(std::move(s)), bytes(numElements(shape) * dtypeSize(t)) {}
-  int64_t numel() const { return numElements(shape); }
-  TensorRef ref() { return TensorRef{bytes.data(), dtype, shape}; }
-  template <class S> S get(int64_t i) const {
-    S s;
-    std::memcpy(&s, bytes.data() + i * sizeof(S), sizeof(S));
-    return s;
-  }
-  template <class S> void set(int64_t i, S s) { std::memcpy(bytes.data() + i * sizeof(S), &s, sizeof(S)); }
-};
-
 /// `values` stored as type `t` (each converted as the CPU kernels' cast would, 16-bit rounded).
 HostTensor tensorOf(DType t, std::vector<int64_t> shape, const std::vector<double> &values) {
   HostTensor h(t, std::move(shape));
-  withStorage(t, [&](auto tag) {
-    using S = decltype(tag);
-    for (int64_t i = 0; i < h.numel(); ++i) {
-      double v = values[i % values.size()];
-      if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat>)
-        h.set(i, Storage<S>::store(float(v)));
-      else if constexpr (std::is_same_v<S, bool>)
-        h.set(i, v != 0);
-      else if constexpr (std::is_integral_v<S>)
-        h.set(i, S(int64_t(v))); // wraps, as the values' casts would
-      else
-        h.set(i, S(v));
-    }
-  });
+  for (int64_t i = 0; i < h.numel(); ++i)
+    h.setValue(i, values[i % values.size()]);
   return h;
-}
-
-std::vector<double> randomValues(size_t n, unsigned seed, double lo, double hi) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> d(lo, hi);
-  std::vector<double> v(n);
-  for (double &x : v)
-    x = d(gen);
-  return v;
-}
-
-void runCpu(const std::string &op, std::vector<HostTensor *> ins, std::vector<HostTensor *> outs,
-            const nlohmann::json &attrs = nlohmann::json::object()) {
-  KernelContext ctx;
-  ctx.op = op;
-  for (HostTensor *t : ins)
-    ctx.inputs.push_back(t->ref());
-  for (HostTensor *t : outs)
-    ctx.outputs.push_back(t->ref());
-  ctx.setAttrs(attrs);
-  KernelFn fn = KernelRegistry::cpu().find(op);
-  ASSERT_TRUE(fn) << op;
-  fn(ctx);
 }
 
 /// Element-by-element comparison; floats within `ulps` units in the last place of their type
 /// (NaN matches NaN), everything else exactly.
 void expectSame(const HostTensor &want, const HostTensor &got, const std::string &what, int ulps = 0) {
-  ASSERT_EQ(want.bytes.size(), got.bytes.size()) << what;
+  ASSERT_EQ(want.size(), got.size()) << what;
   int bad = 0;
   withStorage(want.dtype, [&](auto tag) {
     using S = decltype(tag);
     for (int64_t i = 0; i < want.numel(); ++i) {
-      auto w = Storage<S>::load(want.get<S>(i)), g = Storage<S>::load(got.get<S>(i));
+      auto w = HostStorage<S>::load(want.load<S>(i)), g = HostStorage<S>::load(got.load<S>(i));
       bool ok;
       if constexpr (std::is_floating_point_v<decltype(w)>) {
         using C = decltype(w);
@@ -153,7 +83,7 @@ template <unsigned K, class Op> HostTensor emulateUnary(const HostTensor &in, Op
   withStorage<K>(in.dtype, [&](auto tag) {
     using S = decltype(tag);
     for (int64_t i = 0; i < in.numel(); ++i)
-      out.set(i, Storage<S>::store(op(Storage<S>::load(in.get<S>(i)))));
+      out.store(i, HostStorage<S>::store(op(HostStorage<S>::load(in.load<S>(i)))));
   });
   return out;
 }
@@ -177,11 +107,11 @@ HostTensor emulateBinary(const HostTensor &a, const HostTensor &b, std::vector<i
         } else {
           g.offsets<int64_t>(i, off);
         }
-        auto r = op(Storage<S>::load(a.get<S>(off[0])), Storage<S>::load(b.get<S>(off[1])));
+        auto r = op(HostStorage<S>::load(a.load<S>(off[0])), HostStorage<S>::load(b.load<S>(off[1])));
         if constexpr (BoolResult)
-          out.set(i, bool(r));
+          out.store(i, bool(r));
         else
-          out.set(i, Storage<S>::store(r));
+          out.store(i, HostStorage<S>::store(r));
       }
     }
   });
@@ -202,7 +132,7 @@ void checkUnary(const char *op, const std::vector<DType> &types, const std::vect
                 int ulps, const nlohmann::json &attrs = nlohmann::json::object()) {
   for (DType t : types) {
     HostTensor x = tensorOf(t, {3, 7, 11}, values), y(t, x.shape);
-    runCpu(op, {&x}, {&y}, attrs);
+    runCpuKernel(op, {&x}, {&y}, attrs);
     expectSame(y, emulateUnary<K>(x, fn), std::string(op) + " " + dtypeName(t), ulps);
   }
 }
@@ -211,7 +141,7 @@ void checkUnary(const char *op, const std::vector<DType> &types, const std::vect
 // functions and the same erf polynomial on the host: within a couple of ulps, mostly exact).
 TEST(ElementwiseMath, FloatUnaryOpsMatchCpuKernels) {
   std::vector<DType> floats(std::begin(kFloats), std::end(kFloats));
-  auto wide = randomValues(257, 1, -6, 6), positive = randomValues(257, 2, 1e-3, 50);
+  auto wide = uniformValues<double>(257, 1, -6, 6), positive = uniformValues<double>(257, 2, 1e-3, 50);
   checkUnary<kF>("cpc.exp", floats, wide, ExpOp{}, 1);
   checkUnary<kF>("cpc.log", floats, positive, LogOp{}, 1);
   checkUnary<kF>("cpc.sqrt", floats, positive, SqrtOp{}, 0);
@@ -267,15 +197,15 @@ TEST(ElementwiseMath, CastMatchesCpuKernelForEveryPair) {
   for (DType from : kAll) {
     for (DType to : kAll) {
       HostTensor x = tensorOf(from, {(int64_t)values.size()}, values), y(to, x.shape);
-      runCpu("cpc.cast", {&x}, {&y});
+      runCpuKernel("cpc.cast", {&x}, {&y});
       HostTensor emulated(to, x.shape);
       withStorage(from, [&](auto fromTag) {
         withStorage(to, [&](auto toTag) {
           using F = decltype(fromTag);
           using T = decltype(toTag);
-          CastOp<typename Storage<T>::C> op;
+          CastOp<typename HostStorage<T>::C> op;
           for (int64_t i = 0; i < x.numel(); ++i)
-            emulated.set(i, Storage<T>::store(op(Storage<F>::load(x.get<F>(i)))));
+            emulated.store(i, HostStorage<T>::store(op(HostStorage<F>::load(x.load<F>(i)))));
         });
       });
       expectSame(y, emulated, std::string("cast ") + dtypeName(from) + " -> " + dtypeName(to));
@@ -290,7 +220,7 @@ TEST(ElementwiseMath, CastOfUnrepresentableFloatsIsX86s) {
   for (DType from : {DType::F32, DType::F64})
     for (DType to : {DType::I64, DType::I32, DType::I8, DType::U8}) {
       HostTensor x = tensorOf(from, {(int64_t)values.size()}, values), y(to, x.shape);
-      runCpu("cpc.cast", {&x}, {&y});
+      runCpuKernel("cpc.cast", {&x}, {&y});
       HostTensor emulated(to, x.shape);
       withStorage<kF>(from, [&](auto fromTag) {
         withStorage<kI>(to, [&](auto toTag) {
@@ -298,7 +228,7 @@ TEST(ElementwiseMath, CastOfUnrepresentableFloatsIsX86s) {
           using T = decltype(toTag);
           if constexpr (std::is_floating_point_v<F>)
             for (int64_t i = 0; i < x.numel(); ++i)
-              emulated.set(i, CastOp<T>{}(x.get<F>(i)));
+              emulated.store(i, CastOp<T>{}(x.load<F>(i)));
         });
       });
       expectSame(y, emulated, std::string("cast ") + dtypeName(from) + " -> " + dtypeName(to));
@@ -385,7 +315,7 @@ void checkBinary(const char *op, const std::vector<DType> &types, const std::vec
   for (DType t : types)
     for (const BroadcastCase &c : kBroadcastCases) {
       HostTensor a = tensorOf(t, c.a, lhs), b = tensorOf(t, c.b, rhs), y(BoolResult ? DType::I1 : t, c.out);
-      runCpu(op, {&a, &b}, {&y});
+      runCpuKernel(op, {&a, &b}, {&y});
       std::string what = std::string(op) + " " + dtypeName(t) + " " + shapeString(c.out);
       expectSame(y, emulateBinary<K, Op, BoolResult>(a, b, c.out, fn, true), what, ulps);
       expectSame(y, emulateBinary<K, Op, BoolResult>(a, b, c.out, fn, false), what, ulps);
@@ -397,14 +327,14 @@ TEST(ElementwiseMath, BinaryOpsMatchCpuKernels) {
   std::vector<DType> nums(std::begin(kFloats), std::end(kFloats));
   nums.insert(nums.end(), std::begin(kInts), std::end(kInts));
   std::vector<DType> floats(std::begin(kFloats), std::end(kFloats));
-  auto lhs = randomValues(97, 3, -50, 50), rhs = randomValues(89, 4, 1, 9); // nonzero divisors
+  auto lhs = uniformValues<double>(97, 3, -50, 50), rhs = uniformValues<double>(89, 4, 1, 9); // nonzero divisors
   for (double &v : rhs)
     v = std::floor(v) * (v > 5 ? -1 : 1);
   checkBinary<kN>("cpc.add", nums, lhs, rhs, AddOp{}, 0);
   checkBinary<kN>("cpc.sub", nums, lhs, rhs, SubOp{}, 0);
   checkBinary<kN>("cpc.mul", nums, lhs, rhs, MulOp{}, 0);
   checkBinary<kN>("cpc.div", nums, lhs, rhs, DivOp{}, 0);
-  auto base = randomValues(97, 5, 0.1, 4);
+  auto base = uniformValues<double>(97, 5, 0.1, 4);
   std::vector<double> exps = {2.0, 0.5, -1.5, 3.0, 2.0};
   checkBinary<kF>("cpc.pow", floats, base, exps, PowOp{}, 1);
   std::vector<DType> all(std::begin(kAll), std::end(kAll));
@@ -431,14 +361,14 @@ TEST(ElementwiseMath, CompareAndLogicalOpsMatchCpuKernels) {
 
 // Tests gelu_grad = grad * gelu'(x) in both forms (the CPU's fastExp and erf polynomial).
 TEST(ElementwiseMath, GeluGradMatchesCpuKernel) {
-  auto xs = randomValues(301, 6, -6, 6), gs = randomValues(301, 7, -2, 2);
+  auto xs = uniformValues<double>(301, 6, -6, 6), gs = uniformValues<double>(301, 7, -2, 2);
   for (bool tanh : {false, true})
     for (DType t : kFloats) {
       HostTensor x = tensorOf(t, {7, 43}, xs), g = tensorOf(t, {7, 43}, gs), y(t, x.shape);
       nlohmann::json attrs = nlohmann::json::object();
       if (tanh)
         attrs["approximate"] = "tanh";
-      runCpu("cpc.gelu_grad", {&x, &g}, {&y}, attrs);
+      runCpuKernel("cpc.gelu_grad", {&x, &g}, {&y}, attrs);
       HostTensor emulated = tanh ? emulateBinary<kF>(x, g, x.shape, GeluTanhGradOp{}, true)
                                  : emulateBinary<kF>(x, g, x.shape, GeluErfGradOp{}, true);
       expectSame(y, emulated, std::string("gelu_grad ") + dtypeName(t) + (tanh ? " tanh" : ""), 2);
@@ -452,16 +382,16 @@ TEST(ElementwiseMath, WhereMatchesCpuKernel) {
   std::string error;
   ASSERT_TRUE(planBroadcast<3>(out, {&condShape, &xShape, &yShape}, g, &error)) << error;
   for (DType t : kAll) {
-    HostTensor c = tensorOf(DType::I1, condShape, {1, 0, 1}), x = tensorOf(t, xShape, randomValues(24, 8, -9, 9));
+    HostTensor c = tensorOf(DType::I1, condShape, {1, 0, 1}), x = tensorOf(t, xShape, uniformValues<double>(24, 8, -9, 9));
     HostTensor y = tensorOf(t, yShape, {5, 6, 7, 8}), o(t, out);
-    runCpu("cpc.where", {&c, &x, &y}, {&o});
+    runCpuKernel("cpc.where", {&c, &x, &y}, {&o});
     HostTensor emulated(t, out);
     size_t size = dtypeSize(t);
     for (int64_t i = 0; i < emulated.numel(); ++i) {
       int64_t off[3];
       g.offsets<int64_t>(i, off);
-      const HostTensor &from = c.get<bool>(off[0]) ? x : y;
-      std::memcpy(emulated.bytes.data() + i * size, from.bytes.data() + off[c.get<bool>(off[0]) ? 1 : 2] * size, size);
+      const HostTensor &from = c.load<bool>(off[0]) ? x : y;
+      std::memcpy(emulated.data() + i * size, from.data() + off[c.load<bool>(off[0]) ? 1 : 2] * size, size);
     }
     expectSame(o, emulated, std::string("where ") + dtypeName(t));
   }

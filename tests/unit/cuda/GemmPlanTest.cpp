@@ -6,32 +6,22 @@
 // with the CPU kernel. Every read is bounds-checked against its operand and every result
 // element must be written exactly once, so a wrong stride or leading dim cannot pass.
 //
-#include "kernels/Float16.h"
-#include "kernels/Kernel.h"
 #include "kernels/cuda/GemmPlan.h"
+#include "tests/unit/cuda/CudaTestUtil.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
 using namespace cpc;
 using namespace cpc::kernels;
 using namespace cpc::kernels::cuda;
+using namespace cpc::cudatest;
 
 namespace {
-
-std::vector<double> randomValues(int64_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> d(-1, 1);
-  std::vector<double> v(n);
-  for (double &x : v)
-    x = d(gen);
-  return v;
-}
 
 /// Values stored as element type `t` (bytes), and read back as doubles.
 std::vector<uint8_t> store(DType t, const std::vector<double> &v) {
@@ -72,9 +62,7 @@ std::vector<uint8_t> cpuMatmul(DType t, const Case &c, std::vector<uint8_t> lhs,
   ctx.inputs = {TensorRef{lhs.data(), t, c.lhs}, TensorRef{rhs.data(), t, c.rhs}};
   ctx.outputs = {TensorRef{out.data(), t, c.out}};
   ctx.setAttrs({{"transpose_lhs", c.tl}, {"transpose_rhs", c.tr}});
-  KernelFn fn = KernelRegistry::cpu().find("cpc.matmul");
-  EXPECT_TRUE(fn);
-  fn(ctx);
+  runCpuKernel(ctx);
   return out;
 }
 
@@ -133,8 +121,8 @@ GemmPlan checkCase(const Case &c, DType t = DType::F32, double rel = 1e-5, unsig
   EXPECT_TRUE(p.ok()) << p.error;
   if (!p.ok())
     return p;
-  std::vector<uint8_t> lhs = store(t, randomValues(numElements(c.lhs), seed));
-  std::vector<uint8_t> rhs = store(t, randomValues(numElements(c.rhs), seed + 1));
+  std::vector<uint8_t> lhs = store(t, uniformValues<double>(numElements(c.lhs), seed));
+  std::vector<uint8_t> rhs = store(t, uniformValues<double>(numElements(c.rhs), seed + 1));
   std::vector<uint8_t> want = cpuMatmul(t, c, lhs, rhs);
   int64_t n = numElements(c.out);
   std::vector<uint8_t> got = store(t, std::vector<double>(n, 0));

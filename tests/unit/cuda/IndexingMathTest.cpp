@@ -5,11 +5,11 @@
 // target, the per-column walks, the bitonic network) and compares with the CPU kernels: sums are
 // taken in the CPU kernels' order, so results must be identical, bit for bit.
 //
-#include "kernels/Float16.h"
-#include "kernels/cpu/Kernel.h"
 #include "kernels/cuda/IndexingLaunch.h"
 #include "kernels/cuda/IndexingMath.h"
-#include "kernels/cuda/NormalizationMath.h"
+#include "kernels/cuda/MovementMath.h"      // rowMajorStrides
+#include "kernels/cuda/NormalizationMath.h" // RowShape
+#include "tests/unit/cuda/CudaTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -23,50 +23,9 @@
 using namespace cpc;
 using namespace cpc::kernels;
 using namespace cpc::kernels::cuda;
+using namespace cpc::cudatest;
 
 namespace {
-
-struct Bytes {
-  DType dtype;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> data;
-  Bytes(DType t, std::vector<int64_t> s) : dtype(t), shape(std::move(s)), data(numElements(shape) * dtypeSize(t)) {}
-  int64_t numel() const { return numElements(shape); }
-  TensorRef ref() { return TensorRef{data.data(), dtype, shape}; }
-  template <typename T> T *as() { return reinterpret_cast<T *>(data.data()); }
-  /// Element i as a double (floats widened; integers exact in range).
-  double get(int64_t i) const {
-    const uint8_t *p = data.data();
-    switch (dtype) {
-    case DType::F32: return reinterpret_cast<const float *>(p)[i];
-    case DType::F64: return reinterpret_cast<const double *>(p)[i];
-    case DType::F16:
-    case DType::BF16: return load16(dtype, reinterpret_cast<const uint16_t *>(p)[i]);
-    case DType::I64: return double(reinterpret_cast<const int64_t *>(p)[i]);
-    case DType::I32: return reinterpret_cast<const int32_t *>(p)[i];
-    case DType::I16: return reinterpret_cast<const int16_t *>(p)[i];
-    case DType::I8: return reinterpret_cast<const int8_t *>(p)[i];
-    case DType::U8:
-    case DType::I1: return p[i];
-    }
-    return 0;
-  }
-  void set(int64_t i, double v) {
-    uint8_t *p = data.data();
-    switch (dtype) {
-    case DType::F32: reinterpret_cast<float *>(p)[i] = float(v); break;
-    case DType::F64: reinterpret_cast<double *>(p)[i] = v; break;
-    case DType::F16:
-    case DType::BF16: reinterpret_cast<uint16_t *>(p)[i] = store16(dtype, float(v)); break;
-    case DType::I64: reinterpret_cast<int64_t *>(p)[i] = int64_t(v); break;
-    case DType::I32: reinterpret_cast<int32_t *>(p)[i] = int32_t(v); break;
-    case DType::I16: reinterpret_cast<int16_t *>(p)[i] = int16_t(v); break;
-    case DType::I8: reinterpret_cast<int8_t *>(p)[i] = int8_t(v); break;
-    case DType::U8: p[i] = uint8_t(v); break;
-    case DType::I1: p[i] = v != 0; break;
-    }
-  }
-};
 
 uint64_t nextRandom(uint64_t &x) {
   x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -74,8 +33,8 @@ uint64_t nextRandom(uint64_t &x) {
 }
 
 /// Values that exercise ties: small integers (and halves for floats), a few NaNs when asked.
-Bytes randomValues(DType t, std::vector<int64_t> shape, uint64_t seed, int spread = 7, bool nans = false) {
-  Bytes b(t, std::move(shape));
+HostTensor randomValues(DType t, std::vector<int64_t> shape, uint64_t seed, int spread = 7, bool nans = false) {
+  HostTensor b(t, std::move(shape));
   uint64_t x = seed * 0x9e3779b97f4a7c15ull + 5;
   bool isFloat = isFloatDType(t);
   for (int64_t i = 0; i < b.numel(); ++i) {
@@ -83,17 +42,17 @@ Bytes randomValues(DType t, std::vector<int64_t> shape, uint64_t seed, int sprea
     double v = isFloat ? r * 0.5 : double(t == DType::U8 ? r + spread : t == DType::I1 ? (r & 1) : r);
     if (nans && isFloat && nextRandom(x) % 9 == 0)
       v = std::nan("");
-    b.set(i, v);
+    b.setValue(i, v);
   }
   return b;
 }
 
 /// Indices in [-global, global) (negatives wrap), as i64 or i32.
-Bytes randomIndices(DType t, std::vector<int64_t> shape, int64_t global, uint64_t seed) {
-  Bytes b(t, std::move(shape));
+HostTensor randomIndices(DType t, std::vector<int64_t> shape, int64_t global, uint64_t seed) {
+  HostTensor b(t, std::move(shape));
   uint64_t x = seed * 0x9e3779b97f4a7c15ull + 17;
   for (int64_t i = 0; i < b.numel(); ++i)
-    b.set(i, double(int64_t(nextRandom(x) % (2 * global)) - global));
+    b.setValue(i, double(int64_t(nextRandom(x) % (2 * global)) - global));
   return b;
 }
 
@@ -102,48 +61,30 @@ struct Step {
   std::vector<int64_t> meshShape = {2, 2};
   std::vector<std::string> meshAxes = {"dp", "tp"};
   KernelContext ctx;
-  Step(const std::string &op, std::vector<Bytes *> ins, std::vector<Bytes *> outs, const nlohmann::json &attrs,
-       int rank = 0) {
-    ctx.op = op;
-    for (Bytes *b : ins)
-      ctx.inputs.push_back(b->ref());
-    for (Bytes *b : outs)
-      ctx.outputs.push_back(b->ref());
-    ctx.setAttrs(attrs);
+  Step(const std::string &op, const std::vector<HostTensor *> &ins, const std::vector<HostTensor *> &outs,
+       const nlohmann::json &attrs, int rank = 0)
+      : ctx(hostContext(op, ins, outs, attrs)) {
     ctx.rank = rank;
     ctx.meshShape = &meshShape;
     ctx.meshAxes = &meshAxes;
   }
-  void runCpu() {
-    KernelFn fn = KernelRegistry::cpu().find(ctx.op, DeviceKind::Cpu, stepDType(ctx));
-    ASSERT_TRUE(fn) << ctx.op;
-    fn(ctx);
-  }
+  void runCpu() { runCpuKernel(ctx); }
   IndexRange range(int64_t local) {
     IndexBlock b = indexBlock(ctx, local);
     return {b.offset, b.local, b.global};
   }
 };
 
-void expectSameBytes(const Bytes &cpu, const Bytes &emu, const std::string &what) {
+void expectSameBytes(const HostTensor &cpu, const HostTensor &emu, const std::string &what) {
   int64_t bad = 0;
   size_t es = dtypeSize(cpu.dtype);
   for (int64_t i = 0; i < cpu.numel(); ++i)
-    if (std::memcmp(&cpu.data[i * es], &emu.data[i * es], es) != 0 && bad++ < 5)
-      ADD_FAILURE() << what << " element " << i << ": cpu " << cpu.get(i) << ", emulated " << emu.get(i);
+    if (std::memcmp(cpu.data() + i * es, emu.data() + i * es, es) != 0 && bad++ < 5)
+      ADD_FAILURE() << what << " element " << i << ": cpu " << cpu.value(i) << ", emulated " << emu.value(i);
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << cpu.numel() << " elements differ";
 }
 
-int64_t indexAt(const Bytes &indices, int64_t i) { return int64_t(indices.get(i)); }
-
-std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
-  std::vector<int64_t> s(shape.size());
-  for (int64_t d = (int64_t)shape.size() - 1, acc = 1; d >= 0; --d) {
-    s[d] = acc;
-    acc *= shape[d];
-  }
-  return s;
-}
+int64_t indexAt(const HostTensor &indices, int64_t i) { return int64_t(indices.value(i)); }
 
 ElementsMap elementsMapOf(const std::vector<int64_t> &shape, const std::vector<int64_t> &strides, int64_t axis) {
   ElementsMap m;
@@ -187,11 +128,11 @@ void checkGather(DType t, std::vector<int64_t> dataShape, std::vector<int64_t> i
                  DType indexType = DType::I64, int rank = -1) {
   int64_t a = axis < 0 ? axis + (int64_t)dataShape.size() : axis;
   int64_t global = dataShape[a] * (rank < 0 ? 1 : 2);
-  Bytes data = randomValues(t, dataShape, 3, 100), indices = randomIndices(indexType, indexShape, global, 4);
+  HostTensor data = randomValues(t, dataShape, 3, 100), indices = randomIndices(indexType, indexShape, global, 4);
   std::vector<int64_t> outShape(dataShape.begin(), dataShape.begin() + a);
   outShape.insert(outShape.end(), indexShape.begin(), indexShape.end());
   outShape.insert(outShape.end(), dataShape.begin() + a + 1, dataShape.end());
-  Bytes cpu(t, outShape), emu(t, outShape);
+  HostTensor cpu(t, outShape), emu(t, outShape);
   nlohmann::json attrs = {{"axis", axis}};
   if (rank >= 0)
     attrs["block_axes"] = {"tp"};
@@ -204,7 +145,7 @@ void checkGather(DType t, std::vector<int64_t> dataShape, std::vector<int64_t> i
     GatherCoord c = gatherCoord(g, e);
     int64_t p = localIndex(indexAt(indices, c.i), r);
     if (p >= 0)
-      std::memcpy(&emu.data[e * es], &data.data[gatherSource(g, c, p) * es], es);
+      std::memcpy(emu.data() + e * es, data.data() + gatherSource(g, c, p) * es, es);
   }
   expectSameBytes(cpu, emu, "gather " + std::string(dtypeName(t)) + shapeString(dataShape));
 }
@@ -213,20 +154,20 @@ void checkGatherElements(DType t, std::vector<int64_t> dataShape, std::vector<in
                          int rank = -1) {
   int64_t a = axis < 0 ? axis + (int64_t)dataShape.size() : axis;
   int64_t global = dataShape[a] * (rank < 0 ? 1 : 2);
-  Bytes data = randomValues(t, dataShape, 5, 100), indices = randomIndices(DType::I64, indexShape, global, 6);
-  Bytes cpu(t, indexShape), emu(t, indexShape);
+  HostTensor data = randomValues(t, dataShape, 5, 100), indices = randomIndices(DType::I64, indexShape, global, 6);
+  HostTensor cpu(t, indexShape), emu(t, indexShape);
   nlohmann::json attrs = {{"axis", axis}};
   if (rank >= 0)
     attrs["block_axes"] = {"tp"};
   Step step("cpc.gather_elements", {&data, &indices}, {&cpu}, attrs, std::max(rank, 0));
   step.runCpu();
-  ElementsMap m = elementsMapOf(indexShape, stridesOf(dataShape), a);
+  ElementsMap m = elementsMapOf(indexShape, rowMajorStrides(dataShape), a);
   IndexRange r = step.range(dataShape[a]);
   size_t es = dtypeSize(t);
   for (int64_t e = 0; e < emu.numel(); ++e) {
     int64_t p = localIndex(indexAt(indices, e), r);
     if (p >= 0)
-      std::memcpy(&emu.data[e * es], &data.data[elementsOffset(m, e, p) * es], es);
+      std::memcpy(emu.data() + e * es, data.data() + elementsOffset(m, e, p) * es, es);
   }
   expectSameBytes(cpu, emu, "gather_elements " + std::string(dtypeName(t)) + shapeString(dataShape));
 }
@@ -242,10 +183,10 @@ void checkGatherGrad(DType t, std::vector<int64_t> outShape, std::vector<int64_t
   std::vector<int64_t> gradShape(outShape.begin(), outShape.begin() + a);
   gradShape.insert(gradShape.end(), indexShape.begin(), indexShape.end());
   gradShape.insert(gradShape.end(), outShape.begin() + a + 1, outShape.end());
-  Bytes grad = randomValues(t, gradShape, 7), indices = randomIndices(DType::I32, indexShape, global, 8);
+  HostTensor grad = randomValues(t, gradShape, 7), indices = randomIndices(DType::I32, indexShape, global, 8);
   for (int64_t i = 0; i < grad.numel(); ++i) // values whose sums round: order matters
-    grad.set(i, grad.get(i) * 1.37 + 1e-3 * i);
-  Bytes cpu(t, outShape), emu(t, outShape);
+    grad.setValue(i, grad.value(i) * 1.37 + 1e-3 * i);
+  HostTensor cpu(t, outShape), emu(t, outShape);
   nlohmann::json attrs = {{"axis", axis}, {"dim_size", outShape[a]}};
   if (rank >= 0)
     attrs["block_axes"] = {"tp"};
@@ -269,8 +210,8 @@ void checkGatherGrad(DType t, std::vector<int64_t> outShape, std::vector<int64_t
         continue;
       Acc sum = 0;
       for (int64_t s = c.i; s < g.n && sortedKeys[s] == key; ++s)
-        sum += Acc(grad.get((c.o * g.n + positions[s]) * g.inner + c.k));
-      emu.set(gatherSource(g, c, key), sum);
+        sum += Acc(grad.value((c.o * g.n + positions[s]) * g.inner + c.k));
+      emu.setValue(gatherSource(g, c, key), sum);
     }
   });
   expectSameBytes(cpu, emu, "gather_grad " + std::string(dtypeName(t)) + shapeString(outShape));
@@ -280,16 +221,16 @@ void checkGatherElementsGrad(DType t, std::vector<int64_t> outShape, std::vector
                              int rank = -1) {
   int64_t a = axis < 0 ? axis + (int64_t)outShape.size() : axis;
   int64_t global = outShape[a] * (rank < 0 ? 1 : 2);
-  Bytes grad = randomValues(t, indexShape, 9), indices = randomIndices(DType::I64, indexShape, global, 10);
+  HostTensor grad = randomValues(t, indexShape, 9), indices = randomIndices(DType::I64, indexShape, global, 10);
   for (int64_t i = 0; i < grad.numel(); ++i)
-    grad.set(i, grad.get(i) * 1.37 + 1e-3 * i);
-  Bytes cpu(t, outShape), emu(t, outShape);
+    grad.setValue(i, grad.value(i) * 1.37 + 1e-3 * i);
+  HostTensor cpu(t, outShape), emu(t, outShape);
   nlohmann::json attrs = {{"axis", axis}};
   if (rank >= 0)
     attrs["block_axes"] = {"tp"};
   Step step("cpc.gather_elements_grad", {&grad, &indices}, {&cpu}, attrs, std::max(rank, 0));
   step.runCpu();
-  ElementsMap m = elementsMapOf(indexShape, stridesOf(outShape), a);
+  ElementsMap m = elementsMapOf(indexShape, rowMajorStrides(outShape), a);
   IndexRange r = step.range(outShape[a]);
   int64_t outer = numElements({indexShape.begin(), indexShape.begin() + a}), len = indexShape[a];
   int64_t inner = numElements({indexShape.begin() + a + 1, indexShape.end()});
@@ -301,26 +242,21 @@ void checkGatherElementsGrad(DType t, std::vector<int64_t> outShape, std::vector
       for (int64_t j = 0; j < len; ++j) {
         int64_t e = (o * len + j) * inner + k, p = localIndex(indexAt(indices, e), r);
         if (p >= 0)
-          sums[elementsOffset(m, e, p)] += Acc(grad.get(e));
+          sums[elementsOffset(m, e, p)] += Acc(grad.value(e));
       }
     }
     for (int64_t i = 0; i < emu.numel(); ++i)
-      emu.set(i, sums[i]);
+      emu.setValue(i, sums[i]);
   });
   expectSameBytes(cpu, emu, "gather_elements_grad " + std::string(dtypeName(t)) + shapeString(outShape));
 }
 
-/// Element i of an integer (or any) tensor as its stored T, and back.
-template <typename T> T withBits(const Bytes &b, int64_t i) {
-  T v;
-  std::memcpy(&v, &b.data[i * sizeof(T)], sizeof(T));
-  return v;
-}
-template <typename T> void setBits(Bytes &b, int64_t i, T v) {
+/// Stores v as element i: floats rounded once to the storage type, integers as their bits.
+template <typename T> void setBits(HostTensor &b, int64_t i, T v) {
   if constexpr (std::is_floating_point_v<T>)
-    b.set(i, double(v)); // rounds once to 16-bit storage
+    b.setValue(i, double(v)); // rounds once to 16-bit storage
   else
-    std::memcpy(&b.data[i * sizeof(T)], &v, sizeof(T));
+    b.store(i, v);
 }
 
 void checkScatterND(DType t, std::vector<int64_t> dataShape, std::vector<int64_t> indexShape, ScatterReduction red,
@@ -328,15 +264,15 @@ void checkScatterND(DType t, std::vector<int64_t> dataShape, std::vector<int64_t
   int64_t q = indexShape.back();
   std::vector<int64_t> updShape(indexShape.begin(), indexShape.end() - 1);
   updShape.insert(updShape.end(), dataShape.begin() + q, dataShape.end());
-  Bytes data = randomValues(t, dataShape, 11, 3, true), updates = randomValues(t, updShape, 12, 3, true);
-  Bytes indices(DType::I64, indexShape);
+  HostTensor data = randomValues(t, dataShape, 11, 3, true), updates = randomValues(t, updShape, 12, 3, true);
+  HostTensor indices(DType::I64, indexShape);
   uint64_t x = 13;
   int64_t tuples = numElements(updShape) / std::max<int64_t>(1, numElements({dataShape.begin() + q, dataShape.end()}));
   for (int64_t tup = 0; tup < tuples; ++tup)
     for (int64_t d = 0; d < q; ++d) // few distinct targets: many duplicates, some negative
-      indices.set(tup * q + d, double(int64_t(nextRandom(x) % (2 * std::min<int64_t>(dataShape[d], 2))) -
+      indices.setValue(tup * q + d, double(int64_t(nextRandom(x) % (2 * std::min<int64_t>(dataShape[d], 2))) -
                                       std::min<int64_t>(dataShape[d], 2)));
-  Bytes cpu(t, dataShape), emu = data;
+  HostTensor cpu(t, dataShape), emu = data;
   Step step("cpc.scatter_nd", {&data, &indices, &updates}, {&cpu}, {{"reduction", reduction}});
   step.runCpu();
   if (t == DType::I1)
@@ -359,11 +295,11 @@ void checkScatterND(DType t, std::vector<int64_t> dataShape, std::vector<int64_t
     sortedKeys[s] = keys[positions[s]];
   withAccType(t, [&](auto zero) {
     using Acc = decltype(zero);
-    auto value = [&](const Bytes &b, int64_t i) {
+    auto value = [&](const HostTensor &b, int64_t i) {
       if constexpr (std::is_floating_point_v<Acc>)
-        return Acc(b.get(i));
+        return Acc(b.value(i));
       else // integers: the stored bits, not a double's rounding of int64
-        return withBits<Acc>(b, i);
+        return b.load<Acc>(i);
     };
     for (int64_t e = 0; e < tuples * slice; ++e) {
       int64_t s = e / slice, k = e % slice;
@@ -386,11 +322,8 @@ void checkScatterND(DType t, std::vector<int64_t> dataShape, std::vector<int64_t
 /// Sorts each row with the bitonic network as sortRowsKernel does; returns every row's positions
 /// ([outer, keep, inner] order).
 template <typename K>
-std::vector<int64_t> emulateSortRows(const Bytes &in, int64_t axis, int64_t keep, bool descending) {
-  RowShape shape;
-  shape.len = in.shape[axis];
-  shape.inner = numElements({in.shape.begin() + axis + 1, in.shape.end()});
-  shape.rows = numElements({in.shape.begin(), in.shape.begin() + axis}) * shape.inner;
+std::vector<int64_t> emulateSortRows(const HostTensor &in, int64_t axis, int64_t keep, bool descending) {
+  RowShape shape = rowShapeAlong(in.shape, axis);
   SortLaunch l = sortLaunch(shape.len, sizeof(K));
   EXPECT_TRUE(l.fits);
   std::vector<int64_t> out(shape.rows / shape.inner * keep * shape.inner);
@@ -399,7 +332,7 @@ std::vector<int64_t> emulateSortRows(const Bytes &in, int64_t axis, int64_t keep
   for (int64_t row = 0; row < shape.rows; ++row) {
     int64_t base = rowBase(shape, row);
     for (int t = 0; t < l.padded; ++t) {
-      keys[t] = t < shape.len ? K(in.get(base + t * shape.inner)) : K(0);
+      keys[t] = t < shape.len ? K(in.value(base + t * shape.inner)) : K(0);
       index[t] = t;
     }
     for (int size = 2; size <= l.padded; size *= 2)
@@ -423,22 +356,22 @@ template <typename F> void withKeyType(DType t, F &&f) {
 
 void checkTopK(DType t, std::vector<int64_t> shape, int64_t axis, int64_t k, bool largest) {
   int64_t a = axis < 0 ? axis + (int64_t)shape.size() : axis;
-  Bytes in = randomValues(t, shape, 21 + k, 5, true);
+  HostTensor in = randomValues(t, shape, 21 + k, 5, true);
   std::vector<int64_t> outShape = shape;
   outShape[a] = k;
-  Bytes values(t, outShape), positions(DType::I64, outShape);
+  HostTensor values(t, outShape), positions(DType::I64, outShape);
   Step step("cpc.topk", {&in}, {&values, &positions}, {{"axis", axis}, {"k", k}, {"largest", largest}});
   step.runCpu();
   withKeyType(t, [&](auto zero) {
     std::vector<int64_t> got = emulateSortRows<decltype(zero)>(in, a, k, largest);
     ASSERT_EQ(got.size(), (size_t)positions.numel());
     RowShape shapeOf{0, shape[a], numElements({shape.begin() + a + 1, shape.end()})};
-    Bytes emuValues(t, outShape);
+    HostTensor emuValues(t, outShape);
     size_t es = dtypeSize(t);
     for (int64_t i = 0; i < positions.numel(); ++i) {
       EXPECT_EQ(got[i], positions.as<int64_t>()[i]) << "topk " << dtypeName(t) << shapeString(shape) << " at " << i;
       int64_t o = i / (k * shapeOf.inner), inner = i % shapeOf.inner;
-      std::memcpy(&emuValues.data[i * es], &in.data[((o * shapeOf.len + got[i]) * shapeOf.inner + inner) * es], es);
+      std::memcpy(emuValues.data() + i * es, in.data() + ((o * shapeOf.len + got[i]) * shapeOf.inner + inner) * es, es);
     }
     expectSameBytes(values, emuValues, "topk values " + std::string(dtypeName(t)));
   });
@@ -446,7 +379,7 @@ void checkTopK(DType t, std::vector<int64_t> shape, int64_t axis, int64_t k, boo
 
 void checkArgsort(DType t, std::vector<int64_t> shape, int64_t axis, bool descending) {
   int64_t a = axis < 0 ? axis + (int64_t)shape.size() : axis;
-  Bytes in = randomValues(t, shape, 31, 4, true), positions(DType::I64, shape);
+  HostTensor in = randomValues(t, shape, 31, 4, true), positions(DType::I64, shape);
   Step step("cpc.argsort", {&in}, {&positions}, {{"axis", axis}, {"descending", descending}});
   step.runCpu();
   withKeyType(t, [&](auto zero) {

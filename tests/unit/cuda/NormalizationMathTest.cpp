@@ -6,10 +6,9 @@
 // compares with the CPU kernels on MAE-like shapes, rows of 1..3000 elements and axes that are
 // not the last.
 //
-#include "kernels/Float16.h"
-#include "kernels/cpu/Kernel.h"
 #include "kernels/cuda/NormalizationLaunch.h"
 #include "kernels/cuda/NormalizationMath.h"
+#include "tests/unit/cuda/CudaTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -22,56 +21,18 @@
 using namespace cpc;
 using namespace cpc::kernels;
 using namespace cpc::kernels::cuda;
+using namespace cpc::cudatest;
 
 namespace {
-
-/// A host tensor holding values of any float type, kept as doubles for the checks.
-struct HostTensor {
-  DType dtype = DType::F32;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-  HostTensor(DType t, std::vector<int64_t> s) : dtype(t), shape(std::move(s)), bytes(numElements(shape) * dtypeSize(t)) {}
-  int64_t numel() const { return numElements(shape); }
-  double get(int64_t i) const {
-    switch (dtype) {
-    case DType::F32: return reinterpret_cast<const float *>(bytes.data())[i];
-    case DType::F64: return reinterpret_cast<const double *>(bytes.data())[i];
-    default: return load16(dtype, reinterpret_cast<const uint16_t *>(bytes.data())[i]);
-    }
-  }
-  /// Stores v rounded once to the element type.
-  void set(int64_t i, double v) {
-    switch (dtype) {
-    case DType::F32: reinterpret_cast<float *>(bytes.data())[i] = float(v); break;
-    case DType::F64: reinterpret_cast<double *>(bytes.data())[i] = v; break;
-    default: reinterpret_cast<uint16_t *>(bytes.data())[i] = store16(dtype, float(v)); break;
-    }
-  }
-  TensorRef ref() { return TensorRef{bytes.data(), dtype, shape}; }
-};
 
 HostTensor randomTensor(DType t, std::vector<int64_t> shape, uint64_t seed, double lo, double hi) {
   HostTensor r(t, std::move(shape));
   uint64_t x = seed * 0x9e3779b97f4a7c15ull + 12345;
   for (int64_t i = 0; i < r.numel(); ++i) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    r.set(i, lo + (hi - lo) * double(x >> 11) * 0x1.0p-53);
+    r.setValue(i, lo + (hi - lo) * double(x >> 11) * 0x1.0p-53);
   }
   return r;
-}
-
-void runCpu(const std::string &op, std::vector<HostTensor *> ins, std::vector<HostTensor *> outs,
-            const nlohmann::json &attrs) {
-  KernelContext ctx;
-  ctx.op = op;
-  for (HostTensor *t : ins)
-    ctx.inputs.push_back(t->ref());
-  for (HostTensor *t : outs)
-    ctx.outputs.push_back(t->ref());
-  ctx.setAttrs(attrs);
-  KernelFn fn = KernelRegistry::cpu().find(op, DeviceKind::Cpu, stepDType(ctx));
-  ASSERT_TRUE(fn) << op;
-  fn(ctx);
 }
 
 /// f32 within 2e-6 relative (2e-7 absolute: a fifth of what the GPU tests allow, so that the
@@ -87,20 +48,12 @@ void expectClose(const HostTensor &cpu, const HostTensor &emulated, const std::s
     rtol = 1.0 / 1024, atol = 1e-6;
   int64_t bad = 0;
   for (int64_t i = 0; i < cpu.numel(); ++i) {
-    double w = cpu.get(i), h = emulated.get(i);
+    double w = cpu.value(i), h = emulated.value(i);
     bool ok = std::fabs(w - h) <= atol + rtol * std::fabs(w) || (std::isnan(w) && std::isnan(h)) || w == h;
     if (!ok && bad++ < 5)
       ADD_FAILURE() << what << " element " << i << ": cpu " << w << ", emulated " << h;
   }
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << cpu.numel() << " elements differ";
-}
-
-RowShape rowShapeAlong(const std::vector<int64_t> &shape, int64_t axis) {
-  RowShape s;
-  s.len = shape[axis];
-  s.inner = numElements({shape.begin() + axis + 1, shape.end()});
-  s.rows = numElements({shape.begin(), shape.begin() + axis}) * s.inner;
-  return s;
 }
 
 //===----------------------------------------------------------------------===//
@@ -112,13 +65,13 @@ template <typename Acc> void emulateSoftmax(const HostTensor &x, HostTensor &y, 
   int tpr = rowGroupLaunch(s.rows, s.len).threadsPerRow;
   for (int64_t row = 0; row < s.rows; ++row) {
     int64_t base = rowBase(s, row);
-    auto at = [&](int64_t j) { return Acc(x.get(base + j * s.inner)); };
+    auto at = [&](int64_t j) { return Acc(x.value(base + j * s.inner)); };
     Acc negInf = -std::numeric_limits<Acc>::infinity();
     Acc m = emulateRowReduce<Acc>(s.len, tpr, MaxOp{}, negInf, at);
     Acc sum = emulateRowReduce<Acc>(s.len, tpr, SumOp{}, Acc(0), [&](int64_t j) { return expAcc(at(j) - m); });
     Acc inv = Acc(1) / sum;
     for (int64_t j = 0; j < s.len; ++j)
-      y.set(base + j * s.inner, expAcc(at(j) - m) * inv);
+      y.setValue(base + j * s.inner, expAcc(at(j) - m) * inv);
   }
 }
 
@@ -127,20 +80,20 @@ template <typename Acc> void emulateSoftmaxGrad(const HostTensor &y, const HostT
   int tpr = rowGroupLaunch(s.rows, s.len).threadsPerRow;
   for (int64_t row = 0; row < s.rows; ++row) {
     int64_t base = rowBase(s, row);
-    auto yv = [&](int64_t j) { return Acc(y.get(base + j * s.inner)); };
-    auto gv = [&](int64_t j) { return Acc(g.get(base + j * s.inner)); };
+    auto yv = [&](int64_t j) { return Acc(y.value(base + j * s.inner)); };
+    auto gv = [&](int64_t j) { return Acc(g.value(base + j * s.inner)); };
     Acc dot = emulateRowReduce<Acc>(s.len, tpr, SumOp{}, Acc(0), [&](int64_t j) { return gv(j) * yv(j); });
     for (int64_t j = 0; j < s.len; ++j)
-      out.set(base + j * s.inner, softmaxGradValue(yv(j), gv(j), dot));
+      out.setValue(base + j * s.inner, softmaxGradValue(yv(j), gv(j), dot));
   }
 }
 
 /// A row's moments as rowMomentsOf computes them.
 template <typename Acc> RowMoments<Acc> emulateMoments(const HostTensor &x, int64_t base, int64_t len, int tpr, double eps) {
-  double sum = emulateRowReduce<double>(len, tpr, SumOp{}, 0.0, [&](int64_t j) { return double(Acc(x.get(base + j))); });
+  double sum = emulateRowReduce<double>(len, tpr, SumOp{}, 0.0, [&](int64_t j) { return double(Acc(x.value(base + j))); });
   RowMean<Acc> mean = rowMean<Acc>(sum, len);
   double squares = emulateRowReduce<double>(len, tpr, SumOp{}, 0.0, [&](int64_t j) {
-    double d = wideDeviation(Acc(x.get(base + j)), mean);
+    double d = wideDeviation(Acc(x.value(base + j)), mean);
     return d * d;
   });
   return rowMoments(mean, squares, len, eps);
@@ -153,7 +106,7 @@ void emulateLayerNorm(const HostTensor &x, const HostTensor &scale, const HostTe
   for (int64_t row = 0; row < rows; ++row) {
     RowMoments<Acc> m = emulateMoments<Acc>(x, row * len, len, tpr, eps);
     for (int64_t j = 0; j < len; ++j)
-      y.set(row * len + j, layerNormValue(Acc(x.get(row * len + j)), m, Acc(scale.get(j)), Acc(bias.get(j))));
+      y.setValue(row * len + j, layerNormValue(Acc(x.value(row * len + j)), m, Acc(scale.value(j)), Acc(bias.value(j))));
   }
 }
 
@@ -167,10 +120,10 @@ void emulateLayerNormGrad(const HostTensor &x, const HostTensor &scale, const Ho
   for (int64_t row = 0; row < rows; ++row) {
     int64_t base = row * len;
     RowMoments<Acc> m = emulateMoments<Acc>(x, base, len, tpr, eps);
-    auto gs = [&](int64_t j) { return Acc(g.get(base + j)) * Acc(scale.get(j)); };
+    auto gs = [&](int64_t j) { return Acc(g.value(base + j)) * Acc(scale.value(j)); };
     Acc sumGs = emulateRowReduce<Acc>(len, tpr, SumOp{}, Acc(0), gs);
     Acc sumGsXhat = emulateRowReduce<Acc>(len, tpr, SumOp{}, Acc(0), [&](int64_t j) {
-      return gs(j) * (deviation(Acc(x.get(base + j)), m.mean) * m.rstd);
+      return gs(j) * (deviation(Acc(x.value(base + j)), m.mean) * m.rstd);
     });
     stats[row] = {m, sumGs / Acc(len), sumGsXhat / Acc(len)};
   }
@@ -182,10 +135,10 @@ void emulateLayerNormGrad(const HostTensor &x, const HostTensor &scale, const Ho
       double sumScale = 0, sumBias = 0;
       for (int64_t row = chunk * c.chunkRows; row < std::min(rows, (chunk + 1) * c.chunkRows); ++row) {
         int64_t e = row * len + col;
-        Acc xv = Acc(x.get(e)), gv = Acc(g.get(e));
+        Acc xv = Acc(x.value(e)), gv = Acc(g.value(e));
         sumScale += layerNormGradScaleTerm(xv, gv, stats[row]);
         sumBias += double(gv);
-        dx.set(e, layerNormGradInput(xv, gv, Acc(scale.get(col)), stats[row]));
+        dx.setValue(e, layerNormGradInput(xv, gv, Acc(scale.value(col)), stats[row]));
       }
       partials[chunk * len + col] = sumScale;
       partials[(c.chunks + chunk) * len + col] = sumBias;
@@ -196,8 +149,8 @@ void emulateLayerNormGrad(const HostTensor &x, const HostTensor &scale, const Ho
       s += partials[k * len + col];
       b += partials[(c.chunks + k) * len + col];
     }
-    dscale.set(col, Acc(s));
-    dbias.set(col, Acc(b));
+    dscale.setValue(col, Acc(s));
+    dbias.setValue(col, Acc(b));
   }
 }
 
@@ -215,12 +168,12 @@ template <typename F> void withAcc(DType t, F &&f) {
 
 void checkSoftmax(DType t, std::vector<int64_t> shape, int64_t axis, uint64_t seed, double lo = -8, double hi = 8) {
   HostTensor x = randomTensor(t, shape, seed, lo, hi), cpu(t, shape), emu(t, shape);
-  runCpu("cpc.softmax", {&x}, {&cpu}, {{"axis", axis}});
+  runCpuKernel("cpc.softmax", {&x}, {&cpu}, {{"axis", axis}});
   withAcc(t, [&](auto acc) { emulateSoftmax<decltype(acc)>(x, emu, axis); });
   expectClose(cpu, emu, "softmax " + std::string(dtypeName(t)) + shapeString(shape) + " axis " + std::to_string(axis));
 
   HostTensor g = randomTensor(t, shape, seed + 7, -1, 1), gradCpu(t, shape), gradEmu(t, shape);
-  runCpu("cpc.softmax_grad", {&cpu, &g}, {&gradCpu}, {{"axis", axis - (int64_t)shape.size()}}); // a negative axis
+  runCpuKernel("cpc.softmax_grad", {&cpu, &g}, {&gradCpu}, {{"axis", axis - (int64_t)shape.size()}}); // a negative axis
   withAcc(t, [&](auto acc) { emulateSoftmaxGrad<decltype(acc)>(cpu, g, gradEmu, axis); });
   expectClose(gradCpu, gradEmu, "softmax_grad " + std::string(dtypeName(t)) + shapeString(shape));
 }
@@ -233,7 +186,7 @@ void checkLayerNorm(DType t, std::vector<int64_t> shape, int64_t axis, uint64_t 
   HostTensor cpu(t, shape), emu(t, shape);
   double eps = 1e-5;
   nlohmann::json attrs = {{"axis", axis}, {"epsilon", eps}};
-  runCpu("cpc.layer_norm", {&x, &scale, &bias}, {&cpu}, attrs);
+  runCpuKernel("cpc.layer_norm", {&x, &scale, &bias}, {&cpu}, attrs);
   withAcc(t, [&](auto acc) { emulateLayerNorm<decltype(acc)>(x, scale, bias, emu, eps); });
   std::string what = std::string(dtypeName(t)) + shapeString(shape) + " mean " + std::to_string(mean);
   expectClose(cpu, emu, "layer_norm " + what);
@@ -241,7 +194,7 @@ void checkLayerNorm(DType t, std::vector<int64_t> shape, int64_t axis, uint64_t 
   HostTensor g = randomTensor(t, shape, seed + 3, -1, 1);
   HostTensor dx(t, shape), dscale(t, normalized), dbias(t, normalized);
   HostTensor dxEmu(t, shape), dscaleEmu(t, normalized), dbiasEmu(t, normalized);
-  runCpu("cpc.layer_norm_grad", {&x, &scale, &g}, {&dx, &dscale, &dbias}, attrs);
+  runCpuKernel("cpc.layer_norm_grad", {&x, &scale, &g}, {&dx, &dscale, &dbias}, attrs);
   withAcc(t, [&](auto acc) { emulateLayerNormGrad<decltype(acc)>(x, scale, g, dxEmu, dscaleEmu, dbiasEmu, eps); });
   expectClose(dx, dxEmu, "layer_norm_grad input " + what);
   expectClose(dscale, dscaleEmu, "layer_norm_grad scale " + what);
@@ -322,14 +275,14 @@ TEST(NormalizationMath, SoftmaxMatchesCpuOnOtherFloatTypes) {
 
 TEST(NormalizationMath, SoftmaxKeepsNanAndMaskedRows) {
   HostTensor x = randomTensor(DType::F32, {3, 40}, 11, -4, 4), cpu(DType::F32, {3, 40}), emu(DType::F32, {3, 40});
-  reinterpret_cast<float *>(x.bytes.data())[5] = std::nanf("");        // row 0: NaN everywhere
+  reinterpret_cast<float *>(x.data())[5] = std::nanf("");        // row 0: NaN everywhere
   for (int j = 0; j < 30; ++j)
-    reinterpret_cast<float *>(x.bytes.data())[40 + j] = -INFINITY; // row 1: masked positions
-  runCpu("cpc.softmax", {&x}, {&cpu}, {{"axis", 1}});
+    reinterpret_cast<float *>(x.data())[40 + j] = -INFINITY; // row 1: masked positions
+  runCpuKernel("cpc.softmax", {&x}, {&cpu}, {{"axis", 1}});
   emulateSoftmax<float>(x, emu, 1);
   expectClose(cpu, emu, "softmax with NaN and -inf");
-  EXPECT_TRUE(std::isnan(emu.get(0)));
-  EXPECT_EQ(emu.get(40), 0.0);
+  EXPECT_TRUE(std::isnan(emu.value(0)));
+  EXPECT_EQ(emu.value(40), 0.0);
 }
 
 TEST(NormalizationMath, LayerNormMatchesCpuOnMaeShapes) {

@@ -6,10 +6,9 @@
 // with the CPU kernel (kernels/cpu/Reduction.cpp) on real shapes; also checks the launch
 // shapes and that every (output, position) pair is visited exactly once.
 //
-#include "kernels/Float16.h"
-#include "kernels/cpu/Kernel.h"
 #include "kernels/cuda/ReductionLaunch.h"
 #include "kernels/cuda/ReductionMath.h"
+#include "tests/unit/cuda/CudaTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -23,6 +22,7 @@
 using namespace cpc;
 using namespace cpc::kernels;
 using namespace cpc::kernels::cuda;
+using namespace cpc::cudatest;
 
 namespace {
 
@@ -94,24 +94,6 @@ auto replayOutput(const ReduceGeometry &g, const ReductionLaunch &l, int64_t j, 
   return Op::finish(total, g.reduced);
 }
 
-template <class S> struct Host {
-  using C = S;
-  static C load(S s) { return s; }
-  static S store(C c) { return c; }
-};
-struct Half { uint16_t bits; };
-struct BFloat { uint16_t bits; };
-template <> struct Host<Half> {
-  using C = float;
-  static float load(Half h) { return halfToFloat(h.bits); }
-  static Half store(float f) { return {floatToHalf(f)}; }
-};
-template <> struct Host<BFloat> {
-  using C = float;
-  static float load(BFloat h) { return bf16ToFloat(h.bits); }
-  static BFloat store(float f) { return {floatToBF16(f)}; }
-};
-
 template <class S> DType dtypeOf() {
   if constexpr (std::is_same_v<S, float>) return DType::F32;
   else if constexpr (std::is_same_v<S, double>) return DType::F64;
@@ -135,7 +117,7 @@ template <class S> Array<S> valuesOf(int64_t n, unsigned seed) {
       x = S(int64_t(gen() % 200) - 100); // wraps in u8; sums wrap in i8
     else {
       float f = std::uniform_real_distribution<float>(0.5f, 1.5f)(gen) * (gen() % 2 ? 1 : -1);
-      x = Host<S>::store(typename Host<S>::C(f));
+      x = HostStorage<S>::store(typename HostStorage<S>::C(f));
     }
   }
   return v;
@@ -148,7 +130,7 @@ double asDouble(double f) { return f; }
 /// matches NaN), everything else exactly.
 template <template <class> class OpT, class S>
 void check(const char *op, const Case &c, int multiprocessors, double rtol) {
-  using C = typename Host<S>::C;
+  using C = typename HostStorage<S>::C;
   using Op = OpT<C>;
   std::vector<int64_t> outShape = outShapeOf(c);
   Array<S> x = valuesOf<S>(numElements(c.shape), 11), want(numElements(outShape)), got(want.size());
@@ -169,15 +151,15 @@ void check(const char *op, const Case &c, int multiprocessors, double rtol) {
   ASSERT_TRUE(planReduction(c.shape, c.axes, c.keepdims, outShape, g, &error)) << error;
   ASSERT_EQ(g.outputs(), (int64_t)want.size());
   ReductionLaunch l = reductionLaunch(g.outputs(), g.inner, g.reduced, multiprocessors);
-  auto value = [&](int64_t offset) { return Host<S>::load(x[offset]); };
+  auto value = [&](int64_t offset) { return HostStorage<S>::load(x[offset]); };
   for (int64_t j = 0; j < g.outputs(); ++j)
-    got[j] = Host<S>::store(replayOutput<Op>(g, l, j, value));
+    got[j] = HostStorage<S>::store(replayOutput<Op>(g, l, j, value));
 
   std::string what = std::string(op) + " " + dtypeName(dtypeOf<S>()) + " " + shapeString(c.shape) + " splits " +
                      std::to_string(l.splits);
   int bad = 0;
   for (size_t j = 0; j < want.size(); ++j) {
-    C w = Host<S>::load(want[j]), h = Host<S>::load(got[j]);
+    C w = HostStorage<S>::load(want[j]), h = HostStorage<S>::load(got[j]);
     bool ok;
     if constexpr (std::is_floating_point_v<C>)
       ok = (w != w && h != h) || w == h || std::fabs(asDouble(w) - asDouble(h)) <= rtol * std::fabs(asDouble(w)) + 1e-30;
