@@ -2,10 +2,13 @@
 //
 // glibc's erff/expf are scalar calls, which keeps GELU and its gradient from vectorizing; these
 // branch-free forms do (max error: erf 4e-7 absolute, exp 3e-7 relative, i.e. a few f32 ulps).
-// Doubles use the exact library functions.
+// Doubles use the exact library functions. The f32 forms are CPC_HD: the CUDA kernels
+// (kernels/cuda/ElementwiseMath.h) compute the same approximation, from this one definition.
 //
 #ifndef CPC_KERNELS_CPU_FASTMATH_H
 #define CPC_KERNELS_CPU_FASTMATH_H
+
+#include "kernels/cuda/HostDevice.h"
 
 #include <cmath>
 #include <cstdint>
@@ -14,7 +17,7 @@
 namespace cpc::kernels {
 
 /// Rational minimax approximation of erf on [-4, 4] (|erf| rounds to 1 in f32 beyond).
-inline float fastErf(float x) {
+CPC_HD float fastErf(float x) {
   x = x < -4.0f ? -4.0f : (x > 4.0f ? 4.0f : x);
   const float x2 = x * x;
   float p = -2.72614225801306e-10f;
@@ -34,7 +37,7 @@ inline float fastErf(float x) {
 inline double fastErf(double x) { return std::erf(x); }
 
 /// exp(x) = 2^n exp(r) with r = x - n ln2 (Cody-Waite split) and a degree-6 Taylor polynomial.
-inline float fastExp(float x) {
+CPC_HD float fastExp(float x) {
   x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
   // Round to nearest by the 1.5 * 2^23 trick: a plain add, which vectorizes (nearbyint does not).
   const float magic = 12582912.0f;
@@ -50,8 +53,12 @@ inline float fastExp(float x) {
   p = p * r + 1.0f;
   // A NaN input stays NaN through p; its n must not reach the int conversion (undefined).
   int32_t bits = ((n == n ? (int32_t)n : 0) + 127) << 23;
+#ifdef __CUDA_ARCH__
+  float scale = __int_as_float(bits);
+#else
   float scale;
   std::memcpy(&scale, &bits, 4);
+#endif
   return p * scale;
 }
 inline double fastExp(double x) { return std::exp(x); }

@@ -11,6 +11,7 @@
 #define CPC_KERNELS_CUDA_ELEMENTWISEMATH_H
 
 #include "kernels/Checks.h"
+#include "kernels/cpu/FastMath.h"
 #include "kernels/cuda/HostDevice.h"
 #include "kernels/cuda/Launch.h"
 
@@ -116,54 +117,12 @@ CPC_HD double sqrtRn(double x) {
 #endif
 }
 
-CPC_HD float floatFromBits(int32_t bits) {
-#ifdef __CUDA_ARCH__
-  return __int_as_float(bits);
-#else
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-#endif
-}
-
-/// The CPU kernels' f32 erf (kernels/cpu/FastMath.h): the same rational approximation, so that
-/// erf and GELU agree with them to rounding; f64 uses the library's erf on both sides.
-CPC_HD float erf(float x) {
-  x = x < -4.0f ? -4.0f : (x > 4.0f ? 4.0f : x);
-  const float x2 = x * x;
-  float p = -2.72614225801306e-10f;
-  p = p * x2 + 2.77068142495902e-08f;
-  p = p * x2 + -2.10102402082508e-06f;
-  p = p * x2 + -5.69250639462346e-05f;
-  p = p * x2 + -7.34990630326855e-04f;
-  p = p * x2 + -2.95459980854025e-03f;
-  p = p * x2 + -1.60960333262415e-02f;
-  float q = -1.45660718464996e-05f;
-  q = q * x2 + -2.13374055278905e-04f;
-  q = q * x2 + -1.68282697438203e-03f;
-  q = q * x2 + -7.37332916720468e-03f;
-  q = q * x2 + -1.42647390514189e-02f;
-  return p * x / q;
-}
+/// The CPU kernels' f32 erf and exp (kernels/cpu/FastMath.h, one definition for both devices),
+/// so that erf, GELU and its gradient agree with them to rounding; f64 uses the library's.
+CPC_HD float erf(float x) { return fastErf(x); }
 CPC_HD double erf(double x) { return ::erf(x); }
 
-/// The CPU kernels' f32 exp of the GELU gradient (FastMath.h's fastExp): 2^n exp(r), r by a
-/// Cody-Waite split, exp(r) by a degree-6 polynomial.
-CPC_HD float fastExp(float x) {
-  x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
-  const float magic = 12582912.0f; // 1.5 * 2^23: adding it rounds to an integer
-  float n = (x * 1.44269504088896341f + magic) - magic;
-  float r = x - n * 0.693145751953125f;
-  r = r - n * 1.42860682030941723212e-6f;
-  float p = 1.0f / 720;
-  p = p * r + 1.0f / 120;
-  p = p * r + 1.0f / 24;
-  p = p * r + 1.0f / 6;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  return p * floatFromBits(((int32_t)n + 127) << 23);
-}
+CPC_HD float fastExp(float x) { return ::cpc::kernels::fastExp(x); }
 CPC_HD double fastExp(double x) { return ::exp(x); }
 } // namespace fmath
 
