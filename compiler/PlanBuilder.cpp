@@ -128,7 +128,10 @@ bool mayRunInPlace(Operation *op) {
 
 class Builder {
 public:
-  Builder(const WeightStore &weights, const PlanOptions &options) : weights_(weights), options_(options) {}
+  Builder(std::shared_ptr<const WeightStore> weights, const PlanOptions &options)
+      : weightStore_(std::move(weights)), weights_(*weightStore_), options_(options) {
+    plan_.blobFromPieces = true;
+  }
 
   Plan build(ModuleOp module, const std::string &source) {
     plan_.mode = options_.mode;
@@ -288,9 +291,13 @@ private:
     return plan_.buffers.size() - 1;
   }
 
-  size_t appendToBlob(size_t bytes) {
-    size_t offset = (plan_.blob.size() + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment;
-    plan_.blob.resize(offset + bytes);
+  /// Places `bytes` of data at the end of the blob, made by `fill` when the plan is written or
+  /// read: the builder never holds the model's weights itself.
+  size_t appendToBlob(size_t bytes, std::function<void(uint8_t *)> fill) {
+    size_t offset = (plan_.blobPiecesSize + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment;
+    plan_.blobPiecesSize = offset + bytes;
+    if (bytes > 0)
+      plan_.blobPieces.push_back(BlobPiece{offset, bytes, std::move(fill)});
     return offset;
   }
 
@@ -316,16 +323,19 @@ private:
     if (weights_.byteSize(name) != desc.storedBytes())
       throw RuntimeError("parameter '" + name + "' holds " + std::to_string(weights_.byteSize(name)) +
                          " bytes, its type needs " + std::to_string(desc.storedBytes()));
-    size_t bytes = desc.storedBytes();
-    desc.offset = appendToBlob(bytes);
-    weights_.read(name, plan_.blob.data() + desc.offset);
-    if (auto view = param.getStoredViewAttr()) { // kept in another element order: permute it once here
+    if (auto view = param.getStoredViewAttr()) { // kept in another element order: permuted as written
       desc.storedView.assign(view.asArrayRef().begin(), view.asArrayRef().end());
       desc.storedPerm.assign(param.getStoredPermAttr().asArrayRef().begin(), param.getStoredPermAttr().asArrayRef().end());
-      std::vector<uint8_t> model(plan_.blob.begin() + desc.offset, plan_.blob.begin() + desc.offset + bytes);
-      permuteElements(model.data(), plan_.blob.data() + desc.offset, desc.storedView, desc.storedPerm,
-                      dtypeSize(desc.dtype), false);
     }
+    size_t bytes = desc.storedBytes();
+    desc.offset = appendToBlob(bytes, [weights = weightStore_, name, bytes, view = desc.storedView,
+                                       perm = desc.storedPerm, elementBytes = dtypeSize(desc.dtype)](uint8_t *dst) {
+      if (view.empty())
+        return weights->read(name, dst);
+      std::vector<uint8_t> model(bytes);
+      weights->read(name, model.data());
+      permuteElements(model.data(), dst, view, perm, elementBytes, false);
+    });
     return variables_[name] = b;
   }
 
@@ -443,12 +453,11 @@ private:
       if (!dense)
         throw RuntimeError("constant at " + name + " is not a dense tensor");
       int b = newBuffer(constant.getType(), name.empty() ? "const" : name, BufferKind::Constant, op);
-      std::vector<uint8_t> bytes;
-      appendElements(dense, bytes);
-      size_t offset = appendToBlob(bytes.size());
-      if (!bytes.empty()) // an empty constant has no data (and memcpy no null pointers)
-        std::memcpy(plan_.blob.data() + offset, bytes.data(), bytes.size());
-      plan_.buffers[b].offset = offset;
+      auto bytes = std::make_shared<std::vector<uint8_t>>();
+      appendElements(dense, *bytes);
+      plan_.buffers[b].offset = appendToBlob(bytes->size(), [bytes](uint8_t *dst) {
+        std::memcpy(dst, bytes->data(), bytes->size());
+      });
       p.bufferOf[constant] = b;
       return;
     }
@@ -632,6 +641,7 @@ private:
     p.desc.arenaBytes = layout.totalBytes;
   }
 
+  std::shared_ptr<const WeightStore> weightStore_;
   const WeightStore &weights_;
   PlanOptions options_;
   Plan plan_;
@@ -641,8 +651,9 @@ private:
 
 } // namespace
 
-Plan buildPlan(ModuleOp module, const WeightStore &weights, const std::string &source, const PlanOptions &options) {
-  return Builder(weights, options).build(module, source);
+Plan buildPlan(ModuleOp module, std::shared_ptr<const WeightStore> weights, const std::string &source,
+               const PlanOptions &options) {
+  return Builder(std::move(weights), options).build(module, source);
 }
 
 } // namespace cpc

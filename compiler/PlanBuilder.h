@@ -28,8 +28,10 @@ struct PlanOptions {
 /// Lowers the functions of `module` to a one-rank plan: per function a linear schedule of kernel
 /// steps, reshapes as views, a liveness-based arena layout; parameters (initial values read from
 /// `weights`) and states are persistent buffers shared by all programs; constants live in the
-/// blob. Throws RuntimeError on IR it cannot lower.
-Plan buildPlan(mlir::ModuleOp module, const WeightStore &weights, const std::string &source,
+/// blob. The blob is left as pieces made on demand (Plan::blobPieces): writePlan streams the
+/// weights from `weights` into the file, so they are never held twice. Throws RuntimeError on
+/// IR it cannot lower.
+Plan buildPlan(mlir::ModuleOp module, std::shared_ptr<const WeightStore> weights, const std::string &source,
                const PlanOptions &options = {});
 
 } // namespace cpc

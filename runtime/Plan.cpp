@@ -494,32 +494,103 @@ void Plan::validate() const {
       }
 }
 
+namespace {
+
+/// Writes the body of a plan file in chunks of a multiple of 8 bytes (so the word-wise checksum
+/// comes out as over one array) and sums it on the way.
+class ChecksummedWriter {
+public:
+  ChecksummedWriter(std::ofstream &out, uint64_t sum) : out_(out), sum_(sum) { chunk_.reserve(kChunk); }
+  void append(const uint8_t *data, size_t bytes) {
+    while (bytes > 0) {
+      size_t n = std::min(bytes, kChunk - chunk_.size());
+      chunk_.insert(chunk_.end(), data, data + n);
+      data += n, bytes -= n;
+      if (chunk_.size() == kChunk)
+        flush();
+    }
+  }
+  void zeros(size_t bytes) {
+    static const uint8_t kZeros[4096] = {};
+    for (size_t n; bytes > 0; bytes -= n)
+      append(kZeros, n = std::min(bytes, sizeof kZeros));
+  }
+  uint64_t finish() {
+    flush();
+    return sum_;
+  }
+
+private:
+  static constexpr size_t kChunk = size_t(8) << 20;
+  void flush() {
+    sum_ = checksumUpdate(sum_, chunk_.data(), chunk_.size());
+    out_.write(reinterpret_cast<const char *>(chunk_.data()), chunk_.size());
+    chunk_.clear();
+  }
+  std::ofstream &out_;
+  uint64_t sum_;
+  std::vector<uint8_t> chunk_;
+};
+
+/// The pieces of `plan`'s blob, made one at a time (one piece's memory at once).
+void streamPieces(const Plan &plan, ChecksummedWriter &writer) {
+  std::vector<uint8_t> piece;
+  size_t at = 0;
+  for (const BlobPiece &p : plan.blobPieces) {
+    writer.zeros(p.offset - at);
+    piece.resize(p.bytes);
+    p.fill(piece.data());
+    writer.append(piece.data(), p.bytes);
+    at = p.offset + p.bytes;
+  }
+  writer.zeros(plan.blobPiecesSize - at);
+}
+
+} // namespace
+
 void writePlan(const Plan &plan, const std::string &path) {
-  if (!plan.blobInMemory())
+  if (!plan.blobFile.empty())
     throw RuntimeError(path + ": cannot write a plan whose data was left in " + plan.blobFile);
   std::vector<uint8_t> head = nlohmann::json::to_cbor(plan.metadata());
   size_t metadataSize = head.size();
   size_t blobOffset = alignUp(kHeaderSize + head.size());
   head.resize(blobOffset - kHeaderSize, 0); // metadata + padding: a multiple of 8 bytes
-  size_t bodySize = head.size() + plan.blob.size();
+  size_t bodySize = head.size() + plan.blobSize();
   Header h{};
   std::memcpy(h.magic, kMagic, 8);
   h.version = plan.version;
   h.headerSize = kHeaderSize;
   h.metadataSize = metadataSize;
   h.blobOffset = blobOffset;
-  h.blobSize = plan.blob.size();
-  h.checksum = checksumUpdate(checksumUpdate(checksumInit(bodySize), head.data(), head.size()),
-                              plan.blob.data(), plan.blob.size());
+  h.blobSize = plan.blobSize();
   h.fileSize = kHeaderSize + bodySize;
   // Written beside the target and renamed over it: a failed write never leaves a partial plan.
   std::string temporary = path + ".tmp-" + std::to_string(::getpid());
   std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
   if (!out)
     throw RuntimeError(path + ": cannot write the plan: " + std::strerror(errno));
-  out.write(reinterpret_cast<const char *>(&h), sizeof(h));
-  out.write(reinterpret_cast<const char *>(head.data()), head.size());
-  out.write(reinterpret_cast<const char *>(plan.blob.data()), plan.blob.size());
+  auto removeTemporary = [&] {
+    out.close();
+    std::remove(temporary.c_str());
+  };
+  try {
+    out.write(reinterpret_cast<const char *>(&h), sizeof(h)); // its checksum is filled in below
+    out.write(reinterpret_cast<const char *>(head.data()), head.size());
+    uint64_t sum = checksumUpdate(checksumInit(bodySize), head.data(), head.size());
+    if (plan.blobFromPieces) {
+      ChecksummedWriter writer(out, sum);
+      streamPieces(plan, writer);
+      h.checksum = writer.finish();
+    } else {
+      h.checksum = checksumUpdate(sum, plan.blob.data(), plan.blob.size());
+      out.write(reinterpret_cast<const char *>(plan.blob.data()), plan.blob.size());
+    }
+    out.seekp(0);
+    out.write(reinterpret_cast<const char *>(&h), sizeof(h));
+  } catch (...) { // a piece that cannot be made (the model's data unreadable) leaves no file
+    removeTemporary();
+    throw;
+  }
   out.close();
   if (!out || std::rename(temporary.c_str(), path.c_str()) != 0) {
     std::string reason = std::strerror(errno);
@@ -528,10 +599,29 @@ void writePlan(const Plan &plan, const std::string &path) {
   }
 }
 
+void Plan::readPieces(size_t offset, size_t bytes, uint8_t *dst) const {
+  std::memset(dst, 0, bytes);
+  auto first = std::upper_bound(blobPieces.begin(), blobPieces.end(), offset,
+                                [](size_t at, const BlobPiece &p) { return at < p.offset + p.bytes; });
+  std::vector<uint8_t> staged;
+  for (auto p = first; p != blobPieces.end() && p->offset < offset + bytes; ++p) {
+    if (p->offset >= offset && p->offset + p->bytes <= offset + bytes) { // wholly inside: made in place
+      p->fill(dst + (p->offset - offset));
+      continue;
+    }
+    staged.resize(p->bytes);
+    p->fill(staged.data());
+    size_t begin = std::max(offset, p->offset), end = std::min(offset + bytes, p->offset + p->bytes);
+    std::memcpy(dst + (begin - offset), staged.data() + (begin - p->offset), end - begin);
+  }
+}
+
 void Plan::readBlob(size_t offset, size_t bytes, void *dst) const {
   if (offset > blobSize() || bytes > blobSize() - offset)
     throw RuntimeError("plan data [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
                        ") lies outside the blob");
+  if (blobFromPieces)
+    return readPieces(offset, bytes, static_cast<uint8_t *>(dst));
   if (blobInMemory()) {
     std::memcpy(dst, blob.data() + offset, bytes);
     return;

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,13 @@ struct RankProgram {
   std::vector<StepDesc> steps;
 };
 
+/// A piece of a plan's blob made on demand, e.g. a parameter's initial value read from the model:
+/// a compile streams such pieces into the plan file instead of holding every weight twice.
+struct BlobPiece {
+  size_t offset = 0, bytes = 0;
+  std::function<void(uint8_t *dst)> fill; // writes exactly `bytes` bytes at dst
+};
+
 struct Plan {
   uint32_t version = kPlanVersion;
   std::string mode = "infer";
@@ -161,10 +169,17 @@ struct Plan {
   uint64_t blobFileSize = 0;
   int64_t blobFileMtimeNs = 0;   // readBlob refuses a file changed since readPlan verified it
 
-  bool blobInMemory() const { return blobFile.empty(); }
-  size_t blobSize() const { return blobInMemory() ? blob.size() : blobFileSize; }
+  // A plan just built keeps its blob as pieces (ascending, disjoint; the gaps are zeros) of
+  // `blobPiecesSize` bytes in all: writePlan streams them, readBlob makes the ones it reads.
+  bool blobFromPieces = false;
+  std::vector<BlobPiece> blobPieces;
+  size_t blobPiecesSize = 0;
+
+  bool blobInMemory() const { return blobFile.empty() && !blobFromPieces; }
+  size_t blobSize() const { return blobFromPieces ? blobPiecesSize : blobInMemory() ? blob.size() : blobFileSize; }
   /// Copies `bytes` of the blob from `offset` to `dst`; throws RuntimeError naming the file.
   void readBlob(size_t offset, size_t bytes, void *dst) const;
+  void readPieces(size_t offset, size_t bytes, uint8_t *dst) const;
   int64_t predictedPeakBytes = 0;
   nlohmann::json training = nlohmann::json::object(); // the recipe the runtime drives (train mode)
 

@@ -9,9 +9,9 @@
 #include "kernels/Checks.h"
 #include "kernels/cpu/FastMath.h"
 #include "kernels/cpu/Dispatch.h"
+#include "kernels/cpu/Gemm.h"
 #include "kernels/cpu/Kernel.h"
-
-#include <cblas.h>
+#include "kernels/cpu/RowSums.h"
 
 #include <algorithm>
 #include <cmath>
@@ -166,7 +166,18 @@ void softmaxGrad(const KernelContext &ctx, const T *y, const T *g, T *out, int64
   int threads = nthreads(ctx);
   int64_t total = outer * len * inner;
   constexpr int64_t kBlock = 256;
-  int64_t block = inner == 1 ? 1 : std::min<int64_t>(kBlock, inner);
+  if (inner == 1) { // rows: the sum in lanes
+#pragma omp parallel for num_threads(threads) if (total > kParallelMin) schedule(static)
+    for (int64_t o = 0; o < outer; ++o) {
+      const T *yr = y + o * len, *gr = g + o * len;
+      T *dr = out + o * len;
+      T s = T(laneSum(len, [&](int64_t j) { return double(gr[j]) * double(yr[j]); }));
+      for (int64_t j = 0; j < len; ++j)
+        dr[j] = yr[j] * (gr[j] - s);
+    }
+    return;
+  }
+  int64_t block = std::min<int64_t>(kBlock, inner);
   int64_t blocks = (inner + block - 1) / block;
 #pragma omp parallel for num_threads(threads) if (total > kParallelMin) schedule(static)
   for (int64_t task = 0; task < outer * blocks; ++task) {
@@ -220,20 +231,19 @@ void layerNormGrad(const KernelContext &ctx, const T *x, const T *scale, const T
     double *ps = partial.data() + 2 * b * n, *pb = ps + n;
     for (int64_t row = b * blockRows; row < std::min(rows, (b + 1) * blockRows); ++row) {
       const T *xr = x + row * n, *gr = g + row * n;
-      double sum = 0;
-      for (int64_t j = 0; j < n; ++j)
-        sum += xr[j];
-      double mean = sum / double(n), sq = 0;
-      for (int64_t j = 0; j < n; ++j) {
+      double mean = laneSum(n, [&](int64_t j) { return double(xr[j]); }) / double(n);
+      double sq = laneSum(n, [&](int64_t j) {
         double d = double(xr[j]) - mean;
-        sq += d * d;
-      }
+        return d * d;
+      });
       double rstd = 1.0 / std::sqrt(sq / double(n) + eps);
-      double sumGs = 0, sumGsX = 0;
+      double sumGs, sumGsX;
+      laneSum2(n, [&](int64_t j, double &gs, double &gsx) {
+        gs = double(gr[j]) * double(scale[j]);
+        gsx = gs * ((double(xr[j]) - mean) * rstd);
+      }, sumGs, sumGsX);
       for (int64_t j = 0; j < n; ++j) {
-        double xhat = (double(xr[j]) - mean) * rstd, gj = gr[j], gs = gj * double(scale[j]);
-        sumGs += gs;
-        sumGsX += gs * xhat;
+        double xhat = (double(xr[j]) - mean) * rstd, gj = gr[j];
         ps[j] += gj * xhat;
         pb[j] += gj;
       }
@@ -351,21 +361,11 @@ void gatherElementsGradKernel(KernelContext &ctx) {
 // conv2d_grad_input, conv2d_grad_weight
 //===----------------------------------------------------------------------===//
 
-/// OpenBLAS's thread count is process-global; other kernel files set it too, so compare
-/// against the live value instead of a cached one.
-void setBlasThreads(int threads) {
-  threads = std::max(threads, 1);
-  if (openblas_get_num_threads() != threads)
-    openblas_set_num_threads(threads);
-}
-
-// Row-major C[M,N] = op(A)[M,K] * op(B)[K,N] + beta*C.
+// Row-major C[M,N] = op(A)[M,K] * op(B)[K,N] + beta*C on up to `threads` pool threads.
 template <typename T>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T *A, int64_t lda, const T *B, int64_t ldb,
-          T beta, T *C, int64_t ldc) {
-  auto fn = [] { if constexpr (std::is_same_v<T, float>) return cblas_sgemm; else return cblas_dgemm; }();
-  fn(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, T(1),
-     A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+          T beta, T *C, int64_t ldc, int threads) {
+  kernels::gemm(Gemm<T>{ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc}, threads);
 }
 
 struct ConvGeom {
@@ -458,7 +458,6 @@ template <typename T> void convGradWeight(KernelContext &ctx) {
   if (dw.numel() == 0 || g.N == 0 || P == 0)
     return;
   int threads = nthreads(ctx);
-  setBlasThreads(threads);
   std::vector<T> col(g.direct ? 0 : Kc * P);
   const T *X = x.as<T>(), *DY = dy.as<T>();
   for (int64_t n = 0; n < g.N; ++n)
@@ -472,7 +471,7 @@ template <typename T> void convGradWeight(KernelContext &ctx) {
           imageCols<true, T>(g, in, Cg, col.data(), threads);
         B = col.data();
       }
-      gemm(false, true, Og, Kc, P, DY + (n * g.O + gi * Og) * P, P, B, P, T(1), DW + gi * Og * Kc, Kc);
+      gemm(false, true, Og, Kc, P, DY + (n * g.O + gi * Og) * P, P, B, P, T(1), DW + gi * Og * Kc, Kc, threads);
     }
 }
 
@@ -486,7 +485,6 @@ template <typename T> void convGradInput(KernelContext &ctx) {
   if (dx.numel() == 0 || Og == 0 || P == 0)
     return;
   int threads = nthreads(ctx);
-  setBlasThreads(threads);
   std::vector<T> col(g.direct ? 0 : Kc * P);
   const T *Wt = w.as<T>(), *DY = dy.as<T>();
   for (int64_t n = 0; n < g.N; ++n)
@@ -494,10 +492,10 @@ template <typename T> void convGradInput(KernelContext &ctx) {
       T *out = DX + (n * g.C + gi * Cg) * g.H * g.W;
       const T *A = Wt + gi * Og * Kc, *B = DY + (n * g.O + gi * Og) * P;
       if (g.direct) {
-        gemm(true, false, Kc, P, Og, A, Kc, B, P, T(0), out, P);
+        gemm(true, false, Kc, P, Og, A, Kc, B, P, T(0), out, P, threads);
         continue;
       }
-      gemm(true, false, Kc, P, Og, A, Kc, B, P, T(0), col.data(), P);
+      gemm(true, false, Kc, P, Og, A, Kc, B, P, T(0), col.data(), P, threads);
       if (g.patches)
         patchShuffle(g, out, Cg, col.data(), false, threads);
       else

@@ -1,37 +1,21 @@
 //===- Linalg.cpp - matmul and conv2d on top of OpenBLAS ------------------===//
 #include "kernels/Checks.h"
+#include "kernels/cpu/Gemm.h"
 #include "kernels/cpu/Kernel.h"
 #include "kernels/Float16.h"
 
-#include <cblas.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <vector>
 
 namespace cpc::kernels {
 namespace {
 
-/// openblas_set_num_threads is process-global and not free (it may resize the thread pool),
-/// so only call it when the requested count changes.
-void setBlasThreads(int threads) {
-  static std::atomic<int> last{-1};
-  threads = std::max(threads, 1);
-  if (last.exchange(threads) != threads)
-    openblas_set_num_threads(threads);
-}
-
-// Row-major C[M,N] = op(A)[M,K] * op(B)[K,N] (+ beta*C), op = optional transpose of the stored matrix.
-void gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-          float beta, float *C, int64_t ldc, bool tA = false, bool tB = false) {
-  cblas_sgemm(CblasRowMajor, tA ? CblasTrans : CblasNoTrans, tB ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K,
-              1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
-}
-void gemm(int64_t M, int64_t N, int64_t K, const double *A, int64_t lda, const double *B, int64_t ldb,
-          double beta, double *C, int64_t ldc, bool tA = false, bool tB = false) {
-  cblas_dgemm(CblasRowMajor, tA ? CblasTrans : CblasNoTrans, tB ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K,
-              1.0, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+// Row-major C[M,N] = op(A)[M,K] * op(B)[K,N] (+ beta*C) on up to `threads` pool threads.
+template <typename T>
+void gemm(int64_t M, int64_t N, int64_t K, const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,
+          int64_t ldc, int threads, bool tA = false, bool tB = false) {
+  kernels::gemm(Gemm<T>{tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc}, threads);
 }
 
 //===----------------------------------------------------------------------===//
@@ -89,9 +73,12 @@ MatmulGeometry matmulGeometry(const KernelContext &ctx) {
 template <typename T> void matmulTyped(KernelContext &ctx, const MatmulGeometry &g) {
   T *C = ctx.outputs[0].as<T>();
   const T *A = ctx.inputs[0].as<T>(), *B = ctx.inputs[1].as<T>();
+  std::vector<Gemm<T>> gemms;
+  gemms.reserve(g.batches.size());
   for (size_t bi = 0; bi < g.batches.size(); ++bi)
-    gemm(g.M, g.N, g.K, A + g.batches[bi].first, g.lda, B + g.batches[bi].second, g.ldb, T(0), C + bi * g.M * g.N,
-         g.N, g.tA, g.tB);
+    gemms.push_back(Gemm<T>{g.tA, g.tB, g.M, g.N, g.K, A + g.batches[bi].first, g.lda, B + g.batches[bi].second,
+                            g.ldb, T(0), C + bi * g.M * g.N, g.N});
+  gemmBatch(gemms, ctx.threads);
 }
 
 // 16-bit operands: no bf16/f16 GEMM in Debian's OpenBLAS (nor AVX-512 BF16 here), so the
@@ -127,7 +114,7 @@ void matmul16(KernelContext &ctx, const MatmulGeometry &g) {
           widenToFloat(t, A + aOff + k * g.M + m0, panelA + k * rows, rows);
         lda = rows;
       }
-      gemm(rows, g.N, g.K, panelA, lda, wideB, g.ldb, 0.0f, panelC, g.N, g.tA, g.tB);
+      gemm(rows, g.N, g.K, panelA, lda, wideB, g.ldb, 0.0f, panelC, g.N, ctx.threads, g.tA, g.tB);
       narrowFromFloat(t, panelC, C + bi * g.M * g.N + m0 * g.N, rows * g.N);
     }
   }
@@ -148,7 +135,6 @@ void matmulKernel(KernelContext &ctx) {
     std::memset(ctx.outputs[0].data, 0, ctx.outputs[0].bytes()); // +0.0 in every float type
     return;
   }
-  setBlasThreads(ctx.threads);
   if (t == DType::F32)
     return matmulTyped<float>(ctx, g);
   if (t == DType::F64)
@@ -246,7 +232,6 @@ template <typename T> void conv2dTyped(KernelContext &ctx) {
   std::vector<T> col(direct || Kc * P == 0 ? 0 : Kc * P);
   const T *X = x.as<T>(), *Wt = w.as<T>();
   T *Y = out.as<T>();
-  setBlasThreads(ctx.threads);
   for (int64_t n = 0; n < g.N; ++n) {
     for (int64_t gi = 0; gi < g.G; ++gi) {
       const T *in = X + (n * g.C + gi * Cg) * g.H * g.W;
@@ -263,7 +248,7 @@ template <typename T> void conv2dTyped(KernelContext &ctx) {
           im2col(g, in, Cg, col.data(), ctx.threads);
         B = col.data();
       }
-      gemm(Og, P, Kc, Wt + gi * Og * Kc, Kc, B, P, T(0), y, P);
+      gemm(Og, P, Kc, Wt + gi * Og * Kc, Kc, B, P, T(0), y, P, ctx.threads);
     }
   }
   if (bias) {

@@ -7,6 +7,7 @@
 #include "kernels/cpu/FastMath.h"
 #include "kernels/cpu/Dispatch.h"
 #include "kernels/cpu/Kernel.h"
+#include "kernels/cpu/RowSums.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +16,7 @@
 namespace cpc::kernels {
 namespace {
 
-// Mean and biased variance are two passes in double: one-pass formulas lose precision
+// Mean and biased variance are two passes in double (in lanes, RowSums.h): one-pass formulas lose precision
 // when |mean| >> stddev, common for activations.
 template <typename T>
 void layerNormRows(const KernelContext &ctx, const T *x, const T *scale, const T *bias, T *y,
@@ -25,15 +26,11 @@ void layerNormRows(const KernelContext &ctx, const T *x, const T *scale, const T
   for (int64_t row = 0; row < rows; ++row) {
     const T *xr = x + row * n;
     T *yr = y + row * n;
-    double sum = 0;
-    for (int64_t j = 0; j < n; ++j)
-      sum += xr[j];
-    double mean = sum / double(n);
-    double sq = 0;
-    for (int64_t j = 0; j < n; ++j) {
+    double mean = laneSum(n, [&](int64_t j) { return double(xr[j]); }) / double(n);
+    double sq = laneSum(n, [&](int64_t j) {
       double d = double(xr[j]) - mean;
-      sq += d * d;
-    }
+      return d * d;
+    });
     double rstd = 1.0 / std::sqrt(sq / double(n) + eps);
     // Fold into y = x*a + b per element in T, which vectorizes.
     const T m = T(mean), rs = T(rstd);
@@ -70,12 +67,10 @@ void softmax(const KernelContext &ctx, const T *x, T *y, int64_t outer, int64_t 
       T m = -std::numeric_limits<T>::infinity();
       for (int64_t j = 0; j < len; ++j)
         m = std::max(m, xr[j]);
-      // exp in its own loop so that it vectorizes; the sum stays in double, in order.
+      // exp in its own loop so that it vectorizes; the sum stays in double, in lanes.
       for (int64_t j = 0; j < len; ++j)
         yr[j] = fastExp(xr[j] - m);
-      double sum = 0;
-      for (int64_t j = 0; j < len; ++j)
-        sum += yr[j];
+      double sum = laneSum(len, [&](int64_t j) { return double(yr[j]); });
       const T inv = T(1.0 / sum);
       for (int64_t j = 0; j < len; ++j)
         yr[j] *= inv;

@@ -42,6 +42,16 @@ def main():
                 assert a == b, "cpc-opt %s differs from the plan's IR (%d vs %d bytes)" % (option, len(b), len(a))
                 assert "cpc.phase = #cpc.phase<" in a, "no training phase in the IR"
             results.check("%s: cpc-opt reproduces the plan's IR" % name, check)
+
+        def timing():
+            proc = run([tool("cpc"), "compile", model, "--config", config, "--set", "TOTAL_BATCH_SIZE=4", "--timing",
+                        "-o", os.path.join(work, "p.plan")])
+            line = next((l for l in proc.stderr.splitlines() if l.startswith("timing:")), None)
+            assert line and all(" %s " % phase in line for phase in ("import", "pipeline", "plan", "write", "total")), \
+                "no phase timing line in:\n" + proc.stderr
+            assert "Execution time report" in proc.stderr and "CpcAutodiff" in proc.stderr, \
+                "no per-pass timing in:\n" + proc.stderr
+        results.check("--timing prints each phase and each pass of the pipeline", timing)
     results.finish()
 
 

@@ -81,7 +81,8 @@ TEST_P(VJPRules, MatchesFiniteDifferences) {
   pm.addPass(cpc::createCpcAutodiff());
   ASSERT_TRUE(mlir::succeeded(pm.run(*module))) << text;
 
-  TestWeights weights;
+  auto weightStore = std::make_shared<TestWeights>();
+  TestWeights &weights = *weightStore;
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> dist(c.low, c.high), wdist(-1.0, 1.0);
   for (auto &[name, shape] : c.params) {
@@ -98,7 +99,7 @@ TEST_P(VJPRules, MatchesFiniteDifferences) {
   cpc::PlanOptions options;
   options.mode = "train"; // parameters get their own, writable memory
   options.functions = {"main", "main_grad"};
-  cpc::Plan plan = cpc::buildPlan(*module, weights, "vjp-test", options);
+  cpc::Plan plan = cpc::buildPlan(*module, weightStore, "vjp-test", options);
   cpc::Executor exec(plan, {});
   exec.run("main_grad");
   std::map<std::string, std::vector<double>> grads;

@@ -22,6 +22,35 @@
 namespace cpc::tools {
 
 namespace {
+
+/// --timing: the wall time of each phase of a compile, printed to stderr in one line at the end.
+class PhaseClock {
+public:
+  explicit PhaseClock(bool enabled) : enabled_(enabled) {}
+  bool enabled() const { return enabled_; }
+  /// The time since the previous mark (or the start) was spent in `phase`.
+  void mark(const char *phase) {
+    auto now = std::chrono::steady_clock::now();
+    phases_.emplace_back(phase, std::chrono::duration<double>(now - last_).count());
+    last_ = now;
+  }
+  void print() const {
+    if (!enabled_)
+      return;
+    double total = 0;
+    std::cerr << "timing:";
+    for (const auto &[phase, seconds] : phases_) {
+      std::cerr << " " << phase << " " << std::fixed << std::setprecision(3) << seconds << " s,";
+      total += seconds;
+    }
+    std::cerr << " total " << total << " s\n" << std::defaultfloat;
+  }
+
+private:
+  bool enabled_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::vector<std::pair<const char *, double>> phases_;
+};
 const char *kCompileUsage = R"(Usage: cpc compile MODEL.onnx -o PLAN.bin [options]
 
 Options:
@@ -50,6 +79,8 @@ Options:
   --print-pipeline           Print the pass pipeline run on the imported model (training): with
                              `cpc import`, `cpc-opt --pass-pipeline=...` reproduces the plan's IR
   --dump-ir FILE             Write the IR the plan is built from
+  --timing                   Print the wall time of each phase (import, pipeline, plan, write) and
+                             MLIR's per-pass timing of the training pipeline to stderr
   --dp N                     Data parallelism over N ranks (training): each rank takes 1/N of
                              every microbatch; gradients are all-reduced
   --tp N                     Tensor parallelism over N ranks (training; Megatron 1D, or the config's
@@ -177,9 +208,11 @@ int64_t graphBatch(mlir::ModuleOp module) {
 /// the imported model; returns the cpc-opt flags that reproduce it: the named pipeline with its
 /// options, and the passes it expands to.
 std::string runTrainingPipeline(mlir::MLIRContext &context, mlir::ModuleOp module,
-                                TrainingPipelineOptions &options) {
+                                TrainingPipelineOptions &options, bool timing) {
   mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
   buildTrainingPipeline(pm, options);
+  if (timing)
+    pm.enableTiming();
   std::string text;
   llvm::raw_string_ostream os(text);
   os << "--cpc-training-pipeline='";
@@ -379,7 +412,7 @@ int runCompile(int argc, char **argv) {
   int64_t pipelineStages = 0, microbatches = 0, virtualStages = 0;
   std::string scheduleName = "1f1b", debugSchedule, pipelineSplit, precision;
   std::vector<std::string> shardRules;
-  bool dumpSharding = false, printPipeline = false, sequenceParallel = false;
+  bool dumpSharding = false, printPipeline = false, sequenceParallel = false, timing = false;
   std::string dumpIrPath;
   int64_t zeroStage = 0;
   std::vector<std::string> overrides;
@@ -403,6 +436,8 @@ int runCompile(int argc, char **argv) {
       zeroStage = std::stoi(v);
     } else if (arg == "--dump-sharding") {
       dumpSharding = true;
+    } else if (arg == "--timing") {
+      timing = true;
     } else if (arg == "--print-pipeline") {
       printPipeline = true;
     } else if (arg == "--dump-ir") {
@@ -499,7 +534,9 @@ int runCompile(int argc, char **argv) {
   auto start = std::chrono::steady_clock::now();
   mlir::MLIRContext context;
   context.disableMultithreading();
+  PhaseClock clock(timing);
   ImportedModel model = importOnnxFile(context, input, importOptions);
+  clock.mark("import");
   if (mode.empty())
     mode = returnsScalarLoss(*model.module) ? "train" : "infer";
   planOptions.mode = mode;
@@ -579,7 +616,7 @@ int runCompile(int argc, char **argv) {
         cuts.push_back(cut.str());
       pipeline.pipelineSplit = cuts;
     }
-    std::string pipelineText = runTrainingPipeline(context, *model.module, pipeline);
+    std::string pipelineText = runTrainingPipeline(context, *model.module, pipeline, timing);
     if (printPipeline)
       std::cout << "pipeline: " << pipelineText << "\n";
     planOptions.functions.clear(); // the training functions, found by their phase, in module order
@@ -619,8 +656,12 @@ int runCompile(int argc, char **argv) {
     printShardingTable(*model.module, planOptions.functions);
   if (!dumpIrPath.empty())
     writeModule(*model.module, dumpIrPath);
-  Plan plan = buildPlan(*model.module, *model.weights, input, planOptions);
+  clock.mark("pipeline");
+  Plan plan = buildPlan(*model.module, model.weights, input, planOptions);
+  clock.mark("plan");
   writePlan(plan, output);
+  clock.mark("write");
+  clock.print();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   size_t steps = 0;
   for (const auto &p : plan.programs)

@@ -6,6 +6,9 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <iterator>
+#include <memory>
 #include <fstream>
 #include <limits>
 #include <thread>
@@ -174,6 +177,51 @@ TEST(PlanTest, StateInitialValuesRoundTripAndAreChecked) {
   plan.buffers[1].init = 1;
   plan.buffers[0].init = 2; // a parameter starts from its blob
   EXPECT_THROW(plan.validate(), RuntimeError);
+}
+
+/// `bytes` bytes of blob made on demand: byte i is (seed + i) mod 251; counts its fills.
+BlobPiece countingPiece(size_t offset, size_t bytes, int seed, std::shared_ptr<int> fills) {
+  return BlobPiece{offset, bytes, [=](uint8_t *dst) {
+                     ++*fills;
+                     for (size_t i = 0; i < bytes; ++i)
+                       dst[i] = uint8_t((seed + i) % 251);
+                   }};
+}
+
+// Tests that a blob kept as pieces is written as the same file as the blob in memory (same
+// checksum, zero gaps), and that readBlob makes only the pieces a range touches.
+TEST(PlanTest, BlobPiecesStreamIntoTheSameFileAsAnInMemoryBlob) {
+  auto fills = std::make_shared<int>(0);
+  Plan pieces = meshPlan();
+  pieces.blob.clear();
+  pieces.blobFromPieces = true;
+  // 8 floats of a parameter, then an odd-sized piece after an aligned gap, then padding.
+  pieces.blobPieces = {countingPiece(0, 32, 0, fills), countingPiece(64, 13, 7, fills)};
+  pieces.blobPiecesSize = 80;
+  Plan memory = meshPlan();
+  memory.blob.assign(80, 0);
+  for (const BlobPiece &p : pieces.blobPieces)
+    p.fill(memory.blob.data() + p.offset);
+  *fills = 0;
+  EXPECT_FALSE(pieces.blobInMemory());
+  EXPECT_EQ(pieces.blobSize(), 80u);
+  uint8_t window[40];
+  pieces.readBlob(30, sizeof window, window); // the end of the first piece, the gap, most of the second
+  EXPECT_EQ(*fills, 2);
+  EXPECT_EQ(0, std::memcmp(window, memory.blob.data() + 30, sizeof window));
+  std::string base = ::testing::TempDir() + "/plan-pieces-" + std::to_string(::getpid());
+  writePlan(pieces, base + ".a");
+  writePlan(memory, base + ".b");
+  std::ifstream a(base + ".a", std::ios::binary), b(base + ".b", std::ios::binary);
+  std::string bytesA((std::istreambuf_iterator<char>(a)), {}), bytesB((std::istreambuf_iterator<char>(b)), {});
+  EXPECT_EQ(bytesA, bytesB);
+  EXPECT_EQ(readPlan(base + ".a").blob, memory.blob);
+  // A piece that cannot be made (the model's data unreadable) fails the write and leaves no file.
+  pieces.blobPieces[1].fill = [](uint8_t *) { throw RuntimeError("model.onnx: cannot read 'w'"); };
+  EXPECT_THROW(writePlan(pieces, base + ".c"), RuntimeError);
+  EXPECT_FALSE(std::ifstream(base + ".c").good());
+  std::remove((base + ".a").c_str());
+  std::remove((base + ".b").c_str());
 }
 
 TEST(PlanTest, DataLeftInTheFileIsReadOnDemand) {
