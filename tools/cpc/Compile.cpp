@@ -14,6 +14,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <fstream>
 #include <optional>
 #include <iomanip>
 #include <set>
@@ -43,7 +44,18 @@ public:
       std::cerr << " " << phase << " " << std::fixed << std::setprecision(3) << seconds << " s,";
       total += seconds;
     }
-    std::cerr << " total " << total << " s\n" << std::defaultfloat;
+    std::cerr << " total " << total << " s, peak memory " << peakResidentBytes() / 1000000 << " MB\n"
+              << std::defaultfloat;
+  }
+
+  /// This process image's peak resident memory (VmHWM: unlike getrusage's maxrss, it does not
+  /// count the image of the parent that started us).
+  static int64_t peakResidentBytes() {
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("VmHWM:", 0) == 0)
+        return std::stoll(line.substr(6)) * 1024; // "VmHWM:   123456 kB"
+    return 0;
   }
 
 private:
