@@ -129,7 +129,7 @@ bool mayRunInPlace(Operation *op) {
 class Builder {
 public:
   Builder(std::shared_ptr<const WeightStore> weights, const PlanOptions &options)
-      : weightStore_(std::move(weights)), weights_(*weightStore_), options_(options) {
+      : weights_(std::move(weights)), options_(options) {
     plan_.blobFromPieces = true;
   }
 
@@ -318,17 +318,17 @@ private:
     BufferDesc &desc = plan_.buffers[b];
     desc.trainable = param.getTrainable();
     setSharding(desc, param.getGlobalShapeAttr(), param.getShardingAttr()); // the blob keeps the whole value
-    if (!weights_.contains(name))
+    if (!weights_->contains(name))
       throw RuntimeError("parameter '" + name + "' has no initial value in the model");
-    if (weights_.byteSize(name) != desc.storedBytes())
-      throw RuntimeError("parameter '" + name + "' holds " + std::to_string(weights_.byteSize(name)) +
+    if (weights_->byteSize(name) != desc.storedBytes())
+      throw RuntimeError("parameter '" + name + "' holds " + std::to_string(weights_->byteSize(name)) +
                          " bytes, its type needs " + std::to_string(desc.storedBytes()));
     if (auto view = param.getStoredViewAttr()) { // kept in another element order: permuted as written
       desc.storedView.assign(view.asArrayRef().begin(), view.asArrayRef().end());
       desc.storedPerm.assign(param.getStoredPermAttr().asArrayRef().begin(), param.getStoredPermAttr().asArrayRef().end());
     }
     size_t bytes = desc.storedBytes();
-    desc.offset = appendToBlob(bytes, [weights = weightStore_, name, bytes, view = desc.storedView,
+    desc.offset = appendToBlob(bytes, [weights = weights_, name, bytes, view = desc.storedView,
                                        perm = desc.storedPerm, elementBytes = dtypeSize(desc.dtype)](uint8_t *dst) {
       if (view.empty())
         return weights->read(name, dst);
@@ -641,8 +641,7 @@ private:
     p.desc.arenaBytes = layout.totalBytes;
   }
 
-  std::shared_ptr<const WeightStore> weightStore_;
-  const WeightStore &weights_;
+  std::shared_ptr<const WeightStore> weights_; // kept by the plan's blob pieces until they are written
   PlanOptions options_;
   Plan plan_;
   std::map<std::string, int> variables_; // parameter/state name -> persistent buffer

@@ -361,13 +361,6 @@ void gatherElementsGradKernel(KernelContext &ctx) {
 // conv2d_grad_input, conv2d_grad_weight
 //===----------------------------------------------------------------------===//
 
-// Row-major C[M,N] = op(A)[M,K] * op(B)[K,N] + beta*C on up to `threads` pool threads.
-template <typename T>
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T *A, int64_t lda, const T *B, int64_t ldb,
-          T beta, T *C, int64_t ldc, int threads) {
-  kernels::gemm(Gemm<T>{ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc}, threads);
-}
-
 struct ConvGeom {
   int64_t N, C, H, W, O, KH, KW, OH, OW, G;
   int64_t sh, sw, pt, pl, dh, dw;
@@ -471,7 +464,8 @@ template <typename T> void convGradWeight(KernelContext &ctx) {
           imageCols<true, T>(g, in, Cg, col.data(), threads);
         B = col.data();
       }
-      gemm(false, true, Og, Kc, P, DY + (n * g.O + gi * Og) * P, P, B, P, T(1), DW + gi * Og * Kc, Kc, threads);
+      gemm(Gemm<T>{false, true, Og, Kc, P, DY + (n * g.O + gi * Og) * P, P, B, P, T(1), DW + gi * Og * Kc, Kc},
+           threads);
     }
 }
 
@@ -492,10 +486,10 @@ template <typename T> void convGradInput(KernelContext &ctx) {
       T *out = DX + (n * g.C + gi * Cg) * g.H * g.W;
       const T *A = Wt + gi * Og * Kc, *B = DY + (n * g.O + gi * Og) * P;
       if (g.direct) {
-        gemm(true, false, Kc, P, Og, A, Kc, B, P, T(0), out, P, threads);
+        gemm(Gemm<T>{true, false, Kc, P, Og, A, Kc, B, P, T(0), out, P}, threads);
         continue;
       }
-      gemm(true, false, Kc, P, Og, A, Kc, B, P, T(0), col.data(), P, threads);
+      gemm(Gemm<T>{true, false, Kc, P, Og, A, Kc, B, P, T(0), col.data(), P}, threads);
       if (g.patches)
         patchShuffle(g, out, Cg, col.data(), false, threads);
       else

@@ -11,13 +11,6 @@
 namespace cpc::kernels {
 namespace {
 
-// Row-major C[M,N] = op(A)[M,K] * op(B)[K,N] (+ beta*C) on up to `threads` pool threads.
-template <typename T>
-void gemm(int64_t M, int64_t N, int64_t K, const T *A, int64_t lda, const T *B, int64_t ldb, T beta, T *C,
-          int64_t ldc, int threads, bool tA = false, bool tB = false) {
-  kernels::gemm(Gemm<T>{tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc}, threads);
-}
-
 //===----------------------------------------------------------------------===//
 // matmul
 //===----------------------------------------------------------------------===//
@@ -114,7 +107,7 @@ void matmul16(KernelContext &ctx, const MatmulGeometry &g) {
           widenToFloat(t, A + aOff + k * g.M + m0, panelA + k * rows, rows);
         lda = rows;
       }
-      gemm(rows, g.N, g.K, panelA, lda, wideB, g.ldb, 0.0f, panelC, g.N, ctx.threads, g.tA, g.tB);
+      gemm(Gemm<float>{g.tA, g.tB, rows, g.N, g.K, panelA, lda, wideB, g.ldb, 0.0f, panelC, g.N}, ctx.threads);
       narrowFromFloat(t, panelC, C + bi * g.M * g.N + m0 * g.N, rows * g.N);
     }
   }
@@ -248,7 +241,7 @@ template <typename T> void conv2dTyped(KernelContext &ctx) {
           im2col(g, in, Cg, col.data(), ctx.threads);
         B = col.data();
       }
-      gemm(Og, P, Kc, Wt + gi * Og * Kc, Kc, B, P, T(0), y, P, ctx.threads);
+      gemm(Gemm<T>{false, false, Og, P, Kc, Wt + gi * Og * Kc, Kc, B, P, T(0), y, P}, ctx.threads);
     }
   }
   if (bias) {

@@ -6,12 +6,14 @@
 // communicator's words. Several ranks: tests/gpu/nccl_ranks.cpp under mpirun.
 //
 #include "runtime/Communicator.h"
+#include "tests/unit/TestUtil.h"
 #include "tests/gpu/DeviceBytes.h"
 #include "tests/gpu/GpuTestUtil.h"
 
 #include <cstdlib>
 
 using namespace cpc;
+using cpc::test::expectError;
 using namespace cpc::gputest;
 
 namespace {
@@ -24,17 +26,6 @@ Bytes values(DType type, int64_t count, int salt) {
 CollectiveCount countOf(const Communicator &c, const std::string &kind) {
   auto it = c.counts().find(kind);
   return it == c.counts().end() ? CollectiveCount{} : it->second;
-}
-
-/// `fn` throws a RuntimeError whose message has every one of `parts`.
-template <typename F> void expectError(F fn, std::vector<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error";
-  } catch (const RuntimeError &e) {
-    for (const auto &p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << "'" << e.what() << "' lacks '" << p << "'";
-  }
 }
 
 const DType kTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64, DType::I32};

@@ -8,6 +8,7 @@
 
 #include "kernels/Float16.h"
 #include "kernels/Kernel.h"
+#include "tests/unit/TestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -18,6 +19,8 @@
 #include <vector>
 
 namespace cpc::cudatest {
+
+using cpc::test::uniformValues;
 
 /// A tensor of any element type on the host, its bytes 16-byte aligned (as device buffers are
 /// at least, which the kernels' word widening depends on).
@@ -112,16 +115,6 @@ template <> struct HostStorage<BFloat> {
   static float load(BFloat h) { return bf16ToFloat(h.bits); }
   static BFloat store(float f) { return {floatToBF16(f)}; }
 };
-
-/// n values drawn uniformly from [lo, hi) (std::mt19937 seeded with `seed`, drawn as T).
-template <class T> std::vector<T> uniformValues(int64_t n, unsigned seed, T lo = T(-1), T hi = T(1)) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<T> d(lo, hi);
-  std::vector<T> v(n);
-  for (T &x : v)
-    x = d(gen);
-  return v;
-}
 
 /// Runs the CPU kernel of ctx.op on `ctx`, looked up by the step's element type as the executor
 /// does.

@@ -5,6 +5,7 @@
 // also against direct loops, and pad against an explicit placement.
 //
 #include "kernels/cpu/Kernel.h"
+#include "tests/unit/TestUtil.h"
 #include "tests/unit/kernels/KernelTestUtil.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 
 using namespace cpc;
 using namespace cpc::kernels;
+using cpc::test::randomFloats;
 
 namespace {
 
@@ -24,15 +26,6 @@ using cpc::kernels::testing::ref;
 void run(const char *op, std::vector<TensorRef> ins, std::vector<TensorRef> outs, nlohmann::json attrs,
          int threads = 1) {
   cpc::kernels::testing::run(op, std::move(ins), std::move(outs), attrs, threads);
-}
-
-std::vector<float> randomVec(size_t n, unsigned seed, float lo = -1.f, float hi = 1.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (auto &x : v)
-    x = dist(rng);
-  return v;
 }
 
 std::vector<double> toDouble(const std::vector<float> &v) { return {v.begin(), v.end()}; }
@@ -126,7 +119,7 @@ TEST(BackwardKernels, PadLowHighInteriorI32) {
 TEST(BackwardKernels, PadF32ZeroIsStridedSliceVjp) {
   // slice of [3,7] with starts {1,0}, strides {1,3} picks rows 1..2, cols 0,3,6 -> [2,3].
   // Its VJP pads the [2,3] gradient with low {1,0}, interior {0,2}, high {0,0}.
-  auto g = randomVec(6, 1);
+  auto g = randomFloats(6, 1);
   std::vector<float> out(21, 123.f);
   run("cpc.pad", {ref(g, {2, 3})}, {ref(out, {3, 7})},
       {{"low", {1, 0}}, {"high", {0, 0}}, {"interior", {0, 2}}});
@@ -187,7 +180,7 @@ TEST(BackwardKernels, PadOtherElementTypes) {
 TEST(BackwardKernels, GeluGradMatchesFiniteDifferences) {
   for (const char *mode : {"none", "tanh"}) {
     bool tanhMode = std::string(mode) == "tanh";
-    auto x = randomVec(64, 2, -4.f, 4.f), g = randomVec(64, 3);
+    auto x = randomFloats(64, 2, -4.f, 4.f), g = randomFloats(64, 3);
     std::vector<float> dx(64);
     run("cpc.gelu_grad", {ref(x, {8, 8}), ref(g, {8, 8})}, {ref(dx, {8, 8})}, {{"approximate", mode}});
     auto want = numericGrad(
@@ -219,7 +212,7 @@ TEST(BackwardKernels, SoftmaxGradMatchesFiniteDifferences) {
       outer *= shape[d];
     for (int64_t d = axis + 1; d < 3; ++d)
       inner *= shape[d];
-    auto x = randomVec(30, 4 + axis, -2.f, 2.f), G = randomVec(30, 10 + axis);
+    auto x = randomFloats(30, 4 + axis, -2.f, 2.f), G = randomFloats(30, 10 + axis);
     auto yd = softmaxRef(toDouble(x), outer, len, inner);
     std::vector<float> y(yd.begin(), yd.end()), dx(30);
     run("cpc.softmax_grad", {ref(y, shape), ref(G, shape)}, {ref(dx, shape)}, {{"axis", axis}});
@@ -237,8 +230,8 @@ TEST(BackwardKernels, LayerNormGradMatchesFiniteDifferences) {
   // [3,2,4] normalized over axis 1 (8 elements), scale/bias [2,4].
   const int64_t rows = 3, n = 8;
   const double eps = 1e-5;
-  auto x = randomVec(rows * n, 20, -2.f, 3.f), s = randomVec(n, 21, 0.5f, 1.5f), b = randomVec(n, 22),
-       G = randomVec(rows * n, 23);
+  auto x = randomFloats(rows * n, 20, -2.f, 3.f), s = randomFloats(n, 21, 0.5f, 1.5f), b = randomFloats(n, 22),
+       G = randomFloats(rows * n, 23);
   std::vector<float> dx(rows * n), ds(n), db(n);
   run("cpc.layer_norm_grad", {ref(x, {3, 2, 4}), ref(s, {2, 4}), ref(G, {3, 2, 4})},
       {ref(dx, {3, 2, 4}), ref(ds, {2, 4}), ref(db, {2, 4})}, {{"axis", 1}, {"epsilon", eps}});
@@ -253,7 +246,7 @@ TEST(BackwardKernels, LayerNormGradMatchesFiniteDifferences) {
 
 TEST(BackwardKernels, LayerNormGradIsDeterministicAndAliasSafe) {
   const int64_t rows = 3000, n = 24;
-  auto x = randomVec(rows * n, 30, -1.f, 5.f), s = randomVec(n, 31), G = randomVec(rows * n, 32);
+  auto x = randomFloats(rows * n, 30, -1.f, 5.f), s = randomFloats(n, 31), G = randomFloats(rows * n, 32);
   nlohmann::json attrs = {{"axis", 1}, {"epsilon", 1e-5}};
   std::vector<float> dx1(rows * n), ds1(n), db1(n), dx4(rows * n), ds4(n), db4(n);
   run("cpc.layer_norm_grad", {ref(x, {rows, n}), ref(s, {n}), ref(G, {rows, n})},
@@ -288,7 +281,7 @@ TEST(BackwardKernels, LayerNormGradIsDeterministicAndAliasSafe) {
 TEST(BackwardKernels, GatherGradAccumulatesDuplicates) {
   // data [3,5,2], gather axis 1 with indices [2,3] (duplicates and a negative) -> [3,2,3,2].
   std::vector<int64_t> idx = {4, 1, 4, -1, 0, 1};
-  auto G = randomVec(3 * 6 * 2, 40);
+  auto G = randomFloats(3 * 6 * 2, 40);
   std::vector<float> dd(3 * 5 * 2);
   run("cpc.gather_grad", {ref(G, {3, 2, 3, 2}), ref(idx, {2, 3}, DType::I64)}, {ref(dd, {3, 5, 2})},
       {{"axis", 1}, {"dim_size", 5}});
@@ -314,7 +307,7 @@ TEST(BackwardKernels, GatherGradAccumulatesDuplicates) {
   std::vector<int32_t> tok(T);
   for (int64_t t = 0; t < T; ++t)
     tok[t] = int32_t((t * 7) % 13);
-  auto Ge = randomVec(T * D, 41);
+  auto Ge = randomFloats(T * D, 41);
   std::vector<float> e1(V * D), e4(V * D);
   run("cpc.gather_grad", {ref(Ge, {T, D}), ref(tok, {T}, DType::I32)}, {ref(e1, {V, D})},
       {{"axis", 0}, {"dim_size", V}}, 1);
@@ -344,7 +337,7 @@ TEST(BackwardKernels, GatherElementsGradMatchesFiniteDifferences) {
   std::vector<Case> cases = {{1, {3, 2}, {3, 3, 0, -4, 2, 1}}, {0, {2, 4}, {2, 0, 2, 1, 2, -3, 0, 1}}};
   for (auto &c : cases) {
     int64_t ne = c.ishape[0] * c.ishape[1];
-    auto G = randomVec(ne, 50 + c.axis);
+    auto G = randomFloats(ne, 50 + c.axis);
     std::vector<float> dd(12);
     run("cpc.gather_elements_grad", {ref(G, c.ishape), ref(c.idx, c.ishape, DType::I64)}, {ref(dd, {3, 4})},
         {{"axis", c.axis}});
@@ -382,8 +375,8 @@ void checkConvGrads(const ConvCase &p, unsigned seed, int threads = 1) {
   int64_t OW = (p.W + p.pl + p.pr - p.dw * (p.KW - 1) - 1) / p.sw + 1;
   int64_t Cg = p.C / p.G, Og = p.O / p.G;
   std::vector<int64_t> xs = {p.N, p.C, p.H, p.W}, ws = {p.O, Cg, p.KH, p.KW}, ys = {p.N, p.O, OH, OW};
-  auto x = randomVec(numElements(xs), seed), w = randomVec(numElements(ws), seed + 1),
-       dy = randomVec(numElements(ys), seed + 2);
+  auto x = randomFloats(numElements(xs), seed), w = randomFloats(numElements(ws), seed + 1),
+       dy = randomFloats(numElements(ys), seed + 2);
   std::vector<double> dxWant(x.size(), 0.0), dwWant(w.size(), 0.0);
   // Direct loops over every (output, kernel tap) pair.
   for (int64_t n = 0; n < p.N; ++n)
@@ -442,7 +435,7 @@ TEST(BackwardKernels, Conv2dGradsMatchDirectLoops) {
 TEST(BackwardKernels, Conv2dGradInputMatchesFiniteDifferences) {
   // Ties the direct loops above to the forward: L(x) = sum(conv(x, w) * G).
   const int64_t N = 1, C = 2, H = 5, W = 5, O = 2, K = 3, OH = 3, OW = 3; // stride 2, padding 1
-  auto x = randomVec(N * C * H * W, 70), w = randomVec(O * C * K * K, 71), G = randomVec(N * O * OH * OW, 72);
+  auto x = randomFloats(N * C * H * W, 70), w = randomFloats(O * C * K * K, 71), G = randomFloats(N * O * OH * OW, 72);
   auto conv = [&](const std::vector<double> &xd, const std::vector<double> &wd) {
     double s = 0;
     for (int64_t o = 0; o < O; ++o)

@@ -1,5 +1,6 @@
 //===- Float16KernelsTest.cpp - f16 and bf16 storage with f32 arithmetic ---===//
 #include "kernels/Float16.h"
+#include "tests/unit/TestUtil.h"
 #include "kernels/cpu/Kernel.h"
 #include "tests/unit/kernels/KernelTestUtil.h"
 
@@ -13,6 +14,7 @@
 using namespace cpc;
 using namespace cpc::kernels;
 using namespace cpc::kernels::testing;
+using cpc::test::randomFloats;
 
 namespace {
 
@@ -28,15 +30,6 @@ std::vector<float> from16(DType t, const std::vector<uint16_t> &v) {
   return out;
 }
 
-std::vector<float> randomVec(size_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> v(n);
-  for (auto &x : v)
-    x = d(gen);
-  return v;
-}
-
 // Tests that bf16 rounds to nearest even (ties go to the even mantissa), keeps inf and NaN, and that
 // f16 rounds as IEEE half does (65504 is its largest finite value; 65520 overflows).
 TEST(Float16Kernels, ConversionsRoundToNearestEven) {
@@ -49,7 +42,7 @@ TEST(Float16Kernels, ConversionsRoundToNearestEven) {
   EXPECT_EQ(halfToFloat(floatToHalf(65504.f)), 65504.f);
   EXPECT_TRUE(std::isinf(halfToFloat(floatToHalf(65520.f))));
   EXPECT_EQ(halfToFloat(floatToHalf(1.0f + 0x1p-11f)), 1.0f);
-  std::vector<float> v = randomVec(1000, 3); // the bulk loops agree with the scalar ones
+  std::vector<float> v = randomFloats(1000, 3); // the bulk loops agree with the scalar ones
   for (DType t : {DType::BF16, DType::F16}) {
     auto h = to16(t, v);
     auto back = from16(t, h);
@@ -65,7 +58,7 @@ TEST(Float16Kernels, ConversionsRoundToNearestEven) {
 TEST(Float16Kernels, MatmulAccumulatesInF32) {
   const int64_t M = 7, K = 300, N = 9;
   for (DType t : {DType::BF16, DType::F16}) {
-    auto a = to16(t, randomVec(M * K, 1)), b = to16(t, randomVec(K * N, 2));
+    auto a = to16(t, randomFloats(M * K, 1)), b = to16(t, randomFloats(K * N, 2));
     std::vector<uint16_t> c(M * N);
     run("cpc.matmul", {ref(a, {M, K}, t), ref(b, {K, N}, t)}, {ref(c, {M, N}, t)});
     auto af = from16(t, a), bf = from16(t, b);
@@ -88,7 +81,7 @@ TEST(Float16Kernels, ReductionAccumulatesInF32) {
 // Tests softmax and layer norm on 16-bit storage against the f32 kernels on the same values.
 TEST(Float16Kernels, SoftmaxAndLayerNormMatchF32) {
   const DType t = DType::BF16;
-  auto x = to16(t, randomVec(4 * 64, 5));
+  auto x = to16(t, randomFloats(4 * 64, 5));
   auto xf = from16(t, x);
   std::vector<uint16_t> y(x.size());
   std::vector<float> yf(x.size());
@@ -158,7 +151,7 @@ TEST(Float16Kernels, MatmulPanelsEveryLayout) {
                         Case{{2, 3, 130, 16}, {2, 3, 16, 130}, {2, 3, 130, 130}, false, false},
                         Case{{2, 16, 130}, {2, 130, 16}, {2, 130, 130}, true, true}})
     for (DType t : {DType::BF16, DType::F16}) {
-      auto a = to16(t, randomVec(numElements(k.a), 7)), b = to16(t, randomVec(numElements(k.b), 8));
+      auto a = to16(t, randomFloats(numElements(k.a), 7)), b = to16(t, randomFloats(numElements(k.b), 8));
       std::vector<uint16_t> c(numElements(k.c));
       nlohmann::json attrs = {{"transpose_lhs", k.tA}, {"transpose_rhs", k.tB}};
       run("cpc.matmul", {ref(a, k.a, t), ref(b, k.b, t)}, {ref(c, k.c, t)}, attrs);
@@ -179,7 +172,7 @@ TEST(Float16Kernels, MatmulPanelsEveryLayout) {
 TEST(Float16Kernels, ElementwiseChunksWithBroadcasts) {
   const DType t = DType::BF16;
   const int64_t rows = 700, cols = 300; // 210000 elements: several chunks of kWidenChunk
-  auto x = to16(t, randomVec(rows * cols, 9)), bias = to16(t, randomVec(cols, 10)), s = to16(t, {0.5f});
+  auto x = to16(t, randomFloats(rows * cols, 9)), bias = to16(t, randomFloats(cols, 10)), s = to16(t, {0.5f});
   auto xf = from16(t, x), biasf = from16(t, bias), sf = from16(t, s);
   std::vector<uint16_t> y(x.size()), z(x.size());
   std::vector<float> yf(x.size()), zf(x.size());

@@ -1,5 +1,6 @@
 //===- GemmTest.cpp - GEMMs split over the pool: the split, and its results ---===//
 #include "kernels/cpu/Gemm.h"
+#include "tests/unit/TestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -7,17 +8,9 @@
 #include <random>
 
 using namespace cpc::kernels;
+using cpc::test::randomFloats;
 
 namespace {
-
-std::vector<float> randomVec(size_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> v(n);
-  for (auto &x : v)
-    x = d(gen);
-  return v;
-}
 
 // Tests that small GEMMs stay on one thread and large ones are cut along their longer side in
 // aligned blocks that cover it exactly.
@@ -48,7 +41,7 @@ class GemmThreadsTest : public ::testing::TestWithParam<GemmCase> {};
 // the same micro-kernels on the same data), and that the 1-thread result is the product.
 TEST_P(GemmThreadsTest, ThreadCountDoesNotChangeTheResult) {
   GemmCase c = GetParam();
-  std::vector<float> A = randomVec(c.M * c.K, 1), B = randomVec(c.K * c.N, 2), C0 = randomVec(c.M * c.N, 3);
+  std::vector<float> A = randomFloats(c.M * c.K, 1), B = randomFloats(c.K * c.N, 2), C0 = randomFloats(c.M * c.N, 3);
   Gemm<float> g{c.tA, c.tB, c.M, c.N, c.K, A.data(), c.tA ? c.M : c.K, B.data(), c.tB ? c.K : c.N, 0.5f, nullptr, c.N};
   std::vector<float> one = C0;
   g.C = one.data();
@@ -76,7 +69,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemmThreadsTest,
 // Tests that a batch of small GEMMs spread whole over threads gives the serial results.
 TEST(GemmBatchTest, ManySmallGemmsMatchSerial) {
   const int64_t batch = 24, M = 50, N = 50, K = 64;
-  std::vector<float> A = randomVec(batch * M * K, 4), B = randomVec(batch * K * N, 5);
+  std::vector<float> A = randomFloats(batch * M * K, 4), B = randomFloats(batch * K * N, 5);
   std::vector<float> serial(batch * M * N), threaded(batch * M * N, 7.0f);
   std::vector<Gemm<float>> gemms;
   for (int64_t b = 0; b < batch; ++b)

@@ -1,5 +1,6 @@
 //===- LinalgKernelsTest.cpp - matmul and conv2d vs naive loops -----------===//
 #include "kernels/cpu/Kernel.h"
+#include "tests/unit/TestUtil.h"
 #include "tests/unit/kernels/KernelTestUtil.h"
 
 #include <gtest/gtest.h>
@@ -10,17 +11,9 @@
 using namespace cpc;
 using namespace cpc::kernels;
 using namespace cpc::kernels::testing;
+using cpc::test::randomFloats;
 
 namespace {
-
-std::vector<float> randomVec(size_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> v(n);
-  for (auto &x : v)
-    x = d(gen);
-  return v;
-}
 
 template <typename T> void expectNear(const std::vector<T> &got, const std::vector<T> &want, double rel) {
   ASSERT_EQ(got.size(), want.size());
@@ -42,7 +35,7 @@ void naiveMatmul(const float *A, const float *B, float *C, int64_t M, int64_t K,
 } // namespace
 
 TEST(LinalgKernels, MatMulPlain2D) {
-  auto a = randomVec(3 * 4, 1), b = randomVec(4 * 5, 2);
+  auto a = randomFloats(3 * 4, 1), b = randomFloats(4 * 5, 2);
   std::vector<float> c(15), want(15);
   run("cpc.matmul", {ref(a, {3, 4}), ref(b, {4, 5})}, {ref(c, {3, 5})});
   naiveMatmul(a.data(), b.data(), want.data(), 3, 4, 5);
@@ -50,7 +43,7 @@ TEST(LinalgKernels, MatMulPlain2D) {
 }
 
 TEST(LinalgKernels, MatMulRank1Operands) {
-  auto a = randomVec(4, 3), b = randomVec(4 * 5, 4), m = randomVec(3 * 4, 5);
+  auto a = randomFloats(4, 3), b = randomFloats(4 * 5, 4), m = randomFloats(3 * 4, 5);
   std::vector<float> vm(5), want(5);
   run("cpc.matmul", {ref(a, {4}), ref(b, {4, 5})}, {ref(vm, {5})}); // [4] @ [4,5] -> [5]
   naiveMatmul(a.data(), b.data(), want.data(), 1, 4, 5);
@@ -69,7 +62,7 @@ TEST(LinalgKernels, MatMulRank1Operands) {
 
 TEST(LinalgKernels, MatMulBroadcastsBatch) {
   // [2,1,3,4] x [5,4,2] -> [2,5,3,2]
-  auto a = randomVec(2 * 3 * 4, 6), b = randomVec(5 * 4 * 2, 7);
+  auto a = randomFloats(2 * 3 * 4, 6), b = randomFloats(5 * 4 * 2, 7);
   std::vector<float> c(2 * 5 * 3 * 2), want(c.size());
   run("cpc.matmul", {ref(a, {2, 1, 3, 4}), ref(b, {5, 4, 2})}, {ref(c, {2, 5, 3, 2})});
   for (int i = 0; i < 2; ++i)
@@ -80,7 +73,7 @@ TEST(LinalgKernels, MatMulBroadcastsBatch) {
 
 TEST(LinalgKernels, MatMulLhsBatchWithSharedRhs) {
   // x[B,S,K] @ W[K,N]: the single-GEMM path.
-  auto a = randomVec(3 * 7 * 6, 8), b = randomVec(6 * 5, 9);
+  auto a = randomFloats(3 * 7 * 6, 8), b = randomFloats(6 * 5, 9);
   std::vector<float> c(3 * 7 * 5), want(c.size());
   run("cpc.matmul", {ref(a, {3, 7, 6}), ref(b, {6, 5})}, {ref(c, {3, 7, 5})});
   naiveMatmul(a.data(), b.data(), want.data(), 21, 6, 5);
@@ -88,7 +81,7 @@ TEST(LinalgKernels, MatMulLhsBatchWithSharedRhs) {
 
   // Lhs without batch dims, rhs batched: lhs is reused for every batch.
   std::vector<float> c2(4 * 7 * 5), want2(c2.size());
-  auto rb = randomVec(4 * 6 * 5, 10);
+  auto rb = randomFloats(4 * 6 * 5, 10);
   run("cpc.matmul", {ref(a, {7, 6}), ref(rb, {4, 6, 5})}, {ref(c2, {4, 7, 5})});
   for (int i = 0; i < 4; ++i)
     naiveMatmul(a.data(), rb.data() + i * 30, want2.data() + i * 35, 7, 6, 5);
@@ -96,7 +89,7 @@ TEST(LinalgKernels, MatMulLhsBatchWithSharedRhs) {
 }
 
 TEST(LinalgKernels, MatMulLargeMatchesNaive) {
-  auto a = randomVec(64 * 128, 11), b = randomVec(128 * 96, 12);
+  auto a = randomFloats(64 * 128, 11), b = randomFloats(128 * 96, 12);
   std::vector<float> c(64 * 96), want(c.size());
   run("cpc.matmul", {ref(a, {64, 128}), ref(b, {128, 96})}, {ref(c, {64, 96})}, {}, 4);
   naiveMatmul(a.data(), b.data(), want.data(), 64, 128, 96);
@@ -125,8 +118,8 @@ void checkConv(const ConvCase &p, unsigned seed) {
   int64_t OH = (p.H + p.pt + p.pb - p.dh * (p.KH - 1) - 1) / p.sh + 1;
   int64_t OW = (p.W + p.pl + p.pr - p.dw * (p.KW - 1) - 1) / p.sw + 1;
   int64_t Cg = p.C / p.G, Og = p.O / p.G;
-  auto x = randomVec(p.N * p.C * p.H * p.W, seed), w = randomVec(p.O * Cg * p.KH * p.KW, seed + 1),
-       b = randomVec(p.O, seed + 2);
+  auto x = randomFloats(p.N * p.C * p.H * p.W, seed), w = randomFloats(p.O * Cg * p.KH * p.KW, seed + 1),
+       b = randomFloats(p.O, seed + 2);
   std::vector<float> y(p.N * p.O * OH * OW), want(y.size());
   for (int64_t n = 0; n < p.N; ++n)
     for (int64_t o = 0; o < p.O; ++o)

@@ -5,6 +5,7 @@
 // textbook formula in double, and for in-place execution.
 //
 #include "kernels/cpu/Kernel.h"
+#include "tests/unit/TestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 
 using namespace cpc;
 using namespace cpc::kernels;
+using cpc::test::randomFloats;
 
 namespace {
 
@@ -82,19 +84,10 @@ void expectWithinUlps(const std::vector<float> &got, const std::vector<float> &w
     EXPECT_LE(ulpDiff(got[i], want[i]), ulps) << what << "[" << i << "]: " << got[i] << " vs " << want[i];
 }
 
-std::vector<float> randomVec(size_t n, unsigned seed, float lo, float hi) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (auto &x : v)
-    x = dist(rng);
-  return v;
-}
-
 /// Gradients with a spread of magnitudes, some exactly zero.
 std::vector<float> gradients(size_t n, unsigned seed) {
-  auto g = randomVec(n, seed, -1.f, 1.f);
-  auto scale = randomVec(n, seed + 100, -6.f, 2.f);
+  auto g = randomFloats(n, seed, -1.f, 1.f);
+  auto scale = randomFloats(n, seed + 100, -6.f, 2.f);
   for (size_t i = 0; i < n; ++i)
     g[i] = i % 17 == 0 ? 0.f : g[i] * std::pow(10.f, scale[i]);
   return g;
@@ -102,7 +95,7 @@ std::vector<float> gradients(size_t n, unsigned seed) {
 
 void checkAgainstTorch(const Hyper &h, unsigned seed) {
   const size_t n = 4096;
-  auto p = randomVec(n, seed, -2.f, 2.f);
+  auto p = randomFloats(n, seed, -2.f, 2.f);
   std::vector<float> m(n, 0.f), v(n, 0.f), pOut(n), mOut(n), vOut(n);
   std::vector<float> pRef = p, mRef = m, vRef = v;
   std::vector<double> pD(p.begin(), p.end()), mD(n, 0.0), vD(n, 0.0);
@@ -143,7 +136,7 @@ TEST(OptimizerKernels, AdamWOtherHyperparameters) {
 TEST(OptimizerKernels, AdamWInPlaceMatchesSeparateOutputs) {
   const size_t n = 100003; // parallel path, odd size
   Hyper h;
-  auto p = randomVec(n, 5, -1.f, 1.f);
+  auto p = randomFloats(n, 5, -1.f, 1.f);
   std::vector<float> m(n, 0.f), v(n, 0.f);
   std::vector<float> pIn = p, mIn = m, vIn = v, pOut(n), mOut(n), vOut(n);
   for (int step = 1; step <= 3; ++step) {
@@ -170,7 +163,7 @@ TEST(OptimizerKernels, AdamWInPlaceMatchesSeparateOutputs) {
 TEST(OptimizerKernels, AdamWF64MatchesTorchFormulas) {
   const size_t n = 257;
   Hyper h;
-  auto pf = randomVec(n, 30, -1.f, 1.f);
+  auto pf = randomFloats(n, 30, -1.f, 1.f);
   std::vector<double> p(pf.begin(), pf.end()), m(n, 0.0), v(n, 0.0), pRef = p, mRef = m, vRef = v;
   for (int step = 1; step <= 3; ++step) {
     auto gf = gradients(n, 31 + step);

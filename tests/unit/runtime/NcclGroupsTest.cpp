@@ -6,6 +6,7 @@
 // bytes counted (the MPI communicator's formulas), message headers and the watchdog's policy.
 //
 #include "runtime/NcclGroups.h"
+#include "tests/unit/TestUtil.h"
 #include "runtime/Plan.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <set>
 
 using namespace cpc;
+using cpc::test::expectError;
 using namespace cpc::nccl;
 
 namespace {
@@ -164,17 +166,6 @@ TEST(NcclGroupsTest, GroupKeysAndPositions) {
   EXPECT_EQ(groupSize({3, 1}, 4), 2);
   EXPECT_EQ(worldRankOf(0, {3, 1}), 3);
   EXPECT_EQ(worldRankOf(2, {}), 2);
-}
-
-/// `fn` throws a RuntimeError whose message has every one of `parts`.
-template <typename F> void expectError(F fn, std::vector<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error";
-  } catch (const RuntimeError &e) {
-    for (const auto &p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << "'" << e.what() << "' lacks '" << p << "'";
-  }
 }
 
 TEST(NcclGroupsTest, InvalidCallsFailWithTheMpiWords) {
