@@ -11,6 +11,7 @@
 //
 #include "kernels/cpu/Dispatch.h"
 #include "kernels/cpu/Kernel.h"
+#include "kernels/cpu/RowSums.h"
 
 #include <algorithm>
 #include <cmath>
@@ -41,6 +42,7 @@ template <typename Acc> Acc wrappingMul(Acc a, Acc b) {
 
 template <typename T> struct Sum {
   using Acc = Wide<T>;
+  static constexpr bool kLanes = std::is_floating_point_v<T>; // a contiguous run sums in lanes
   static Acc init() { return 0; }
   static Acc add(Acc a, T x) { return wrappingAdd(a, Acc(x)); }
   static Acc merge(Acc a, Acc b) { return wrappingAdd(a, b); }
@@ -50,6 +52,7 @@ template <typename T> struct Mean : Sum<T> {
   static T finish(double a, int64_t n) { return T(a / double(n)); }
 };
 template <typename T> struct Prod {
+  static constexpr bool kLanes = false;
   using Acc = Wide<T>;
   static Acc init() { return 1; }
   static Acc add(Acc a, T x) { return wrappingMul(a, Acc(x)); }
@@ -58,6 +61,7 @@ template <typename T> struct Prod {
 };
 // NaN propagates, as in numpy.max.
 template <typename T> struct Max {
+  static constexpr bool kLanes = false;
   using Acc = T;
   static Acc init() {
     if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
@@ -68,6 +72,7 @@ template <typename T> struct Max {
   static T finish(Acc a, int64_t) { return a; }
 };
 template <typename T> struct Min {
+  static constexpr bool kLanes = false;
   using Acc = T;
   static Acc init() {
     if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
@@ -116,6 +121,20 @@ struct TableOffsets {
 
 constexpr int64_t kChunk = 1 << 15; // long single reductions split into chunks of this size
 
+/// Op over base[roff(r)] for r in [begin, end). A contiguous run of a float sum goes through
+/// kSumLanes double lanes (RowSums.h): vectorized instead of one dependent add per element, and
+/// as independent of the thread count; every other run accumulates in order.
+template <typename T, typename Op, typename ROff>
+typename Op::Acc reduceRun(const T *base, int64_t begin, int64_t end, ROff roff) {
+  if constexpr (Op::kLanes && std::is_same_v<ROff, StridedOffsets>)
+    if (roff.stride == 1)
+      return laneSum(end - begin, [&](int64_t j) { return double(base[begin + j]); });
+  typename Op::Acc a = Op::init();
+  for (int64_t r = begin; r < end; ++r)
+    a = Op::add(a, base[roff(r)]);
+  return a;
+}
+
 template <typename T, typename Op, typename ROff>
 void reduceBlocks(const KernelContext &ctx, const T *x, T *y, const std::vector<Dim> &kept,
                   int64_t outer, int64_t inner, int64_t reduced, ROff roff) {
@@ -130,12 +149,8 @@ void reduceBlocks(const KernelContext &ctx, const T *x, T *y, const std::vector<
     for (int64_t o = 0; o < outer; ++o) {
       const T *base = x + offsetOf(kept, o);
 #pragma omp parallel for num_threads(threads)
-      for (int64_t c = 0; c < chunks; ++c) {
-        Acc a = Op::init();
-        for (int64_t r = c * kChunk, end = std::min(reduced, r + kChunk); r < end; ++r)
-          a = Op::add(a, base[roff(r)]);
-        partial[c] = a;
-      }
+      for (int64_t c = 0; c < chunks; ++c)
+        partial[c] = reduceRun<T, Op>(base, c * kChunk, std::min(reduced, (c + 1) * kChunk), roff);
       Acc a = partial[0];
       for (int64_t c = 1; c < chunks; ++c)
         a = Op::merge(a, partial[c]);
@@ -146,11 +161,7 @@ void reduceBlocks(const KernelContext &ctx, const T *x, T *y, const std::vector<
   if (inner == 1) {
 #pragma omp parallel for num_threads(threads) if (total > kParallelMin)
     for (int64_t o = 0; o < outer; ++o) {
-      const T *base = x + offsetOf(kept, o);
-      Acc a = Op::init();
-      for (int64_t r = 0; r < reduced; ++r)
-        a = Op::add(a, base[roff(r)]);
-      y[o] = Op::finish(a, reduced);
+      y[o] = Op::finish(reduceRun<T, Op>(x + offsetOf(kept, o), 0, reduced, roff), reduced);
     }
     return;
   }

@@ -154,6 +154,26 @@ TEST(ReductionKernels, LargeF32SumIsAccurateAndThreadIndependent) {
   EXPECT_EQ(c1[7], 7.f * rows);
 }
 
+// Tests that sums of contiguous runs (summed in double lanes) give each row's exact sum, for
+// short rows of every tail length and for long rows cut into chunks, at any thread count.
+TEST(ReductionKernels, RowSumsOfDistinctValuesAreExactAtAnyLength) {
+  for (int64_t len : {1, 7, 8, 13, 200003}) {
+    const int64_t rows = 3;
+    std::vector<float> x(rows * len), y1(rows), y2(rows);
+    for (int64_t i = 0; i < rows * len; ++i)
+      x[i] = float((i * 7919) % 1000) / 64.f - 7.f; // distinct, exactly representable, both signs
+    run("cpc.reduce_sum", ref(x, DType::F32, {rows, len}), ref(y1, DType::F32, {rows}), {1}, false, 1);
+    run("cpc.reduce_sum", ref(x, DType::F32, {rows, len}), ref(y2, DType::F32, {rows}), {1}, false, 2);
+    EXPECT_EQ(y1, y2) << len;
+    for (int64_t r = 0; r < rows; ++r) {
+      double want = 0;
+      for (int64_t j = 0; j < len; ++j)
+        want += x[r * len + j];
+      EXPECT_EQ(y1[r], float(want)) << "row " << r << " of length " << len;
+    }
+  }
+}
+
 TEST(ReductionKernels, BadShapeOrDtypeFails) {
   D x = iota234(), y(6);
   EXPECT_THROW(run("cpc.reduce_sum", ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {2, 3}), {1}, false),
