@@ -32,7 +32,8 @@ BIN = os.path.join(SOURCE, "build", "bin")
 sys.path.insert(0, os.path.join(SOURCE, "examples", "mae"))
 RECIPE = {"LR": 1.5e-4, "WEIGHT_DECAY": 0.05, "BETAS": [0.9, 0.95], "lr_schedule": "constant",
           "frozen": ["pos_embed$"]}
-GEMM_OPS = ("cpc.matmul", "cpc.matmul_bias", "cpc.conv2d", "cpc.conv2d_grad_input", "cpc.conv2d_grad_weight")
+GEMM_OPS = ("cpc.matmul", "cpc.matmul_bias", "cpc.conv2d", "cpc.conv2d_grad_input", "cpc.conv2d_grad_weight",
+            "cpc.attention", "cpc.attention_grad")  # attention: its two (four) GEMMs and the softmax rows
 
 
 def export(size, batch, work):

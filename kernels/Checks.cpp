@@ -448,6 +448,50 @@ int64_t checkSoftmaxGrad(const KernelContext &ctx) {
   return rowAxis(ctx, y.rank(), true);
 }
 
+namespace {
+AttentionDims attentionDims(const KernelContext &ctx) {
+  const TensorRef &q = ctx.inputs[0], &k = ctx.inputs[1], &v = ctx.inputs[2];
+  int64_t rank = q.rank();
+  if (rank < 2 || k.rank() != rank || v.rank() != rank)
+    ctx.fail("q, k and v must have one rank >= 2");
+  if (!isFloatDType(q.dtype) || k.dtype != q.dtype || v.dtype != q.dtype)
+    ctx.fail("q, k and v must have one float element type");
+  std::vector<int64_t> batch(q.shape.begin(), q.shape.end() - 2);
+  if (!std::equal(batch.begin(), batch.end(), k.shape.begin()) || !std::equal(batch.begin(), batch.end(), v.shape.begin()))
+    ctx.fail("q, k and v must have the same batch dims");
+  AttentionDims dims{numElements(batch), q.shape[rank - 2], k.shape[rank - 2], q.shape[rank - 1], v.shape[rank - 1]};
+  if (k.shape[rank - 1] != dims.d || v.shape[rank - 2] != dims.m)
+    ctx.fail("k must be [..., M, D] and v [..., M, Dv] for q [..., N, D]");
+  return dims;
+}
+
+/// q's shape with the last dim `last`: attention's result (Dv) and probabilities (M).
+TensorRef withLastDim(const KernelContext &ctx, int64_t last) {
+  TensorRef t{nullptr, ctx.inputs[0].dtype, ctx.inputs[0].shape};
+  t.shape.back() = last;
+  return t;
+}
+} // namespace
+
+AttentionDims checkAttention(const KernelContext &ctx) {
+  checkArity(ctx, 3, 2);
+  AttentionDims dims = attentionDims(ctx);
+  checkSame(ctx, ctx.outputs[0], withLastDim(ctx, dims.dv), "result");
+  checkSame(ctx, ctx.outputs[1], withLastDim(ctx, dims.m), "probabilities");
+  return dims;
+}
+
+AttentionDims checkAttentionGrad(const KernelContext &ctx) {
+  checkArity(ctx, 5, 3);
+  AttentionDims dims = attentionDims(ctx);
+  checkSame(ctx, ctx.inputs[3], withLastDim(ctx, dims.m), "probabilities");
+  checkSame(ctx, ctx.inputs[4], withLastDim(ctx, dims.dv), "grad");
+  checkSame(ctx, ctx.outputs[0], ctx.inputs[0], "q_grad");
+  checkSame(ctx, ctx.outputs[1], ctx.inputs[1], "k_grad");
+  checkSame(ctx, ctx.outputs[2], ctx.inputs[2], "v_grad");
+  return dims;
+}
+
 int64_t checkLayerNormGrad(const KernelContext &ctx) {
   checkArity(ctx, 3, 3);
   const TensorRef &x = ctx.inputs[0];

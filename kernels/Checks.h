@@ -125,6 +125,15 @@ int64_t checkSoftmax(const KernelContext &ctx);
 int64_t checkSoftmaxGrad(const KernelContext &ctx);
 int64_t checkLayerNormGrad(const KernelContext &ctx);
 
+/// attention (q, k, v -> result, probabilities) and attention_grad (q, k, v, probabilities,
+/// grad -> dq, dk, dv): q [..., N, D], k [..., M, D] and v [..., M, Dv] of one float type and
+/// batch dims, seen as `batch` slices; probabilities [..., N, M].
+struct AttentionDims {
+  int64_t batch = 0, n = 0, m = 0, d = 0, dv = 0;
+};
+AttentionDims checkAttention(const KernelContext &ctx);
+AttentionDims checkAttentionGrad(const KernelContext &ctx);
+
 //===----------------------------------------------------------------------===//
 // matmul, adamw, random_uniform
 //===----------------------------------------------------------------------===//

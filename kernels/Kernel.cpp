@@ -49,6 +49,7 @@ const KernelRegistry &KernelRegistry::cpu() {
     registerOptimizerKernels(r);
     registerVariableKernels(r);
     registerFusedKernels(r);
+    registerAttentionKernels(r);
     return r;
   }();
   return registry;

@@ -118,6 +118,7 @@ const std::map<std::string, Decoder> &decoders() {
        }},
       {"epsilon", CPC_FLOAT(epsilon)},
       {"beta1", CPC_FLOAT(beta1)},
+      {"scale", CPC_FLOAT(scale)},
       {"beta2", CPC_FLOAT(beta2)},
       {"weight_decay", [](OpAttrs &a, const Json &v) { a.weightDecay = asFloat("weight_decay", v); }},
       {"value", [](OpAttrs &a, const Json &v) { a.value = asFloat("value", v), a.hasValue = true; }},

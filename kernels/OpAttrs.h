@@ -51,6 +51,7 @@ struct OpAttrs {
   double beta1 = 0, beta2 = 0, weightDecay = 0; // adamw
   double value = 0;            // pad
   double low = 0, high = 1;    // random_uniform
+  double scale = 1;            // attention, attention_grad: the scores' factor
   // Flags.
   bool transposeLhs = false, transposeRhs = false; // matmul
   bool keepdims = false;       // reductions

@@ -13,6 +13,18 @@ def CpcFuseGelu : Pass<"cpc-fuse-gelu"> {
   let dependentDialects = ["::cpc::CpcDialect"];
 }
 
+def CpcFuseAttention : Pass<"cpc-fuse-attention"> {
+  let summary = "Replace matmul(q, k^T), scale, softmax, matmul(., v) with one cpc.attention";
+  let description = [{
+    Runs at import, with the other fusions of what exporters expand: scaled dot-product
+    attention written as its steps (scores, a scalar scale, softmax over the last dim, the product
+    with v) becomes cpc.attention, whose kernels write the N x M scores once (as the
+    probabilities its VJP, cpc.attention_grad, reads) instead of three times. Intermediates with
+    other uses keep the pattern unfused.
+  }];
+  let dependentDialects = ["::cpc::CpcDialect"];
+}
+
 def CpcFuseEpilogues : Pass<"cpc-fuse-epilogues"> {
   let summary = "Fuse a Linear's bias add (and the GELU after it) into its matmul: cpc.matmul_bias";
   let description = [{

@@ -11,6 +11,7 @@ void cpc::addImportCleanupPasses(OpPassManager &pm) {
   pm.addPass(createCpcFoldLayerNorm());
   pm.addPass(createCpcFuseGelu());
   pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(createCpcFuseAttention()); // after canonicalization folds k's transpose into the matmul
   pm.addPass(mlir::createCSEPass());
 }
 

@@ -28,6 +28,16 @@ int64_t estimateFlops(Operation *op) {
                                    : lhs.getDimSize(lhs.getRank() - (mm.getTransposeLhs() ? 2 : 1));
     return 2 * elements(mm.getResult()) * k;
   }
+  // Attention: two products (scores, probabilities times v), its gradient four.
+  if (llvm::isa<AttentionOp, AttentionGradOp>(op)) {
+    auto q = llvm::cast<RankedTensorType>(op->getOperand(0).getType());
+    auto k = llvm::cast<RankedTensorType>(op->getOperand(1).getType());
+    auto v = llvm::cast<RankedTensorType>(op->getOperand(2).getType());
+    int64_t rank = q.getRank(), d = q.getDimSize(rank - 1), dv = v.getDimSize(rank - 1), m = k.getDimSize(rank - 2);
+    int64_t rows = q.hasStaticShape() ? q.getNumElements() / std::max<int64_t>(d, 1) : 0; // batch x N
+    int64_t products = llvm::isa<AttentionOp>(op) ? 2 * rows * m * (d + dv) : 4 * rows * m * (d + dv);
+    return products + 4 * rows * m; // + the softmax (or its VJP) per score
+  }
   // A convolution's output element sums Cin/groups x kh x kw products: the weight's elements
   // per output channel (operand 1; the gradients are counted alike, roughly).
   if (llvm::isa<Conv2DOp, Conv2DGradInputOp, Conv2DGradWeightOp>(op)) {

@@ -196,6 +196,38 @@ def Cpc_MatMulBiasOp : Cpc_Op<"matmul_bias", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Cpc_AttentionOp : Cpc_Op<"attention", [Cpc_AutocastLowPrecision, DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure]> {
+  let summary = "softmax(scale * q k^T) v: scaled dot-product attention as one kernel";
+  let description = [{
+    Written by cpc-fuse-attention where a graph computes matmul(q, k^T) (times a scalar),
+    softmax over the keys and matmul by v: `q` [..., N, D], `k` [..., M, D], `v` [..., M, Dv]
+    with equal batch dims give `result` [..., N, Dv] and `probabilities` [..., N, M], the
+    softmax that cpc.attention_grad reads. The kernels write the N x M scores once (the
+    separate ops write them three times: product, scaled, softmax). 16-bit operands are
+    computed in f32.
+  }];
+  let arguments = (ins Cpc_FloatTensor:$q, Cpc_FloatTensor:$k, Cpc_FloatTensor:$v, F64Attr:$scale);
+  let results = (outs Cpc_FloatTensor:$result, Cpc_FloatTensor:$probabilities);
+  let assemblyFormat = "$q `,` $k `,` $v attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Cpc_AttentionGradOp : Cpc_Op<"attention_grad", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, Pure]> {
+  let summary = "VJP of cpc.attention: the gradients of q, k and v from the result's";
+  let description = [{
+    With P = `probabilities`: dv = P^T grad, dP = grad v^T, dS = scale * P * (dP - rowsum(P *
+    dP)) (softmax's VJP, then the scale's), dq = dS k and dk = dS^T q; dP and dS live one block
+    of rows at a time.
+  }];
+  let arguments = (ins Cpc_FloatTensor:$q, Cpc_FloatTensor:$k, Cpc_FloatTensor:$v,
+                       Cpc_FloatTensor:$probabilities, Cpc_FloatTensor:$grad, F64Attr:$scale);
+  let results = (outs Cpc_FloatTensor:$q_grad, Cpc_FloatTensor:$k_grad, Cpc_FloatTensor:$v_grad);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $probabilities `,` $grad attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 class Cpc_ReduceOp<string mnemonic, Type type, list<Trait> traits = []>
     : Cpc_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>,
                         DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>])> {

@@ -1,5 +1,7 @@
-//===- FusedOps.cpp - ops that late passes write for kernels that fuse work ===//
+//===- FusedOps.cpp - ops that stand for several: matmul_bias, attention --===//
 #include "dialects/cpc/CpcDialect.h"
+
+#include <cmath>
 
 using namespace mlir;
 
@@ -35,6 +37,69 @@ LogicalResult MatMulBiasOp::verify() {
     return emitOpError("has a preactivation result only with activation \"gelu\" (at most one)");
   if (!getPreactivation().empty() && getPreactivation()[0].getType() != result)
     return emitOpError("preactivation must have the result's type");
+  return success();
+}
+
+namespace {
+
+/// What attention and its gradient check of q [..., N, D], k [..., M, D], v [..., M, Dv].
+LogicalResult verifyAttentionOperands(Operation *op, Value q, Value k, Value v, double scale) {
+  auto qt = llvm::cast<RankedTensorType>(q.getType()), kt = llvm::cast<RankedTensorType>(k.getType()),
+       vt = llvm::cast<RankedTensorType>(v.getType());
+  int64_t rank = qt.getRank();
+  if (rank < 2 || kt.getRank() != rank || vt.getRank() != rank)
+    return op->emitOpError("needs q, k and v of one rank >= 2");
+  if (kt.getElementType() != qt.getElementType() || vt.getElementType() != qt.getElementType())
+    return op->emitOpError("q, k and v must have one element type");
+  if (qt.getShape().drop_back(2) != kt.getShape().drop_back(2) || qt.getShape().drop_back(2) != vt.getShape().drop_back(2))
+    return op->emitOpError("q, k and v must have the same batch dims");
+  if (qt.getDimSize(rank - 1) != kt.getDimSize(rank - 1))
+    return op->emitOpError("q and k must have the same last dim (") << qt.getDimSize(rank - 1) << " vs "
+                                                                    << kt.getDimSize(rank - 1) << ")";
+  if (kt.getDimSize(rank - 2) != vt.getDimSize(rank - 2))
+    return op->emitOpError("k and v must have as many rows (keys)");
+  if (!std::isfinite(scale))
+    return op->emitOpError("scale must be finite");
+  return success();
+}
+
+/// q's shape with the last dim `last`: attention's result (v's last dim) and probabilities (M).
+RankedTensorType withLastDim(Value q, int64_t last) {
+  auto qt = llvm::cast<RankedTensorType>(q.getType());
+  SmallVector<int64_t> shape(qt.getShape());
+  shape.back() = last;
+  return qt.clone(shape);
+}
+RankedTensorType attentionResultType(Value q, Value v) {
+  return withLastDim(q, llvm::cast<RankedTensorType>(v.getType()).getShape().back());
+}
+RankedTensorType probabilitiesType(Value q, Value k) {
+  auto kt = llvm::cast<RankedTensorType>(k.getType());
+  return withLastDim(q, kt.getDimSize(kt.getRank() - 2));
+}
+
+} // namespace
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyAttentionOperands(*this, getQ(), getK(), getV(), getScale().convertToDouble())))
+    return failure();
+  if (getResult().getType() != attentionResultType(getQ(), getV()))
+    return emitOpError("result must be ") << attentionResultType(getQ(), getV());
+  if (getProbabilities().getType() != probabilitiesType(getQ(), getK()))
+    return emitOpError("probabilities must be ") << probabilitiesType(getQ(), getK());
+  return success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttentionOperands(*this, getQ(), getK(), getV(), getScale().convertToDouble())))
+    return failure();
+  if (getProbabilities().getType() != probabilitiesType(getQ(), getK()))
+    return emitOpError("probabilities must be ") << probabilitiesType(getQ(), getK());
+  if (getGrad().getType() != attentionResultType(getQ(), getV()))
+    return emitOpError("grad must have the forward result's type ") << attentionResultType(getQ(), getV());
+  if (getQGrad().getType() != getQ().getType() || getKGrad().getType() != getK().getType() ||
+      getVGrad().getType() != getV().getType())
+    return emitOpError("each gradient must have its operand's type");
   return success();
 }
 

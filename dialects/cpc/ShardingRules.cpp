@@ -61,6 +61,24 @@ ShardingRule matmulRule(MatMulOp op) {
   return b.finish();
 }
 
+/// Attention and its gradient: the batch dims (batch, heads) split alike in every operand and
+/// result; the query rows, the keys and the head dims stay whole (softmax needs every key, and
+/// the key and value gradients sum over the query rows).
+ShardingRule attentionRule(Operation *op) {
+  ShardingRuleBuilder b(op);
+  ArrayRef<int64_t> q = shapeOf(op->getOperand(0));
+  for (int64_t d = 0; d + 2 < (int64_t)q.size(); ++d) {
+    if (q[d] == 1)
+      continue;
+    int64_t f = b.factor(q[d]);
+    for (unsigned i = 0; i < op->getNumOperands(); ++i)
+      b.operand(i, d, f);
+    for (unsigned i = 0; i < op->getNumResults(); ++i)
+      b.result(i, d, f);
+  }
+  return b.finish();
+}
+
 /// A reduction over `axes`: sum and mean leave partial sums, max partial maxima; min and
 /// product have no collective here, so their reduced dims stay whole.
 template <typename ReduceOpT>
@@ -411,6 +429,11 @@ bool ArgSortOp::propagatesPartial(unsigned, ReductionKind) { return false; }
 
 ShardingRule MatMulOp::getShardingRule() { return matmulRule(*this); }
 bool MatMulOp::propagatesPartial(unsigned, ReductionKind kind) { return isSum(kind); }
+
+ShardingRule AttentionOp::getShardingRule() { return attentionRule(*this); }
+bool AttentionOp::propagatesPartial(unsigned, ReductionKind) { return false; }
+ShardingRule AttentionGradOp::getShardingRule() { return attentionRule(*this); }
+bool AttentionGradOp::propagatesPartial(unsigned, ReductionKind) { return false; }
 
 ShardingRule ReduceSumOp::getShardingRule() { return reduceRule(*this, ReductionKind::Sum); }
 bool ReduceSumOp::propagatesPartial(unsigned, ReductionKind kind) { return isSum(kind); }

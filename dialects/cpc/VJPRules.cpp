@@ -364,6 +364,20 @@ LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> rg, ArrayRef<b
   return success();
 }
 
+LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> rg, ArrayRef<bool> need, SmallVectorImpl<Value> &grads) {
+  Value g = rg[0];
+  if (!g) {
+    grads.append({Value(), Value(), Value()});
+    return success();
+  }
+  auto ag = b.create<AttentionGradOp>(getLoc(), TypeRange{getQ().getType(), getK().getType(), getV().getType()}, getQ(),
+                                      getK(), getV(), getProbabilities(), g, getScaleAttr());
+  grads.push_back(need[0] ? ag.getQGrad() : Value());
+  grads.push_back(need[1] ? ag.getKGrad() : Value());
+  grads.push_back(need[2] ? ag.getVGrad() : Value());
+  return success();
+}
+
 LogicalResult Conv2DOp::buildVJP(OpBuilder &b, ArrayRef<Value> rg, ArrayRef<bool> need, SmallVectorImpl<Value> &grads) {
   Value g = rg[0];
   if (!g) {

@@ -58,6 +58,7 @@ void registerBackwardKernels(KernelRegistry &registry);      // pad and the *_gr
 void registerOptimizerKernels(KernelRegistry &registry);     // adamw
 void registerVariableKernels(KernelRegistry &registry);      // assign
 void registerFusedKernels(KernelRegistry &registry);         // matmul_bias
+void registerAttentionKernels(KernelRegistry &registry);     // attention, attention_grad
 
 } // namespace cpc::kernels
 

@@ -14,6 +14,7 @@ void registerCudaKernels(KernelRegistry &registry) {
   registerCudaRandomKernels(registry);
   registerCudaVariableKernels(registry);
   registerCudaFusedKernels(registry);
+  registerCudaAttentionKernels(registry);
 }
 
 } // namespace cpc::kernels

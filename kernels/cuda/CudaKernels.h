@@ -25,6 +25,7 @@ void registerCudaOptimizerKernels(KernelRegistry &registry);     // adamw
 void registerCudaRandomKernels(KernelRegistry &registry);        // random_uniform
 void registerCudaVariableKernels(KernelRegistry &registry);      // assign, copy, reshape, stop_gradient
 void registerCudaFusedKernels(KernelRegistry &registry);         // matmul_bias (after the gelu kernels)
+void registerCudaAttentionKernels(KernelRegistry &registry);     // attention, attention_grad (cuBLASLt + softmax rows)
 
 } // namespace cpc::kernels
 

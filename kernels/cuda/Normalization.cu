@@ -12,6 +12,7 @@
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/NormalizationLaunch.h"
 #include "kernels/cuda/NormalizationMath.h"
+#include "kernels/cuda/Softmax.h"
 
 #include <string>
 #include <vector>
@@ -90,8 +91,9 @@ __global__ void layerNormRows(const T *x, const T *scale, const T *bias, T *y, i
   });
 }
 
+/// softmax(scale * x) along rows (scale 1 for cpc.softmax; attention's factor for its scores).
 template <typename T>
-__global__ void softmaxRows(const T *x, T *y, RowShape shape, int threadsPerRow) {
+__global__ void softmaxRows(const T *x, T *y, RowShape shape, int threadsPerRow, ComputeT<T> scale) {
   using Acc = ComputeT<T>;
   __shared__ Acc shared[kWarpSize];
   forEachRow(shape.rows, threadsPerRow, [&](int64_t row, int lane) {
@@ -99,20 +101,21 @@ __global__ void softmaxRows(const T *x, T *y, RowShape shape, int threadsPerRow)
     const Acc negInf = -Acc(INFINITY);
     Acc m = negInf;
     for (int64_t j = lane; j < shape.len; j += threadsPerRow)
-      m = MaxOp{}(m, load(x, base + j * step));
+      m = MaxOp{}(m, load(x, base + j * step) * scale);
     m = groupAllReduce(m, MaxOp{}, negInf, threadsPerRow, shared);
     Acc sum = 0;
     for (int64_t j = lane; j < shape.len; j += threadsPerRow)
-      sum += expAcc(load(x, base + j * step) - m);
+      sum += expAcc(load(x, base + j * step) * scale - m);
     Acc inv = Acc(1) / groupAllReduce(sum, SumOp{}, Acc(0), threadsPerRow, shared);
     // exp again rather than a stored value: 16-bit outputs must round once, from Acc.
     for (int64_t j = lane; j < shape.len; j += threadsPerRow)
-      store(y, base + j * step, expAcc(load(x, base + j * step) - m) * inv);
+      store(y, base + j * step, expAcc(load(x, base + j * step) * scale - m) * inv);
   });
 }
 
+/// softmax's VJP times `scale` (1 for cpc.softmax_grad; attention's factor for its scores).
 template <typename T>
-__global__ void softmaxGradRows(const T *y, const T *g, T *out, RowShape shape, int threadsPerRow) {
+__global__ void softmaxGradRows(const T *y, const T *g, T *out, RowShape shape, int threadsPerRow, ComputeT<T> scale) {
   using Acc = ComputeT<T>;
   __shared__ Acc shared[kWarpSize];
   forEachRow(shape.rows, threadsPerRow, [&](int64_t row, int lane) {
@@ -123,7 +126,7 @@ __global__ void softmaxGradRows(const T *y, const T *g, T *out, RowShape shape, 
     dot = groupAllReduce(dot, SumOp{}, Acc(0), threadsPerRow, shared);
     for (int64_t j = lane; j < shape.len; j += threadsPerRow) {
       int64_t e = base + j * step;
-      store(out, e, softmaxGradValue(load(y, e), load(g, e), dot));
+      store(out, e, softmaxGradValue(load(y, e), load(g, e), dot) * scale);
     }
   });
 }
@@ -206,31 +209,12 @@ void layerNorm(KernelContext &ctx) {
 
 void softmax(KernelContext &ctx) {
   int64_t axis = checkSoftmax(ctx);
-  const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
-  RowShape shape = rowShapeAlong(in.shape, axis);
-  if (shape.rows * shape.len == 0)
-    return;
-  RowGroupLaunch l = rowGroupLaunch(shape.rows, shape.len);
-  dispatchDevice<kFloat>(ctx, in.dtype, [&](auto zero) {
-    using T = decltype(zero);
-    softmaxRows<T><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(in.as<T>(), out.as<T>(), shape, l.threadsPerRow);
-  });
-  checkLaunch(ctx);
+  launchSoftmax(ctx, ctx.inputs[0], ctx.outputs[0], axis, 1.0);
 }
 
 void softmaxGrad(KernelContext &ctx) {
   int64_t axis = checkSoftmaxGrad(ctx);
-  const TensorRef &y = ctx.inputs[0], &g = ctx.inputs[1], &out = ctx.outputs[0];
-  RowShape shape = rowShapeAlong(y.shape, axis);
-  if (shape.rows * shape.len == 0)
-    return;
-  RowGroupLaunch l = rowGroupLaunch(shape.rows, shape.len);
-  dispatchDevice<kFloat>(ctx, y.dtype, [&](auto zero) {
-    using T = decltype(zero);
-    softmaxGradRows<T><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(y.as<T>(), g.as<T>(), out.as<T>(), shape,
-                                                                  l.threadsPerRow);
-  });
-  checkLaunch(ctx);
+  launchSoftmaxGrad(ctx, ctx.inputs[0], ctx.inputs[1], ctx.outputs[0], axis, 1.0);
 }
 
 size_t alignUp(size_t bytes) { return (bytes + 255) / 256 * 256; }
@@ -269,6 +253,33 @@ void layerNormGrad(KernelContext &ctx) {
 }
 
 } // namespace
+
+void launchSoftmax(const KernelContext &ctx, const TensorRef &in, const TensorRef &out, int64_t axis, double scale) {
+  RowShape shape = rowShapeAlong(in.shape, axis);
+  if (shape.rows * shape.len == 0)
+    return;
+  RowGroupLaunch l = rowGroupLaunch(shape.rows, shape.len);
+  dispatchDevice<kFloat>(ctx, in.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    softmaxRows<T><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(in.as<T>(), out.as<T>(), shape, l.threadsPerRow,
+                                                             ComputeT<T>(scale));
+  });
+  checkLaunch(ctx);
+}
+
+void launchSoftmaxGrad(const KernelContext &ctx, const TensorRef &y, const TensorRef &g, const TensorRef &out,
+                       int64_t axis, double scale) {
+  RowShape shape = rowShapeAlong(y.shape, axis);
+  if (shape.rows * shape.len == 0)
+    return;
+  RowGroupLaunch l = rowGroupLaunch(shape.rows, shape.len);
+  dispatchDevice<kFloat>(ctx, y.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    softmaxGradRows<T><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(y.as<T>(), g.as<T>(), out.as<T>(), shape,
+                                                                  l.threadsPerRow, ComputeT<T>(scale));
+  });
+  checkLaunch(ctx);
+}
 } // namespace cuda
 
 void registerCudaNormalizationKernels(KernelRegistry &registry) {

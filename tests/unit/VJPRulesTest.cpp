@@ -166,6 +166,12 @@ const Case kCases[] = {
      "  %y = cpc.matmul %v, %m : (tensor<4xf64>, tensor<4x3xf64>) -> tensor<3xf64>\n", {3}},
     {"matmul_matrix_vector", {{"m", {3, 4}}, {"v", {4}}},
      "  %y = cpc.matmul %m, %v : (tensor<3x4xf64>, tensor<4xf64>) -> tensor<3xf64>\n", {3}},
+    {"attention", {{"q", {2, 3, 4}}, {"k", {2, 5, 4}}, {"v", {2, 5, 6}}},
+     "  %y, %p = cpc.attention %q, %k, %v {scale = 0.7 : f64} : (tensor<2x3x4xf64>, tensor<2x5x4xf64>, "
+     "tensor<2x5x6xf64>) -> (tensor<2x3x6xf64>, tensor<2x3x5xf64>)\n", {2, 3, 6}, -2.0, 2.0},
+    {"attention_heads_negative_scale", {{"q", {1, 2, 4, 3}}, {"k", {1, 2, 4, 3}}, {"v", {1, 2, 4, 3}}},
+     "  %y, %p = cpc.attention %q, %k, %v {scale = -1.5 : f64} : (tensor<1x2x4x3xf64>, tensor<1x2x4x3xf64>, "
+     "tensor<1x2x4x3xf64>) -> (tensor<1x2x4x3xf64>, tensor<1x2x4x4xf64>)\n", {1, 2, 4, 3}},
     {"reduce_sum", {{"x", {2, 3, 4}}},
      "  %y = cpc.reduce_sum %x {axes = array<i64: 1>} : tensor<2x3x4xf64> -> tensor<2x4xf64>\n", {2, 4}},
     {"reduce_mean_keepdims", {{"x", {2, 3, 4}}},

@@ -1215,3 +1215,55 @@ func.func @recv_negative_channel() -> tensor<4xf32> {
   %0 = cpc.recv from @mesh ["pp" = 0] channel -1 : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// AttentionOp / AttentionGradOp::verify
+//===----------------------------------------------------------------------===//
+
+func.func @attention_head_dims_differ(%q: tensor<2x5x8xf32>, %k: tensor<2x7x4xf32>, %v: tensor<2x7x3xf32>) {
+  // expected-error @+1 {{q and k must have the same last dim (8 vs 4)}}
+  %o, %p = cpc.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<2x5x8xf32>, tensor<2x7x4xf32>, tensor<2x7x3xf32>) -> (tensor<2x5x3xf32>, tensor<2x5x7xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_keys_differ(%q: tensor<2x5x8xf32>, %k: tensor<2x7x8xf32>, %v: tensor<2x6x3xf32>) {
+  // expected-error @+1 {{k and v must have as many rows (keys)}}
+  %o, %p = cpc.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<2x5x8xf32>, tensor<2x7x8xf32>, tensor<2x6x3xf32>) -> (tensor<2x5x3xf32>, tensor<2x5x7xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_batch_broadcast(%q: tensor<2x5x8xf32>, %k: tensor<1x7x8xf32>, %v: tensor<1x7x3xf32>) {
+  // expected-error @+1 {{q, k and v must have the same batch dims}}
+  %o, %p = cpc.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<2x5x8xf32>, tensor<1x7x8xf32>, tensor<1x7x3xf32>) -> (tensor<2x5x3xf32>, tensor<2x5x7xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_wrong_probabilities(%q: tensor<2x5x8xf32>, %k: tensor<2x7x8xf32>, %v: tensor<2x7x3xf32>) {
+  // expected-error @+1 {{probabilities must be 'tensor<2x5x7xf32>'}}
+  %o, %p = cpc.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<2x5x8xf32>, tensor<2x7x8xf32>, tensor<2x7x3xf32>) -> (tensor<2x5x3xf32>, tensor<2x5x5xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_scale_not_finite(%q: tensor<2x5x8xf32>) {
+  // expected-error @+1 {{scale must be finite}}
+  %o, %p = cpc.attention %q, %q, %q {scale = 0x7FF0000000000000 : f64} : (tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>) -> (tensor<2x5x8xf32>, tensor<2x5x5xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_wrong_gradient(%q: tensor<2x5x8xf32>, %p: tensor<2x5x5xf32>, %g: tensor<2x5x8xf32>) {
+  // expected-error @+1 {{each gradient must have its operand's type}}
+  %dq, %dk, %dv = cpc.attention_grad %q, %q, %q, %p, %g {scale = 1.0 : f64} : (tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x5xf32>, tensor<2x5x8xf32>) -> (tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf16>)
+  return
+}

@@ -425,3 +425,16 @@ func.func @all_gather(%x: tensor<3x4xf32>) -> (tensor<6x16xf32>, tensor<3x16xf32
   %2 = cpc.all_gather %x over @mesh ["dp", "pp"] {dim = 1 : i64} : tensor<3x4xf32> -> tensor<3x16xf32>
   return %1, %2 : tensor<6x16xf32>, tensor<3x16xf32>
 }
+
+// Tests that attention and its gradient round-trip: queries != keys, Dv != D, rank 3 and 4.
+// CHECK-LABEL: func.func @attention
+// CHECK: %[[O:.*]], %[[P:.*]] = cpc.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.250000e-01 : f64} : (tensor<2x4x5x8xf32>, tensor<2x4x7x8xf32>, tensor<2x4x7x3xf32>) -> (tensor<2x4x5x3xf32>, tensor<2x4x5x7xf32>)
+// CHECK: cpc.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[P]], %[[O]] {scale = 1.250000e-01 : f64}
+// CHECK: cpc.attention %{{.*}} : (tensor<6x5x4xbf16>, tensor<6x5x4xbf16>, tensor<6x5x4xbf16>) -> (tensor<6x5x4xbf16>, tensor<6x5x5xbf16>)
+func.func @attention(%q: tensor<2x4x5x8xf32>, %k: tensor<2x4x7x8xf32>, %v: tensor<2x4x7x3xf32>, %h: tensor<6x5x4xbf16>)
+    -> (tensor<2x4x5x8xf32>, tensor<6x5x4xbf16>) {
+  %o, %p = cpc.attention %q, %k, %v {scale = 0.125 : f64} : (tensor<2x4x5x8xf32>, tensor<2x4x7x8xf32>, tensor<2x4x7x3xf32>) -> (tensor<2x4x5x3xf32>, tensor<2x4x5x7xf32>)
+  %dq, %dk, %dv = cpc.attention_grad %q, %k, %v, %p, %o {scale = 0.125 : f64} : (tensor<2x4x5x8xf32>, tensor<2x4x7x8xf32>, tensor<2x4x7x3xf32>, tensor<2x4x5x7xf32>, tensor<2x4x5x3xf32>) -> (tensor<2x4x5x8xf32>, tensor<2x4x7x8xf32>, tensor<2x4x7x3xf32>)
+  %ho, %hp = cpc.attention %h, %h, %h {scale = 0.5 : f64} : (tensor<6x5x4xbf16>, tensor<6x5x4xbf16>, tensor<6x5x4xbf16>) -> (tensor<6x5x4xbf16>, tensor<6x5x5xbf16>)
+  return %dq, %ho : tensor<2x4x5x8xf32>, tensor<6x5x4xbf16>
+}

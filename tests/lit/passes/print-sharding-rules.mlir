@@ -54,3 +54,15 @@ func.func @gathers(%ids: tensor<2x4xi64>, %tgt: tensor<8x1xi64>, %logits: tensor
   %k = cpc.gather_elements %act, %pos {axis = 1 : i64} : (tensor<2x4x8xf32>, tensor<2x3x8xi64>) -> tensor<2x3x8xf32>
   return %e, %p, %dt, %k : tensor<2x4x8xf32>, tensor<8x1xf32>, tensor<16x8xf32>, tensor<2x3x8xf32>
 }
+
+// Tests attention's rule and its gradient's: the batch and head dims pass through every operand
+// and result; queries, keys and head dims stay whole.
+// CHECK-LABEL: func.func @attention
+// CHECK: cpc.attention {{.*}}cpc.sharding_rule = "([i, j, k, l], [i, j, m, n], [i, j, o, p]) -> ([i, j, q, r], [i, j, s, t]) {i=2, j=4, k=5, l=8, m=7, n=8, o=7, p=3, q=5, r=3, s=5, t=7} need_replication={k, l, m, n, o, p, q, r, s, t}"
+// CHECK: cpc.attention_grad {{.*}}cpc.sharding_rule = "([i, j, k, l], [i, j, m, n], [i, j, o, p], [i, j, q, r], [i, j, s, t]) -> ([i, j, u, v], [i, j, w, x], [i, j, y, z]) {i=2, j=4, k=5, l=8, m=7, n=8, o=7, p=3, q=5, r=7, s=5, t=3, u=5, v=8, w=7, x=8, y=7, z=3} need_replication={k, l, m, n, o, p, q, r, s, t, u, v, w, x, y, z}"
+func.func @attention(%q: tensor<2x4x5x8xf32>, %k: tensor<2x4x7x8xf32>, %v: tensor<2x4x7x3xf32>, %g: tensor<2x4x5x3xf32>)
+    -> (tensor<2x4x5x8xf32>, tensor<2x4x7x8xf32>, tensor<2x4x7x3xf32>) {
+  %o, %p = cpc.attention %q, %k, %v {scale = 0.25 : f64} : (tensor<2x4x5x8xf32>, tensor<2x4x7x8xf32>, tensor<2x4x7x3xf32>) -> (tensor<2x4x5x3xf32>, tensor<2x4x5x7xf32>)
+  %dq, %dk, %dv = cpc.attention_grad %q, %k, %v, %p, %g {scale = 0.25 : f64} : (tensor<2x4x5x8xf32>, tensor<2x4x7x8xf32>, tensor<2x4x7x3xf32>, tensor<2x4x5x7xf32>, tensor<2x4x5x3xf32>) -> (tensor<2x4x5x8xf32>, tensor<2x4x7x8xf32>, tensor<2x4x7x3xf32>)
+  return %dq, %dk, %dv : tensor<2x4x5x8xf32>, tensor<2x4x7x8xf32>, tensor<2x4x7x3xf32>
+}

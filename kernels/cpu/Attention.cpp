@@ -1,0 +1,161 @@
+//===- Attention.cpp - cpc.attention and cpc.attention_grad ----------------===//
+//
+// Per (batch, head) slice: the scores q k^T go straight into the probabilities' storage
+// (GEMM), become softmax(scale * S) in place, and the result is P v: the N x M matrix is written
+// once, where the separate ops write it three times. The gradient reads P: dv = P^T g, then per
+// block of query rows dP = g v^T in a small thread-local buffer, dS = scale * softmax_grad(P, dP)
+// in place, dq = dS k and dk += dS^T q. Each step's arithmetic is that of the separate kernels
+// (matmul, mul, softmax, softmax_grad) in the same rounding order. Slices are independent and
+// each runs on one thread with serial GEMMs, so results do not depend on the thread count.
+// 16-bit operands are widened (Storage16::Widened).
+//
+#include "kernels/Checks.h"
+#include "kernels/cpu/Dispatch.h"
+#include "kernels/cpu/FastMath.h"
+#include "kernels/cpu/Gemm.h"
+#include "kernels/cpu/Kernel.h"
+#include "kernels/cpu/RowSums.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace cpc::kernels {
+
+namespace {
+
+/// Score gradients held at once per thread: a block of query rows of about this many (L2-sized).
+constexpr int64_t kScoreBlock = 1 << 14;
+
+int64_t rowsPerBlock(const AttentionDims &s) {
+  return std::clamp<int64_t>(kScoreBlock / std::max<int64_t>(s.m, 1), 1, std::max<int64_t>(s.n, 1));
+}
+
+/// Rows of `s` (`rows` x `m`) become softmax(scale * s), as cpc.mul then cpc.softmax compute it:
+/// the same roundings, without writing the scaled scores first. The largest scaled score is the scaled
+/// largest (or, for a negative scale, smallest) score: rounding is monotonic.
+template <typename T> void softmaxOfScaled(T *s, int64_t rows, int64_t m, T scale) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T *row = s + r * m;
+    T most = -std::numeric_limits<T>::infinity(), least = std::numeric_limits<T>::infinity();
+    for (int64_t j = 0; j < m; ++j) {
+      most = std::max(most, row[j]);
+      least = std::min(least, row[j]);
+    }
+    most = std::max(most * scale, least * scale);
+    for (int64_t j = 0; j < m; ++j)
+      row[j] = fastExp(row[j] * scale - most);
+    const T inv = T(1.0 / laneSum(m, [&](int64_t j) { return double(row[j]); }));
+    for (int64_t j = 0; j < m; ++j)
+      row[j] *= inv;
+  }
+}
+
+/// Rows of `dp` become scale * softmax_grad(p, dp), as cpc.softmax_grad then cpc.mul compute it.
+template <typename T> void softmaxGradScaled(const T *p, T *dp, int64_t rows, int64_t m, T scale) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *pr = p + r * m;
+    T *dr = dp + r * m;
+    const T dot = T(laneSum(m, [&](int64_t j) { return double(dr[j]) * double(pr[j]); }));
+    for (int64_t j = 0; j < m; ++j)
+      dr[j] = pr[j] * (dr[j] - dot) * scale;
+  }
+}
+
+/// Scratch of T per thread, grown as needed (a slice runs on one thread).
+template <typename T> T *threadScratch(int64_t elements) {
+  thread_local std::vector<T> buffer;
+  if ((int64_t)buffer.size() < elements)
+    buffer.resize(elements);
+  return buffer.data();
+}
+
+/// Runs fn(slice) for every slice: spread over the pool when there is enough work.
+template <typename Fn> void forEachSlice(const KernelContext &ctx, const AttentionDims &s, Fn &&fn) {
+  int threads = std::max(1, ctx.threads);
+  bool parallel = threads > 1 && s.batch > 1 && s.batch * s.n * s.m * (s.d + s.dv) > kGemmMinWorkPerThread;
+#pragma omp parallel for num_threads(threads) if (parallel) schedule(static)
+  for (int64_t b = 0; b < s.batch; ++b)
+    fn(b);
+}
+
+template <typename T>
+void attention(const KernelContext &ctx, const AttentionDims &s, const T *q, const T *k, const T *v, T *out, T *p) {
+  const T scale = T(ctx.attrs.scale);
+  forEachSlice(ctx, s, [&](int64_t b) {
+    const T *qs = q + b * s.n * s.d, *ks = k + b * s.m * s.d, *vs = v + b * s.m * s.dv;
+    T *ps = p + b * s.n * s.m;
+    if (s.d > 0) // BLAS wants leading dims >= 1; empty heads score 0
+      gemm(Gemm<T>{false, true, s.n, s.m, s.d, qs, s.d, ks, s.d, T(0), ps, s.m}, 1);
+    else
+      std::fill(ps, ps + s.n * s.m, T(0));
+    softmaxOfScaled(ps, s.n, s.m, scale);
+    if (s.dv > 0)
+      gemm(Gemm<T>{false, false, s.n, s.dv, s.m, ps, s.m, vs, s.dv, T(0), out + b * s.n * s.dv, s.dv}, 1);
+  });
+}
+
+template <typename T>
+void attentionGrad(const KernelContext &ctx, const AttentionDims &s, const T *q, const T *k, const T *v, const T *p,
+                   const T *g, T *dq, T *dk, T *dv) {
+  const T scale = T(ctx.attrs.scale);
+  int64_t block = rowsPerBlock(s);
+  forEachSlice(ctx, s, [&](int64_t b) {
+    const T *qs = q + b * s.n * s.d, *ks = k + b * s.m * s.d, *vs = v + b * s.m * s.dv, *gs = g + b * s.n * s.dv;
+    const T *ps = p + b * s.n * s.m;
+    T *dqs = dq + b * s.n * s.d, *dks = dk + b * s.m * s.d, *dvs = dv + b * s.m * s.dv;
+    gemm(Gemm<T>{true, false, s.m, s.dv, s.n, ps, s.m, gs, s.dv, T(0), dvs, s.dv}, 1);
+    if (s.d == 0) // empty heads: dq and dk are empty
+      return;
+    T *ds = threadScratch<T>(block * s.m);
+    for (int64_t r0 = 0; r0 < s.n; r0 += block) {
+      int64_t rows = std::min(block, s.n - r0);
+      gemm(Gemm<T>{false, true, rows, s.m, s.dv, gs + r0 * s.dv, s.dv, vs, s.dv, T(0), ds, s.m}, 1);
+      softmaxGradScaled(ps + r0 * s.m, ds, rows, s.m, scale);
+      gemm(Gemm<T>{false, false, rows, s.d, s.m, ds, s.m, ks, s.d, T(0), dqs + r0 * s.d, s.d}, 1);
+      gemm(Gemm<T>{true, false, s.m, s.d, rows, ds, s.m, qs + r0 * s.d, s.d, r0 == 0 ? T(0) : T(1), dks, s.d}, 1);
+    }
+  });
+}
+
+void attentionKernel(KernelContext &ctx) {
+  AttentionDims s = checkAttention(ctx);
+  if (s.batch * s.n == 0)
+    return;
+  if (s.m == 0) { // no keys: the result is an empty sum
+    std::memset(ctx.outputs[0].data, 0, ctx.outputs[0].bytes());
+    return;
+  }
+  dispatchFloat(ctx, ctx.inputs[0].dtype, [&](auto zero) {
+    using T = decltype(zero);
+    attention<T>(ctx, s, ctx.inputs[0].as<T>(), ctx.inputs[1].as<T>(), ctx.inputs[2].as<T>(), ctx.outputs[0].as<T>(),
+                 ctx.outputs[1].as<T>());
+  });
+}
+
+void attentionGradKernel(KernelContext &ctx) {
+  AttentionDims s = checkAttentionGrad(ctx);
+  if (s.batch == 0)
+    return;
+  if (s.n == 0 || s.m == 0 || s.d == 0 || s.dv == 0) { // empty sums somewhere: zero gradients
+    for (TensorRef &out : ctx.outputs)
+      std::memset(out.data, 0, out.bytes());
+    if (s.n == 0 || s.m == 0 || s.dv == 0)
+      return; // (with dv == 0 the result, hence dP and dS, are empty or zero)
+  }
+  dispatchFloat(ctx, ctx.inputs[0].dtype, [&](auto zero) {
+    using T = decltype(zero);
+    attentionGrad<T>(ctx, s, ctx.inputs[0].as<T>(), ctx.inputs[1].as<T>(), ctx.inputs[2].as<T>(), ctx.inputs[3].as<T>(),
+                     ctx.inputs[4].as<T>(), ctx.outputs[0].as<T>(), ctx.outputs[1].as<T>(), ctx.outputs[2].as<T>());
+  });
+}
+
+} // namespace
+
+void registerAttentionKernels(KernelRegistry &r) {
+  r.add("cpc.attention", attentionKernel);
+  r.add("cpc.attention_grad", attentionGradKernel);
+}
+
+} // namespace cpc::kernels

@@ -1,0 +1,76 @@
+// RUN: cpc-opt %s --cpc-fuse-attention --split-input-file | FileCheck %s
+
+// Tests that scores q k^T, a scale (mul by a scalar constant), softmax over the keys and the
+// product with v become one cpc.attention with that scale.
+// CHECK-LABEL: func.func @scaled
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x4x5x8xf32>, %[[K:.*]]: tensor<2x4x7x8xf32>, %[[V:.*]]: tensor<2x4x7x3xf32>)
+// CHECK: %[[O:.*]], %{{.*}} = cpc.attention %[[Q]], %[[K]], %[[V]] {scale = 2.500000e-01 : f64} : (tensor<2x4x5x8xf32>, tensor<2x4x7x8xf32>, tensor<2x4x7x3xf32>) -> (tensor<2x4x5x3xf32>, tensor<2x4x5x7xf32>)
+// CHECK-NEXT: return %[[O]]
+func.func @scaled(%q: tensor<2x4x5x8xf32>, %k: tensor<2x4x7x8xf32>, %v: tensor<2x4x7x3xf32>) -> tensor<2x4x5x3xf32> {
+  %c = cpc.constant dense<2.500000e-01> : tensor<f32>
+  %s = cpc.matmul %q, %k {transpose_rhs = true} : (tensor<2x4x5x8xf32>, tensor<2x4x7x8xf32>) -> tensor<2x4x5x7xf32>
+  %x = cpc.mul %c, %s : (tensor<f32>, tensor<2x4x5x7xf32>) -> tensor<2x4x5x7xf32>
+  %p = cpc.softmax %x {axis = 3 : i64} : tensor<2x4x5x7xf32>
+  %o = cpc.matmul %p, %v : (tensor<2x4x5x7xf32>, tensor<2x4x7x3xf32>) -> tensor<2x4x5x3xf32>
+  return %o : tensor<2x4x5x3xf32>
+}
+
+// -----
+
+// Tests that a division by a constant is a scale of its inverse, and that scores without a
+// scale have scale 1.
+// CHECK-LABEL: func.func @divided_and_unscaled
+// CHECK: cpc.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.250000e-01 : f64}
+// CHECK: cpc.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.000000e+00 : f64}
+// CHECK-NOT: cpc.softmax
+func.func @divided_and_unscaled(%q: tensor<3x6x4xf32>, %k: tensor<3x6x4xf32>, %v: tensor<3x6x4xf32>) -> (tensor<3x6x4xf32>, tensor<3x6x4xf32>) {
+  %c = cpc.constant dense<8.0> : tensor<1x1x1xf32>
+  %s = cpc.matmul %q, %k {transpose_rhs = true} : (tensor<3x6x4xf32>, tensor<3x6x4xf32>) -> tensor<3x6x6xf32>
+  %x = cpc.div %s, %c : (tensor<3x6x6xf32>, tensor<1x1x1xf32>) -> tensor<3x6x6xf32>
+  %p = cpc.softmax %x {axis = 2 : i64} : tensor<3x6x6xf32>
+  %o = cpc.matmul %p, %v : (tensor<3x6x6xf32>, tensor<3x6x4xf32>) -> tensor<3x6x4xf32>
+  %s2 = cpc.matmul %q, %k {transpose_rhs = true} : (tensor<3x6x4xf32>, tensor<3x6x4xf32>) -> tensor<3x6x6xf32>
+  %p2 = cpc.softmax %s2 {axis = 2 : i64} : tensor<3x6x6xf32>
+  %o2 = cpc.matmul %p2, %v : (tensor<3x6x6xf32>, tensor<3x6x4xf32>) -> tensor<3x6x4xf32>
+  return %o, %o2 : tensor<3x6x4xf32>, tensor<3x6x4xf32>
+}
+
+// -----
+
+// Tests that the pattern stays when the probabilities have another use (a graph that returns
+// its attention maps), so nothing is computed twice.
+// CHECK-LABEL: func.func @probabilities_returned
+// CHECK-NOT: cpc.attention
+// CHECK: cpc.softmax
+func.func @probabilities_returned(%q: tensor<2x5x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x4xf32>) -> (tensor<2x5x4xf32>, tensor<2x5x5xf32>) {
+  %s = cpc.matmul %q, %k {transpose_rhs = true} : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x5x5xf32>
+  %p = cpc.softmax %s {axis = 2 : i64} : tensor<2x5x5xf32>
+  %o = cpc.matmul %p, %v : (tensor<2x5x5xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
+  return %o, %p : tensor<2x5x4xf32>, tensor<2x5x5xf32>
+}
+
+// -----
+
+// Tests the shapes that are not attention: softmax over the queries, a scale that is not a
+// scalar constant (a mask or bias added), k not transposed, batch dims that broadcast.
+// CHECK-LABEL: func.func @not_attention
+// CHECK-NOT: cpc.attention
+// CHECK: return
+func.func @not_attention(%q: tensor<2x5x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x4xf32>, %m: tensor<2x5x5xf32>,
+                         %kt: tensor<2x4x5xf32>, %kb: tensor<1x5x4xf32>)
+    -> (tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x5x4xf32>) {
+  %s = cpc.matmul %q, %k {transpose_rhs = true} : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x5x5xf32>
+  %p = cpc.softmax %s {axis = 1 : i64} : tensor<2x5x5xf32>
+  %o = cpc.matmul %p, %v : (tensor<2x5x5xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
+  %s1 = cpc.matmul %q, %k {transpose_rhs = true} : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x5x5xf32>
+  %x1 = cpc.add %s1, %m : (tensor<2x5x5xf32>, tensor<2x5x5xf32>) -> tensor<2x5x5xf32>
+  %p1 = cpc.softmax %x1 {axis = 2 : i64} : tensor<2x5x5xf32>
+  %o1 = cpc.matmul %p1, %v : (tensor<2x5x5xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
+  %s2 = cpc.matmul %q, %kt : (tensor<2x5x4xf32>, tensor<2x4x5xf32>) -> tensor<2x5x5xf32>
+  %p2 = cpc.softmax %s2 {axis = 2 : i64} : tensor<2x5x5xf32>
+  %o2 = cpc.matmul %p2, %v : (tensor<2x5x5xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
+  %s3 = cpc.matmul %q, %kb {transpose_rhs = true} : (tensor<2x5x4xf32>, tensor<1x5x4xf32>) -> tensor<2x5x5xf32>
+  %p3 = cpc.softmax %s3 {axis = 2 : i64} : tensor<2x5x5xf32>
+  %o3 = cpc.matmul %p3, %v : (tensor<2x5x5xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
+  return %o, %o1, %o2, %o3 : tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x5x4xf32>
+}
