@@ -566,8 +566,11 @@ MatmulShape checkMatmul(const KernelContext &ctx) {
 }
 
 void checkAdamW(const KernelContext &ctx) {
-  if (ctx.inputs.size() != 6 || ctx.outputs.size() != 3)
-    ctx.fail("expects 6 inputs (param, grad, exp_avg, exp_avg_sq, lr, step) and 3 outputs");
+  if (ctx.inputs.size() < 6 || ctx.inputs.size() > 7 || ctx.outputs.size() != 3)
+    ctx.fail("expects 6 or 7 inputs (param, grad, exp_avg, exp_avg_sq, lr, step[, grad_scale]) and 3 outputs");
+  if (ctx.inputs.size() == 7 && (ctx.inputs[6].numel() != 1 || ctx.inputs[6].dtype != ctx.inputs[0].dtype))
+    ctx.fail("grad_scale must be a single value of the gradient's type, got " + std::string(dtypeName(ctx.inputs[6].dtype)) +
+             shapeString(ctx.inputs[6].shape));
   const TensorRef &param = ctx.inputs[0];
   static const char *names[] = {"param", "grad", "exp_avg", "exp_avg_sq", "new_param", "new_exp_avg", "new_exp_avg_sq"};
   for (int k = 1; k < 7; ++k) {

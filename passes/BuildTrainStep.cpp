@@ -105,7 +105,8 @@ public:
       Value param = paramOp;
       Value m = b.create<StateOp>(loc, p.type, StateRole::ExpAvg, "adamw.exp_avg." + p.name);
       Value v = b.create<StateOp>(loc, p.type, StateRole::ExpAvgSq, "adamw.exp_avg_sq." + p.name);
-      auto adam = b.create<AdamWOp>(loc, param, g, m, v, toType(lr, et), toType(step, et), b.getF64FloatAttr(beta1),
+      auto adam = b.create<AdamWOp>(loc, param, g, m, v, toType(lr, et), toType(step, et), /*grad_scale=*/Value(),
+                                    b.getF64FloatAttr(beta1),
                                     b.getF64FloatAttr(beta2), b.getF64FloatAttr(epsilon),
                                     b.getF64FloatAttr(p.decay ? weightDecay : 0.0));
       b.create<AssignOp>(loc, keepUnlessFinite(adam.getNewParam(), param), b.getStringAttr(p.name));

@@ -25,6 +25,17 @@ def CpcFuseAttention : Pass<"cpc-fuse-attention"> {
   let dependentDialects = ["::cpc::CpcDialect"];
 }
 
+def CpcFuseOptimizer : Pass<"cpc-fuse-optimizer"> {
+  let summary = "Fuse the gradient norm's squares into their sum and the clip's scale into AdamW";
+  let description = [{
+    Late, on per-rank IR (with cpc-fuse-epilogues): reduce_sum(x * x) whose square has no other
+    reader becomes cpc.reduce_sum_squares(x), and an AdamW whose gradient is g * s (s rank 0,
+    the clip coefficient) reads g and takes s as its grad_scale. Each saves a pass writing a
+    copy of every gradient; the results are the separate ops' bit for bit on the CPU.
+  }];
+  let dependentDialects = ["::cpc::CpcDialect"];
+}
+
 def CpcFuseEpilogues : Pass<"cpc-fuse-epilogues"> {
   let summary = "Fuse a Linear's bias add (and the GELU after it) into its matmul: cpc.matmul_bias";
   let description = [{

@@ -61,6 +61,7 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   pm.addPass(mlir::createCSEPass());
   bool sharded = options.dataParallel > 1 || options.tensorParallel > 1 || !options.shard.empty();
   if (!sharded && chunks == 1) {
+    pm.addPass(createCpcFuseOptimizer());
     pm.addPass(createCpcFuseEpilogues());
     return;
   }
@@ -74,7 +75,8 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   }
   pm.addPass(createCpcBucketAllReduce());
   pm.addPass(createCpcBucketAllGather());
-  pm.addPass(createCpcFuseEpilogues()); // last: on per-rank shapes, what the kernels run
+  pm.addPass(createCpcFuseOptimizer()); // last: on per-rank shapes, what the kernels run
+  pm.addPass(createCpcFuseEpilogues());
 }
 
 void cpc::addShardingPasses(OpPassManager &pm, const TrainingPipelineOptions &options) {

@@ -657,6 +657,9 @@ LogicalResult AdamWOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   for (Value scalar : {adaptor.getLr(), adaptor.getStep()})
     if (llvm::cast<RankedTensorType>(scalar.getType()).getRank() != 0)
       return emitShapeError(loc, "lr and step must be rank-0 tensors");
+  if (Value scale = adaptor.getGradScale();
+      scale && scale.getType() != RankedTensorType::get({}, llvm::cast<RankedTensorType>(p).getElementType()))
+    return emitShapeError(loc, "grad_scale must be a rank-0 tensor of the gradient's element type");
   inferred.append({p, p, p});
   return success();
 }

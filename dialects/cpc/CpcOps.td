@@ -249,6 +249,29 @@ def Cpc_ReduceSumOp : Cpc_ReduceOp<"reduce_sum", Cpc_Tensor, [Cpc_AutocastFullPr
   let summary = "sum over axes";
   let hasCanonicalizer = 1;
 }
+
+def Cpc_ReduceSumSquaresOp : Cpc_Op<"reduce_sum_squares", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>]> {
+  let summary = "sum of the squares over axes: reduce_sum(x * x) in one pass";
+  let description = [{
+    Written by cpc-fuse-optimizer where a reduce_sum's input is x * x read by nothing else (the
+    global gradient norm's terms): each square is rounded to x's type as cpc.mul rounds it, then
+    summed as cpc.reduce_sum sums, so the result is theirs bit for bit on the CPU, without
+    writing the squares.
+  }];
+  let arguments = (ins Cpc_FloatTensor:$input, DenseI64ArrayAttr:$axes,
+                       DefaultValuedAttr<BoolAttr, "false">:$keepdims);
+  let results = (outs Cpc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let extraClassDefinition = [{
+    ::mlir::LogicalResult $cppClass::inferReturnTypes(::mlir::MLIRContext *context,
+        std::optional<::mlir::Location> location, Adaptor adaptor,
+        ::llvm::SmallVectorImpl<::mlir::Type> &inferred) {
+      return ::cpc::inferReduceResult(location, adaptor.getInput().getType(),
+          adaptor.getAxes(), adaptor.getKeepdims(), inferred);
+    }
+  }];
+}
 def Cpc_ReduceMeanOp : Cpc_ReduceOp<"reduce_mean", Cpc_FloatTensor, [Cpc_AutocastFullPrecision]> { let summary = "mean over axes"; }
 def Cpc_ReduceMaxOp : Cpc_ReduceOp<"reduce_max", Cpc_Tensor> { let summary = "max over axes"; }
 def Cpc_ReduceMinOp : Cpc_ReduceOp<"reduce_min", Cpc_Tensor> { let summary = "min over axes"; }
@@ -518,15 +541,18 @@ def Cpc_AdamWOp : Cpc_Op<"adamw", [Cpc_ShardingRuleOpInterface, Pure, InferTypeO
   let description = [{
     With t = step (>= 1): m' = b1 m + (1-b1) g; v' = b2 v + (1-b2) g^2;
     p' = p - lr * (m'/(1-b1^t) / (sqrt(v'/(1-b2^t)) + eps) + weight_decay * p), as torch.optim.AdamW.
-    `lr` and `step` are rank-0 f32 values computed by the runtime each step.
+    `lr` and `step` are rank-0 f32 values computed by the runtime each step. The optional
+    rank-0 `grad_scale` (the gradient's type) multiplies g first, rounded as cpc.mul would:
+    cpc-fuse-optimizer moves the clip's scaling there, saving a pass over every gradient.
   }];
   let arguments = (ins Cpc_FloatTensor:$param, Cpc_FloatTensor:$grad, Cpc_FloatTensor:$exp_avg,
                        Cpc_FloatTensor:$exp_avg_sq, Cpc_FloatTensor:$lr, Cpc_FloatTensor:$step,
+                       Optional<Cpc_FloatTensor>:$grad_scale,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon, F64Attr:$weight_decay);
   let results = (outs Cpc_FloatTensor:$new_param, Cpc_FloatTensor:$new_exp_avg,
                       Cpc_FloatTensor:$new_exp_avg_sq);
   let assemblyFormat = [{
-    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $lr `,` $step attr-dict `:`
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $lr `,` $step (`grad_scale` $grad_scale^)? attr-dict `:`
     functional-type(operands, results)
   }];
 }

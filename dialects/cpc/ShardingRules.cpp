@@ -437,6 +437,8 @@ bool AttentionGradOp::propagatesPartial(unsigned, ReductionKind) { return false;
 
 ShardingRule ReduceSumOp::getShardingRule() { return reduceRule(*this, ReductionKind::Sum); }
 bool ReduceSumOp::propagatesPartial(unsigned, ReductionKind kind) { return isSum(kind); }
+ShardingRule ReduceSumSquaresOp::getShardingRule() { return reduceRule(*this, ReductionKind::Sum); }
+bool ReduceSumSquaresOp::propagatesPartial(unsigned, ReductionKind) { return false; } // squares of partials are not
 ShardingRule ReduceMeanOp::getShardingRule() { return reduceRule(*this, ReductionKind::Sum); }
 bool ReduceMeanOp::propagatesPartial(unsigned, ReductionKind) { return false; }
 ShardingRule ReduceMaxOp::getShardingRule() { return reduceRule(*this, ReductionKind::Max); }

@@ -1,7 +1,8 @@
 //===- Optimizer.cpp - the AdamW kernel -----------------------------------===//
 //
-// cpc.adamw(param, grad, exp_avg, exp_avg_sq, lr, step) -> (param', exp_avg', exp_avg_sq'),
-// bit-for-bit the arithmetic of torch.optim.AdamW's single-tensor (non-foreach) CPU path:
+// cpc.adamw(param, grad, exp_avg, exp_avg_sq, lr, step[, grad_scale]) -> (param', exp_avg',
+// exp_avg_sq'), bit-for-bit the arithmetic of torch.optim.AdamW's single-tensor (non-foreach)
+// CPU path, on grad * grad_scale (rounded to the tensor's type, as cpc.mul; 1 when absent):
 //
 //   param.mul_(1 - lr * weight_decay)
 //   exp_avg.lerp_(grad, 1 - beta1)
@@ -48,8 +49,8 @@ double readScalar(const KernelContext &ctx, const TensorRef &t, const char *what
 }
 
 template <typename T>
-void adamw(const KernelContext &ctx, int64_t n, double lr, double step, double beta1, double beta2, double eps,
-           double wd) {
+void adamw(const KernelContext &ctx, int64_t n, double lr, double step, double gradScale, double beta1, double beta2,
+           double eps, double wd) {
   const T *p = ctx.inputs[0].as<T>(), *g = ctx.inputs[1].as<T>(), *m = ctx.inputs[2].as<T>(),
           *v = ctx.inputs[3].as<T>();
   T *pOut = ctx.outputs[0].as<T>(), *mOut = ctx.outputs[1].as<T>(), *vOut = ctx.outputs[2].as<T>();
@@ -62,11 +63,12 @@ void adamw(const KernelContext &ctx, int64_t n, double lr, double step, double b
   const T w1m1 = w1 - T(1);
   const T b2 = T(beta2), w2 = T(1.0 - beta2);
   const T negStepSize = T(-(lr / bc1)), bc2Sqrt = T(std::sqrt(bc2)), epsT = T(eps);
+  const T scale = T(gradScale); // x * 1 is x: no scale costs nothing in precision
 
   int threads = std::max(1, ctx.threads);
 #pragma omp parallel for num_threads(threads) if (n > kAdamParallelMin) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    T pi = p[i], gi = g[i], mi = m[i], vi = v[i];
+    T pi = p[i], gi = g[i] * scale, mi = m[i], vi = v[i];
     pi = pi * decay;
     T diff = gi - mi;
     mi = smallWeight ? fmadd(w1, diff, mi) : fmadd(w1m1, diff, gi);
@@ -86,14 +88,15 @@ void adamwKernel(KernelContext &ctx) {
   double lr = readScalar(ctx, ctx.inputs[4], "lr"), step = readScalar(ctx, ctx.inputs[5], "step");
   if (!(step >= 1))
     ctx.fail("step must be >= 1, got " + std::to_string(step));
+  double gradScale = ctx.inputs.size() > 6 ? readScalar(ctx, ctx.inputs[6], "grad_scale") : 1.0;
   double beta1 = ctx.attrs.beta1, beta2 = ctx.attrs.beta2, eps = ctx.attrs.epsilon, wd = ctx.attrs.weightDecay;
   int64_t n = param.numel();
   if (n == 0)
     return;
   if (param.dtype == DType::F32)
-    return adamw<float>(ctx, n, lr, step, beta1, beta2, eps, wd);
+    return adamw<float>(ctx, n, lr, step, gradScale, beta1, beta2, eps, wd);
   if (param.dtype == DType::F64)
-    return adamw<double>(ctx, n, lr, step, beta1, beta2, eps, wd);
+    return adamw<double>(ctx, n, lr, step, gradScale, beta1, beta2, eps, wd);
   ctx.fail(std::string("element type ") + dtypeName(param.dtype) + " is not supported (f32 or f64 only)");
 }
 

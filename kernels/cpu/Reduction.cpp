@@ -1,4 +1,4 @@
-//===- Reduction.cpp - reduce_{sum,mean,max,min,prod} ----------------------===//
+//===- Reduction.cpp - reduce_{sum,mean,max,min,prod,sum_squares} ----------===//
 //
 // The input's dims are collapsed (size-1 dims dropped, adjacent kept/reduced dims merged)
 // and viewed as [outer kept..., reduced..., inner] where `inner` is the last dim when it is
@@ -44,9 +44,15 @@ template <typename T> struct Sum {
   using Acc = Wide<T>;
   static constexpr bool kLanes = std::is_floating_point_v<T>; // a contiguous run sums in lanes
   static Acc init() { return 0; }
-  static Acc add(Acc a, T x) { return wrappingAdd(a, Acc(x)); }
+  static Acc term(T x) { return Acc(x); } // what an element adds
+  static Acc add(Acc a, T x) { return wrappingAdd(a, term(x)); }
   static Acc merge(Acc a, Acc b) { return wrappingAdd(a, b); }
   static T finish(Acc a, int64_t) { return T(a); }
+};
+// reduce_sum_squares: each square rounded to T first, as cpc.mul computes it (floats only).
+template <typename T> struct SumSquares : Sum<T> {
+  static double term(T x) { return double(T(x * x)); }
+  static double add(double a, T x) { return a + term(x); }
 };
 template <typename T> struct Mean : Sum<T> {
   static T finish(double a, int64_t n) { return T(a / double(n)); }
@@ -128,7 +134,7 @@ template <typename T, typename Op, typename ROff>
 typename Op::Acc reduceRun(const T *base, int64_t begin, int64_t end, ROff roff) {
   if constexpr (Op::kLanes && std::is_same_v<ROff, StridedOffsets>)
     if (roff.stride == 1)
-      return laneSum(end - begin, [&](int64_t j) { return double(base[begin + j]); });
+      return laneSum(end - begin, [&](int64_t j) { return Op::term(base[begin + j]); });
   typename Op::Acc a = Op::init();
   for (int64_t r = begin; r < end; ++r)
     a = Op::add(a, base[roff(r)]);
@@ -266,6 +272,7 @@ template <template <class> class Op, unsigned K> void reduceKernel(KernelContext
 
 void registerReductionKernels(KernelRegistry &r) {
   r.add("cpc.reduce_sum", reduceKernel<Sum, kNum>);
+  r.add("cpc.reduce_sum_squares", reduceKernel<SumSquares, kFloat>);
   r.add("cpc.reduce_mean", reduceKernel<Mean, kFloat>);
   r.add("cpc.reduce_max", reduceKernel<Max, kAny>);
   r.add("cpc.reduce_min", reduceKernel<Min, kAny>);

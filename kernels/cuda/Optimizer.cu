@@ -1,7 +1,7 @@
 //===- Optimizer.cu - cpc.adamw on the GPU ----------------------------------===//
 //
-// cpc.adamw(param, grad, exp_avg, exp_avg_sq, lr, step) -> (param', exp_avg', exp_avg_sq'), one
-// grid-stride launch per step. lr and step live in device memory: each block's first thread
+// cpc.adamw(param, grad, exp_avg, exp_avg_sq, lr, step[, grad_scale]) -> (param', exp_avg',
+// exp_avg_sq'), one grid-stride launch per step. lr and step live in device memory: each block's first thread
 // reads them and computes the step's constants (AdamWMath.h) into shared memory, so the host
 // never waits for the device. Each element is read before its own position is written and
 // nothing else is touched, so every output may alias its input (the plan updates in place).
@@ -26,17 +26,28 @@ __device__ double readScalar(const void *p, DType t) {
   }
 }
 
+/// x rounded to the storage type T, as a store and a load would.
+template <typename T> __device__ ComputeT<T> roundTo(ComputeT<T> x) {
+  T stored;
+  store(&stored, 0, x);
+  return load(&stored, 0);
+}
+
+// gradScale (null: none) multiplies g first, rounded to T as cpc.mul's result would be.
 template <typename T>
 __global__ void adamwKernel(const T *p, const T *g, const T *m, const T *v, T *pOut, T *mOut, T *vOut, int64_t n,
-                            const void *lr, DType lrType, const void *step, DType stepType, AdamWAttrs attrs) {
+                            const void *lr, DType lrType, const void *step, DType stepType, const T *gradScale,
+                            AdamWAttrs attrs) {
   using C = ComputeT<T>;
   __shared__ AdamWScalars<C> shared;
   if (threadIdx.x == 0)
     shared = adamwScalars<C>(attrs, readScalar(lr, lrType), readScalar(step, stepType));
   __syncthreads();
   const AdamWScalars<C> s = shared;
+  const C scale = gradScale ? load(gradScale, 0) : C(1);
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    C pi = load(p, i), gi = load(g, i), mi = load(m, i), vi = load(v, i);
+    C pi = load(p, i), gi = gradScale ? roundTo<T>(fmath::mulRn(load(g, i), scale)) : load(g, i), mi = load(m, i),
+      vi = load(v, i);
     adamwUpdate(s, pi, gi, mi, vi);
     store(pOut, i, pi);
     store(mOut, i, mi);
@@ -71,7 +82,7 @@ void adamwHost(KernelContext &ctx) {
         static_cast<const T *>(param.data), static_cast<const T *>(ctx.inputs[1].data),
         static_cast<const T *>(ctx.inputs[2].data), static_cast<const T *>(ctx.inputs[3].data),
         ctx.outputs[0].as<T>(), ctx.outputs[1].as<T>(), ctx.outputs[2].as<T>(), n, lr.data, lr.dtype, step.data,
-        step.dtype, attrs);
+        step.dtype, ctx.inputs.size() > 6 ? static_cast<const T *>(ctx.inputs[6].data) : nullptr, attrs);
     checkLaunch(ctx);
   });
 }

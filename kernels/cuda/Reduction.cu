@@ -1,4 +1,4 @@
-//===- Reduction.cu - reduce_{sum,mean,prod,max,min} on the GPU ------------===//
+//===- Reduction.cu - reduce_{sum,mean,prod,max,min,sum_squares} on the GPU ===//
 //
 // The geometry and the combinations are ReductionMath.h's, the launch ReductionLaunch.h's (see
 // there): each block column reduces one output's (slice of the) range, partials merge in a
@@ -115,6 +115,7 @@ template <template <class> class OpT, unsigned K> void reduceHost(KernelContext 
 void registerCudaReductionKernels(KernelRegistry &r) {
   using namespace cuda;
   addFor(r, "cpc.reduce_sum", reduceHost<SumReduce, kNum>, kNum);
+  addFor(r, "cpc.reduce_sum_squares", reduceHost<SumSquaresReduce, kFloat>, kFloat);
   addFor(r, "cpc.reduce_mean", reduceHost<MeanReduce, kFloat>, kFloat);
   addFor(r, "cpc.reduce_max", reduceHost<MaxReduce, kAny>, kAny);
   addFor(r, "cpc.reduce_min", reduceHost<MinReduce, kAny>, kAny);

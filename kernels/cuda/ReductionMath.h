@@ -53,6 +53,11 @@ template <class C> struct SumReduce {
   static CPC_HD Acc merge(Acc a, Acc b) { return wrapAdd(a, b); }
   static CPC_HD C finish(Acc a, int64_t) { return C(a); }
 };
+/// reduce_sum_squares: each square rounded to C (f32 for 16-bit storage), as cpc.mul computes it.
+template <class C> struct SumSquaresReduce : SumReduce<C> {
+  using Acc = WideAcc<C>;
+  static CPC_HD Acc add(Acc a, C x) { return a + Acc(C(x * x)); }
+};
 template <class C> struct MeanReduce : SumReduce<C> {
   static CPC_HD C finish(double a, int64_t n) { return C(a / double(n)); }
 };

@@ -50,6 +50,22 @@ TEST(OptimizerGpu, AdamW) {
     }
 }
 
+// Tests the clip's scale as AdamW's grad_scale operand (cpc-fuse-optimizer's form).
+TEST(OptimizerGpu, AdamWWithGradScale) {
+  CPC_REQUIRE_GPU(device);
+  const std::vector<int64_t> shape = {1031, 257};
+  for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtypeName(t));
+    double rtol = t == DType::F32 ? 1e-6 : t == DType::F64 ? 1e-14 : t == DType::F16 ? 2e-3 : 1.6e-2;
+    Tensor scale = convertF32(scalarF32(0.37f), t);
+    compareWithCpu(device, "cpc.adamw",
+                   {filled(t, shape, 1), filled(t, shape, 2, -3, 3), filled(t, shape, 3, -0.05f, 0.05f),
+                    filled(t, shape, 4, 0, 1e-3f), scalarF32(5e-2f), scalarF32(3), scale},
+                   {Tensor(t, shape), Tensor(t, shape), Tensor(t, shape)},
+                   {{"beta1", 0.9}, {"beta2", 0.95}, {"epsilon", 1e-8}, {"weight_decay", 0.05}}, rtol, 1e-12);
+  }
+}
+
 // Tests random_uniform: the GPU draws exactly the CPU's values (rtol and atol 0).
 TEST(OptimizerGpu, RandomUniformIsBitIdentical) {
   CPC_REQUIRE_GPU(device);

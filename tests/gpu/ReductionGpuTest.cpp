@@ -59,7 +59,7 @@ void reduce(Device *device, const std::string &op, DType t, float lo, float hi, 
 
 TEST(ReductionGpu, SumAndMeanOfFloats) {
   CPC_REQUIRE_GPU(device);
-  for (const char *op : {"cpc.reduce_sum", "cpc.reduce_mean"}) {
+  for (const char *op : {"cpc.reduce_sum", "cpc.reduce_mean", "cpc.reduce_sum_squares"}) {
     reduce(device, op, DType::F32, -1, 1, 1e-5);
     reduce(device, op, DType::F64, -1, 1, 1e-12);
     reduce(device, op, DType::F16, -1, 1, 2e-3);

@@ -1267,3 +1267,12 @@ func.func @attention_grad_wrong_gradient(%q: tensor<2x5x8xf32>, %p: tensor<2x5x5
   %dq, %dk, %dv = cpc.attention_grad %q, %q, %q, %p, %g {scale = 1.0 : f64} : (tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x5xf32>, tensor<2x5x8xf32>) -> (tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf16>)
   return
 }
+
+// -----
+
+func.func @adamw_grad_scale_not_scalar(%g: tensor<4xf32>, %lr: tensor<f32>) {
+  // expected-error @+2 {{grad_scale must be a rank-0 tensor of the gradient's element type}}
+  // expected-error @+1 {{'cpc.adamw' op failed to infer returned types}}
+  %p, %m, %v = cpc.adamw %g, %g, %g, %g, %lr, %lr grad_scale %g {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}

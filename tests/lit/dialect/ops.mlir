@@ -438,3 +438,16 @@ func.func @attention(%q: tensor<2x4x5x8xf32>, %k: tensor<2x4x7x8xf32>, %v: tenso
   %ho, %hp = cpc.attention %h, %h, %h {scale = 0.5 : f64} : (tensor<6x5x4xbf16>, tensor<6x5x4xbf16>, tensor<6x5x4xbf16>) -> (tensor<6x5x4xbf16>, tensor<6x5x5xbf16>)
   return %dq, %ho : tensor<2x4x5x8xf32>, tensor<6x5x4xbf16>
 }
+
+// Tests the fused optimizer forms: reduce_sum_squares (the norm's term) and AdamW with a
+// grad_scale operand; AdamW without it prints as before.
+// CHECK-LABEL: func.func @optimizer_fusions
+// CHECK: cpc.reduce_sum_squares %{{.*}} {axes = array<i64: 1>, keepdims = true} : tensor<4x6xf32> -> tensor<4x1xf32>
+// CHECK: cpc.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} grad_scale %{{.*}} {
+// CHECK: cpc.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {
+func.func @optimizer_fusions(%g: tensor<4x6xf32>, %lr: tensor<f32>) -> (tensor<4x1xf32>, tensor<4x6xf32>, tensor<4x6xf32>) {
+  %s = cpc.reduce_sum_squares %g {axes = array<i64: 1>, keepdims = true} : tensor<4x6xf32> -> tensor<4x1xf32>
+  %p, %m, %v = cpc.adamw %g, %g, %g, %g, %lr, %lr grad_scale %lr {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>)
+  %p2, %m2, %v2 = cpc.adamw %g, %g, %g, %g, %lr, %lr {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>, tensor<f32>, tensor<f32>) -> (tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>)
+  return %s, %p, %p2 : tensor<4x1xf32>, tensor<4x6xf32>, tensor<4x6xf32>
+}

@@ -201,3 +201,37 @@ TEST(OptimizerKernels, AdamWRejectsBadOperands) {
   std::vector<int32_t> ip(4), ig(4), im(4), iv(4);
   EXPECT_THROW(runAdamW(ip, ig, im, iv, ip, im, iv, h, 1.f), RuntimeError);
 }
+
+// Tests that a grad_scale operand gives the update of the scaled gradient bit for bit: what
+// cpc.mul(g, s) then cpc.adamw give (cpc-fuse-optimizer's rewrite of the clip), at 1 and 3
+// threads; a scale that is not one value of the gradient's type is an error.
+TEST(OptimizerKernels, AdamWGradScaleEqualsScalingFirst) {
+  Hyper h{5e-2, 0.9, 0.95, 1e-8, 0.05};
+  const int64_t n = 100003;
+  std::vector<float> p = randomFloats(n, 1), g = randomFloats(n, 2, -3, 3), m = randomFloats(n, 3, -0.1f, 0.1f),
+                     v = randomFloats(n, 4, 0, 0.01f), scaled(n);
+  float coef = 0.3711f;
+  for (int64_t i = 0; i < n; ++i)
+    scaled[i] = g[i] * coef;
+  std::vector<float> p1(n), m1(n), v1(n);
+  runAdamW(p, scaled, m, v, p1, m1, v1, h, 3.f);
+  for (int threads : {1, 3}) {
+    std::vector<float> p2(n), m2(n), v2(n);
+    float lr = float(h.lr), step = 3.f;
+    KernelContext ctx;
+    ctx.op = "cpc.adamw";
+    ctx.inputs = {ref(p, {n}), ref(g, {n}), ref(m, {n}), ref(v, {n}), TensorRef{&lr, DType::F32, {}},
+                  TensorRef{&step, DType::F32, {}}, TensorRef{&coef, DType::F32, {}}};
+    ctx.outputs = {ref(p2, {n}), ref(m2, {n}), ref(v2, {n})};
+    ctx.setAttrs({{"beta1", h.beta1}, {"beta2", h.beta2}, {"epsilon", h.eps}, {"weight_decay", h.wd}});
+    ctx.threads = threads;
+    KernelFn fn = KernelRegistry::cpu().find("cpc.adamw");
+    fn(ctx);
+    EXPECT_EQ(p1, p2) << threads;
+    EXPECT_EQ(m1, m2) << threads;
+    EXPECT_EQ(v1, v2) << threads;
+    double wide = coef;
+    ctx.inputs[6] = TensorRef{&wide, DType::F64, {}};
+    cpc::test::expectError([&] { fn(ctx); }, {"grad_scale", "f64"});
+  }
+}

@@ -1,8 +1,10 @@
 //===- ReductionKernelsTest.cpp - reduce_* kernels -------------------------===//
 #include "kernels/cpu/Kernel.h"
+#include "tests/unit/TestUtil.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -232,3 +234,37 @@ TEST(ReductionKernels, EveryAxisSubsetMatchesNaiveReference) {
       }
     }
 }
+
+namespace {
+
+// Tests that reduce_sum_squares is cpc.mul(x, x) then cpc.reduce_sum bit for bit (each square
+// rounded to f32, the same lanes and chunks), for a long full reduction (split into chunks),
+// trailing axes, a leading axis (blocks of inner columns) and non-contiguous axes, at 1 and 3
+// threads.
+TEST(ReductionKernels, SumSquaresEqualsMulThenSum) {
+  struct Case {
+    std::vector<int64_t> shape, axes;
+    bool keepdims;
+  };
+  for (const Case &c : {Case{{600001}, {0}, false}, Case{{7, 9, 130}, {1, 2}, true}, Case{{40, 33}, {0}, false},
+                        Case{{3, 5, 4, 6}, {0, 2}, false}}) {
+    int64_t n = numElements(c.shape);
+    std::vector<float> x = cpc::test::randomFloats(n, 17, -4, 4), squares(n);
+    for (int64_t i = 0; i < n; ++i)
+      squares[i] = x[i] * x[i];
+    std::vector<int64_t> outShape;
+    for (int64_t d = 0; d < (int64_t)c.shape.size(); ++d) {
+      bool reduced = std::find(c.axes.begin(), c.axes.end(), d) != c.axes.end();
+      if (!reduced || c.keepdims)
+        outShape.push_back(reduced ? 1 : c.shape[d]);
+    }
+    std::vector<float> expected(numElements(outShape)), got(expected.size());
+    run("cpc.reduce_sum", ref(squares, DType::F32, c.shape), ref(expected, DType::F32, outShape), c.axes, c.keepdims);
+    for (int threads : {1, 3}) {
+      run("cpc.reduce_sum_squares", ref(x, DType::F32, c.shape), ref(got, DType::F32, outShape), c.axes, c.keepdims, threads);
+      EXPECT_EQ(got, expected) << shapeString(c.shape) << " threads " << threads;
+    }
+  }
+}
+
+} // namespace
