@@ -61,6 +61,8 @@ nlohmann::json attrToJson(Attribute attr, Operation *op) {
     return s.getValue().str();
   if (auto a = llvm::dyn_cast<DenseI64ArrayAttr>(attr))
     return std::vector<int64_t>(a.asArrayRef().begin(), a.asArrayRef().end());
+  if (auto a = llvm::dyn_cast<DenseF64ArrayAttr>(attr))
+    return std::vector<double>(a.asArrayRef().begin(), a.asArrayRef().end());
   if (llvm::isa<UnitAttr>(attr))
     return true;
   if (auto sym = llvm::dyn_cast<FlatSymbolRefAttr>(attr))
@@ -510,7 +512,7 @@ private:
       p.bufferOf[r] = b;
       step.outputs.push_back(b);
     }
-    p.inPlaceCandidate.push_back(options_.inPlace && (mayRunInPlace(op) || llvm::isa<AdamWOp>(op)));
+    p.inPlaceCandidate.push_back(options_.inPlace && (mayRunInPlace(op) || llvm::isa<AdamWOp, MultiTensorAdamWOp>(op)));
     p.desc.steps.push_back(std::move(step));
   }
 

@@ -581,6 +581,32 @@ void checkAdamW(const KernelContext &ctx) {
   }
 }
 
+size_t checkMultiTensorAdamW(const KernelContext &ctx) {
+  if (ctx.inputs.size() < 3 || (ctx.inputs.size() - 3) % 4 != 0)
+    ctx.fail("expects lr, step, grad_scale and 4 N tensors (params, grads, exp_avg, exp_avg_sq), got " +
+             std::to_string(ctx.inputs.size()) + " inputs");
+  size_t n = (ctx.inputs.size() - 3) / 4;
+  if (ctx.outputs.size() != 3 * n)
+    ctx.fail("expects 3 N = " + std::to_string(3 * n) + " outputs, got " + std::to_string(ctx.outputs.size()));
+  if (ctx.attrs.weightDecays.size() != n)
+    ctx.fail("expects " + std::to_string(n) + " weight_decays, got " + std::to_string(ctx.attrs.weightDecays.size()));
+  for (int s = 0; s < 3; ++s)
+    if (ctx.inputs[s].numel() != 1)
+      ctx.fail(std::string(s == 0 ? "lr" : s == 1 ? "step" : "grad_scale") + " must be a single value, got " +
+               shapeString(ctx.inputs[s].shape));
+  for (size_t i = 0; i < n; ++i) {
+    const TensorRef &p = ctx.inputs[3 + i];
+    for (const TensorRef *t : {&ctx.inputs[3 + n + i], &ctx.inputs[3 + 2 * n + i], &ctx.inputs[3 + 3 * n + i],
+                               &ctx.outputs[i], &ctx.outputs[n + i], &ctx.outputs[2 * n + i]})
+      if (t->dtype != p.dtype || t->shape != p.shape)
+        ctx.fail("tensor " + std::to_string(i) + ": " + dtypeName(t->dtype) + shapeString(t->shape) + ", expected " +
+                 dtypeName(p.dtype) + shapeString(p.shape) + " as its param");
+    if (ctx.inputs[2].dtype != p.dtype)
+      ctx.fail("grad_scale must have the tensors' element type (" + std::string(dtypeName(p.dtype)) + ")");
+  }
+  return n;
+}
+
 void checkRandomUniform(const KernelContext &ctx) {
   if (!ctx.inputs.empty() || ctx.outputs.size() != 1)
     ctx.fail("expected no inputs and 1 output");

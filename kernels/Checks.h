@@ -154,6 +154,9 @@ MatmulShape checkMatmul(const KernelContext &ctx);
 /// adamw: six inputs and three outputs; the tensors share the parameter's type and shape (lr
 /// and step are checked by each kernel: the CPU reads them, the GPU cannot without waiting).
 void checkAdamW(const KernelContext &ctx);
+/// multi_tensor_adamw: lr, step, grad_scale (single values), then 4 N tensors (params, grads,
+/// exp_avg, exp_avg_sq) and 3 N results, one type per tensor, N weight decays. Returns N.
+size_t checkMultiTensorAdamW(const KernelContext &ctx);
 /// random_uniform: one output, low <= high.
 void checkRandomUniform(const KernelContext &ctx);
 

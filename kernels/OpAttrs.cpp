@@ -121,6 +121,13 @@ const std::map<std::string, Decoder> &decoders() {
       {"scale", CPC_FLOAT(scale)},
       {"beta2", CPC_FLOAT(beta2)},
       {"weight_decay", [](OpAttrs &a, const Json &v) { a.weightDecay = asFloat("weight_decay", v); }},
+      {"weight_decays",
+       [](OpAttrs &a, const Json &v) {
+         if (!v.is_array())
+           wrongType("weight_decays", "a list of numbers");
+         for (const Json &x : v)
+           a.weightDecays.push_back(asFloat("weight_decays", x));
+       }},
       {"value", [](OpAttrs &a, const Json &v) { a.value = asFloat("value", v), a.hasValue = true; }},
       {"transpose_lhs", [](OpAttrs &a, const Json &v) { a.transposeLhs = asBool("transpose_lhs", v); }},
       {"transpose_rhs", [](OpAttrs &a, const Json &v) { a.transposeRhs = asBool("transpose_rhs", v); }},

@@ -49,6 +49,7 @@ struct OpAttrs {
   // Floats.
   double epsilon = 0;          // layer_norm, adamw
   double beta1 = 0, beta2 = 0, weightDecay = 0; // adamw
+  std::vector<double> weightDecays; // multi_tensor_adamw: one per tensor
   double value = 0;            // pad
   double low = 0, high = 1;    // random_uniform
   double scale = 1;            // attention, attention_grad: the scores' factor

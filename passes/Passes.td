@@ -36,6 +36,17 @@ def CpcFuseOptimizer : Pass<"cpc-fuse-optimizer"> {
   let dependentDialects = ["::cpc::CpcDialect"];
 }
 
+def CpcGroupAdamW : Pass<"cpc-group-adamw"> {
+  let summary = "Group a step's AdamW updates into one cpc.multi_tensor_adamw";
+  let description = [{
+    Last, on per-rank IR: the cpc.adamw ops of a function that share lr, step, grad scale,
+    betas, epsilon and element type, and whose results only feed assigns, become one
+    multi-tensor op at the first of them (reads of later members hoisted there when no assign to
+    their variable comes between), so that a GPU updates every parameter in a few launches.
+  }];
+  let dependentDialects = ["::cpc::CpcDialect"];
+}
+
 def CpcFuseEpilogues : Pass<"cpc-fuse-epilogues"> {
   let summary = "Fuse a Linear's bias add (and the GELU after it) into its matmul: cpc.matmul_bias";
   let description = [{

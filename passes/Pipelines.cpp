@@ -62,6 +62,7 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   bool sharded = options.dataParallel > 1 || options.tensorParallel > 1 || !options.shard.empty();
   if (!sharded && chunks == 1) {
     pm.addPass(createCpcFuseOptimizer());
+    pm.addPass(createCpcGroupAdamW());
     pm.addPass(createCpcFuseEpilogues());
     return;
   }
@@ -76,6 +77,7 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   pm.addPass(createCpcBucketAllReduce());
   pm.addPass(createCpcBucketAllGather());
   pm.addPass(createCpcFuseOptimizer()); // last: on per-rank shapes, what the kernels run
+  pm.addPass(createCpcGroupAdamW());
   pm.addPass(createCpcFuseEpilogues());
 }
 

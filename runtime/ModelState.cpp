@@ -9,6 +9,25 @@
 namespace cpc {
 
 namespace {
+
+/// The buffers one optimizer step reads per parameter it updates.
+struct ParameterUpdate {
+  int param, grad, expAvg;
+};
+
+/// cpc.adamw updates one parameter (param, grad, exp_avg, ...); cpc.multi_tensor_adamw N of
+/// them (lr, step, grad_scale, then N params, N grads, N exp_avg, N exp_avg_sq).
+std::vector<ParameterUpdate> updatesOf(const StepDesc &s) {
+  std::vector<ParameterUpdate> updates;
+  if (s.op == "cpc.adamw" && s.inputs.size() >= 3)
+    updates.push_back({s.inputs[0], s.inputs[1], s.inputs[2]});
+  if (s.op == "cpc.multi_tensor_adamw" && s.inputs.size() >= 3 && (s.inputs.size() - 3) % 4 == 0) {
+    size_t n = (s.inputs.size() - 3) / 4;
+    for (size_t i = 0; i < n; ++i)
+      updates.push_back({s.inputs[3 + i], s.inputs[3 + n + i], s.inputs[3 + 2 * n + i]});
+  }
+  return updates;
+}
 /// ZeRO's model-state bytes per rank: `kept[stage]` bytes of each shardable element on every
 /// rank, the rest of its 16 split over the ranks, and 16 for each element ZeRO keeps whole.
 int64_t zeroBytes(const ModelStateBytes &m, const int64_t (&kept)[4]) {
@@ -107,20 +126,20 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
     for (const StepDesc &s : p.steps) {
       for (int out : s.outputs)
         producer[plan.rootOf(out)] = &s;
-      if (s.op != "cpc.adamw" || s.inputs.size() < 2 || !updated.insert(plan.rootOf(s.inputs[0])).second)
-        continue;
-      // ZeRO split this update when it split the moments over dp (a parameter without a dim
-      // that divides keeps a whole optimizer: 16 bytes per element).
-      if (s.inputs.size() > 2) {
-        const BufferDesc &moment = plan.buffers[plan.rootOf(s.inputs[2])];
+      for (const ParameterUpdate &u : updatesOf(s)) {
+        if (!updated.insert(plan.rootOf(u.param)).second)
+          continue;
+        // ZeRO split this update when it split the moments over dp (a parameter without a dim
+        // that divides keeps a whole optimizer: 16 bytes per element).
+        const BufferDesc &moment = plan.buffers[plan.rootOf(u.expAvg)];
         if (int64_t blocks = dpBlocks(plan, batchAxes, moment); blocks > 1)
           m.shardableElements += numElements(moment.shape) * blocks;
+        int grad = u.grad;
+        auto it = producer.find(plan.rootOf(grad));
+        if (it != producer.end() && it->second->op == "cpc.shard_slice")
+          grad = it->second->inputs[0];
+        m.gradients += plan.buffers[grad].bytes();
       }
-      int grad = s.inputs[1];
-      auto it = producer.find(plan.rootOf(grad));
-      if (it != producer.end() && it->second->op == "cpc.shard_slice")
-        grad = it->second->inputs[0];
-      m.gradients += plan.buffers[grad].bytes();
     }
   }
   if (m.zeroStage == 0)

@@ -557,6 +557,36 @@ def Cpc_AdamWOp : Cpc_Op<"adamw", [Cpc_ShardingRuleOpInterface, Pure, InferTypeO
   }];
 }
 
+def Cpc_MultiTensorAdamWOp : Cpc_Op<"multi_tensor_adamw", [Pure]> {
+  let summary = "cpc.adamw over many tensors in one kernel (torch's multi-tensor / foreach AdamW)";
+  let description = [{
+    Written by cpc-group-adamw, last: the AdamW updates of one step that share lr, step, grad
+    scale and betas, as one op. `tensors` holds N params, then their N gradients, N exp_avg and
+    N exp_avg_sq; the results are the N new params, N new exp_avg and N new exp_avg_sq; tensor i
+    decays by `weight_decays[i]`. Each tensor's update is cpc.adamw's (with `grad_scale`), bit
+    for bit; on a GPU one launch covers many tensors instead of one launch each.
+  }];
+  let arguments = (ins Cpc_FloatTensor:$lr, Cpc_FloatTensor:$step, Cpc_FloatTensor:$grad_scale,
+                       Variadic<Cpc_FloatTensor>:$tensors,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon, DenseF64ArrayAttr:$weight_decays);
+  let results = (outs Variadic<Cpc_FloatTensor>:$updated);
+  let assemblyFormat = [{
+    $lr `,` $step `,` $grad_scale `,` `[` $tensors `]` attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Tensors updated (N).
+    unsigned getNumUpdates() { return getTensors().size() / 4; }
+    ::mlir::Value getParam(unsigned i) { return getTensors()[i]; }
+    ::mlir::Value getGrad(unsigned i) { return getTensors()[getNumUpdates() + i]; }
+    ::mlir::Value getExpAvg(unsigned i) { return getTensors()[2 * getNumUpdates() + i]; }
+    ::mlir::Value getExpAvgSq(unsigned i) { return getTensors()[3 * getNumUpdates() + i]; }
+    ::mlir::Value getNewParam(unsigned i) { return getUpdated()[i]; }
+    ::mlir::Value getNewExpAvg(unsigned i) { return getUpdated()[getNumUpdates() + i]; }
+    ::mlir::Value getNewExpAvgSq(unsigned i) { return getUpdated()[2 * getNumUpdates() + i]; }
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Parallelism: the device mesh and sharding annotations.
 //===----------------------------------------------------------------------===//

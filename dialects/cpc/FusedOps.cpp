@@ -1,4 +1,4 @@
-//===- FusedOps.cpp - ops that stand for several: matmul_bias, attention --===//
+//===- FusedOps.cpp - ops that stand for several: matmul_bias, attention, .. ===//
 #include "dialects/cpc/CpcDialect.h"
 
 #include <cmath>
@@ -100,6 +100,27 @@ LogicalResult AttentionGradOp::verify() {
   if (getQGrad().getType() != getQ().getType() || getKGrad().getType() != getK().getType() ||
       getVGrad().getType() != getV().getType())
     return emitOpError("each gradient must have its operand's type");
+  return success();
+}
+
+LogicalResult MultiTensorAdamWOp::verify() {
+  unsigned n = getNumUpdates();
+  if (getTensors().size() % 4 != 0 || getUpdated().size() != 3 * n)
+    return emitOpError("needs 4 N tensors (params, grads, exp_avg, exp_avg_sq) and 3 N results");
+  if (getWeightDecays().size() != n)
+    return emitOpError("needs one weight decay per tensor (") << n << "), got " << getWeightDecays().size();
+  auto scalar = [](Value v) { return llvm::cast<RankedTensorType>(v.getType()).getRank() == 0; };
+  if (!scalar(getLr()) || !scalar(getStep()) || !scalar(getGradScale()))
+    return emitOpError("lr, step and grad_scale must be rank-0 tensors");
+  Type element = llvm::cast<RankedTensorType>(getGradScale().getType()).getElementType();
+  for (unsigned i = 0; i < n; ++i) {
+    Type t = getParam(i).getType();
+    if (getGrad(i).getType() != t || getExpAvg(i).getType() != t || getExpAvgSq(i).getType() != t ||
+        getNewParam(i).getType() != t || getNewExpAvg(i).getType() != t || getNewExpAvgSq(i).getType() != t)
+      return emitOpError("tensor ") << i << ": param, grad, moments and results must have one type";
+    if (llvm::cast<RankedTensorType>(t).getElementType() != element)
+      return emitOpError("tensor ") << i << ": grad_scale must have the tensors' element type";
+  }
   return success();
 }
 

@@ -1,4 +1,4 @@
-//===- Optimizer.cpp - the AdamW kernel -----------------------------------===//
+//===- Optimizer.cpp - the AdamW kernels (single and multi-tensor) ---------===//
 //
 // cpc.adamw(param, grad, exp_avg, exp_avg_sq, lr, step[, grad_scale]) -> (param', exp_avg',
 // exp_avg_sq'), bit-for-bit the arithmetic of torch.optim.AdamW's single-tensor (non-foreach)
@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace cpc::kernels {
 namespace {
@@ -48,12 +49,19 @@ double readScalar(const KernelContext &ctx, const TensorRef &t, const char *what
   ctx.fail(std::string(what) + " must be f32 or f64, not " + dtypeName(t.dtype));
 }
 
+/// One tensor's update: inputs p, g, m, v; outputs pOut, mOut, vOut (each may alias its input).
+template <typename T> struct AdamWTensor {
+  const T *p, *g, *m, *v;
+  T *pOut, *mOut, *vOut;
+  int64_t n;
+};
+
 template <typename T>
-void adamw(const KernelContext &ctx, int64_t n, double lr, double step, double gradScale, double beta1, double beta2,
-           double eps, double wd) {
-  const T *p = ctx.inputs[0].as<T>(), *g = ctx.inputs[1].as<T>(), *m = ctx.inputs[2].as<T>(),
-          *v = ctx.inputs[3].as<T>();
-  T *pOut = ctx.outputs[0].as<T>(), *mOut = ctx.outputs[1].as<T>(), *vOut = ctx.outputs[2].as<T>();
+void adamw(const KernelContext &ctx, const AdamWTensor<T> &t, double lr, double step, double gradScale, double beta1,
+           double beta2, double eps, double wd) {
+  const T *p = t.p, *g = t.g, *m = t.m, *v = t.v;
+  T *pOut = t.pOut, *mOut = t.mOut, *vOut = t.vOut;
+  const int64_t n = t.n;
 
   const double bc1 = 1.0 - std::pow(beta1, step), bc2 = 1.0 - std::pow(beta2, step);
   const T decay = T(1.0 - lr * wd);
@@ -82,26 +90,66 @@ void adamw(const KernelContext &ctx, int64_t n, double lr, double step, double g
   }
 }
 
+/// lr and step, checked.
+std::pair<double, double> lrAndStep(const KernelContext &ctx, const TensorRef &lr, const TensorRef &step) {
+  double l = readScalar(ctx, lr, "lr"), s = readScalar(ctx, step, "step");
+  if (!(s >= 1))
+    ctx.fail("step must be >= 1, got " + std::to_string(s));
+  return {l, s};
+}
+
+template <typename T>
+AdamWTensor<T> tensorOf(const TensorRef &p, const TensorRef &g, const TensorRef &m, const TensorRef &v,
+                        const TensorRef &pOut, const TensorRef &mOut, const TensorRef &vOut) {
+  return {p.as<T>(), g.as<T>(), m.as<T>(), v.as<T>(), pOut.as<T>(), mOut.as<T>(), vOut.as<T>(), p.numel()};
+}
+
 void adamwKernel(KernelContext &ctx) {
   checkAdamW(ctx);
   const TensorRef &param = ctx.inputs[0];
-  double lr = readScalar(ctx, ctx.inputs[4], "lr"), step = readScalar(ctx, ctx.inputs[5], "step");
-  if (!(step >= 1))
-    ctx.fail("step must be >= 1, got " + std::to_string(step));
+  auto [lr, step] = lrAndStep(ctx, ctx.inputs[4], ctx.inputs[5]);
   double gradScale = ctx.inputs.size() > 6 ? readScalar(ctx, ctx.inputs[6], "grad_scale") : 1.0;
   double beta1 = ctx.attrs.beta1, beta2 = ctx.attrs.beta2, eps = ctx.attrs.epsilon, wd = ctx.attrs.weightDecay;
-  int64_t n = param.numel();
-  if (n == 0)
+  if (param.numel() == 0)
     return;
+  const auto &in = ctx.inputs;
+  const auto &out = ctx.outputs;
   if (param.dtype == DType::F32)
-    return adamw<float>(ctx, n, lr, step, gradScale, beta1, beta2, eps, wd);
+    return adamw(ctx, tensorOf<float>(in[0], in[1], in[2], in[3], out[0], out[1], out[2]), lr, step, gradScale, beta1,
+                 beta2, eps, wd);
   if (param.dtype == DType::F64)
-    return adamw<double>(ctx, n, lr, step, gradScale, beta1, beta2, eps, wd);
+    return adamw(ctx, tensorOf<double>(in[0], in[1], in[2], in[3], out[0], out[1], out[2]), lr, step, gradScale,
+                 beta1, beta2, eps, wd);
   ctx.fail(std::string("element type ") + dtypeName(param.dtype) + " is not supported (f32 or f64 only)");
+}
+
+/// cpc.multi_tensor_adamw(lr, step, grad_scale, params..., grads..., exp_avgs..., exp_avg_sqs...):
+/// each tensor's update is cpc.adamw's, one after another (each split over the threads when big).
+void multiTensorAdamWKernel(KernelContext &ctx) {
+  size_t n = checkMultiTensorAdamW(ctx);
+  auto [lr, step] = lrAndStep(ctx, ctx.inputs[0], ctx.inputs[1]);
+  double gradScale = readScalar(ctx, ctx.inputs[2], "grad_scale");
+  double beta1 = ctx.attrs.beta1, beta2 = ctx.attrs.beta2, eps = ctx.attrs.epsilon;
+  const auto &in = ctx.inputs;
+  const auto &out = ctx.outputs;
+  for (size_t i = 0; i < n; ++i) {
+    const TensorRef &p = in[3 + i], &g = in[3 + n + i], &m = in[3 + 2 * n + i], &v = in[3 + 3 * n + i];
+    const TensorRef &pOut = out[i], &mOut = out[n + i], &vOut = out[2 * n + i];
+    double wd = ctx.attrs.weightDecays[i];
+    if (p.dtype == DType::F32)
+      adamw(ctx, tensorOf<float>(p, g, m, v, pOut, mOut, vOut), lr, step, gradScale, beta1, beta2, eps, wd);
+    else if (p.dtype == DType::F64)
+      adamw(ctx, tensorOf<double>(p, g, m, v, pOut, mOut, vOut), lr, step, gradScale, beta1, beta2, eps, wd);
+    else
+      ctx.fail(std::string("element type ") + dtypeName(p.dtype) + " is not supported (f32 or f64 only)");
+  }
 }
 
 } // namespace
 
-void registerOptimizerKernels(KernelRegistry &r) { r.add("cpc.adamw", adamwKernel); }
+void registerOptimizerKernels(KernelRegistry &r) {
+  r.add("cpc.adamw", adamwKernel);
+  r.add("cpc.multi_tensor_adamw", multiTensorAdamWKernel);
+}
 
 } // namespace cpc::kernels

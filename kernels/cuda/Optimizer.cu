@@ -10,6 +10,7 @@
 #include "kernels/cuda/AdamWMath.h"
 #include "kernels/cuda/CudaCommon.cuh"
 #include "kernels/cuda/CudaKernels.h"
+#include "kernels/cuda/MultiTensorLaunch.h"
 
 #include <string>
 
@@ -87,12 +88,83 @@ void adamwHost(KernelContext &ctx) {
   });
 }
 
+/// A launch's tensors, by value in the kernel's parameters (MultiTensorLaunch.h).
+template <typename T> struct MultiTensorArgs {
+  const T *p[kTensorsPerLaunch], *g[kTensorsPerLaunch], *m[kTensorsPerLaunch], *v[kTensorsPerLaunch];
+  T *pOut[kTensorsPerLaunch], *mOut[kTensorsPerLaunch], *vOut[kTensorsPerLaunch];
+  int64_t n[kTensorsPerLaunch];
+  double weightDecay[kTensorsPerLaunch];
+  int64_t blockStart[kTensorsPerLaunch + 1];
+  int count;
+};
+
+template <typename T>
+__global__ void multiTensorAdamWKernel(const __grid_constant__ MultiTensorArgs<T> a, const void *lr, DType lrType,
+                                       const void *step, DType stepType, const T *gradScale, double beta1,
+                                       double beta2, double eps) {
+  using C = ComputeT<T>;
+  __shared__ AdamWScalars<C> shared;
+  const int t = tensorOfBlock(a.blockStart, a.count, blockIdx.x);
+  if (threadIdx.x == 0)
+    shared = adamwScalars<C>(AdamWAttrs{beta1, beta2, eps, a.weightDecay[t]}, readScalar(lr, lrType),
+                             readScalar(step, stepType));
+  __syncthreads();
+  const AdamWScalars<C> s = shared;
+  const C scale = load(gradScale, 0);
+  const int64_t begin = (blockIdx.x - a.blockStart[t]) * kElementsPerBlock;
+  const int64_t end = begin + kElementsPerBlock < a.n[t] ? begin + kElementsPerBlock : a.n[t];
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    C pi = load(a.p[t], i), gi = roundTo<T>(fmath::mulRn(load(a.g[t], i), scale)), mi = load(a.m[t], i),
+      vi = load(a.v[t], i);
+    adamwUpdate(s, pi, gi, mi, vi);
+    store(a.pOut[t], i, pi);
+    store(a.mOut[t], i, mi);
+    store(a.vOut[t], i, vi);
+  }
+}
+
+void multiTensorAdamWHost(KernelContext &ctx) {
+  size_t n = checkMultiTensorAdamW(ctx);
+  checkScalar(ctx, ctx.inputs[0], "lr");
+  checkScalar(ctx, ctx.inputs[1], "step");
+  if (n == 0)
+    return;
+  std::vector<int64_t> sizes(n);
+  for (size_t i = 0; i < n; ++i)
+    sizes[i] = ctx.inputs[3 + i].numel();
+  CudaDevice &device = deviceOf(ctx);
+  const TensorRef &lr = ctx.inputs[0], &step = ctx.inputs[1];
+  dispatchDevice<kFloat>(ctx, ctx.inputs[3].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    auto in = [&](size_t i) { return static_cast<const T *>(ctx.inputs[i].data); };
+    for (const MultiTensorChunk &c : multiTensorChunks(sizes)) {
+      MultiTensorArgs<T> a{};
+      a.count = c.count;
+      for (int t = 0; t <= c.count; ++t)
+        a.blockStart[t] = c.blockStart[t];
+      for (int t = 0; t < c.count; ++t) {
+        size_t i = c.first + t;
+        a.p[t] = in(3 + i), a.g[t] = in(3 + n + i), a.m[t] = in(3 + 2 * n + i), a.v[t] = in(3 + 3 * n + i);
+        a.pOut[t] = ctx.outputs[i].as<T>(), a.mOut[t] = ctx.outputs[n + i].as<T>();
+        a.vOut[t] = ctx.outputs[2 * n + i].as<T>();
+        a.n[t] = sizes[i];
+        a.weightDecay[t] = ctx.attrs.weightDecays[i];
+      }
+      multiTensorAdamWKernel<T><<<(unsigned)c.blocks(), kMultiTensorThreads, 0, device.stream()>>>(
+          a, lr.data, lr.dtype, step.data, step.dtype, in(2), ctx.attrs.beta1, ctx.attrs.beta2, ctx.attrs.epsilon);
+      checkLaunch(ctx);
+    }
+  });
+}
+
 } // namespace
 } // namespace cuda
 
 void registerCudaOptimizerKernels(KernelRegistry &r) {
-  for (DType t : cuda::kFloatTypes)
+  for (DType t : cuda::kFloatTypes) {
     r.add("cpc.adamw", DeviceKind::Cuda, t, cuda::adamwHost);
+    r.add("cpc.multi_tensor_adamw", DeviceKind::Cuda, t, cuda::multiTensorAdamWHost);
+  }
 }
 
 } // namespace cpc::kernels

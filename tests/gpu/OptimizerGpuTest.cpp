@@ -66,6 +66,33 @@ TEST(OptimizerGpu, AdamWWithGradScale) {
   }
 }
 
+// Tests the multi-tensor update against the CPU's: more tensors than one launch holds, big,
+// tiny and empty ones, each with its weight decay.
+TEST(OptimizerGpu, MultiTensorAdamW) {
+  CPC_REQUIRE_GPU(device);
+  std::vector<std::vector<int64_t>> shapes = {{1031, 257}, {7}, {0}, {384}};
+  for (int i = 0; i < 30; ++i)
+    shapes.push_back({1 + (i * 977) % 5000});
+  size_t n = shapes.size();
+  for (DType t : {DType::F32, DType::F64, DType::BF16}) {
+    SCOPED_TRACE(dtypeName(t));
+    double rtol = t == DType::F32 ? 1e-6 : t == DType::F64 ? 1e-14 : 1.6e-2;
+    std::vector<Tensor> inputs = {scalarF32(5e-2f), scalarF32(3), convertF32(scalarF32(0.37f), t)};
+    for (int group = 0; group < 4; ++group)
+      for (size_t i = 0; i < n; ++i)
+        inputs.push_back(group == 3 ? filled(t, shapes[i], 100 + i, 0, 1e-3f) : filled(t, shapes[i], group * 50 + i));
+    std::vector<Tensor> outputs;
+    std::vector<double> decays;
+    for (int r = 0; r < 3; ++r)
+      for (size_t i = 0; i < n; ++i)
+        outputs.push_back(Tensor(t, shapes[i]));
+    for (size_t i = 0; i < n; ++i)
+      decays.push_back(i % 2 ? 0.0 : 0.05);
+    compareWithCpu(device, "cpc.multi_tensor_adamw", inputs, outputs,
+                   {{"beta1", 0.9}, {"beta2", 0.95}, {"epsilon", 1e-8}, {"weight_decays", decays}}, rtol, 1e-12);
+  }
+}
+
 // Tests random_uniform: the GPU draws exactly the CPU's values (rtol and atol 0).
 TEST(OptimizerGpu, RandomUniformIsBitIdentical) {
   CPC_REQUIRE_GPU(device);

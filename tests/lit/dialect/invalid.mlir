@@ -1276,3 +1276,27 @@ func.func @adamw_grad_scale_not_scalar(%g: tensor<4xf32>, %lr: tensor<f32>) {
   %p, %m, %v = cpc.adamw %g, %g, %g, %g, %lr, %lr grad_scale %g {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return
 }
+
+// -----
+
+func.func @multi_tensor_adamw_decays(%w: tensor<4xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{needs one weight decay per tensor (1), got 2}}
+  %u:3 = cpc.multi_tensor_adamw %s, %s, %s, [%w, %w, %w, %w] {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decays = array<f64: 0.0, 0.1>} : (tensor<f32>, tensor<f32>, tensor<f32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @multi_tensor_adamw_types(%w: tensor<4xf32>, %g: tensor<5xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{tensor 0: param, grad, moments and results must have one type}}
+  %u:3 = cpc.multi_tensor_adamw %s, %s, %s, [%w, %g, %w, %w] {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decays = array<f64: 0.0>} : (tensor<f32>, tensor<f32>, tensor<f32>, tensor<4xf32>, tensor<5xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @multi_tensor_adamw_count(%w: tensor<4xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{needs 4 N tensors (params, grads, exp_avg, exp_avg_sq) and 3 N results}}
+  %u:3 = cpc.multi_tensor_adamw %s, %s, %s, [%w, %w, %w] {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decays = array<f64: 0.0>} : (tensor<f32>, tensor<f32>, tensor<f32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}

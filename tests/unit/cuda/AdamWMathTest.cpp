@@ -8,9 +8,11 @@
 #include "kernels/Float16.h"
 #include "kernels/cpu/Kernel.h"
 #include "kernels/cuda/AdamWMath.h"
+#include "kernels/cuda/MultiTensorLaunch.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -141,6 +143,38 @@ TEST(AdamWMath, ScalarsFollowTorch) {
   EXPECT_DOUBLE_EQ(s.decay, 1 - 1e-3 * 0.01);
   EXPECT_TRUE(s.smallWeight);
   EXPECT_FALSE(adamwScalars<float>({0.3, 0.999, 1e-8, 0}, 1e-3, 5).smallWeight);
+}
+
+} // namespace
+
+namespace {
+
+// Tests the multi-tensor launches: every element of every tensor is covered by exactly one
+// (block, thread) of exactly one launch, as the kernel maps them (tensorOfBlock, then
+// kElementsPerBlock elements a block, strided by the block's threads); empty tensors get no
+// blocks; no launch holds more than kTensorsPerLaunch tensors.
+TEST(MultiTensorLaunch, CoversEveryElementOnce) {
+  std::vector<int64_t> sizes = {0, 1, kElementsPerBlock, kElementsPerBlock + 1, 5000, 0, 3};
+  for (int i = 0; i < 60; ++i)
+    sizes.push_back((i * 7919) % 3001);
+  std::vector<std::vector<int>> seen(sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i)
+    seen[i].assign(sizes[i], 0);
+  for (const MultiTensorChunk &c : multiTensorChunks(sizes)) {
+    ASSERT_LE(c.count, kTensorsPerLaunch);
+    for (int64_t block = 0; block < c.blocks(); ++block) {
+      int t = tensorOfBlock(c.blockStart, c.count, block);
+      int64_t n = sizes[c.first + t], begin = (block - c.blockStart[t]) * kElementsPerBlock;
+      int64_t end = std::min(begin + kElementsPerBlock, n);
+      ASSERT_LT(begin, n) << "a block past its tensor's end";
+      for (int thread = 0; thread < kMultiTensorThreads; ++thread)
+        for (int64_t i = begin + thread; i < end; i += kMultiTensorThreads)
+          ++seen[c.first + t][i];
+    }
+  }
+  for (size_t i = 0; i < sizes.size(); ++i)
+    for (int64_t e = 0; e < sizes[i]; ++e)
+      ASSERT_EQ(seen[i][e], 1) << "tensor " << i << " element " << e;
 }
 
 } // namespace

@@ -235,3 +235,66 @@ TEST(OptimizerKernels, AdamWGradScaleEqualsScalingFirst) {
     cpc::test::expectError([&] { fn(ctx); }, {"grad_scale", "f64"});
   }
 }
+
+namespace {
+
+// Tests that cpc.multi_tensor_adamw updates each tensor as cpc.adamw (with its grad_scale and
+// its own weight decay) does, bit for bit, for big and tiny and empty tensors, at 1 and 3
+// threads; mismatched operands fail naming the tensor.
+TEST(OptimizerKernels, MultiTensorAdamWEqualsOneUpdatePerTensor) {
+  const std::vector<int64_t> sizes = {100003, 7, 0, 384, 1};
+  const std::vector<double> decays = {0.05, 0.0, 0.05, 0.1, 0.0};
+  size_t n = sizes.size();
+  std::vector<std::vector<float>> p, g, m, v;
+  for (size_t i = 0; i < n; ++i) {
+    p.push_back(randomFloats(sizes[i], 10 + i));
+    g.push_back(randomFloats(sizes[i], 20 + i, -3, 3));
+    m.push_back(randomFloats(sizes[i], 30 + i, -0.1f, 0.1f));
+    v.push_back(randomFloats(sizes[i], 40 + i, 0, 0.01f));
+  }
+  float lr = 0.05f, step = 4.f, coef = 0.625f;
+  nlohmann::json common = {{"beta1", 0.9}, {"beta2", 0.95}, {"epsilon", 1e-8}};
+  // The reference: one cpc.adamw per tensor.
+  std::vector<std::vector<float>> want(3 * n);
+  for (size_t i = 0; i < n; ++i) {
+    for (int r = 0; r < 3; ++r)
+      want[r * n + i].resize(sizes[i]);
+    KernelContext ctx;
+    ctx.op = "cpc.adamw";
+    ctx.inputs = {ref(p[i], {sizes[i]}), ref(g[i], {sizes[i]}), ref(m[i], {sizes[i]}), ref(v[i], {sizes[i]}),
+                  TensorRef{&lr, DType::F32, {}}, TensorRef{&step, DType::F32, {}}, TensorRef{&coef, DType::F32, {}}};
+    ctx.outputs = {ref(want[i], {sizes[i]}), ref(want[n + i], {sizes[i]}), ref(want[2 * n + i], {sizes[i]})};
+    nlohmann::json attrs = common;
+    attrs["weight_decay"] = decays[i];
+    ctx.setAttrs(attrs);
+    KernelRegistry::cpu().find("cpc.adamw")(ctx);
+  }
+  for (int threads : {1, 3}) {
+    std::vector<std::vector<float>> got(3 * n);
+    KernelContext ctx;
+    ctx.op = "cpc.multi_tensor_adamw";
+    ctx.inputs = {TensorRef{&lr, DType::F32, {}}, TensorRef{&step, DType::F32, {}}, TensorRef{&coef, DType::F32, {}}};
+    for (auto *group : {&p, &g, &m, &v})
+      for (size_t i = 0; i < n; ++i)
+        ctx.inputs.push_back(ref((*group)[i], {sizes[i]}));
+    for (size_t k = 0; k < 3 * n; ++k) {
+      got[k].resize(sizes[k % n]);
+      ctx.outputs.push_back(ref(got[k], {sizes[k % n]}));
+    }
+    nlohmann::json attrs = common;
+    attrs["weight_decays"] = decays;
+    ctx.setAttrs(attrs);
+    ctx.threads = threads;
+    KernelFn fn = KernelRegistry::cpu().find("cpc.multi_tensor_adamw");
+    ASSERT_NE(fn, nullptr);
+    fn(ctx);
+    for (size_t k = 0; k < 3 * n; ++k)
+      EXPECT_EQ(got[k], want[k]) << "result " << k << " threads " << threads;
+    ctx.inputs[3 + n + 1] = ref(g[0], {sizes[0]}); // tensor 1's gradient with tensor 0's shape
+    cpc::test::expectError([&] { fn(ctx); }, {"tensor 1"});
+    ctx.inputs.pop_back();
+    cpc::test::expectError([&] { fn(ctx); }, {"4 N tensors"});
+  }
+}
+
+} // namespace
