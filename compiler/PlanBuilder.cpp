@@ -13,6 +13,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -567,6 +568,13 @@ private:
         bool readsVar = lastVarRead == producer;
         if (lastVarRead > producer ||
             (readsVar && (!p.inPlaceCandidate[producer] || plan_.buffers[value].shape != plan_.buffers[var].shape)))
+          continue;
+        // A multi-tensor update runs its tensors one after another (or side by side): one that
+        // reads the variable as another tensor's operand (a gradient that is a parameter) must
+        // not see it updated.
+        if (readsVar && steps[producer].op == "cpc.multi_tensor_adamw" &&
+            std::count_if(steps[producer].inputs.begin(), steps[producer].inputs.end(),
+                          [&](int b) { return plan_.rootOf(b) == var; }) > 1)
           continue;
         plan_.buffers[value].aliasOf = var;
         dropped[assignStep] = true;

@@ -11,6 +11,8 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <cmath>
+
 namespace cpc {
 #define GEN_PASS_DEF_CPCFUSEATTENTION
 #include "passes/Passes.h.inc"
@@ -24,13 +26,17 @@ namespace {
 RankedTensorType tensorType(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
 /// The scores and the scale of softmax's input `x`: x itself (scale 1), s * c, c * s or s / c
-/// with c a scalar constant and the product of s's type.
+/// with c a scalar constant and the product of s's type. A division becomes a scale of 1/c
+/// (exact for a power of two, else within an ulp of the quotient before the softmax).
 std::optional<std::pair<Value, double>> scaledScores(Value x) {
   auto scaleOf = [&](Operation *op, Value s, Value c, bool divide) -> std::optional<std::pair<Value, double>> {
     std::optional<double> value = getSplatFloat(c);
-    if (!value || op->getResult(0).getType() != s.getType() || !s.hasOneUse() || (divide && *value == 0))
+    if (!value || op->getResult(0).getType() != s.getType() || !s.hasOneUse())
       return std::nullopt;
-    return std::make_pair(s, divide ? 1.0 / *value : *value);
+    double scale = divide ? 1.0 / *value : *value;
+    if (!std::isfinite(scale)) // (cpc.attention's scale is finite; such graphs keep their ops)
+      return std::nullopt;
+    return std::make_pair(s, scale);
   };
   if (auto mul = x.getDefiningOp<MulOp>()) {
     if (auto found = scaleOf(mul, mul.getLhs(), mul.getRhs(), false))

@@ -26,8 +26,8 @@ bool isScalar(Value v) { return llvm::cast<RankedTensorType>(v.getType()).getRan
 void fuseSquares(ReduceSumOp sum) {
   auto square = sum.getInput().getDefiningOp<MulOp>();
   if (!square || square.getLhs() != square.getRhs() || !square->hasOneUse() ||
-      square.getLhs().getType() != square.getType())
-    return;
+      square.getLhs().getType() != square.getType() || !llvm::isa<FloatType>(square.getType().getElementType()))
+    return; // (integer sums of squares keep their ops: the fused op is for floats)
   OpBuilder b(sum);
   auto fused = b.create<ReduceSumSquaresOp>(sum.getLoc(), sum.getType(), square.getLhs(), sum.getAxesAttr(),
                                             sum.getKeepdimsAttr());

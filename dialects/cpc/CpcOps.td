@@ -256,8 +256,8 @@ def Cpc_ReduceSumSquaresOp : Cpc_Op<"reduce_sum_squares", [Pure, InferTypeOpAdap
   let description = [{
     Written by cpc-fuse-optimizer where a reduce_sum's input is x * x read by nothing else (the
     global gradient norm's terms): each square is rounded to x's type as cpc.mul rounds it, then
-    summed as cpc.reduce_sum sums, so the result is theirs bit for bit on the CPU, without
-    writing the squares.
+    summed as cpc.reduce_sum sums, so for f32 and f64 the result is theirs bit for bit on the
+    CPU, without writing the squares (16-bit inputs keep their squares in f32).
   }];
   let arguments = (ins Cpc_FloatTensor:$input, DenseI64ArrayAttr:$axes,
                        DefaultValuedAttr<BoolAttr, "false">:$keepdims);

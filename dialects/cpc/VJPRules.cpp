@@ -365,6 +365,8 @@ LogicalResult LayerNormOp::buildVJP(OpBuilder &b, ArrayRef<Value> rg, ArrayRef<b
 }
 
 LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> rg, ArrayRef<bool> need, SmallVectorImpl<Value> &grads) {
+  if (rg[1]) // cpc-fuse-attention fuses only where nothing else reads them
+    return emitOpError("has no gradient for its probabilities (only the result is differentiable)");
   Value g = rg[0];
   if (!g) {
     grads.append({Value(), Value(), Value()});

@@ -119,12 +119,18 @@ void attentionGrad(const KernelContext &ctx, const AttentionDims &s, const T *q,
   });
 }
 
+/// Zeros `t` (an empty tensor may have no memory at all).
+void zero(const TensorRef &t) {
+  if (t.bytes())
+    std::memset(t.data, 0, t.bytes());
+}
+
 void attentionKernel(KernelContext &ctx) {
   AttentionDims s = checkAttention(ctx);
   if (s.batch * s.n == 0)
     return;
   if (s.m == 0) { // no keys: the result is an empty sum
-    std::memset(ctx.outputs[0].data, 0, ctx.outputs[0].bytes());
+    zero(ctx.outputs[0]);
     return;
   }
   dispatchFloat(ctx, ctx.inputs[0].dtype, [&](auto zero) {
@@ -139,8 +145,8 @@ void attentionGradKernel(KernelContext &ctx) {
   if (s.batch == 0)
     return;
   if (s.n == 0 || s.m == 0 || s.d == 0 || s.dv == 0) { // empty sums somewhere: zero gradients
-    for (TensorRef &out : ctx.outputs)
-      std::memset(out.data, 0, out.bytes());
+    for (const TensorRef &out : ctx.outputs)
+      zero(out);
     if (s.n == 0 || s.m == 0 || s.dv == 0)
       return; // (with dv == 0 the result, hence dP and dS, are empty or zero)
   }

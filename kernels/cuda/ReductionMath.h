@@ -15,6 +15,7 @@
 #ifndef CPC_KERNELS_CUDA_REDUCTIONMATH_H
 #define CPC_KERNELS_CUDA_REDUCTIONMATH_H
 
+#include "kernels/cuda/ElementwiseMath.h"
 #include "kernels/cuda/HostDevice.h"
 
 #include <cstdint>
@@ -56,7 +57,8 @@ template <class C> struct SumReduce {
 /// reduce_sum_squares: each square rounded to C (f32 for 16-bit storage), as cpc.mul computes it.
 template <class C> struct SumSquaresReduce : SumReduce<C> {
   using Acc = WideAcc<C>;
-  static CPC_HD Acc add(Acc a, C x) { return a + Acc(C(x * x)); }
+  // The square rounded on its own (mulRn): nvcc would otherwise fuse an f64 square and sum.
+  static CPC_HD Acc add(Acc a, C x) { return a + Acc(fmath::mulRn(x, x)); }
 };
 template <class C> struct MeanReduce : SumReduce<C> {
   static CPC_HD C finish(double a, int64_t n) { return C(a / double(n)); }

@@ -5,6 +5,7 @@
 #include "dialects/cpc/CpcDialect.h"
 #include "passes/Passes.h"
 #include "runtime/Executor.h"
+#include "tests/unit/TestWeights.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -20,16 +21,7 @@
 
 namespace {
 
-/// Initial values for the parameters of a test module.
-class TestWeights : public cpc::WeightStore {
-public:
-  std::map<std::string, std::vector<double>> values;
-  bool contains(const std::string &name) const override { return values.count(name); }
-  size_t byteSize(const std::string &name) const override { return values.at(name).size() * sizeof(double); }
-  void read(const std::string &name, void *dst) const override {
-    std::memcpy(dst, values.at(name).data(), byteSize(name));
-  }
-};
+using TestWeights = cpc::test::DoubleWeights;
 
 using Shape = std::vector<int64_t>;
 

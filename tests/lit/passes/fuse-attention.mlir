@@ -74,3 +74,18 @@ func.func @not_attention(%q: tensor<2x5x4xf32>, %k: tensor<2x5x4xf32>, %v: tenso
   %o3 = cpc.matmul %p3, %v : (tensor<2x5x5xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
   return %o, %o1, %o2, %o3 : tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x5x4xf32>, tensor<2x5x4xf32>
 }
+
+// -----
+
+// Tests that a scale that is not finite (a division by zero) keeps the ops.
+// CHECK-LABEL: func.func @infinite_scale
+// CHECK-NOT: cpc.attention
+// CHECK: cpc.softmax
+func.func @infinite_scale(%q: tensor<2x5x4xf32>, %k: tensor<2x5x4xf32>, %v: tensor<2x5x4xf32>) -> tensor<2x5x4xf32> {
+  %c = cpc.constant dense<0.0> : tensor<f32>
+  %s = cpc.matmul %q, %k {transpose_rhs = true} : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x5x5xf32>
+  %x = cpc.div %s, %c : (tensor<2x5x5xf32>, tensor<f32>) -> tensor<2x5x5xf32>
+  %p = cpc.softmax %x {axis = 2 : i64} : tensor<2x5x5xf32>
+  %o = cpc.matmul %p, %v : (tensor<2x5x5xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
+  return %o : tensor<2x5x4xf32>
+}

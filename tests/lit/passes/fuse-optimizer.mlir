@@ -46,3 +46,16 @@ func.func @kept(%x: tensor<8xf32>, %y: tensor<8xf32>, %w: tensor<8xf32>, %m: ten
   %nw2, %nm2, %nv2 = cpc.adamw %w, %left, %m, %v, %t, %t {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.0 : f64} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>, tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
   return %a, %sq, %b, %nw, %scaled, %nw2 : tensor<f32>, tensor<8xf32>, tensor<f32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// Tests that an integer sum of squares keeps its ops (the fused op is for floats).
+// CHECK-LABEL: func.func @integers
+// CHECK: cpc.mul
+// CHECK: cpc.reduce_sum
+// CHECK-NOT: cpc.reduce_sum_squares
+func.func @integers(%x: tensor<8xi64>) -> tensor<i64> {
+  %sq = cpc.mul %x, %x : (tensor<8xi64>, tensor<8xi64>) -> tensor<8xi64>
+  %s = cpc.reduce_sum %sq {axes = array<i64: 0>} : tensor<8xi64> -> tensor<i64>
+  return %s : tensor<i64>
+}

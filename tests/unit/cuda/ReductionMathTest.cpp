@@ -171,7 +171,7 @@ void check(const char *op, const Case &c, int multiprocessors, double rtol) {
   EXPECT_EQ(bad, 0) << what;
 }
 
-// Tests sum, mean, prod, max and min on the shapes above, with the launches of a large GPU
+// Tests sum, sum of squares, mean, prod, max and min on the shapes above, with the launches of a large GPU
 // (132 SMs: many slices) and a small one, against the CPU kernel: f32 within 1e-6 (both
 // accumulate in double), integers and max/min exactly.
 TEST(ReductionMath, ReplayedKernelMatchesCpuKernel) {
@@ -182,6 +182,8 @@ TEST(ReductionMath, ReplayedKernelMatchesCpuKernel) {
       check<SumReduce, int32_t>("cpc.reduce_sum", c, sms, 0);
       check<SumReduce, int8_t>("cpc.reduce_sum", c, sms, 0);
       check<SumReduce, uint8_t>("cpc.reduce_sum", c, sms, 0);
+      check<SumSquaresReduce, float>("cpc.reduce_sum_squares", c, sms, 1e-6);
+      check<SumSquaresReduce, double>("cpc.reduce_sum_squares", c, sms, 1e-12);
       check<MeanReduce, float>("cpc.reduce_mean", c, sms, 1e-6);
       check<MeanReduce, double>("cpc.reduce_mean", c, sms, 1e-12);
       check<MaxReduce, float>("cpc.reduce_max", c, sms, 0);
