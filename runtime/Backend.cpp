@@ -3,9 +3,13 @@
 #include "runtime/CollectiveKernels.h"
 #include "runtime/Plan.h"
 
+#include <algorithm>
 #include <map>
 
 #include <cstdlib>
+#include <sched.h>
+#include <string>
+#include <thread>
 
 #ifdef CPC_WITH_CUDA
 #include "kernels/cuda/CudaKernels.h"
@@ -53,6 +57,34 @@ int localRank() {
     if (const char *local = std::getenv(name))
       return std::atoi(local);
   return 0;
+}
+
+int localRanks() {
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+    if (const char *local = std::getenv(name))
+      return std::max(1, std::atoi(local));
+  return 1;
+}
+
+int availableCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0)
+    return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::string oversubscriptionWarning(int ranks, int threads, int cores, int rankCores) {
+  if (threads <= 1)
+    return "";
+  if (threads > rankCores)
+    return std::to_string(threads) + " threads per rank exceed the " + std::to_string(rankCores) + " core" +
+           (rankCores > 1 ? "s" : "") + " this rank may use: the threads wait for each other (use --threads " +
+           std::to_string(rankCores) + ")";
+  if ((int64_t)ranks * threads > cores)
+    return std::to_string(ranks) + " ranks x " + std::to_string(threads) + " threads on this machine exceed its " +
+           std::to_string(cores) + " cores: the threads wait for each other (use --threads " +
+           std::to_string(std::max(1, cores / std::max(1, ranks))) + ")";
+  return "";
 }
 
 std::unique_ptr<Device> makeDevice(DeviceKind kind, int localRank) {

@@ -114,6 +114,15 @@ std::unique_ptr<Device> makeDevice(DeviceKind kind, int localRank);
 
 /// This process's rank among the ranks mpirun started on its machine (0 outside mpirun).
 int localRank();
+/// How many ranks mpirun started on this process's machine (1 outside mpirun).
+int localRanks();
+/// The cores this process may run on (its CPU affinity; at least 1).
+int availableCores();
+/// A one-line warning when `ranks` ranks of `threads` kernel threads each need more cores than
+/// the machine's `cores` (or one rank more than its own `rankCores`): the pools then wait on
+/// each other instead of computing. Empty when they fit, or for one thread per rank (mpirun's
+/// --oversubscribe is the user's explicit choice there).
+std::string oversubscriptionWarning(int ranks, int threads, int cores, int rankCores);
 
 /// The runtime's kernel registry: the CPU kernels and, when built, the CUDA kernels.
 const kernels::KernelRegistry &kernelRegistry();

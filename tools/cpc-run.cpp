@@ -306,6 +306,13 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
   // The device of this rank (GPU r for local rank r on a cuda plan) and the communicator its
   // steps use: NCCL between GPUs; `comm` (MPI) stays for values the host exchanges.
   std::unique_ptr<cpc::Device> device = cpc::makeDevice(plan.device, cpc::localRank());
+  if (plan.device == cpc::DeviceKind::Cpu && cpc::localRank() == 0) {
+    std::string crowded = cpc::oversubscriptionWarning(cpc::localRanks(), threads,
+                                                       std::max(1u, std::thread::hardware_concurrency()),
+                                                       cpc::availableCores());
+    if (!crowded.empty())
+      std::cerr << "cpc-run: warning: " << crowded << "\n";
+  }
   std::unique_ptr<cpc::Communicator> deviceComm;
   if (plan.device == cpc::DeviceKind::Cuda)
     deviceComm = cpc::makeNcclCommunicator(*device, comm);

@@ -29,9 +29,17 @@ def main():
         for threads in (1, 3):
             metrics = os.path.join(work, "t%d.jsonl" % threads)
             out = os.path.join(work, "params-t%d" % threads)
-            run([tool("cpc-run"), plan, "--steps", "5", "--threads", str(threads), "--metrics", metrics,
-                 "--output-dir", out, "--input", "imgs=%s.imgs.npy" % stem, "--input", "noise=%s.noise.npy" % stem])
-            runs[threads] = ([json.loads(line) for line in open(metrics)], out)
+            proc = run([tool("cpc-run"), plan, "--steps", "5", "--threads", str(threads), "--metrics", metrics,
+                        "--output-dir", out, "--input", "imgs=%s.imgs.npy" % stem, "--input",
+                        "noise=%s.noise.npy" % stem])
+            runs[threads] = ([json.loads(line) for line in open(metrics)], out, proc.stderr)
+
+        def warns_of_oversubscription():
+            cores = len(os.sched_getaffinity(0))
+            assert "warning" not in runs[1][2], runs[1][2]
+            warned = "cpc-run: warning: 3 threads per rank exceed" in runs[3][2]
+            assert warned == (cores < 3), "%d cores; stderr at 3 threads: %r" % (cores, runs[3][2])
+        results.check("more threads than cores: one warning line (none at 1 thread)", warns_of_oversubscription)
 
         def same_steps():
             one, many = runs[1][0], runs[3][0]

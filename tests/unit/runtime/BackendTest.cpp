@@ -97,3 +97,23 @@ TEST(PlanDevice, BuffersLiveInTheDevicesSpace) {
 
 } // namespace
 } // namespace cpc
+
+namespace {
+
+// Tests when cpc-run warns that kernel threads need more cores than there are: ranks x threads
+// over the machine's cores, or threads over the cores a (bound) rank may use; never for one
+// thread per rank (oversubscribing ranks is mpirun's explicit --oversubscribe).
+TEST(Oversubscription, WarnsWhenThreadsNeedMoreCoresThanThereAre) {
+  EXPECT_EQ(cpc::oversubscriptionWarning(1, 2, 2, 2), "");
+  EXPECT_EQ(cpc::oversubscriptionWarning(8, 1, 2, 2), "");
+  EXPECT_EQ(cpc::oversubscriptionWarning(2, 4, 16, 16), "");
+  std::string crowded = cpc::oversubscriptionWarning(2, 2, 2, 2);
+  EXPECT_NE(crowded.find("2 ranks x 2 threads"), std::string::npos) << crowded;
+  EXPECT_NE(crowded.find("2 cores"), std::string::npos) << crowded;
+  EXPECT_NE(crowded.find("--threads 1"), std::string::npos) << crowded;
+  std::string bound = cpc::oversubscriptionWarning(4, 2, 16, 1); // mpirun --bind-to core
+  EXPECT_NE(bound.find("the 1 core this rank may use"), std::string::npos) << bound;
+  EXPECT_GE(cpc::availableCores(), 1);
+}
+
+} // namespace
