@@ -569,12 +569,11 @@ private:
         if (lastVarRead > producer ||
             (readsVar && (!p.inPlaceCandidate[producer] || plan_.buffers[value].shape != plan_.buffers[var].shape)))
           continue;
-        // A multi-tensor update runs its tensors one after another (or side by side): one that
-        // reads the variable as another tensor's operand (a gradient that is a parameter) must
-        // not see it updated.
-        if (readsVar && steps[producer].op == "cpc.multi_tensor_adamw" &&
-            std::count_if(steps[producer].inputs.begin(), steps[producer].inputs.end(),
-                          [&](int b) { return plan_.rootOf(b) == var; }) > 1)
+        // Writing in place is safe for an element-by-element producer reading the variable
+        // once, as the operand its result replaces; read twice (by a multi-tensor update as
+        // another tensor's gradient, say) it could be read after it was overwritten.
+        if (readsVar && std::count_if(steps[producer].inputs.begin(), steps[producer].inputs.end(),
+                                      [&](int b) { return plan_.rootOf(b) == var; }) > 1)
           continue;
         plan_.buffers[value].aliasOf = var;
         dropped[assignStep] = true;

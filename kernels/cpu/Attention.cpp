@@ -11,14 +11,12 @@
 //
 #include "kernels/Checks.h"
 #include "kernels/cpu/Dispatch.h"
-#include "kernels/cpu/FastMath.h"
 #include "kernels/cpu/Gemm.h"
 #include "kernels/cpu/Kernel.h"
-#include "kernels/cpu/RowSums.h"
+#include "kernels/cpu/SoftmaxRows.h"
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 namespace cpc::kernels {
@@ -30,37 +28,6 @@ constexpr int64_t kScoreBlock = 1 << 14;
 
 int64_t rowsPerBlock(const AttentionDims &s) {
   return std::clamp<int64_t>(kScoreBlock / std::max<int64_t>(s.m, 1), 1, std::max<int64_t>(s.n, 1));
-}
-
-/// Rows of `s` (`rows` x `m`) become softmax(scale * s), as cpc.mul then cpc.softmax compute it:
-/// the same roundings, without writing the scaled scores first. The largest scaled score is the scaled
-/// largest (or, for a negative scale, smallest) score: rounding is monotonic.
-template <typename T> void softmaxOfScaled(T *s, int64_t rows, int64_t m, T scale) {
-  for (int64_t r = 0; r < rows; ++r) {
-    T *row = s + r * m;
-    T most = -std::numeric_limits<T>::infinity(), least = std::numeric_limits<T>::infinity();
-    for (int64_t j = 0; j < m; ++j) {
-      most = std::max(most, row[j]);
-      least = std::min(least, row[j]);
-    }
-    most = std::max(most * scale, least * scale);
-    for (int64_t j = 0; j < m; ++j)
-      row[j] = fastExp(row[j] * scale - most);
-    const T inv = T(1.0 / laneSum(m, [&](int64_t j) { return double(row[j]); }));
-    for (int64_t j = 0; j < m; ++j)
-      row[j] *= inv;
-  }
-}
-
-/// Rows of `dp` become scale * softmax_grad(p, dp), as cpc.softmax_grad then cpc.mul compute it.
-template <typename T> void softmaxGradScaled(const T *p, T *dp, int64_t rows, int64_t m, T scale) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const T *pr = p + r * m;
-    T *dr = dp + r * m;
-    const T dot = T(laneSum(m, [&](int64_t j) { return double(dr[j]) * double(pr[j]); }));
-    for (int64_t j = 0; j < m; ++j)
-      dr[j] = pr[j] * (dr[j] - dot) * scale;
-  }
 }
 
 /// Scratch of T per thread, grown as needed (a slice runs on one thread).
@@ -90,7 +57,8 @@ void attention(const KernelContext &ctx, const AttentionDims &s, const T *q, con
       gemm(Gemm<T>{false, true, s.n, s.m, s.d, qs, s.d, ks, s.d, T(0), ps, s.m}, 1);
     else
       std::fill(ps, ps + s.n * s.m, T(0));
-    softmaxOfScaled(ps, s.n, s.m, scale);
+    for (int64_t r = 0; r < s.n; ++r)
+      softmaxRow(ps + r * s.m, ps + r * s.m, s.m, scale);
     if (s.dv > 0)
       gemm(Gemm<T>{false, false, s.n, s.dv, s.m, ps, s.m, vs, s.dv, T(0), out + b * s.n * s.dv, s.dv}, 1);
   });
@@ -112,7 +80,8 @@ void attentionGrad(const KernelContext &ctx, const AttentionDims &s, const T *q,
     for (int64_t r0 = 0; r0 < s.n; r0 += block) {
       int64_t rows = std::min(block, s.n - r0);
       gemm(Gemm<T>{false, true, rows, s.m, s.dv, gs + r0 * s.dv, s.dv, vs, s.dv, T(0), ds, s.m}, 1);
-      softmaxGradScaled(ps + r0 * s.m, ds, rows, s.m, scale);
+      for (int64_t r = 0; r < rows; ++r) // softmax's VJP, then the scale's
+        softmaxGradRow(ps + (r0 + r) * s.m, ds + r * s.m, ds + r * s.m, s.m, scale);
       gemm(Gemm<T>{false, false, rows, s.d, s.m, ds, s.m, ks, s.d, T(0), dqs + r0 * s.d, s.d}, 1);
       gemm(Gemm<T>{true, false, s.m, s.d, rows, ds, s.m, qs + r0 * s.d, s.d, r0 == 0 ? T(0) : T(1), dks, s.d}, 1);
     }

@@ -12,6 +12,7 @@
 #include "kernels/cpu/Gemm.h"
 #include "kernels/cpu/Kernel.h"
 #include "kernels/cpu/RowSums.h"
+#include "kernels/cpu/SoftmaxRows.h"
 
 #include <algorithm>
 #include <cmath>
@@ -168,13 +169,8 @@ void softmaxGrad(const KernelContext &ctx, const T *y, const T *g, T *out, int64
   constexpr int64_t kBlock = 256;
   if (inner == 1) { // rows: the sum in lanes
 #pragma omp parallel for num_threads(threads) if (total > kParallelMin) schedule(static)
-    for (int64_t o = 0; o < outer; ++o) {
-      const T *yr = y + o * len, *gr = g + o * len;
-      T *dr = out + o * len;
-      T s = T(laneSum(len, [&](int64_t j) { return double(gr[j]) * double(yr[j]); }));
-      for (int64_t j = 0; j < len; ++j)
-        dr[j] = yr[j] * (gr[j] - s);
-    }
+    for (int64_t o = 0; o < outer; ++o)
+      softmaxGradRow(y + o * len, g + o * len, out + o * len, len, T(1));
     return;
   }
   int64_t block = std::min<int64_t>(kBlock, inner);

@@ -8,6 +8,7 @@
 #include "kernels/cpu/Dispatch.h"
 #include "kernels/cpu/Kernel.h"
 #include "kernels/cpu/RowSums.h"
+#include "kernels/cpu/SoftmaxRows.h"
 
 #include <algorithm>
 #include <cmath>
@@ -61,20 +62,8 @@ void softmax(const KernelContext &ctx, const T *x, T *y, int64_t outer, int64_t 
   int64_t total = outer * len * inner;
   if (inner == 1) {
 #pragma omp parallel for num_threads(threads) if (total > kParallelMin)
-    for (int64_t o = 0; o < outer; ++o) {
-      const T *xr = x + o * len;
-      T *yr = y + o * len;
-      T m = -std::numeric_limits<T>::infinity();
-      for (int64_t j = 0; j < len; ++j)
-        m = std::max(m, xr[j]);
-      // exp in its own loop so that it vectorizes; the sum stays in double, in lanes.
-      for (int64_t j = 0; j < len; ++j)
-        yr[j] = fastExp(xr[j] - m);
-      double sum = laneSum(len, [&](int64_t j) { return double(yr[j]); });
-      const T inv = T(1.0 / sum);
-      for (int64_t j = 0; j < len; ++j)
-        yr[j] *= inv;
-    }
+    for (int64_t o = 0; o < outer; ++o)
+      softmaxRow(x + o * len, y + o * len, len, T(1));
     return;
   }
   constexpr int64_t kBlock = 256;

@@ -28,7 +28,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <utility>
 
 namespace cpc::kernels {
 namespace {
@@ -49,29 +48,25 @@ double readScalar(const KernelContext &ctx, const TensorRef &t, const char *what
   ctx.fail(std::string(what) + " must be f32 or f64, not " + dtypeName(t.dtype));
 }
 
-/// One tensor's update: inputs p, g, m, v; outputs pOut, mOut, vOut (each may alias its input).
-template <typename T> struct AdamWTensor {
-  const T *p, *g, *m, *v;
-  T *pOut, *mOut, *vOut;
-  int64_t n;
+/// What a step's updates share: lr and step (read from their tensors), the gradient's scale and
+/// the betas and epsilon.
+struct AdamWStep {
+  double lr, step, gradScale, beta1, beta2, eps;
 };
 
+/// One tensor's update of `n` elements: p, g, m, v -> pOut, mOut, vOut (each may alias its input).
 template <typename T>
-void adamw(const KernelContext &ctx, const AdamWTensor<T> &t, double lr, double step, double gradScale, double beta1,
-           double beta2, double eps, double wd) {
-  const T *p = t.p, *g = t.g, *m = t.m, *v = t.v;
-  T *pOut = t.pOut, *mOut = t.mOut, *vOut = t.vOut;
-  const int64_t n = t.n;
-
-  const double bc1 = 1.0 - std::pow(beta1, step), bc2 = 1.0 - std::pow(beta2, step);
-  const T decay = T(1.0 - lr * wd);
-  const double w1d = 1.0 - beta1;
+void adamw(const KernelContext &ctx, const T *p, const T *g, const T *m, const T *v, T *pOut, T *mOut, T *vOut,
+           int64_t n, const AdamWStep &s, double wd) {
+  const double bc1 = 1.0 - std::pow(s.beta1, s.step), bc2 = 1.0 - std::pow(s.beta2, s.step);
+  const T decay = T(1.0 - s.lr * wd);
+  const double w1d = 1.0 - s.beta1;
   const T w1 = T(w1d);
   const bool smallWeight = std::abs(w1) < T(0.5); // torch's lerp picks its formula by |weight|
   const T w1m1 = w1 - T(1);
-  const T b2 = T(beta2), w2 = T(1.0 - beta2);
-  const T negStepSize = T(-(lr / bc1)), bc2Sqrt = T(std::sqrt(bc2)), epsT = T(eps);
-  const T scale = T(gradScale); // x * 1 is x: no scale costs nothing in precision
+  const T b2 = T(s.beta2), w2 = T(1.0 - s.beta2);
+  const T negStepSize = T(-(s.lr / bc1)), bc2Sqrt = T(std::sqrt(bc2)), epsT = T(s.eps);
+  const T scale = T(s.gradScale); // x * 1 is x: no scale costs nothing in precision
 
   int threads = std::max(1, ctx.threads);
 #pragma omp parallel for num_threads(threads) if (n > kAdamParallelMin) schedule(static)
@@ -90,59 +85,51 @@ void adamw(const KernelContext &ctx, const AdamWTensor<T> &t, double lr, double 
   }
 }
 
-/// lr and step, checked.
-std::pair<double, double> lrAndStep(const KernelContext &ctx, const TensorRef &lr, const TensorRef &step) {
-  double l = readScalar(ctx, lr, "lr"), s = readScalar(ctx, step, "step");
-  if (!(s >= 1))
-    ctx.fail("step must be >= 1, got " + std::to_string(s));
-  return {l, s};
+/// One tensor's update on its element type (f32 or f64).
+void adamwTensor(const KernelContext &ctx, const TensorRef &p, const TensorRef &g, const TensorRef &m,
+                 const TensorRef &v, const TensorRef &pOut, const TensorRef &mOut, const TensorRef &vOut,
+                 const AdamWStep &s, double wd) {
+  if (p.numel() == 0)
+    return;
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    adamw(ctx, p.as<T>(), g.as<T>(), m.as<T>(), v.as<T>(), pOut.as<T>(), mOut.as<T>(), vOut.as<T>(), p.numel(), s, wd);
+  };
+  if (p.dtype == DType::F32)
+    return run(float{});
+  if (p.dtype == DType::F64)
+    return run(double{});
+  ctx.fail(std::string("element type ") + dtypeName(p.dtype) + " is not supported (f32 or f64 only)");
 }
 
-template <typename T>
-AdamWTensor<T> tensorOf(const TensorRef &p, const TensorRef &g, const TensorRef &m, const TensorRef &v,
-                        const TensorRef &pOut, const TensorRef &mOut, const TensorRef &vOut) {
-  return {p.as<T>(), g.as<T>(), m.as<T>(), v.as<T>(), pOut.as<T>(), mOut.as<T>(), vOut.as<T>(), p.numel()};
+/// The shared part of a step, from its lr, step and (when given) grad_scale tensors.
+AdamWStep stepOf(const KernelContext &ctx, const TensorRef &lr, const TensorRef &step, const TensorRef *gradScale) {
+  AdamWStep s{readScalar(ctx, lr, "lr"), readScalar(ctx, step, "step"),
+              gradScale ? readScalar(ctx, *gradScale, "grad_scale") : 1.0, ctx.attrs.beta1, ctx.attrs.beta2,
+              ctx.attrs.epsilon};
+  if (!(s.step >= 1))
+    ctx.fail("step must be >= 1, got " + std::to_string(s.step));
+  return s;
 }
 
 void adamwKernel(KernelContext &ctx) {
   checkAdamW(ctx);
-  const TensorRef &param = ctx.inputs[0];
-  auto [lr, step] = lrAndStep(ctx, ctx.inputs[4], ctx.inputs[5]);
-  double gradScale = ctx.inputs.size() > 6 ? readScalar(ctx, ctx.inputs[6], "grad_scale") : 1.0;
-  double beta1 = ctx.attrs.beta1, beta2 = ctx.attrs.beta2, eps = ctx.attrs.epsilon, wd = ctx.attrs.weightDecay;
-  if (param.numel() == 0)
-    return;
   const auto &in = ctx.inputs;
   const auto &out = ctx.outputs;
-  if (param.dtype == DType::F32)
-    return adamw(ctx, tensorOf<float>(in[0], in[1], in[2], in[3], out[0], out[1], out[2]), lr, step, gradScale, beta1,
-                 beta2, eps, wd);
-  if (param.dtype == DType::F64)
-    return adamw(ctx, tensorOf<double>(in[0], in[1], in[2], in[3], out[0], out[1], out[2]), lr, step, gradScale,
-                 beta1, beta2, eps, wd);
-  ctx.fail(std::string("element type ") + dtypeName(param.dtype) + " is not supported (f32 or f64 only)");
+  AdamWStep s = stepOf(ctx, in[4], in[5], in.size() > 6 ? &in[6] : nullptr);
+  adamwTensor(ctx, in[0], in[1], in[2], in[3], out[0], out[1], out[2], s, ctx.attrs.weightDecay);
 }
 
 /// cpc.multi_tensor_adamw(lr, step, grad_scale, params..., grads..., exp_avgs..., exp_avg_sqs...):
 /// each tensor's update is cpc.adamw's, one after another (each split over the threads when big).
 void multiTensorAdamWKernel(KernelContext &ctx) {
   size_t n = checkMultiTensorAdamW(ctx);
-  auto [lr, step] = lrAndStep(ctx, ctx.inputs[0], ctx.inputs[1]);
-  double gradScale = readScalar(ctx, ctx.inputs[2], "grad_scale");
-  double beta1 = ctx.attrs.beta1, beta2 = ctx.attrs.beta2, eps = ctx.attrs.epsilon;
   const auto &in = ctx.inputs;
   const auto &out = ctx.outputs;
-  for (size_t i = 0; i < n; ++i) {
-    const TensorRef &p = in[3 + i], &g = in[3 + n + i], &m = in[3 + 2 * n + i], &v = in[3 + 3 * n + i];
-    const TensorRef &pOut = out[i], &mOut = out[n + i], &vOut = out[2 * n + i];
-    double wd = ctx.attrs.weightDecays[i];
-    if (p.dtype == DType::F32)
-      adamw(ctx, tensorOf<float>(p, g, m, v, pOut, mOut, vOut), lr, step, gradScale, beta1, beta2, eps, wd);
-    else if (p.dtype == DType::F64)
-      adamw(ctx, tensorOf<double>(p, g, m, v, pOut, mOut, vOut), lr, step, gradScale, beta1, beta2, eps, wd);
-    else
-      ctx.fail(std::string("element type ") + dtypeName(p.dtype) + " is not supported (f32 or f64 only)");
-  }
+  AdamWStep s = stepOf(ctx, in[0], in[1], &in[2]);
+  for (size_t i = 0; i < n; ++i)
+    adamwTensor(ctx, in[3 + i], in[3 + n + i], in[3 + 2 * n + i], in[3 + 3 * n + i], out[i], out[n + i],
+                out[2 * n + i], s, ctx.attrs.weightDecays[i]);
 }
 
 } // namespace

@@ -33,8 +33,9 @@ TensorRef slices(const TensorRef &t, int64_t first, int64_t count) {
   return TensorRef{static_cast<char *>(t.data) + first * rows * cols * dtypeSize(t.dtype), t.dtype, {count, rows, cols}};
 }
 
-TensorRef scratchScores(const KernelContext &ctx, int slot, const AttentionDims &dims, int64_t count, DType dtype) {
-  void *data = deviceOf(ctx).scratch(slot, size_t(count * dims.n * dims.m) * dtypeSize(dtype));
+/// Device scratch for the score gradients of `count` slices.
+TensorRef scoreGradients(const KernelContext &ctx, const AttentionDims &dims, int64_t count, DType dtype) {
+  void *data = deviceOf(ctx).scratch(kScoreGradSlot, size_t(count * dims.n * dims.m) * dtypeSize(dtype));
   return TensorRef{data, dtype, {count, dims.n, dims.m}};
 }
 
@@ -43,10 +44,7 @@ void gemm(const KernelContext &ctx, const TensorRef &a, const TensorRef &b, cons
 }
 
 /// Zeros `t` on the compute stream.
-void zero(const KernelContext &ctx, const TensorRef &t) {
-  if (t.bytes())
-    checkCuda(cudaMemsetAsync(t.data, 0, t.bytes(), streamOf(ctx)), "attention");
-}
+void zero(const KernelContext &ctx, const TensorRef &t) { deviceOf(ctx).fillZero(t.data, t.bytes()); }
 
 void attention(KernelContext &ctx) {
   AttentionDims dims = checkAttention(ctx);
@@ -82,7 +80,7 @@ void attentionGrad(KernelContext &ctx) {
   int64_t group = sliceGroup(dims, q.dtype);
   for (int64_t first = 0; first < dims.batch; first += group) {
     int64_t count = std::min(group, dims.batch - first);
-    TensorRef ds = scratchScores(ctx, kScoreGradSlot, dims, count, q.dtype);
+    TensorRef ds = scoreGradients(ctx, dims, count, q.dtype);
     gemm(ctx, slices(g, first, count), slices(v, first, count), ds, false, true); // dP = g v^T
     launchSoftmaxGrad(ctx, slices(p, first, count), ds, ds, 2, ctx.attrs.scale);  // dS = scale P (dP - rowsum(P dP))
     gemm(ctx, ds, slices(k, first, count), slices(dq, first, count), false, false);

@@ -176,14 +176,7 @@ TEST(AttentionKernelsErrors, MismatchedOperandsFailClearly) {
   Shape s{{2}, 3, 4, 5, 6, 1.0};
   Attention a(s);
   auto call = [&](std::vector<TensorRef> in, std::vector<TensorRef> out) {
-    return [&a, in, out] {
-      KernelContext ctx;
-      ctx.op = "cpc.attention";
-      ctx.inputs = in;
-      ctx.outputs = out;
-      ctx.setAttrs(a.attrs());
-      KernelRegistry::cpu().find("cpc.attention")(ctx);
-    };
+    return [&a, in, out] { run("cpc.attention", in, out, a.attrs()); };
   };
   std::vector<TensorRef> outs = {ref(a.out, {2, 3, 6}), ref(a.p, {2, 3, 4})};
   expectError(call({ref(a.q, {2, 3, 5}), ref(a.k, {2, 5, 4}), ref(a.v, {2, 4, 6})}, outs), {"[..., M, D]"});
