@@ -115,14 +115,8 @@ void ConstTensor::set(int64_t i, double v) {
     f_[i] = type_ == onnx::TensorProto_DataType_DOUBLE ? v : (double)(float)v;
   } else if (type_ == onnx::TensorProto_DataType_BOOL) {
     i_[i] = v != 0;
-  } else if (!(v == v)) { // NaN: as a cast on the device would, without undefined behaviour
-    i_[i] = 0;
-  } else if (v >= 0x1p63) { // saturate: beyond int64 a C++ cast is undefined
-    i_[i] = INT64_MAX;
-  } else if (v < -0x1p63) {
-    i_[i] = INT64_MIN;
   } else {
-    i_[i] = (int64_t)v;
+    i_[i] = saturatingInt64(v);
   }
 }
 

@@ -16,6 +16,18 @@
 
 namespace cpc::onnx_import {
 
+/// double -> int64 as a device cast would give it, without C++'s undefined behaviour: NaN is 0,
+/// values beyond int64 saturate, the rest truncate toward zero.
+inline int64_t saturatingInt64(double v) {
+  if (!(v == v))
+    return 0;
+  if (v >= 0x1p63)
+    return INT64_MAX;
+  if (v < -0x1p63)
+    return INT64_MIN;
+  return (int64_t)v;
+}
+
 class ConstTensor {
 public:
   using DataType = onnx::TensorProto_DataType;
@@ -36,7 +48,7 @@ public:
 
   /// Element i as a double / int64, whatever the storage.
   double getDouble(int64_t i) const { return isFloat() ? f_[i] : (double)i_[i]; }
-  int64_t getInt(int64_t i) const { return isFloat() ? (int64_t)f_[i] : i_[i]; }
+  int64_t getInt(int64_t i) const { return isFloat() ? saturatingInt64(f_[i]) : i_[i]; }
   void set(int64_t i, double v);
   std::vector<int64_t> toInts() const;
 

@@ -11,6 +11,8 @@
 #include "mlir/Pass/PassManager.h"
 
 #include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <cerrno>
 #include <regex>
 #include <unordered_map>
@@ -121,6 +123,14 @@ const ConstTensor &NodeImporter::requireConstInput(size_t i, const std::string &
     fail("input " + std::to_string(i) + " (" + what +
          ") must be a constant or computable from static shapes");
   return *c;
+}
+
+const ConstTensor &NodeImporter::requireConstScalar(size_t i, const std::string &what) {
+  const ConstTensor &c = requireConstInput(i, what);
+  if (c.numElements() != 1)
+    fail("input " + std::to_string(i) + " (" + what + ") must hold one element, not " +
+         std::to_string(c.numElements()));
+  return c;
 }
 
 bool NodeImporter::allInputsConstant() {
@@ -247,10 +257,36 @@ Value NodeImporter::constant(const ConstTensor &host) {
   return builder().create<ConstantOp>(loc_, attr).getResult();
 }
 
+static std::string typeName(Type type) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  type.print(os);
+  return out;
+}
+
 Value NodeImporter::scalar(double value, Type elementType) {
+  if (!llvm::isa<FloatType>(elementType)) {
+    // An attribute like Gemm's alpha on integer tensors: only whole numbers the type holds.
+    if (!(value == std::trunc(value)) || value >= 0x1p63 || value < -0x1p63) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%.17g", value);
+      fail(std::string("constant ") + text + " is not a value of " + typeName(elementType));
+    }
+    return intScalar((int64_t)value, elementType);
+  }
   auto type = RankedTensorType::get({}, elementType);
-  Attribute v = llvm::isa<FloatType>(elementType) ? Attribute(builder().getFloatAttr(elementType, value))
-                                                  : Attribute(builder().getIntegerAttr(elementType, (int64_t)value));
+  Attribute v = builder().getFloatAttr(elementType, value);
+  return builder().create<ConstantOp>(loc_, DenseElementsAttr::get(type, v)).getResult();
+}
+
+Value NodeImporter::intScalar(int64_t value, Type elementType) {
+  unsigned width = elementType.getIntOrFloatBitWidth();
+  bool fits = width >= 64 || (elementType.isUnsignedInteger() || width == 1 ? llvm::isUIntN(width, value)
+                                                                            : llvm::isIntN(width, value));
+  if (!fits)
+    fail("constant " + std::to_string(value) + " is not a value of " + typeName(elementType));
+  auto type = RankedTensorType::get({}, elementType);
+  Attribute v = builder().getIntegerAttr(elementType, llvm::APInt(width, (uint64_t)value, /*isSigned=*/true));
   return builder().create<ConstantOp>(loc_, DenseElementsAttr::get(type, v)).getResult();
 }
 

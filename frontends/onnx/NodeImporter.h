@@ -53,6 +53,8 @@ public:
   const ConstTensor *constInput(size_t i);
   /// Host value of input i; fails with "input i (what) must be a constant" otherwise.
   const ConstTensor &requireConstInput(size_t i, const std::string &what);
+  /// The same, and it must hold exactly one element (a scalar operand such as Range's start).
+  const ConstTensor &requireConstScalar(size_t i, const std::string &what);
   bool allInputsConstant();
 
   // --- attributes ---------------------------------------------------------
@@ -103,6 +105,8 @@ public:
   mlir::Value constant(const ConstTensor &host);
   /// A rank-0 constant of `elementType` holding `value` (binary ops broadcast it).
   mlir::Value scalar(double value, mlir::Type elementType);
+  /// The same for an exact integer (no round trip through double); fails when out of range.
+  mlir::Value intScalar(int64_t value, mlir::Type elementType);
   mlir::Value reshape(mlir::Value v, llvm::ArrayRef<int64_t> shape);
   mlir::Value transpose(mlir::Value v, llvm::ArrayRef<int64_t> perm);
   mlir::NamedAttribute namedI64(const char *name, int64_t v);

@@ -97,8 +97,8 @@ void importIdentity(NodeImporter &n) {
 
 /// Dropout is the identity at inference and at ratio 0; a random mask is not supported.
 void importDropout(NodeImporter &n) {
-  double ratio = n.hasInput(1) ? n.requireConstInput(1, "ratio").getDouble(0) : n.attrFloat("ratio", 0.5);
-  bool training = n.hasInput(2) && n.requireConstInput(2, "training_mode").getInt(0) != 0;
+  double ratio = n.hasInput(1) ? n.requireConstScalar(1, "ratio").getDouble(0) : n.attrFloat("ratio", 0.5);
+  bool training = n.hasInput(2) && n.requireConstScalar(2, "training_mode").getInt(0) != 0;
   if (training && ratio > 0)
     n.fail("dropout in training mode (ratio " + std::to_string(ratio) +
            ") is not supported; export with ratio 0 or in eval mode");

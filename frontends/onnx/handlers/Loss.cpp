@@ -49,10 +49,10 @@ Value nllLoss(NodeImporter &n, Value logProb, size_t labelsInput) {
   // Counted labels: those != ignore_index (all of them when the attribute is absent).
   Value counted;
   if (n.hasAttr("ignore_index")) {
-    Value ignore = n.scalar((double)n.attrInt("ignore_index"), labelEt);
+    Value ignore = n.intScalar(n.attrInt("ignore_index"), labelEt);
     Value isIgnored = n.emit1<EqualOp>({labels, ignore});
     counted = n.emitTyped<NotOp>(isIgnored.getType(), {isIgnored});
-    labels = n.emit1<WhereOp>({counted, labels, n.scalar(0, labelEt)}); // keep gathers in range
+    labels = n.emit1<WhereOp>({counted, labels, n.intScalar(0, labelEt)}); // keep gathers in range
   }
   std::vector<int64_t> indexShape(labelShape);
   indexShape.insert(indexShape.begin() + 1, 1);

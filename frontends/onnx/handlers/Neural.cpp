@@ -284,7 +284,7 @@ void importEinsum(NodeImporter &n) {
 void importTopK(NodeImporter &n) {
   std::vector<int64_t> in = n.inputShape(0);
   int64_t axis = n.normalizeAxis(n.attrInt("axis", -1), in.size());
-  int64_t k = n.requireConstInput(1, "K").getInt(0);
+  int64_t k = n.requireConstScalar(1, "K").getInt(0);
   Operation *op = n.emit<TopKOp>({n.input(0)}, {n.namedI64("k", k), n.namedI64("axis", axis),
                                                 n.namedBool("largest", n.attrInt("largest", 1) != 0),
                                                 n.namedBool("sorted", n.attrInt("sorted", 1) != 0)},
@@ -343,7 +343,7 @@ void emitRandomUniform(NodeImporter &n, const std::vector<int64_t> &shape, int d
   // Without a seed ONNX leaves the stream unspecified; cpc derives one from the node's output
   // name (unique in the graph, unlike node names, which may be empty) so runs are reproducible
   // and two nodes never share a stream.
-  int64_t seed = n.hasAttr("seed") ? (int64_t)n.attrFloat("seed")
+  int64_t seed = n.hasAttr("seed") ? saturatingInt64(n.attrFloat("seed"))
                                    : (int64_t)(std::hash<std::string>()(n.node().output(0)) & 0x7fffffff);
   auto type = RankedTensorType::get(shape, et);
   n.setOutput(0, n.builder().create<RandomUniformOp>(n.loc(), type, n.builder().getF64FloatAttr(n.attrFloat("low", 0.0)),

@@ -319,9 +319,9 @@ void importTile(NodeImporter &n) {
 }
 
 void importRange(NodeImporter &n) {
-  const ConstTensor &start = n.requireConstInput(0, "start");
-  const ConstTensor &limit = n.requireConstInput(1, "limit");
-  const ConstTensor &delta = n.requireConstInput(2, "delta");
+  const ConstTensor &start = n.requireConstScalar(0, "start");
+  const ConstTensor &limit = n.requireConstScalar(1, "limit");
+  const ConstTensor &delta = n.requireConstScalar(2, "delta");
   double s = start.getDouble(0), l = limit.getDouble(0), d = delta.getDouble(0);
   if (d == 0)
     n.fail("delta is zero");
@@ -395,9 +395,15 @@ void importPad(NodeImporter &n) {
       axes.push_back(d);
   if (pads.size() != 2 * axes.size())
     n.fail("pads must hold a begin and an end per axis");
-  double fill = n.hasInput(2) ? n.requireConstInput(2, "constant_value").getDouble(0) : 0.0;
   Value x = n.input(0);
   Type et = n.inputType(0).getElementType();
+  Value fill;
+  if (n.hasInput(2)) {
+    const ConstTensor &value = n.requireConstScalar(2, "constant_value");
+    fill = llvm::isa<FloatType>(et) ? n.scalar(value.getDouble(0), et) : n.intScalar(value.getInt(0), et);
+  } else {
+    fill = n.scalar(0.0, et);
+  }
   std::vector<int64_t> shape = in;
   for (size_t i = 0; i < axes.size(); ++i) {
     int64_t axis = n.normalizeAxis(axes[i], rank);
@@ -419,7 +425,7 @@ void importPad(NodeImporter &n) {
     auto block = [&](int64_t size) {
       std::vector<int64_t> bshape(shape);
       bshape[axis] = size;
-      return n.emitTyped<BroadcastOp>(RankedTensorType::get(bshape, et), {n.scalar(fill, et)});
+      return n.emitTyped<BroadcastOp>(RankedTensorType::get(bshape, et), {fill});
     };
     if (begin)
       parts.push_back(block(begin));
