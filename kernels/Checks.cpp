@@ -451,24 +451,44 @@ int64_t checkSoftmaxGrad(const KernelContext &ctx) {
 namespace {
 AttentionDims attentionDims(const KernelContext &ctx) {
   const TensorRef &q = ctx.inputs[0], &k = ctx.inputs[1], &v = ctx.inputs[2];
-  int64_t rank = q.rank();
-  if (rank < 2 || k.rank() != rank || v.rank() != rank)
-    ctx.fail("q, k and v must have one rank >= 2");
+  const bool tokenMajor = ctx.attrs.attentionLayout == AttentionLayout::TokenMajor;
+  const int64_t rank = q.rank(), matrixDims = tokenMajor ? 3 : 2; // [N, D] or [N, H, D]
+  if (rank < matrixDims || k.rank() != rank || v.rank() != rank)
+    ctx.fail("q, k and v must have one rank >= " + std::to_string(matrixDims));
   if (!isFloatDType(q.dtype) || k.dtype != q.dtype || v.dtype != q.dtype)
     ctx.fail("q, k and v must have one float element type");
-  std::vector<int64_t> batch(q.shape.begin(), q.shape.end() - 2);
+  std::vector<int64_t> batch(q.shape.begin(), q.shape.end() - matrixDims);
   if (!std::equal(batch.begin(), batch.end(), k.shape.begin()) || !std::equal(batch.begin(), batch.end(), v.shape.begin()))
     ctx.fail("q, k and v must have the same batch dims");
-  AttentionDims dims{numElements(batch), q.shape[rank - 2], k.shape[rank - 2], q.shape[rank - 1], v.shape[rank - 1]};
-  if (k.shape[rank - 1] != dims.d || v.shape[rank - 2] != dims.m)
-    ctx.fail("k must be [..., M, D] and v [..., M, Dv] for q [..., N, D]");
+  AttentionDims dims;
+  dims.n = q.shape[rank - matrixDims];
+  dims.m = k.shape[rank - matrixDims];
+  dims.d = q.shape[rank - 1];
+  dims.dv = v.shape[rank - 1];
+  dims.tokenMajor = tokenMajor;
+  dims.heads = tokenMajor ? q.shape[rank - 2] : 1;
+  dims.batch = numElements(batch) * dims.heads;
+  if (k.shape[rank - 1] != dims.d || v.shape[rank - matrixDims] != dims.m ||
+      (tokenMajor && (k.shape[rank - 2] != dims.heads || v.shape[rank - 2] != dims.heads)))
+    ctx.fail(tokenMajor ? "k must be [..., M, H, D] and v [..., M, H, Dv] for q [..., N, H, D]"
+                        : "k must be [..., M, D] and v [..., M, Dv] for q [..., N, D]");
   return dims;
 }
 
-/// q's shape with the last dim `last`: attention's result (Dv) and probabilities (M).
+/// q's shape with the last dim `last`: attention's result (Dv), and its gradient's.
 TensorRef withLastDim(const KernelContext &ctx, int64_t last) {
   TensorRef t{nullptr, ctx.inputs[0].dtype, ctx.inputs[0].shape};
   t.shape.back() = last;
+  return t;
+}
+
+/// The probabilities: [..., N, M], or [..., H, N, M] for token-major operands.
+TensorRef probabilitiesOf(const KernelContext &ctx, const AttentionDims &dims) {
+  const TensorRef &q = ctx.inputs[0];
+  TensorRef t{nullptr, q.dtype, std::vector<int64_t>(q.shape.begin(), q.shape.end() - (dims.tokenMajor ? 3 : 2))};
+  if (dims.tokenMajor)
+    t.shape.push_back(dims.heads);
+  t.shape.insert(t.shape.end(), {dims.n, dims.m});
   return t;
 }
 } // namespace
@@ -477,14 +497,14 @@ AttentionDims checkAttention(const KernelContext &ctx) {
   checkArity(ctx, 3, 2);
   AttentionDims dims = attentionDims(ctx);
   checkSame(ctx, ctx.outputs[0], withLastDim(ctx, dims.dv), "result");
-  checkSame(ctx, ctx.outputs[1], withLastDim(ctx, dims.m), "probabilities");
+  checkSame(ctx, ctx.outputs[1], probabilitiesOf(ctx, dims), "probabilities");
   return dims;
 }
 
 AttentionDims checkAttentionGrad(const KernelContext &ctx) {
   checkArity(ctx, 5, 3);
   AttentionDims dims = attentionDims(ctx);
-  checkSame(ctx, ctx.inputs[3], withLastDim(ctx, dims.m), "probabilities");
+  checkSame(ctx, ctx.inputs[3], probabilitiesOf(ctx, dims), "probabilities");
   checkSame(ctx, ctx.inputs[4], withLastDim(ctx, dims.dv), "grad");
   checkSame(ctx, ctx.outputs[0], ctx.inputs[0], "q_grad");
   checkSame(ctx, ctx.outputs[1], ctx.inputs[1], "k_grad");

@@ -127,9 +127,22 @@ int64_t checkLayerNormGrad(const KernelContext &ctx);
 
 /// attention (q, k, v -> result, probabilities) and attention_grad (q, k, v, probabilities,
 /// grad -> dq, dk, dv): q [..., N, D], k [..., M, D] and v [..., M, Dv] of one float type and
-/// batch dims, seen as `batch` slices; probabilities [..., N, M].
+/// batch dims, seen as `batch` slices; probabilities [..., N, M]. In the token-major layout
+/// ("bnhd") q is [..., N, H, D], k [..., M, H, D], v [..., M, H, Dv] (each token's heads side by
+/// side, as a Linear writes them), the result [..., N, H, Dv] and the probabilities
+/// [..., H, N, M]: slice b is head b % H of batch b / H, its rows H x width elements apart.
 struct AttentionDims {
   int64_t batch = 0, n = 0, m = 0, d = 0, dv = 0;
+  bool tokenMajor = false;
+  int64_t heads = 1; // H when token-major
+
+  /// Element offset of slice b's first row in q, k, v, the result or a gradient (`rows` rows of
+  /// `width` per slice); the probabilities are plain [batch, n, m].
+  int64_t sliceOffset(int64_t b, int64_t rows, int64_t width) const {
+    return tokenMajor ? (b / heads) * rows * heads * width + (b % heads) * width : b * rows * width;
+  }
+  /// Elements between consecutive rows of a slice of `width` columns.
+  int64_t rowStride(int64_t width) const { return tokenMajor ? heads * width : width; }
 };
 AttentionDims checkAttention(const KernelContext &ctx);
 AttentionDims checkAttentionGrad(const KernelContext &ctx);

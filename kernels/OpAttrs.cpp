@@ -153,6 +153,11 @@ const std::map<std::string, Decoder> &decoders() {
                                                  {"max", ScatterReduction::Max},
                                                  {"min", ScatterReduction::Min}});
        }},
+      {"layout",
+       [](OpAttrs &a, const Json &v) {
+         a.attentionLayout = asEnum<AttentionLayout>(
+             "layout", v, {{"bhnd", AttentionLayout::HeadMajor}, {"bnhd", AttentionLayout::TokenMajor}});
+       }},
       {"kind",
        [](OpAttrs &a, const Json &v) {
          a.kind = asEnum<CollectiveReduction>("kind", v,

@@ -25,6 +25,9 @@ enum class Activation : uint8_t { None, Gelu };
 enum class GeluApproximation : uint8_t { None, Tanh };
 /// scatter_nd's combination of updates with the data (attribute "reduction").
 enum class ScatterReduction : uint8_t { None, Add, Mul, Max, Min };
+/// Where attention's heads lie (attribute "layout"): "bhnd" q [..., N, D] (heads among the batch
+/// dims), "bnhd" q [..., N, H, D] (each token's heads side by side).
+enum class AttentionLayout : uint8_t { HeadMajor, TokenMajor };
 /// all_reduce's combination (attribute "kind"); the communicator's ReduceOp has the same order.
 enum class CollectiveReduction : uint8_t { Sum, Max };
 
@@ -62,6 +65,7 @@ struct OpAttrs {
   GeluApproximation approximate = GeluApproximation::None;
   Activation activation = Activation::None; // matmul_bias
   ScatterReduction reduction = ScatterReduction::None;
+  AttentionLayout attentionLayout = AttentionLayout::HeadMajor; // attention, attention_grad ("layout")
   CollectiveReduction kind = CollectiveReduction::Sum;
   // Mesh names.
   std::string mesh;                    // collectives: the mesh symbol

@@ -5,6 +5,8 @@
 // Run separately they write the N x M scores three times (product, scaled, softmax);
 // cpc.attention writes them once, as the probabilities its gradient reads. Only intermediates
 // used by the next step alone are fused (a graph that also returns the scores keeps its ops).
+// Then, where q, k and v are transposed from token-major [..., N, H, D] (how a Linear writes
+// them) and the result transposed back, the attention takes them token-major (layout "bnhd").
 //
 #include "passes/PatternUtils.h"
 #include "passes/Passes.h"
@@ -89,7 +91,7 @@ bool fuse(SoftmaxOp softmax) {
   // At the output product: q, k and v dominate it (they dominate the ops before it).
   OpBuilder builder(output);
   auto fused = builder.create<AttentionOp>(output.getLoc(), TypeRange{output.getType(), probabilities.getType()}, q, k,
-                                           v, builder.getF64FloatAttr(scaled->second));
+                                           v, llvm::APFloat(scaled->second));
   fused->setDiscardableAttrs(output->getDiscardableAttrDictionary());
   output.getResult().replaceAllUsesWith(fused.getResult());
   Operation *scaleOp = x.getDefiningOp() == scores ? nullptr : x.getDefiningOp();
@@ -101,12 +103,107 @@ bool fuse(SoftmaxOp softmax) {
   return true;
 }
 
+//===----------------------------------------------------------------------===//
+// Token-major operands: no head transposes
+//===----------------------------------------------------------------------===//
+
+/// Whether `perm` swaps dims -3 and -2 and keeps the others: [..., N, H, D] <-> [..., H, N, D].
+bool isHeadSwap(ArrayRef<int64_t> perm) {
+  int64_t rank = perm.size();
+  if (rank < 3)
+    return false;
+  for (int64_t d = 0; d < rank; ++d)
+    if (perm[d] != (d == rank - 3 ? rank - 2 : d == rank - 2 ? rank - 3 : d))
+      return false;
+  return true;
+}
+
+/// Where a head-major operand x [..., H, N, D] comes from in token-major order: x =
+/// transpose(source) by the head swap, or x = gather(transpose(y, p), i, axis a) with a scalar i
+/// whose permutation, once the gathered dim is gone, is the head swap: then the token-major
+/// operand is gather(y, i, axis p[a]) (a qkv projection split into q, k and v).
+struct TokenMajorSource {
+  Value source;       // the first case
+  GatherOp gather;    // the second
+  TransposeOp transpose;
+  int64_t sourceAxis = 0;
+};
+
+std::optional<TokenMajorSource> tokenMajorSource(Value x) {
+  if (auto t = x.getDefiningOp<TransposeOp>(); t && isHeadSwap(t.getPermutation()))
+    return TokenMajorSource{t.getInput(), {}, {}, 0};
+  auto gather = x.getDefiningOp<GatherOp>();
+  if (!gather || gather.getBlockAxes() || tensorType(gather.getIndices()).getRank() != 0)
+    return std::nullopt;
+  auto t = gather.getData().getDefiningOp<TransposeOp>();
+  if (!t)
+    return std::nullopt;
+  ArrayRef<int64_t> perm = t.getPermutation();
+  int64_t axis = gather.getAxis(), removed = perm[axis];
+  SmallVector<int64_t> rest;
+  for (int64_t d = 0; d < (int64_t)perm.size(); ++d)
+    if (d != axis)
+      rest.push_back(perm[d] > removed ? perm[d] - 1 : perm[d]);
+  if (!isHeadSwap(rest))
+    return std::nullopt;
+  return TokenMajorSource{Value(), gather, t, removed};
+}
+
+Value materialize(OpBuilder &b, Location loc, TokenMajorSource s) {
+  if (s.source)
+    return s.source;
+  return b.create<GatherOp>(loc, s.transpose.getInput(), s.gather.getIndices(), b.getI64IntegerAttr(s.sourceAxis),
+                            ArrayAttr());
+}
+
+/// Rewrites attention(swap(q'), swap(k'), swap(v')) whose result only feeds swap(.) into
+/// attention{layout = "bnhd"}(q', k', v'): the kernels read each head's rows in place, and
+/// neither the transposes nor their gradients are materialised. False when the pattern is not
+/// there.
+bool foldHeadTransposes(AttentionOp attention) {
+  if (attention.isTokenMajor() || !attention.getResult().hasOneUse())
+    return false;
+  auto back = llvm::dyn_cast<TransposeOp>(*attention.getResult().getUsers().begin());
+  if (!back || !isHeadSwap(back.getPermutation()))
+    return false;
+  SmallVector<TokenMajorSource> sources;
+  for (Value x : {attention.getQ(), attention.getK(), attention.getV()}) {
+    std::optional<TokenMajorSource> s = tokenMajorSource(x);
+    if (!s)
+      return false;
+    sources.push_back(*s);
+  }
+  OpBuilder b(attention);
+  Location loc = attention.getLoc();
+  Value q = materialize(b, loc, sources[0]), k = materialize(b, loc, sources[1]), v = materialize(b, loc, sources[2]);
+  auto fused = b.create<AttentionOp>(loc, TypeRange{back.getType(), attention.getProbabilities().getType()}, q, k, v,
+                                     attention.getScale(), "bnhd");
+  fused->setDiscardableAttrs(attention->getDiscardableAttrDictionary());
+  back.getResult().replaceAllUsesWith(fused.getResult());
+  attention.getProbabilities().replaceAllUsesWith(fused.getProbabilities());
+  SmallVector<Value> operands = {attention.getQ(), attention.getK(), attention.getV()};
+  back->erase();
+  attention->erase();
+  // The head-major operands' producers, once nothing reads them: gathers, then transposes.
+  for (Value x : operands)
+    if (Operation *op = x.getDefiningOp(); op && op->use_empty())
+      op->erase();
+  for (const TokenMajorSource &s : sources)
+    if (s.transpose && s.transpose->use_empty())
+      s.transpose->erase();
+  return true;
+}
+
 struct CpcFuseAttentionPass : cpc::impl::CpcFuseAttentionBase<CpcFuseAttentionPass> {
   void runOnOperation() override {
     SmallVector<SoftmaxOp> softmaxes;
     getOperation()->walk([&](SoftmaxOp op) { softmaxes.push_back(op); });
     for (SoftmaxOp softmax : softmaxes)
       (void)fuse(softmax);
+    SmallVector<AttentionOp> fused;
+    getOperation()->walk([&](AttentionOp op) { fused.push_back(op); });
+    for (AttentionOp attention : fused)
+      (void)foldHeadTransposes(attention);
   }
 };
 

@@ -20,7 +20,10 @@ def CpcFuseAttention : Pass<"cpc-fuse-attention"> {
     attention written as its steps (scores, a scalar scale, softmax over the last dim, the product
     with v) becomes cpc.attention, whose kernels write the N x M scores once (as the
     probabilities its VJP, cpc.attention_grad, reads) instead of three times. Intermediates with
-    other uses keep the pattern unfused.
+    other uses keep the pattern unfused. An attention whose q, k and v are transposed from
+    [..., N, H, D] (directly, or as scalar gathers from one transposed qkv tensor) and whose
+    result is transposed back takes them in that order instead (layout "bnhd"), so that neither
+    the transposes nor their gradients are materialised.
   }];
   let dependentDialects = ["::cpc::CpcDialect"];
 }

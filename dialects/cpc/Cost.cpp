@@ -33,7 +33,10 @@ int64_t estimateFlops(Operation *op) {
     auto q = llvm::cast<RankedTensorType>(op->getOperand(0).getType());
     auto k = llvm::cast<RankedTensorType>(op->getOperand(1).getType());
     auto v = llvm::cast<RankedTensorType>(op->getOperand(2).getType());
-    int64_t rank = q.getRank(), d = q.getDimSize(rank - 1), dv = v.getDimSize(rank - 1), m = k.getDimSize(rank - 2);
+    bool tokenMajor = llvm::isa<AttentionOp>(op) ? llvm::cast<AttentionOp>(op).isTokenMajor()
+                                                 : llvm::cast<AttentionGradOp>(op).isTokenMajor();
+    int64_t rank = q.getRank(), d = q.getDimSize(rank - 1), dv = v.getDimSize(rank - 1);
+    int64_t m = k.getDimSize(rank - (tokenMajor ? 3 : 2)); // keys: [..., M, D] or [..., M, H, D]
     int64_t rows = q.hasStaticShape() ? q.getNumElements() / std::max<int64_t>(d, 1) : 0; // batch x N
     int64_t products = llvm::isa<AttentionOp>(op) ? 2 * rows * m * (d + dv) : 4 * rows * m * (d + dv);
     return products + 4 * rows * m; // + the softmax (or its VJP) per score

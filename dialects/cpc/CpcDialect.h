@@ -29,4 +29,10 @@
 #define GET_OP_CLASSES
 #include "dialects/cpc/CpcOps.h.inc"
 
+namespace cpc {
+/// cpc.attention's probabilities for q and k: [..., N, M], or [..., H, N, M] for token-major
+/// q [..., N, H, D] and k [..., M, H, D] (layout "bnhd").
+mlir::RankedTensorType attentionProbabilitiesType(mlir::Value q, mlir::Value k, bool tokenMajor);
+} // namespace cpc
+
 #endif

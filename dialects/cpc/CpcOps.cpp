@@ -41,6 +41,14 @@ LogicalResult checkAxis(std::optional<Location> loc, int64_t axis, int64_t rank,
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
+OpFoldResult PowOp::fold(FoldAdaptor adaptor) {
+  auto exponent = llvm::dyn_cast_if_present<DenseElementsAttr>(adaptor.getRhs());
+  if (exponent && exponent.isSplat() && getLhs().getType() == getType() &&
+      exponent.getSplatValue<APFloat>().isExactlyValue(1.0))
+    return getLhs();
+  return {};
+}
+
 /// The mesh `meshRef` names, or a diagnostic on `op`.
 static FailureOr<MeshOp> lookupMesh(Operation *op, FlatSymbolRefAttr meshRef, SymbolTableCollection &symbols) {
   auto mesh = symbols.lookupNearestSymbolFrom<MeshOp>(op, meshRef);

@@ -135,7 +135,10 @@ def Cpc_MulOp : Cpc_BinaryOp<"mul", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cp
 def Cpc_DivOp : Cpc_BinaryOp<"div", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> {
   let summary = "a / b (integers truncate toward zero)";
 }
-def Cpc_PowOp : Cpc_BinaryOp<"pow", Cpc_FloatTensor, 0, [Cpc_AutocastFullPrecision, Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "a ^ b"; }
+def Cpc_PowOp : Cpc_BinaryOp<"pow", Cpc_FloatTensor, 0, [Cpc_AutocastFullPrecision, Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> {
+  let summary = "a ^ b";
+  let hasFolder = 1; // a ^ 1 is a (the VJP of a square writes one)
+}
 def Cpc_MaxOp : Cpc_BinaryOp<"max", Cpc_Tensor, 0, [Cpc_ShardingRuleOpInterface, Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "max(a, b)"; }
 def Cpc_MinOp : Cpc_BinaryOp<"min", Cpc_Tensor, 0, [Cpc_ShardingRuleOpInterface, Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "min(a, b)"; }
 def Cpc_EqualOp : Cpc_BinaryOp<"equal", Cpc_Tensor, 1, [Cpc_ShardingRuleOpInterface, Commutative]> { let summary = "a == b"; }
@@ -205,11 +208,22 @@ def Cpc_AttentionOp : Cpc_Op<"attention", [Cpc_AutocastLowPrecision, DeclareOpIn
     softmax that cpc.attention_grad reads. The kernels write the N x M scores once (the
     separate ops write them three times: product, scaled, softmax). 16-bit operands are
     computed in f32.
+
+    `layout` "bnhd" takes the operands token-major, as a Linear writes them before the heads
+    are split: q [..., N, H, D], k [..., M, H, D], v [..., M, H, Dv], result [..., N, H, Dv]
+    (probabilities stay [..., H, N, M]). cpc-fuse-attention picks it when the graph transposes
+    q, k and v to [..., H, N, D] and the result back: the kernels read each head's rows in place,
+    so neither transpose is materialised (nor its gradient).
   }];
-  let arguments = (ins Cpc_FloatTensor:$q, Cpc_FloatTensor:$k, Cpc_FloatTensor:$v, F64Attr:$scale);
+  let arguments = (ins Cpc_FloatTensor:$q, Cpc_FloatTensor:$k, Cpc_FloatTensor:$v, F64Attr:$scale,
+                       DefaultValuedStrAttr<StrAttr, "bhnd">:$layout);
   let results = (outs Cpc_FloatTensor:$result, Cpc_FloatTensor:$probabilities);
   let assemblyFormat = "$q `,` $k `,` $v attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether q, k and v are [..., N, H, D] (layout "bnhd") rather than [..., H, N, D].
+    bool isTokenMajor() { return getLayout() == "bnhd"; }
+  }];
 }
 
 def Cpc_AttentionGradOp : Cpc_Op<"attention_grad", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, Pure]> {
@@ -217,15 +231,20 @@ def Cpc_AttentionGradOp : Cpc_Op<"attention_grad", [DeclareOpInterfaceMethods<Cp
   let description = [{
     With P = `probabilities`: dv = P^T grad, dP = grad v^T, dS = scale * P * (dP - rowsum(P *
     dP)) (softmax's VJP, then the scale's), dq = dS k and dk = dS^T q; dP and dS live one block
-    of rows at a time.
+    of rows at a time. `layout` is the forward op's.
   }];
   let arguments = (ins Cpc_FloatTensor:$q, Cpc_FloatTensor:$k, Cpc_FloatTensor:$v,
-                       Cpc_FloatTensor:$probabilities, Cpc_FloatTensor:$grad, F64Attr:$scale);
+                       Cpc_FloatTensor:$probabilities, Cpc_FloatTensor:$grad, F64Attr:$scale,
+                       DefaultValuedStrAttr<StrAttr, "bhnd">:$layout);
   let results = (outs Cpc_FloatTensor:$q_grad, Cpc_FloatTensor:$k_grad, Cpc_FloatTensor:$v_grad);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $probabilities `,` $grad attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether q, k and v are [..., N, H, D] (layout "bnhd"), as in the forward op.
+    bool isTokenMajor() { return getLayout() == "bnhd"; }
+  }];
 }
 
 class Cpc_ReduceOp<string mnemonic, Type type, list<Trait> traits = []>

@@ -42,59 +42,73 @@ LogicalResult MatMulBiasOp::verify() {
 
 namespace {
 
-/// What attention and its gradient check of q [..., N, D], k [..., M, D], v [..., M, Dv].
-LogicalResult verifyAttentionOperands(Operation *op, Value q, Value k, Value v, double scale) {
+/// The dims of q, k and v after their batch dims: [N, D], or [N, H, D] token-major.
+int64_t matrixDims(bool tokenMajor) { return tokenMajor ? 3 : 2; }
+
+/// What attention and its gradient check of q [..., N, D], k [..., M, D], v [..., M, Dv] (or
+/// [..., N, H, D], [..., M, H, D], [..., M, H, Dv] token-major).
+LogicalResult verifyAttentionOperands(Operation *op, Value q, Value k, Value v, double scale, StringRef layout) {
+  if (layout != "bhnd" && layout != "bnhd")
+    return op->emitOpError("layout must be \"bhnd\" or \"bnhd\", not \"") << layout << "\"";
+  const int64_t md = matrixDims(layout == "bnhd");
   auto qt = llvm::cast<RankedTensorType>(q.getType()), kt = llvm::cast<RankedTensorType>(k.getType()),
        vt = llvm::cast<RankedTensorType>(v.getType());
   int64_t rank = qt.getRank();
-  if (rank < 2 || kt.getRank() != rank || vt.getRank() != rank)
-    return op->emitOpError("needs q, k and v of one rank >= 2");
+  if (rank < md || kt.getRank() != rank || vt.getRank() != rank)
+    return op->emitOpError("needs q, k and v of one rank >= ") << md;
   if (kt.getElementType() != qt.getElementType() || vt.getElementType() != qt.getElementType())
     return op->emitOpError("q, k and v must have one element type");
-  if (qt.getShape().drop_back(2) != kt.getShape().drop_back(2) || qt.getShape().drop_back(2) != vt.getShape().drop_back(2))
+  if (qt.getShape().drop_back(md) != kt.getShape().drop_back(md) || qt.getShape().drop_back(md) != vt.getShape().drop_back(md))
     return op->emitOpError("q, k and v must have the same batch dims");
+  if (md == 3 && (kt.getDimSize(rank - 2) != qt.getDimSize(rank - 2) || vt.getDimSize(rank - 2) != qt.getDimSize(rank - 2)))
+    return op->emitOpError("q, k and v must have as many heads (dim -2)");
   if (qt.getDimSize(rank - 1) != kt.getDimSize(rank - 1))
     return op->emitOpError("q and k must have the same last dim (") << qt.getDimSize(rank - 1) << " vs "
                                                                     << kt.getDimSize(rank - 1) << ")";
-  if (kt.getDimSize(rank - 2) != vt.getDimSize(rank - 2))
+  if (kt.getDimSize(rank - md) != vt.getDimSize(rank - md))
     return op->emitOpError("k and v must have as many rows (keys)");
   if (!std::isfinite(scale))
     return op->emitOpError("scale must be finite");
   return success();
 }
 
-/// q's shape with the last dim `last`: attention's result (v's last dim) and probabilities (M).
-RankedTensorType withLastDim(Value q, int64_t last) {
+/// Attention's result: q's shape with v's last dim (Dv), in either layout.
+RankedTensorType attentionResultType(Value q, Value v) {
   auto qt = llvm::cast<RankedTensorType>(q.getType());
   SmallVector<int64_t> shape(qt.getShape());
-  shape.back() = last;
+  shape.back() = llvm::cast<RankedTensorType>(v.getType()).getShape().back();
   return qt.clone(shape);
-}
-RankedTensorType attentionResultType(Value q, Value v) {
-  return withLastDim(q, llvm::cast<RankedTensorType>(v.getType()).getShape().back());
-}
-RankedTensorType probabilitiesType(Value q, Value k) {
-  auto kt = llvm::cast<RankedTensorType>(k.getType());
-  return withLastDim(q, kt.getDimSize(kt.getRank() - 2));
 }
 
 } // namespace
 
+RankedTensorType attentionProbabilitiesType(Value q, Value k, bool tokenMajor) {
+  auto qt = llvm::cast<RankedTensorType>(q.getType()), kt = llvm::cast<RankedTensorType>(k.getType());
+  const int64_t md = matrixDims(tokenMajor), rank = qt.getRank();
+  SmallVector<int64_t> shape(qt.getShape().drop_back(md));
+  if (tokenMajor)
+    shape.push_back(qt.getDimSize(rank - 2));
+  shape.append({qt.getDimSize(rank - md), kt.getDimSize(rank - md)});
+  return qt.clone(shape);
+}
+
 LogicalResult AttentionOp::verify() {
-  if (failed(verifyAttentionOperands(*this, getQ(), getK(), getV(), getScale().convertToDouble())))
+  if (failed(verifyAttentionOperands(*this, getQ(), getK(), getV(), getScale().convertToDouble(), getLayout())))
     return failure();
   if (getResult().getType() != attentionResultType(getQ(), getV()))
     return emitOpError("result must be ") << attentionResultType(getQ(), getV());
-  if (getProbabilities().getType() != probabilitiesType(getQ(), getK()))
-    return emitOpError("probabilities must be ") << probabilitiesType(getQ(), getK());
+  RankedTensorType probabilities = attentionProbabilitiesType(getQ(), getK(), isTokenMajor());
+  if (getProbabilities().getType() != probabilities)
+    return emitOpError("probabilities must be ") << probabilities;
   return success();
 }
 
 LogicalResult AttentionGradOp::verify() {
-  if (failed(verifyAttentionOperands(*this, getQ(), getK(), getV(), getScale().convertToDouble())))
+  if (failed(verifyAttentionOperands(*this, getQ(), getK(), getV(), getScale().convertToDouble(), getLayout())))
     return failure();
-  if (getProbabilities().getType() != probabilitiesType(getQ(), getK()))
-    return emitOpError("probabilities must be ") << probabilitiesType(getQ(), getK());
+  RankedTensorType probabilities = attentionProbabilitiesType(getQ(), getK(), isTokenMajor());
+  if (getProbabilities().getType() != probabilities)
+    return emitOpError("probabilities must be ") << probabilities;
   if (getGrad().getType() != attentionResultType(getQ(), getV()))
     return emitOpError("grad must have the forward result's type ") << attentionResultType(getQ(), getV());
   if (getQGrad().getType() != getQ().getType() || getKGrad().getType() != getK().getType() ||

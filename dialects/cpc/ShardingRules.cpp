@@ -63,19 +63,27 @@ ShardingRule matmulRule(MatMulOp op) {
 
 /// Attention and its gradient: the batch dims (batch, heads) split alike in every operand and
 /// result; the query rows, the keys and the head dims stay whole (softmax needs every key, and
-/// the key and value gradients sum over the query rows).
-ShardingRule attentionRule(Operation *op) {
+/// the key and value gradients sum over the query rows). Token-major q [..., N, H, D] has its
+/// heads at dim -2; the probabilities [..., H, N, M] at dim -3.
+template <typename AttentionOpT> ShardingRule attentionRule(AttentionOpT op) {
   ShardingRuleBuilder b(op);
-  ArrayRef<int64_t> q = shapeOf(op->getOperand(0));
-  for (int64_t d = 0; d + 2 < (int64_t)q.size(); ++d) {
-    if (q[d] == 1)
-      continue;
-    int64_t f = b.factor(q[d]);
+  ArrayRef<int64_t> q = shapeOf(op.getQ());
+  const int64_t rank = q.size(), batchDims = rank - (op.isTokenMajor() ? 3 : 2);
+  // The probabilities: the forward op's result 1, the gradient's operand 3.
+  const bool forward = std::is_same_v<AttentionOpT, AttentionOp>;
+  auto split = [&](int64_t size, int64_t dim, int64_t probabilitiesDim) {
+    if (size == 1)
+      return;
+    int64_t f = b.factor(size);
     for (unsigned i = 0; i < op->getNumOperands(); ++i)
-      b.operand(i, d, f);
+      b.operand(i, !forward && i == 3 ? probabilitiesDim : dim, f);
     for (unsigned i = 0; i < op->getNumResults(); ++i)
-      b.result(i, d, f);
-  }
+      b.result(i, forward && i == 1 ? probabilitiesDim : dim, f);
+  };
+  for (int64_t d = 0; d < batchDims; ++d)
+    split(q[d], d, d);
+  if (op.isTokenMajor())
+    split(q[rank - 2], rank - 2, batchDims);
   return b.finish();
 }
 

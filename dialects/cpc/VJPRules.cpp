@@ -373,7 +373,7 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &b, ArrayRef<Value> rg, ArrayRef<b
     return success();
   }
   auto ag = b.create<AttentionGradOp>(getLoc(), TypeRange{getQ().getType(), getK().getType(), getV().getType()}, getQ(),
-                                      getK(), getV(), getProbabilities(), g, getScaleAttr());
+                                      getK(), getV(), getProbabilities(), g, getScaleAttr(), getLayoutAttr());
   grads.push_back(need[0] ? ag.getQGrad() : Value());
   grads.push_back(need[1] ? ag.getKGrad() : Value());
   grads.push_back(need[2] ? ag.getVGrad() : Value());

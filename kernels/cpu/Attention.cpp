@@ -7,7 +7,9 @@
 // in place, dq = dS k and dk += dS^T q. Each step's arithmetic is that of the separate kernels
 // (matmul, mul, softmax, softmax_grad) in the same rounding order. Slices are independent and
 // each runs on one thread with serial GEMMs, so results do not depend on the thread count.
-// 16-bit operands are widened (Storage16::Widened).
+// 16-bit operands are widened (Storage16::Widened). Token-major operands ("bnhd": each token's
+// heads side by side) are read and written in place through the GEMMs' leading dims: no
+// transposes to [..., H, N, D] and back.
 //
 #include "kernels/Checks.h"
 #include "kernels/cpu/Dispatch.h"
@@ -50,17 +52,19 @@ template <typename Fn> void forEachSlice(const KernelContext &ctx, const Attenti
 template <typename T>
 void attention(const KernelContext &ctx, const AttentionDims &s, const T *q, const T *k, const T *v, T *out, T *p) {
   const T scale = T(ctx.attrs.scale);
+  const int64_t ldq = s.rowStride(s.d), ldv = s.rowStride(s.dv);
   forEachSlice(ctx, s, [&](int64_t b) {
-    const T *qs = q + b * s.n * s.d, *ks = k + b * s.m * s.d, *vs = v + b * s.m * s.dv;
+    const T *qs = q + s.sliceOffset(b, s.n, s.d), *ks = k + s.sliceOffset(b, s.m, s.d);
+    const T *vs = v + s.sliceOffset(b, s.m, s.dv);
     T *ps = p + b * s.n * s.m;
     if (s.d > 0) // BLAS wants leading dims >= 1; empty heads score 0
-      gemm(Gemm<T>{false, true, s.n, s.m, s.d, qs, s.d, ks, s.d, T(0), ps, s.m}, 1);
+      gemm(Gemm<T>{false, true, s.n, s.m, s.d, qs, ldq, ks, ldq, T(0), ps, s.m}, 1);
     else
       std::fill(ps, ps + s.n * s.m, T(0));
     for (int64_t r = 0; r < s.n; ++r)
       softmaxRow(ps + r * s.m, ps + r * s.m, s.m, scale);
     if (s.dv > 0)
-      gemm(Gemm<T>{false, false, s.n, s.dv, s.m, ps, s.m, vs, s.dv, T(0), out + b * s.n * s.dv, s.dv}, 1);
+      gemm(Gemm<T>{false, false, s.n, s.dv, s.m, ps, s.m, vs, ldv, T(0), out + s.sliceOffset(b, s.n, s.dv), ldv}, 1);
   });
 }
 
@@ -68,22 +72,24 @@ template <typename T>
 void attentionGrad(const KernelContext &ctx, const AttentionDims &s, const T *q, const T *k, const T *v, const T *p,
                    const T *g, T *dq, T *dk, T *dv) {
   const T scale = T(ctx.attrs.scale);
+  const int64_t ldq = s.rowStride(s.d), ldv = s.rowStride(s.dv);
   int64_t block = rowsPerBlock(s);
   forEachSlice(ctx, s, [&](int64_t b) {
-    const T *qs = q + b * s.n * s.d, *ks = k + b * s.m * s.d, *vs = v + b * s.m * s.dv, *gs = g + b * s.n * s.dv;
-    const T *ps = p + b * s.n * s.m;
-    T *dqs = dq + b * s.n * s.d, *dks = dk + b * s.m * s.d, *dvs = dv + b * s.m * s.dv;
-    gemm(Gemm<T>{true, false, s.m, s.dv, s.n, ps, s.m, gs, s.dv, T(0), dvs, s.dv}, 1);
+    const int64_t qOff = s.sliceOffset(b, s.n, s.d), kOff = s.sliceOffset(b, s.m, s.d);
+    const int64_t vOff = s.sliceOffset(b, s.m, s.dv), gOff = s.sliceOffset(b, s.n, s.dv);
+    const T *qs = q + qOff, *ks = k + kOff, *vs = v + vOff, *gs = g + gOff, *ps = p + b * s.n * s.m;
+    T *dqs = dq + qOff, *dks = dk + kOff, *dvs = dv + vOff;
+    gemm(Gemm<T>{true, false, s.m, s.dv, s.n, ps, s.m, gs, ldv, T(0), dvs, ldv}, 1);
     if (s.d == 0) // empty heads: dq and dk are empty
       return;
     T *ds = threadScratch<T>(block * s.m);
     for (int64_t r0 = 0; r0 < s.n; r0 += block) {
       int64_t rows = std::min(block, s.n - r0);
-      gemm(Gemm<T>{false, true, rows, s.m, s.dv, gs + r0 * s.dv, s.dv, vs, s.dv, T(0), ds, s.m}, 1);
+      gemm(Gemm<T>{false, true, rows, s.m, s.dv, gs + r0 * ldv, ldv, vs, ldv, T(0), ds, s.m}, 1);
       for (int64_t r = 0; r < rows; ++r) // softmax's VJP, then the scale's
         softmaxGradRow(ps + (r0 + r) * s.m, ds + r * s.m, ds + r * s.m, s.m, scale);
-      gemm(Gemm<T>{false, false, rows, s.d, s.m, ds, s.m, ks, s.d, T(0), dqs + r0 * s.d, s.d}, 1);
-      gemm(Gemm<T>{true, false, s.m, s.d, rows, ds, s.m, qs + r0 * s.d, s.d, r0 == 0 ? T(0) : T(1), dks, s.d}, 1);
+      gemm(Gemm<T>{false, false, rows, s.d, s.m, ds, s.m, ks, ldq, T(0), dqs + r0 * ldq, ldq}, 1);
+      gemm(Gemm<T>{true, false, s.m, s.d, rows, ds, s.m, qs + r0 * ldq, ldq, r0 == 0 ? T(0) : T(1), dks, ldq}, 1);
     }
   });
 }

@@ -326,15 +326,9 @@ void gatherElementsGradKernel(KernelContext &ctx) {
   const auto &is = indices.shape;
   int64_t outer = numElements({is.begin(), is.begin() + axis}), len = is[axis];
   int64_t inner = numElements({is.begin() + axis + 1, is.end()});
-  // Output offsets of the positions over index dims [lo, hi) (those before / after the axis).
-  auto offsets = [&](int64_t count, int64_t lo, int64_t hi) {
-    std::vector<int64_t> off(count, 0);
-    for (int64_t e = 0; e < count; ++e)
-      for (int64_t d = hi - 1, rem = e; d >= lo; rem /= is[d], --d)
-        off[e] += (rem % is[d]) * ostride[d];
-    return off;
-  };
-  std::vector<int64_t> outerOff = offsets(outer, 0, axis), innerOff = offsets(inner, axis + 1, r);
+  // Output offsets of the index positions before / after the axis.
+  std::vector<int64_t> outerOff = positionOffsets(is, ostride, 0, axis);
+  std::vector<int64_t> innerOff = positionOffsets(is, ostride, axis + 1, r);
   dispatchFloat(ctx, out.dtype, [&](auto zero) {
     using T = decltype(zero);
     T *dst = out.as<T>();

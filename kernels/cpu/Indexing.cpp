@@ -79,38 +79,51 @@ void gatherKernel(KernelContext &ctx) {
   }
 }
 
-void gatherElementsKernel(KernelContext &ctx) {
-  int64_t axis = checkGatherElements(ctx);
-  const TensorRef &data = ctx.inputs[0], &indices = ctx.inputs[1];
-  TensorRef &out = ctx.outputs[0];
+/// out[o, i, k] = data[o, indices[o, i, k], k] over (dims before the axis, the axis, dims after),
+/// where data's dims other than the axis may be larger than the indices'. Rows of the index
+/// tensor run in parallel; elements are moved as unsigned words of the element's size.
+template <typename Word>
+void gatherElementsRows(const KernelContext &ctx, const TensorRef &data, const TensorRef &indices,
+                        const std::vector<int64_t> &idx, int64_t axis, Word *dst) {
   int64_t r = data.rank();
-  std::vector<int64_t> idx = readIndices(ctx, indices);
   std::vector<int64_t> strides(r);
   for (int64_t d = r - 1, acc = 1; d >= 0; --d) {
     strides[d] = acc;
     acc *= data.shape[d];
   }
-  // Source element offset of every result element: its own coords, with the axis coord
-  // replaced by the index.
-  int64_t n = (int64_t)idx.size();
-  IndexBlock block = indexBlock(ctx, data.shape[axis]); // elements outside this rank's block are zero
-  std::vector<int64_t> coord(r, 0), srcOff(n);
-  for (int64_t e = 0; e < n; ++e) {
-    int64_t off = 0, at = block.localIndex(wrapIndex(ctx, idx[e], block.global, axis));
-    for (int64_t d = 0; d < r; ++d)
-      off += (d == axis ? at : coord[d]) * strides[d];
-    srcOff[e] = at < 0 ? -1 : off;
-    for (int64_t d = r - 1; d >= 0 && ++coord[d] == indices.shape[d]; --d)
-      coord[d] = 0;
+  const auto &is = indices.shape;
+  int64_t rows = numElements({is.begin(), is.begin() + axis + 1}), len = is[axis];
+  int64_t inner = numElements({is.begin() + axis + 1, is.end()}), axisStride = strides[axis];
+  std::vector<int64_t> outerOff = positionOffsets(is, strides, 0, axis);
+  std::vector<int64_t> innerOff = positionOffsets(is, strides, axis + 1, r);
+  const Word *src = (const Word *)data.data;
+#pragma omp parallel for num_threads(ctx.threads) if ((int64_t)idx.size() > kParallelWork) schedule(static)
+  for (int64_t row = 0; row < rows; ++row) {
+    const Word *base = src + outerOff[row / len];
+    const int64_t *at = idx.data() + row * inner;
+    Word *d = dst + row * inner;
+    for (int64_t k = 0; k < inner; ++k)
+      d[k] = at[k] < 0 ? Word(0) : base[at[k] * axisStride + innerOff[k]];
   }
-  size_t es = dtypeSize(data.dtype);
-  const char *src = (const char *)data.data;
-  char *dst = (char *)out.data;
-  for (int64_t e = 0; e < n; ++e)
-    if (srcOff[e] < 0)
-      std::memset(dst + e * es, 0, es);
-    else
-      std::memcpy(dst + e * es, src + srcOff[e] * es, es);
+}
+
+void gatherElementsKernel(KernelContext &ctx) {
+  int64_t axis = checkGatherElements(ctx);
+  const TensorRef &data = ctx.inputs[0], &indices = ctx.inputs[1];
+  TensorRef &out = ctx.outputs[0];
+  std::vector<int64_t> idx = readIndices(ctx, indices);
+  IndexBlock block = indexBlock(ctx, data.shape[axis]); // elements outside this rank's block are zero
+  for (int64_t &i : idx)
+    i = block.localIndex(wrapIndex(ctx, i, block.global, axis));
+  if (idx.empty())
+    return;
+  switch (dtypeSize(data.dtype)) {
+  case 1: return gatherElementsRows(ctx, data, indices, idx, axis, (uint8_t *)out.data);
+  case 2: return gatherElementsRows(ctx, data, indices, idx, axis, (uint16_t *)out.data);
+  case 4: return gatherElementsRows(ctx, data, indices, idx, axis, (uint32_t *)out.data);
+  case 8: return gatherElementsRows(ctx, data, indices, idx, axis, (uint64_t *)out.data);
+  default: ctx.fail(std::string("unsupported element type ") + dtypeName(data.dtype));
+  }
 }
 
 template <typename T>

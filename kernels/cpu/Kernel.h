@@ -46,6 +46,21 @@ inline int64_t columnBlock(int64_t inner, int64_t outer, int threads, int64_t ma
   return std::clamp<int64_t>((inner + want - 1) / want, 16, std::max<int64_t>(16, maxBlock));
 }
 
+/// Offsets, in `strides`, of the positions over dims [lo, hi) of `shape` in row-major order:
+/// how gather_elements and its gradient find the element at index position (outer, i, inner) in
+/// a tensor whose dims may differ in size from the index tensor's.
+inline std::vector<int64_t> positionOffsets(const std::vector<int64_t> &shape, const std::vector<int64_t> &strides,
+                                            int64_t lo, int64_t hi) {
+  int64_t count = 1;
+  for (int64_t d = lo; d < hi; ++d)
+    count *= shape[d];
+  std::vector<int64_t> off(count, 0);
+  for (int64_t e = 0; e < count; ++e)
+    for (int64_t d = hi - 1, rem = e; d >= lo; rem /= shape[d], --d)
+      off[e] += (rem % shape[d]) * strides[d];
+  return off;
+}
+
 // Tables filled by the files in kernels/cpu/.
 void registerElementwiseKernels(KernelRegistry &registry);
 void registerReductionKernels(KernelRegistry &registry);

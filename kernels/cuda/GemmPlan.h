@@ -158,6 +158,43 @@ inline GemmPlan planGemm(const std::vector<int64_t> &lhs, const std::vector<int6
   return p;
 }
 
+/// Row-major matrices indexed by (outer o, inner i): element (r, c) of matrix (o, i) at
+/// o * outerStride + i * innerStride + r * ld + c.
+struct SlicedMatrices {
+  int64_t rows = 0, cols = 0, ld = 0, outerStride = 0, innerStride = 0;
+};
+
+/// The cuBLASLt calls of out = op(lhs) op(rhs) for each of outer x inner matrix triples: the
+/// inner ones one strided batch, the outer ones a host loop. Attention multiplies (batch, head)
+/// slices this way; token-major operands keep a batch's heads `width` elements apart in each row,
+/// which one batch stride per operand cannot express.
+inline GemmPlan planSlicedGemm(int64_t outer, int64_t inner, const SlicedMatrices &lhs, const SlicedMatrices &rhs,
+                               const SlicedMatrices &out, bool transposeLhs, bool transposeRhs) {
+  GemmPlan p;
+  const int64_t M = transposeLhs ? lhs.cols : lhs.rows, K = transposeLhs ? lhs.rows : lhs.cols;
+  const int64_t N = transposeRhs ? rhs.rows : rhs.cols;
+  if ((transposeRhs ? rhs.cols : rhs.rows) != K || out.rows != M || out.cols != N) {
+    p.error = "sliced operands do not multiply";
+    return p;
+  }
+  p.M = M, p.N = N, p.K = K;
+  p.m = N, p.n = M, p.k = K;
+  p.empty = outer * inner * M * N == 0;
+  p.zeroFill = !p.empty && K == 0;
+  // As in planGemm: a row-major block with row stride ld is a column-major matrix with that ld.
+  const bool innerBatch = inner > 1 || outer == 1; // one of the two becomes cuBLASLt's batch
+  auto batchStride = [&](const SlicedMatrices &x) { return innerBatch ? x.innerStride : x.outerStride; };
+  p.a = transposeRhs ? GemmMatrix{K, N, std::max<int64_t>(rhs.ld, 1), true, batchStride(rhs)}
+                     : GemmMatrix{N, K, std::max<int64_t>(rhs.ld, 1), false, batchStride(rhs)};
+  p.b = transposeLhs ? GemmMatrix{M, K, std::max<int64_t>(lhs.ld, 1), true, batchStride(lhs)}
+                     : GemmMatrix{K, M, std::max<int64_t>(lhs.ld, 1), false, batchStride(lhs)};
+  p.d = GemmMatrix{N, M, std::max<int64_t>(out.ld, 1), false, batchStride(out)};
+  p.batchCount = innerBatch ? inner : outer;
+  if (innerBatch && outer > 1)
+    p.loops.push_back({outer, rhs.outerStride, lhs.outerStride, out.outerStride});
+  return p;
+}
+
 /// The largest power of two, at most 256, dividing `address` and every byte offset in `offsets`:
 /// the alignment cuBLASLt may assume for a matrix whose batches and calls start at those offsets.
 inline uint32_t gemmAlignment(uint64_t address, const std::vector<int64_t> &offsets) {

@@ -175,6 +175,42 @@ MatmulCache &matmulCache() {
 
 bool isGemmType(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16; }
 
+/// Queues the plan's cuBLASLt calls: out = epilogue(op(lhs) op(rhs)) (plan neither empty nor a
+/// zero fill).
+void runPlan(const KernelContext &ctx, const GemmPlan &plan, DType t, const void *lhs, const void *rhs,
+             const void *bias, void *out, GemmEpilogue epilogue) {
+  CudaDevice &device = deviceOf(ctx);
+  int64_t bytes = (int64_t)dtypeSize(t);
+  Alignments align{gemmAlignment((uint64_t)rhs, gemmOffsets(plan, 'a', bytes)),
+                   gemmAlignment((uint64_t)lhs, gemmOffsets(plan, 'b', bytes)),
+                   gemmAlignment((uint64_t)out, gemmOffsets(plan, 'd', bytes)),
+                   bias ? gemmAlignment((uint64_t)bias, {}) : 256u};
+  size_t workspaceBytes = 0;
+  void *workspace = device.gemmWorkspace(&workspaceBytes);
+
+  MatmulCache &cache = matmulCache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  LtMatmul &mm = cache.get(ctx, device, plan, t, epilogue, bias, align);
+  if (bias)
+    checkLt(ctx, cublasLtMatmulDescSetAttribute(mm.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+            "cublasLtMatmulDescSetAttribute");
+  float alpha32 = 1, beta32 = 0;
+  double alpha64 = 1, beta64 = 0;
+  const void *alpha = t == DType::F64 ? (const void *)&alpha64 : &alpha32;
+  const void *beta = t == DType::F64 ? (const void *)&beta64 : &beta32;
+  auto *A = static_cast<const char *>(rhs), *B = static_cast<const char *>(lhs);
+  auto *D = static_cast<char *>(out);
+  for (int64_t call = 0, calls = plan.calls(); call < calls; ++call) {
+    int64_t offA, offB, offD;
+    plan.callOffsets(call, &offA, &offB, &offD);
+    char *d = D + offD * bytes;
+    checkLt(ctx,
+            cublasLtMatmul(device.blasLt(), mm.desc, alpha, A + offA * bytes, mm.a, B + offB * bytes, mm.b, beta, d,
+                           mm.d, d, mm.d, &mm.algo, workspace, workspaceBytes, device.stream()),
+            "cublasLtMatmul");
+  }
+}
+
 void gemm(const KernelContext &ctx, const TensorRef &lhs, const TensorRef &rhs, const TensorRef *bias,
           const TensorRef &out, bool transposeLhs, bool transposeRhs, GemmEpilogue epilogue) {
   DType t = lhs.dtype;
@@ -189,49 +225,17 @@ void gemm(const KernelContext &ctx, const TensorRef &lhs, const TensorRef &rhs, 
     ctx.fail("a bias goes with a bias epilogue");
   if (bias && bias->numel() != plan.N)
     ctx.fail("bias must have " + std::to_string(plan.N) + " elements");
-  CudaDevice &device = deviceOf(ctx);
-  cudaStream_t stream = device.stream();
   if (plan.empty)
     return;
   if (plan.zeroFill) {
     if (epilogue != GemmEpilogue::None)
       ctx.fail("a GEMM epilogue needs a contraction dim > 0");
-    cudaError_t status = cudaMemsetAsync(out.data, 0, out.bytes(), stream); // +0.0 in every float type
+    cudaError_t status = cudaMemsetAsync(out.data, 0, out.bytes(), deviceOf(ctx).stream()); // +0.0 in every float type
     if (status != cudaSuccess)
       ctx.fail(std::string("cudaMemsetAsync failed: ") + cudaGetErrorString(status));
     return;
   }
-  int64_t bytes = (int64_t)dtypeSize(t);
-  Alignments align{gemmAlignment((uint64_t)rhs.data, gemmOffsets(plan, 'a', bytes)),
-                   gemmAlignment((uint64_t)lhs.data, gemmOffsets(plan, 'b', bytes)),
-                   gemmAlignment((uint64_t)out.data, gemmOffsets(plan, 'd', bytes)),
-                   bias ? gemmAlignment((uint64_t)bias->data, {}) : 256u};
-  size_t workspaceBytes = 0;
-  void *workspace = device.gemmWorkspace(&workspaceBytes);
-  const void *biasData = bias ? bias->data : nullptr;
-
-  MatmulCache &cache = matmulCache();
-  std::lock_guard<std::mutex> lock(cache.mutex);
-  LtMatmul &mm = cache.get(ctx, device, plan, t, epilogue, biasData, align);
-  if (bias)
-    checkLt(ctx,
-            cublasLtMatmulDescSetAttribute(mm.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasData, sizeof(biasData)),
-            "cublasLtMatmulDescSetAttribute");
-  float alpha32 = 1, beta32 = 0;
-  double alpha64 = 1, beta64 = 0;
-  const void *alpha = t == DType::F64 ? (const void *)&alpha64 : &alpha32;
-  const void *beta = t == DType::F64 ? (const void *)&beta64 : &beta32;
-  auto *A = static_cast<const char *>(rhs.data), *B = static_cast<const char *>(lhs.data);
-  auto *D = static_cast<char *>(out.data);
-  for (int64_t call = 0, calls = plan.calls(); call < calls; ++call) {
-    int64_t offA, offB, offD;
-    plan.callOffsets(call, &offA, &offB, &offD);
-    char *d = D + offD * bytes;
-    checkLt(ctx,
-            cublasLtMatmul(device.blasLt(), mm.desc, alpha, A + offA * bytes, mm.a, B + offB * bytes, mm.b, beta, d,
-                           mm.d, d, mm.d, &mm.algo, workspace, workspaceBytes, stream),
-            "cublasLtMatmul");
-  }
+  runPlan(ctx, plan, t, lhs.data, rhs.data, bias ? bias->data : nullptr, out.data, epilogue);
 }
 
 void matmulKernel(KernelContext &ctx) {
@@ -247,6 +251,18 @@ void launchGemmWithEpilogue(const KernelContext &ctx, const TensorRef &lhs, cons
                             const TensorRef *bias, const TensorRef &out, bool transposeLhs, bool transposeRhs,
                             GemmEpilogue epilogue) {
   gemm(ctx, lhs, rhs, bias, out, transposeLhs, transposeRhs, epilogue);
+}
+
+void launchPlannedGemm(const KernelContext &ctx, const GemmPlan &plan, DType t, const void *lhs, const void *rhs,
+                       void *out) {
+  if (!plan.ok())
+    ctx.fail(plan.error);
+  if (!isGemmType(t))
+    ctx.fail(std::string("unsupported element type ") + dtypeName(t));
+  if (plan.zeroFill) // the caller knows which elements a strided result has
+    ctx.fail("a planned GEMM needs a contraction dim > 0");
+  if (!plan.empty)
+    runPlan(ctx, plan, t, lhs, rhs, nullptr, out, GemmEpilogue::None);
 }
 
 void registerCudaMatmulKernels(KernelRegistry &registry) {

@@ -7,6 +7,7 @@
 #define CPC_KERNELS_CUDA_MATMUL_H
 
 #include "kernels/Kernel.h"
+#include "kernels/cuda/GemmPlan.h"
 
 #include <cstdint>
 
@@ -26,6 +27,11 @@ enum class GemmEpilogue : uint8_t {
 void launchGemmWithEpilogue(const KernelContext &ctx, const TensorRef &lhs, const TensorRef &rhs,
                             const TensorRef *bias, const TensorRef &out, bool transposeLhs, bool transposeRhs,
                             GemmEpilogue epilogue);
+
+/// out = op(lhs) op(rhs) as `plan` lays the matrices out (planSlicedGemm: strided slices that
+/// no tensor shape describes); all three of element type `t`. The plan must not be a zero fill.
+void launchPlannedGemm(const KernelContext &ctx, const GemmPlan &plan, DType t, const void *lhs, const void *rhs,
+                       void *out);
 
 /// Whether f32 GEMMs and convolutions may use TF32 tensor cores: CPC_ALLOW_TF32=1 in the
 /// environment (read once). Off by default, so that f32 results match the CPU within 1e-5.

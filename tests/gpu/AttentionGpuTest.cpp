@@ -64,4 +64,25 @@ TEST(AttentionGpu, EveryFloatType) {
   }
 }
 
+// Tests token-major operands (layout "bnhd": q [B, N, H, D]) against the CPU: the GEMMs read
+// each head's rows H x D apart; MAE's encoder shape and a rectangular one with several score
+// groups' worth of heads on every float type.
+TEST(AttentionGpu, TokenMajor) {
+  CPC_REQUIRE_GPU(device);
+  auto both = [&](DType t, int64_t b, int64_t h, int64_t n, int64_t m, int64_t d, int64_t dv, double scale, uint64_t seed) {
+    Tolerance tol = toleranceOf(t);
+    nlohmann::json attrs = {{"scale", scale}, {"layout", "bnhd"}};
+    Tensor q = filled(t, {b, n, h, d}, seed, -2, 2), k = filled(t, {b, m, h, d}, seed + 1, -2, 2),
+           v = filled(t, {b, m, h, dv}, seed + 2), g = filled(t, {b, n, h, dv}, seed + 3);
+    std::vector<Tensor> results = {Tensor(t, {b, n, h, dv}), Tensor(t, {b, h, n, m})};
+    compareWithCpu(device, "cpc.attention", {q, k, v}, results, attrs, tol.rtol, tol.atol);
+    std::vector<Tensor> forward = runKernel(nullptr, "cpc.attention", {q, k, v}, results, attrs);
+    compareWithCpu(device, "cpc.attention_grad", {q, k, v, forward[1], g},
+                   {Tensor(t, q.shape), Tensor(t, k.shape), Tensor(t, v.shape)}, attrs, tol.rtol, tol.atol);
+  };
+  both(DType::F32, 4, 6, 50, 50, 64, 64, 0.125, 41);
+  for (DType t : kFloatTypes)
+    both(t, 3, 2, 17, 40, 8, 5, 0.35, 51);
+}
+
 } // namespace

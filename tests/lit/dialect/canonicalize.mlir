@@ -34,3 +34,24 @@ func.func @stop_gradient(%x: tensor<8x1xf32>) -> tensor<8x1xf32> {
   %s = cpc.stop_gradient %x : tensor<8x1xf32>
   return %s : tensor<8x1xf32>
 }
+
+// -----
+
+// Tests that x ^ 1 folds to x (the VJP of a square writes one), and that neither another
+// exponent nor an exponent that broadcasts x to a larger result folds.
+// CHECK-LABEL: func.func @pow_one
+// CHECK-SAME: (%[[X:.*]]: tensor<4x3xf32>
+// CHECK-NEXT: %[[TWO:.*]] = cpc.constant dense<2.000000e+00>
+// CHECK-NEXT: %[[ONES:.*]] = cpc.constant dense<1.000000e+00> : tensor<2x4x3xf32>
+// CHECK-NEXT: %[[SQ:.*]] = cpc.pow %[[X]], %[[TWO]]
+// CHECK-NEXT: %[[WIDE:.*]] = cpc.pow %[[X]], %[[ONES]]
+// CHECK-NEXT: return %[[X]], %[[SQ]], %[[WIDE]]
+func.func @pow_one(%x: tensor<4x3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>, tensor<2x4x3xf32>) {
+  %one = cpc.constant dense<1.0> : tensor<f32>
+  %two = cpc.constant dense<2.0> : tensor<f32>
+  %ones = cpc.constant dense<1.0> : tensor<2x4x3xf32>
+  %a = cpc.pow %x, %one : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+  %b = cpc.pow %x, %two : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+  %c = cpc.pow %x, %ones : (tensor<4x3xf32>, tensor<2x4x3xf32>) -> tensor<2x4x3xf32>
+  return %a, %b, %c : tensor<4x3xf32>, tensor<4x3xf32>, tensor<2x4x3xf32>
+}

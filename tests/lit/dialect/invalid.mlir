@@ -1262,6 +1262,38 @@ func.func @attention_scale_not_finite(%q: tensor<2x5x8xf32>) {
 
 // -----
 
+func.func @attention_unknown_layout(%q: tensor<2x5x8xf32>) {
+  // expected-error @+1 {{layout must be "bhnd" or "bnhd", not "bnd"}}
+  %o, %p = cpc.attention %q, %q, %q {layout = "bnd", scale = 1.0 : f64} : (tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>) -> (tensor<2x5x8xf32>, tensor<2x5x5xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_token_major_heads_differ(%q: tensor<2x5x4x8xf32>, %k: tensor<2x7x2x8xf32>) {
+  // expected-error @+1 {{q, k and v must have as many heads (dim -2)}}
+  %o, %p = cpc.attention %q, %k, %k {layout = "bnhd", scale = 1.0 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x2x8xf32>, tensor<2x7x2x8xf32>) -> (tensor<2x5x4x8xf32>, tensor<2x4x5x7xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_token_major_probabilities(%q: tensor<2x5x4x8xf32>, %k: tensor<2x7x4x8xf32>) {
+  // expected-error @+1 {{probabilities must be 'tensor<2x4x5x7xf32>'}}
+  %o, %p = cpc.attention %q, %k, %k {layout = "bnhd", scale = 1.0 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x8xf32>) -> (tensor<2x5x4x8xf32>, tensor<2x5x4x7xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_token_major_rank(%q: tensor<5x8xf32>) {
+  // expected-error @+1 {{needs q, k and v of one rank >= 3}}
+  %o, %p = cpc.attention %q, %q, %q {layout = "bnhd", scale = 1.0 : f64} : (tensor<5x8xf32>, tensor<5x8xf32>, tensor<5x8xf32>) -> (tensor<5x8xf32>, tensor<5x5xf32>)
+  return
+}
+
+// -----
+
 func.func @attention_grad_wrong_gradient(%q: tensor<2x5x8xf32>, %p: tensor<2x5x5xf32>, %g: tensor<2x5x8xf32>) {
   // expected-error @+1 {{each gradient must have its operand's type}}
   %dq, %dk, %dv = cpc.attention_grad %q, %q, %q, %p, %g {scale = 1.0 : f64} : (tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x5xf32>, tensor<2x5x8xf32>) -> (tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf16>)

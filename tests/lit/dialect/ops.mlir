@@ -439,6 +439,17 @@ func.func @attention(%q: tensor<2x4x5x8xf32>, %k: tensor<2x4x7x8xf32>, %v: tenso
   return %dq, %ho : tensor<2x4x5x8xf32>, tensor<6x5x4xbf16>
 }
 
+// Tests that token-major attention and its gradient round-trip: q [B, N, H, D], probabilities
+// [B, H, N, M].
+// CHECK-LABEL: func.func @attention_token_major
+// CHECK: %[[O:.*]], %[[P:.*]] = cpc.attention %{{.*}}, %{{.*}}, %{{.*}} {layout = "bnhd", scale = 1.250000e-01 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>) -> (tensor<2x5x4x3xf32>, tensor<2x4x5x7xf32>)
+// CHECK: cpc.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[P]], %[[O]] {layout = "bnhd", scale = 1.250000e-01 : f64}
+func.func @attention_token_major(%q: tensor<2x5x4x8xf32>, %k: tensor<2x7x4x8xf32>, %v: tensor<2x7x4x3xf32>) -> tensor<2x5x4x8xf32> {
+  %o, %p = cpc.attention %q, %k, %v {layout = "bnhd", scale = 0.125 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>) -> (tensor<2x5x4x3xf32>, tensor<2x4x5x7xf32>)
+  %dq, %dk, %dv = cpc.attention_grad %q, %k, %v, %p, %o {layout = "bnhd", scale = 0.125 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>, tensor<2x4x5x7xf32>, tensor<2x5x4x3xf32>) -> (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>)
+  return %dq : tensor<2x5x4x8xf32>
+}
+
 // Tests the fused optimizer forms: reduce_sum_squares (the norm's term) and AdamW with a
 // grad_scale operand; AdamW without it prints as before.
 // CHECK-LABEL: func.func @optimizer_fusions

@@ -89,3 +89,87 @@ func.func @infinite_scale(%q: tensor<2x5x4xf32>, %k: tensor<2x5x4xf32>, %v: tens
   %o = cpc.matmul %p, %v : (tensor<2x5x5xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
   return %o : tensor<2x5x4xf32>
 }
+
+// -----
+
+// Tests that q, k and v transposed from [B, N, H, D] with the result transposed back become a
+// token-major attention (layout "bnhd") on the untransposed operands: no transpose is left.
+// CHECK-LABEL: func.func @token_major
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x5x4x8xf32>, %[[K:.*]]: tensor<2x7x4x8xf32>, %[[V:.*]]: tensor<2x7x4x3xf32>)
+// CHECK-NOT: cpc.transpose
+// CHECK: %[[O:.*]], %{{.*}} = cpc.attention %[[Q]], %[[K]], %[[V]] {layout = "bnhd", scale = 2.500000e-01 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>) -> (tensor<2x5x4x3xf32>, tensor<2x4x5x7xf32>)
+// CHECK-NOT: cpc.transpose
+// CHECK: return %[[O]]
+func.func @token_major(%q: tensor<2x5x4x8xf32>, %k: tensor<2x7x4x8xf32>, %v: tensor<2x7x4x3xf32>) -> tensor<2x5x4x3xf32> {
+  %c = cpc.constant dense<2.500000e-01> : tensor<f32>
+  %qh = cpc.transpose %q {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x4x8xf32> -> tensor<2x4x5x8xf32>
+  %kh = cpc.transpose %k {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x7x4x8xf32> -> tensor<2x4x7x8xf32>
+  %vh = cpc.transpose %v {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x7x4x3xf32> -> tensor<2x4x7x3xf32>
+  %s = cpc.matmul %qh, %kh {transpose_rhs = true} : (tensor<2x4x5x8xf32>, tensor<2x4x7x8xf32>) -> tensor<2x4x5x7xf32>
+  %x = cpc.mul %s, %c : (tensor<2x4x5x7xf32>, tensor<f32>) -> tensor<2x4x5x7xf32>
+  %p = cpc.softmax %x {axis = 3 : i64} : tensor<2x4x5x7xf32>
+  %o = cpc.matmul %p, %vh : (tensor<2x4x5x7xf32>, tensor<2x4x7x3xf32>) -> tensor<2x4x5x3xf32>
+  %t = cpc.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x5x3xf32> -> tensor<2x5x4x3xf32>
+  return %t : tensor<2x5x4x3xf32>
+}
+
+// -----
+
+// Tests the fused qkv projection of a ViT (timm's Attention, MAE's blocks): reshape to
+// [B, N, 3, H, D], one transpose to [3, B, H, N, D] and scalar gathers of q, k and v become
+// gathers of dim 2 of the reshaped projection, read token-major by the attention: neither the
+// transpose of the projection nor that of the result is left.
+// CHECK-LABEL: func.func @fused_qkv
+// CHECK-SAME: (%[[QKV:.*]]: tensor<2x5x24xf32>)
+// CHECK-NOT: cpc.transpose
+// CHECK: %[[R:.*]] = cpc.reshape %[[QKV]] : tensor<2x5x24xf32> -> tensor<2x5x3x2x4xf32>
+// CHECK-DAG: %[[Q:.*]] = cpc.gather %[[R]], %{{.*}} {axis = 2 : i64} : (tensor<2x5x3x2x4xf32>, tensor<i64>) -> tensor<2x5x2x4xf32>
+// CHECK-DAG: %[[K:.*]] = cpc.gather %[[R]], %{{.*}} {axis = 2 : i64} : (tensor<2x5x3x2x4xf32>, tensor<i64>) -> tensor<2x5x2x4xf32>
+// CHECK-DAG: %[[V:.*]] = cpc.gather %[[R]], %{{.*}} {axis = 2 : i64} : (tensor<2x5x3x2x4xf32>, tensor<i64>) -> tensor<2x5x2x4xf32>
+// CHECK: %[[O:.*]], %{{.*}} = cpc.attention %[[Q]], %[[K]], %[[V]] {layout = "bnhd", scale = 5.000000e-01 : f64}
+// CHECK-NEXT: %[[M:.*]] = cpc.reshape %[[O]] : tensor<2x5x2x4xf32> -> tensor<2x5x8xf32>
+// CHECK-NEXT: return %[[M]]
+func.func @fused_qkv(%qkv: tensor<2x5x24xf32>) -> tensor<2x5x8xf32> {
+  %c = cpc.constant dense<5.000000e-01> : tensor<f32>
+  %i0 = cpc.constant dense<0> : tensor<i64>
+  %i1 = cpc.constant dense<1> : tensor<i64>
+  %i2 = cpc.constant dense<2> : tensor<i64>
+  %r = cpc.reshape %qkv : tensor<2x5x24xf32> -> tensor<2x5x3x2x4xf32>
+  %t = cpc.transpose %r {permutation = array<i64: 2, 0, 3, 1, 4>} : tensor<2x5x3x2x4xf32> -> tensor<3x2x2x5x4xf32>
+  %q = cpc.gather %t, %i0 {axis = 0 : i64} : (tensor<3x2x2x5x4xf32>, tensor<i64>) -> tensor<2x2x5x4xf32>
+  %k = cpc.gather %t, %i1 {axis = 0 : i64} : (tensor<3x2x2x5x4xf32>, tensor<i64>) -> tensor<2x2x5x4xf32>
+  %v = cpc.gather %t, %i2 {axis = 0 : i64} : (tensor<3x2x2x5x4xf32>, tensor<i64>) -> tensor<2x2x5x4xf32>
+  %s = cpc.matmul %q, %k {transpose_rhs = true} : (tensor<2x2x5x4xf32>, tensor<2x2x5x4xf32>) -> tensor<2x2x5x5xf32>
+  %x = cpc.mul %s, %c : (tensor<2x2x5x5xf32>, tensor<f32>) -> tensor<2x2x5x5xf32>
+  %p = cpc.softmax %x {axis = 3 : i64} : tensor<2x2x5x5xf32>
+  %o = cpc.matmul %p, %v : (tensor<2x2x5x5xf32>, tensor<2x2x5x4xf32>) -> tensor<2x2x5x4xf32>
+  %ot = cpc.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x2x5x4xf32> -> tensor<2x5x2x4xf32>
+  %m = cpc.reshape %ot : tensor<2x5x2x4xf32> -> tensor<2x5x8xf32>
+  return %m : tensor<2x5x8xf32>
+}
+
+// -----
+
+// Tests that the head-major layout stays when the result has another reader than the transpose
+// back, or when an operand is not a head transpose (here k is another permutation).
+// CHECK-LABEL: func.func @stays_head_major
+// CHECK: cpc.attention
+// CHECK-NOT: layout
+// CHECK-SAME: -> (tensor<2x4x5x8xf32>, tensor<2x4x5x5xf32>)
+// CHECK: cpc.attention
+// CHECK-NOT: layout
+// CHECK-SAME: -> (tensor<2x4x5x8xf32>, tensor<2x4x5x5xf32>)
+// CHECK: return
+func.func @stays_head_major(%a: tensor<2x5x4x8xf32>, %b: tensor<4x5x2x8xf32>) -> (tensor<2x5x4x8xf32>, tensor<2x4x5x8xf32>, tensor<2x5x4x8xf32>) {
+  %ah = cpc.transpose %a {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x4x8xf32> -> tensor<2x4x5x8xf32>
+  %s = cpc.matmul %ah, %ah {transpose_rhs = true} : (tensor<2x4x5x8xf32>, tensor<2x4x5x8xf32>) -> tensor<2x4x5x5xf32>
+  %p = cpc.softmax %s {axis = 3 : i64} : tensor<2x4x5x5xf32>
+  %o = cpc.matmul %p, %ah : (tensor<2x4x5x5xf32>, tensor<2x4x5x8xf32>) -> tensor<2x4x5x8xf32>
+  %t = cpc.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x5x8xf32> -> tensor<2x5x4x8xf32>
+  %bh = cpc.transpose %b {permutation = array<i64: 2, 0, 1, 3>} : tensor<4x5x2x8xf32> -> tensor<2x4x5x8xf32>
+  %s2 = cpc.matmul %ah, %bh {transpose_rhs = true} : (tensor<2x4x5x8xf32>, tensor<2x4x5x8xf32>) -> tensor<2x4x5x5xf32>
+  %p2 = cpc.softmax %s2 {axis = 3 : i64} : tensor<2x4x5x5xf32>
+  %o2 = cpc.matmul %p2, %ah : (tensor<2x4x5x5xf32>, tensor<2x4x5x8xf32>) -> tensor<2x4x5x8xf32>
+  %t2 = cpc.transpose %o2 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x5x8xf32> -> tensor<2x5x4x8xf32>
+  return %t, %o, %t2 : tensor<2x5x4x8xf32>, tensor<2x4x5x8xf32>, tensor<2x5x4x8xf32>
+}

@@ -265,3 +265,59 @@ TEST(GemmPlan, Alignment) {
   EXPECT_EQ(gemmAlignment(0x1000, lhs), 2u); // lhs matrices 15 f16 apart
   EXPECT_EQ(gemmAlignment(0x1000, rhs), 8u); // rhs matrices 20 f16 apart
 }
+
+namespace {
+
+/// Element (r, c) of matrix (o, i) of `m` (its own rows and cols, before any transpose).
+int64_t at(const SlicedMatrices &m, int64_t o, int64_t i, int64_t r, int64_t c) {
+  return o * m.outerStride + i * m.innerStride + r * m.ld + c;
+}
+
+/// Plans op(lhs) op(rhs) over outer x inner slices, emulates cuBLASLt (every read in bounds,
+/// every result element written once) and compares with the product computed slice by slice.
+void checkSliced(int64_t outer, int64_t inner, const SlicedMatrices &lhs, int64_t lhsElements,
+                 const SlicedMatrices &rhs, int64_t rhsElements, const SlicedMatrices &out, int64_t outElements,
+                 bool tl, bool tr) {
+  GemmPlan p = planSlicedGemm(outer, inner, lhs, rhs, out, tl, tr);
+  ASSERT_TRUE(p.ok()) << p.error;
+  std::vector<double> a = uniformValues<double>(lhsElements, 11), b = uniformValues<double>(rhsElements, 12);
+  std::vector<uint8_t> got = emulateCublasLt(DType::F64, p, store(DType::F64, a), store(DType::F64, b), outElements);
+  int64_t M = tl ? lhs.cols : lhs.rows, K = tl ? lhs.rows : lhs.cols, N = tr ? rhs.rows : rhs.cols;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i)
+      for (int64_t r = 0; r < M; ++r)
+        for (int64_t c = 0; c < N; ++c) {
+          double sum = 0;
+          for (int64_t k = 0; k < K; ++k)
+            sum += a[tl ? at(lhs, o, i, k, r) : at(lhs, o, i, r, k)] * b[tr ? at(rhs, o, i, c, k) : at(rhs, o, i, k, c)];
+          EXPECT_NEAR(load(DType::F64, got, at(out, o, i, r, c)), sum, 1e-12) << o << " " << i << " " << r << " " << c;
+        }
+}
+
+} // namespace
+
+// Tests attention's products over (batch, head) slices of token-major operands (q [B, N, H, D]:
+// a slice's rows H x D apart, its heads D apart) and of contiguous scores [B, H, N, M]: the
+// scores q k^T, P v, the gradient's P^T g and dS^T q, and one batch of heads per host loop
+// step; with a single head, the batches become cuBLASLt's batch.
+TEST(GemmPlan, SlicedTokenMajorAttention) {
+  const int64_t B = 3, H = 4, N = 5, M = 7, D = 6, Dv = 2;
+  auto tokenMajor = [&](int64_t rows, int64_t width) {
+    return SlicedMatrices{rows, width, H * width, rows * H * width, width};
+  };
+  SlicedMatrices q = tokenMajor(N, D), k = tokenMajor(M, D), v = tokenMajor(M, Dv), o = tokenMajor(N, Dv);
+  SlicedMatrices scores{N, M, M, H * N * M, N * M};
+  checkSliced(B, H, q, B * N * H * D, k, B * M * H * D, scores, B * H * N * M, false, true);
+  checkSliced(B, H, scores, B * H * N * M, v, B * M * H * Dv, o, B * N * H * Dv, false, false);
+  checkSliced(B, H, scores, B * H * N * M, o, B * N * H * Dv, v, B * M * H * Dv, true, false);
+  checkSliced(B, H, scores, B * H * N * M, q, B * N * H * D, k, B * M * H * D, true, false);
+  GemmPlan p = planSlicedGemm(B, H, q, k, scores, false, true);
+  EXPECT_EQ(p.batchCount, H);
+  EXPECT_EQ(p.calls(), B);
+  SlicedMatrices q1{N, D, D, N * D, 0}, k1{M, D, D, M * D, 0}, s1{N, M, M, N * M, 0};
+  GemmPlan one = planSlicedGemm(B, 1, q1, k1, s1, false, true);
+  EXPECT_EQ(one.batchCount, B);
+  EXPECT_EQ(one.calls(), 1);
+  checkSliced(B, 1, q1, B * N * D, k1, B * M * D, s1, B * N * M, false, true);
+  EXPECT_FALSE(planSlicedGemm(B, H, q, v, scores, false, true).ok()); // D != Dv
+}

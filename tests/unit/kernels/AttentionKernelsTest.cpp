@@ -128,6 +128,52 @@ TEST(AttentionKernelsThreads, OneAndThreeThreadsAgreeBitForBit) {
   EXPECT_EQ(one.dv, three.dv);
 }
 
+/// [B, X, Y, C] -> [B, Y, X, C]: head-major <-> token-major.
+std::vector<float> swapMiddle(const std::vector<float> &in, int64_t b, int64_t x, int64_t y, int64_t c) {
+  std::vector<float> out(in.size());
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t j = 0; j < x; ++j)
+      for (int64_t r = 0; r < y; ++r)
+        std::copy_n(in.begin() + ((i * x + j) * y + r) * c, c, out.begin() + ((i * y + r) * x + j) * c);
+  return out;
+}
+
+// Tests that token-major operands (layout "bnhd": q [B, N, H, D], each token's heads side by
+// side) give the head-major results bit for bit: the same GEMMs, with leading dims that step
+// over the other heads; probabilities [B, H, N, M] in both; at 1 and 3 threads.
+TEST(AttentionKernelsLayout, TokenMajorEqualsHeadMajorBitForBit) {
+  const int64_t B = 3, H = 4;
+  Shape s{{B, H}, 17, 9, 8, 5, 0.35};
+  Attention head(s);
+  head.fused(1);
+  auto tokenMajor = [&](const std::vector<float> &x, int64_t rows, int64_t cols) {
+    return swapMiddle(x, B, H, rows, cols);
+  };
+  std::vector<float> q = tokenMajor(head.q, s.n, s.d), k = tokenMajor(head.k, s.m, s.d),
+                     v = tokenMajor(head.v, s.m, s.dv), g = tokenMajor(head.g, s.n, s.dv);
+  nlohmann::json attrs = {{"scale", s.scale}, {"layout", "bnhd"}};
+  for (int threads : {1, 3}) {
+    std::vector<float> out(head.out.size()), p(head.p.size()), dq(q.size()), dk(k.size()), dv(v.size());
+    std::vector<TensorRef> in = {ref(q, {B, s.n, H, s.d}), ref(k, {B, s.m, H, s.d}), ref(v, {B, s.m, H, s.dv})};
+    run("cpc.attention", in, {ref(out, {B, s.n, H, s.dv}), ref(p, {B, H, s.n, s.m})}, attrs, threads);
+    in.push_back(ref(p, {B, H, s.n, s.m}));
+    in.push_back(ref(g, {B, s.n, H, s.dv}));
+    run("cpc.attention_grad", in, {ref(dq, {B, s.n, H, s.d}), ref(dk, {B, s.m, H, s.d}), ref(dv, {B, s.m, H, s.dv})},
+        attrs, threads);
+    EXPECT_EQ(out, tokenMajor(head.out, s.n, s.dv)) << threads;
+    EXPECT_EQ(p, head.p) << threads;
+    EXPECT_EQ(dq, tokenMajor(head.dq, s.n, s.d)) << threads;
+    EXPECT_EQ(dk, tokenMajor(head.dk, s.m, s.d)) << threads;
+    EXPECT_EQ(dv, tokenMajor(head.dv, s.m, s.dv)) << threads;
+  }
+  // Probabilities in the token-major order of q are refused by name.
+  std::vector<float> out(head.out.size()), p(head.p.size());
+  expectError([&] {
+    run("cpc.attention", {ref(q, {B, s.n, H, s.d}), ref(k, {B, s.m, H, s.d}), ref(v, {B, s.m, H, s.dv})},
+        {ref(out, {B, s.n, H, s.dv}), ref(p, {B, s.n, H, s.m})}, attrs);
+  }, {"probabilities"});
+}
+
 // Tests that 16-bit operands compute in f32: the results are the f32 kernels' on the widened
 // operands, rounded once.
 TEST(AttentionKernels16, Bf16IsTheF32ResultRounded) {

@@ -83,6 +83,47 @@ TEST(IndexingKernels, GatherElements) {
                RuntimeError);
 }
 
+// Tests rank-3 gathers along each axis against element-by-element indexing, with index dims
+// smaller than the data's off the axis, negative indices, every element size the kernel moves
+// (1, 2, 4 and 8 bytes) and, for the largest, enough elements to split rows over threads.
+TEST(IndexingKernels, GatherElementsRank3MatchesElementwiseIndexing) {
+  struct Case {
+    std::vector<int64_t> dshape, ishape;
+    int64_t axis;
+  };
+  std::vector<Case> cases = {{{3, 5, 4}, {2, 6, 3}, 1}, {{3, 5, 4}, {4, 2, 4}, 0}, {{3, 5, 4}, {3, 5, 7}, 2},
+                             {{4, 50, 400}, {4, 70, 300}, 1}};
+  auto check = [](const Case &c, auto word, DType dtype) {
+    using W = decltype(word);
+    int64_t dn = c.dshape[0] * c.dshape[1] * c.dshape[2], in = c.ishape[0] * c.ishape[1] * c.ishape[2];
+    std::vector<W> data(dn);
+    for (int64_t e = 0; e < dn; ++e)
+      data[e] = W(e * 2654435761u);
+    std::vector<int64_t> idx(in);
+    int64_t size = c.dshape[c.axis];
+    for (int64_t e = 0; e < in; ++e)
+      idx[e] = (e * 7 + 3) % (2 * size) - size; // every value in [-size, size)
+    std::vector<W> out(in), want(in);
+    for (int64_t i = 0; i < c.ishape[0]; ++i)
+      for (int64_t j = 0; j < c.ishape[1]; ++j)
+        for (int64_t k = 0; k < c.ishape[2]; ++k) {
+          int64_t e = (i * c.ishape[1] + j) * c.ishape[2] + k, at = idx[e] < 0 ? idx[e] + size : idx[e];
+          int64_t co[3] = {i, j, k};
+          co[c.axis] = at;
+          want[e] = data[(co[0] * c.dshape[1] + co[1]) * c.dshape[2] + co[2]];
+        }
+    run("cpc.gather_elements", {ref(data, c.dshape, dtype), ref(idx, c.ishape, DType::I64)}, {ref(out, c.ishape, dtype)},
+        {{"axis", c.axis}});
+    EXPECT_EQ(out, want) << "axis " << c.axis << ", " << dtypeName(dtype);
+  };
+  for (const Case &c : cases) {
+    check(c, uint8_t{}, DType::U8);
+    check(c, uint16_t{}, DType::BF16);
+    check(c, uint32_t{}, DType::I32);
+    check(c, uint64_t{}, DType::F64);
+  }
+}
+
 TEST(IndexingKernels, ScatterNDReplaceAndAdd) {
   // data [3,2,2]; indices [2,1] select whole [2,2] slices; then [2,2] select single elements.
   std::vector<float> data(12);
