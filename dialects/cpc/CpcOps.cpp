@@ -41,6 +41,19 @@ LogicalResult checkAxis(std::optional<Location> loc, int64_t axis, int64_t rank,
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
+OpFoldResult SubOp::fold(FoldAdaptor adaptor) {
+  auto lhs = llvm::dyn_cast_if_present<DenseElementsAttr>(adaptor.getLhs());
+  auto rhs = llvm::dyn_cast_if_present<DenseElementsAttr>(adaptor.getRhs());
+  auto type = llvm::cast<RankedTensorType>(getType());
+  // f32/f64 only: APFloat's one rounding is the kernels' (16-bit types compute in f32 there).
+  if (!lhs || !rhs || !lhs.isSplat() || !rhs.isSplat() || type.getNumElements() != 1 ||
+      !(type.getElementType().isF32() || type.getElementType().isF64()))
+    return {};
+  APFloat difference = lhs.getSplatValue<APFloat>();
+  difference.subtract(rhs.getSplatValue<APFloat>(), APFloat::rmNearestTiesToEven);
+  return DenseElementsAttr::get(type, difference);
+}
+
 OpFoldResult PowOp::fold(FoldAdaptor adaptor) {
   auto exponent = llvm::dyn_cast_if_present<DenseElementsAttr>(adaptor.getRhs());
   if (exponent && exponent.isSplat() && getLhs().getType() == getType() &&

@@ -130,7 +130,10 @@ class Cpc_BinaryOp<string mnemonic, Type type, bit boolResult = 0, list<Trait> t
 }
 
 def Cpc_AddOp : Cpc_BinaryOp<"add", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "a + b"; }
-def Cpc_SubOp : Cpc_BinaryOp<"sub", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "a - b"; }
+def Cpc_SubOp : Cpc_BinaryOp<"sub", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> {
+  let summary = "a - b";
+  let hasFolder = 1; // of two f32/f64 scalar constants (the VJP of x ^ c writes c - 1)
+}
 def Cpc_MulOp : Cpc_BinaryOp<"mul", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "a * b"; }
 def Cpc_DivOp : Cpc_BinaryOp<"div", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> {
   let summary = "a / b (integers truncate toward zero)";

@@ -55,3 +55,25 @@ func.func @pow_one(%x: tensor<4x3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>, te
   %c = cpc.pow %x, %ones : (tensor<4x3xf32>, tensor<2x4x3xf32>) -> tensor<2x4x3xf32>
   return %a, %b, %c : tensor<4x3xf32>, tensor<4x3xf32>, tensor<2x4x3xf32>
 }
+
+// -----
+
+// Tests that the VJP of a square folds to a product: 2 - 1 folds for f32 scalars, then x ^ 1 to
+// x; a difference of tensors or of bf16 scalars stays (the kernels compute 16-bit types in f32).
+// CHECK-LABEL: func.func @square_vjp
+// CHECK-SAME: (%[[X:.*]]: tensor<4x3xf32>, %[[H:.*]]: tensor<bf16>
+// CHECK-DAG: %[[BTWO:.*]] = cpc.constant dense<2.000000e+00> : tensor<bf16>
+// CHECK-DAG: %[[BONE:.*]] = cpc.constant dense<1.000000e+00> : tensor<bf16>
+// CHECK-NOT: cpc.pow
+// CHECK: %[[B:.*]] = cpc.sub %[[BTWO]], %[[BONE]] : (tensor<bf16>, tensor<bf16>) -> tensor<bf16>
+// CHECK-NEXT: return %[[X]], %[[B]]
+func.func @square_vjp(%x: tensor<4x3xf32>, %h: tensor<bf16>) -> (tensor<4x3xf32>, tensor<bf16>) {
+  %one = cpc.constant dense<1.0> : tensor<f32>
+  %two = cpc.constant dense<2.0> : tensor<f32>
+  %e = cpc.sub %two, %one : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %p = cpc.pow %x, %e : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+  %bone = cpc.constant dense<1.0> : tensor<bf16>
+  %btwo = cpc.constant dense<2.0> : tensor<bf16>
+  %b = cpc.sub %btwo, %bone : (tensor<bf16>, tensor<bf16>) -> tensor<bf16>
+  return %p, %b : tensor<4x3xf32>, tensor<bf16>
+}
