@@ -12,6 +12,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 
 #include <cmath>
 
@@ -181,16 +182,20 @@ bool foldHeadTransposes(AttentionOp attention) {
   fused->setDiscardableAttrs(attention->getDiscardableAttrDictionary());
   back.getResult().replaceAllUsesWith(fused.getResult());
   attention.getProbabilities().replaceAllUsesWith(fused.getProbabilities());
-  SmallVector<Value> operands = {attention.getQ(), attention.getK(), attention.getV()};
+  // The head-major operands' producers (gathers, then the transposes they read; q, k and v may
+  // share them), each erased once, once nothing reads it.
+  llvm::SetVector<Operation *> producers;
+  for (Value x : {attention.getQ(), attention.getK(), attention.getV()})
+    if (Operation *op = x.getDefiningOp())
+      producers.insert(op);
+  for (const TokenMajorSource &s : sources)
+    if (s.transpose)
+      producers.insert(s.transpose);
   back->erase();
   attention->erase();
-  // The head-major operands' producers, once nothing reads them: gathers, then transposes.
-  for (Value x : operands)
-    if (Operation *op = x.getDefiningOp(); op && op->use_empty())
+  for (Operation *op : producers)
+    if (op->use_empty())
       op->erase();
-  for (const TokenMajorSource &s : sources)
-    if (s.transpose && s.transpose->use_empty())
-      s.transpose->erase();
   return true;
 }
 

@@ -173,3 +173,20 @@ func.func @stays_head_major(%a: tensor<2x5x4x8xf32>, %b: tensor<4x5x2x8xf32>) ->
   %t2 = cpc.transpose %o2 {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x5x8xf32> -> tensor<2x5x4x8xf32>
   return %t, %o, %t2 : tensor<2x5x4x8xf32>, tensor<2x4x5x8xf32>, tensor<2x5x4x8xf32>
 }
+
+// -----
+
+// Tests self-attention on one transposed value (q, k and v the same transpose): it folds, and
+// the shared transpose is erased once.
+// CHECK-LABEL: func.func @shared_operands
+// CHECK-SAME: (%[[X:.*]]: tensor<2x5x4x8xf32>)
+// CHECK-NEXT: %[[O:.*]], %{{.*}} = cpc.attention %[[X]], %[[X]], %[[X]] {layout = "bnhd", scale = 1.000000e+00 : f64}
+// CHECK-NEXT: return %[[O]]
+func.func @shared_operands(%x: tensor<2x5x4x8xf32>) -> tensor<2x5x4x8xf32> {
+  %h = cpc.transpose %x {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x4x8xf32> -> tensor<2x4x5x8xf32>
+  %s = cpc.matmul %h, %h {transpose_rhs = true} : (tensor<2x4x5x8xf32>, tensor<2x4x5x8xf32>) -> tensor<2x4x5x5xf32>
+  %p = cpc.softmax %s {axis = 3 : i64} : tensor<2x4x5x5xf32>
+  %o = cpc.matmul %p, %h : (tensor<2x4x5x5xf32>, tensor<2x4x5x8xf32>) -> tensor<2x4x5x8xf32>
+  %t = cpc.transpose %o {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x4x5x8xf32> -> tensor<2x5x4x8xf32>
+  return %t : tensor<2x5x4x8xf32>
+}
