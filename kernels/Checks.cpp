@@ -431,6 +431,19 @@ int64_t checkLayerNorm(const KernelContext &ctx) {
   return axis;
 }
 
+int64_t checkAddLayerNorm(const KernelContext &ctx) {
+  checkArity(ctx, 4, 2);
+  const TensorRef &in = ctx.inputs[0];
+  int64_t axis = rowAxis(ctx, in.rank(), false);
+  checkSame(ctx, ctx.inputs[1], in, "rhs");
+  checkSame(ctx, ctx.outputs[0], in, "sum");
+  checkSame(ctx, ctx.outputs[1], in, "result");
+  TensorRef normalized{nullptr, in.dtype, std::vector<int64_t>(in.shape.begin() + axis, in.shape.end())};
+  checkSame(ctx, ctx.inputs[2], normalized, "scale");
+  checkSame(ctx, ctx.inputs[3], normalized, "bias");
+  return axis;
+}
+
 int64_t checkSoftmax(const KernelContext &ctx) {
   if (ctx.inputs.size() != 1 || ctx.outputs.size() != 1)
     ctx.fail("expected 1 input and 1 output");
@@ -512,8 +525,9 @@ AttentionDims checkAttentionGrad(const KernelContext &ctx) {
   return dims;
 }
 
-int64_t checkLayerNormGrad(const KernelContext &ctx) {
-  checkArity(ctx, 3, 3);
+namespace {
+/// layer_norm_grad's operands after the arity check: input, scale, grad -> 3 gradients.
+int64_t layerNormGradShapes(const KernelContext &ctx) {
   const TensorRef &x = ctx.inputs[0];
   int64_t axis = rowAxis(ctx, x.rank(), true);
   TensorRef normalized{nullptr, x.dtype, std::vector<int64_t>(x.shape.begin() + axis, x.shape.end())};
@@ -523,6 +537,18 @@ int64_t checkLayerNormGrad(const KernelContext &ctx) {
   checkSame(ctx, ctx.outputs[1], normalized, "scale_grad");
   checkSame(ctx, ctx.outputs[2], normalized, "bias_grad");
   return axis;
+}
+} // namespace
+
+int64_t checkLayerNormGrad(const KernelContext &ctx) {
+  checkArity(ctx, 3, 3);
+  return layerNormGradShapes(ctx);
+}
+
+int64_t checkLayerNormGradAdd(const KernelContext &ctx) {
+  checkArity(ctx, 4, 3);
+  checkSame(ctx, ctx.inputs[3], ctx.inputs[0], "addend");
+  return layerNormGradShapes(ctx);
 }
 
 //===----------------------------------------------------------------------===//

@@ -124,6 +124,10 @@ int64_t checkLayerNorm(const KernelContext &ctx);
 int64_t checkSoftmax(const KernelContext &ctx);
 int64_t checkSoftmaxGrad(const KernelContext &ctx);
 int64_t checkLayerNormGrad(const KernelContext &ctx);
+/// layer_norm_grad_add: layer_norm_grad's operands and an addend of the input's shape.
+int64_t checkLayerNormGradAdd(const KernelContext &ctx);
+/// add_layer_norm (lhs, rhs, scale, bias -> sum, result): lhs and rhs of one shape.
+int64_t checkAddLayerNorm(const KernelContext &ctx);
 
 /// attention (q, k, v -> result, probabilities) and attention_grad (q, k, v, probabilities,
 /// grad -> dq, dk, dv): q [..., N, D], k [..., M, D] and v [..., M, Dv] of one float type and

@@ -50,6 +50,19 @@ def CpcGroupAdamW : Pass<"cpc-group-adamw"> {
   let dependentDialects = ["::cpc::CpcDialect"];
 }
 
+def CpcFuseResidualNorm : Pass<"cpc-fuse-residual-norm"> {
+  let summary = "Fuse residual adds with the LayerNorm after them, and their gradients";
+  let description = [{
+    Late, on per-rank IR (before cpc-fuse-epilogues): layer_norm(add(a, b)) becomes one
+    cpc.add_layer_norm (the sum stays a result: the residual stream), and the backward's
+    add(layer_norm_grad(...)'s input gradient, r) one cpc.layer_norm_grad_add, so that the sum or
+    the finished gradient is written while its row is in cache instead of being written and read
+    back by another kernel. f32 and f64 only; operands of one type (no broadcasting); the add's
+    other readers must come after the LayerNorm, and r must be available at the layer_norm_grad.
+  }];
+  let dependentDialects = ["::cpc::CpcDialect"];
+}
+
 def CpcFuseEpilogues : Pass<"cpc-fuse-epilogues"> {
   let summary = "Fuse a Linear's bias add (and the GELU after it) into its matmul: cpc.matmul_bias";
   let description = [{

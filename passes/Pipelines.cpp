@@ -63,6 +63,7 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   if (!sharded && chunks == 1) {
     pm.addPass(createCpcFuseOptimizer());
     pm.addPass(createCpcGroupAdamW());
+    pm.addPass(createCpcFuseResidualNorm());
     pm.addPass(createCpcFuseEpilogues());
     return;
   }
@@ -78,6 +79,7 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   pm.addPass(createCpcBucketAllGather());
   pm.addPass(createCpcFuseOptimizer()); // last: on per-rank shapes, what the kernels run
   pm.addPass(createCpcGroupAdamW());
+  pm.addPass(createCpcFuseResidualNorm());
   pm.addPass(createCpcFuseEpilogues());
 }
 

@@ -202,6 +202,42 @@ def Cpc_MatMulBiasOp : Cpc_Op<"matmul_bias", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Cpc_AddLayerNormOp : Cpc_Op<"add_layer_norm", [Pure]> {
+  let summary = "sum = lhs + rhs and layer_norm(sum): a residual add and the LayerNorm after it";
+  let description = [{
+    Written by cpc-fuse-residual-norm, after partitioning, where a transformer block adds its
+    residual and normalizes the sum: one pass over the rows instead of two (the sum is written
+    and normalized while the row is in cache). `sum` is the residual stream the model carries on
+    (and what layer_norm_grad reads); each result is rounded as the separate cpc.add and
+    cpc.layer_norm round it. f32 and f64 only: 16-bit kernels compute in f32, where the separate
+    LayerNorm would read the 16-bit sum.
+  }];
+  let arguments = (ins Cpc_FloatTensor:$lhs, Cpc_FloatTensor:$rhs, Cpc_FloatTensor:$scale, Cpc_FloatTensor:$bias,
+                       I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Cpc_FloatTensor:$sum, Cpc_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $scale `,` $bias attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Cpc_LayerNormGradAddOp : Cpc_Op<"layer_norm_grad_add", [Pure]> {
+  let summary = "cpc.layer_norm_grad with `addend` added to the input gradient";
+  let description = [{
+    Written by cpc-fuse-residual-norm where the backward adds the residual stream's gradient to
+    a LayerNorm's input gradient: (d input + addend, d scale, d bias), the sum written once
+    instead of the input gradient written, read and written again. Rounded as layer_norm_grad
+    then cpc.add; f32 and f64 only.
+  }];
+  let arguments = (ins Cpc_FloatTensor:$input, Cpc_FloatTensor:$scale, Cpc_FloatTensor:$grad,
+                       Cpc_FloatTensor:$addend, I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Cpc_FloatTensor:$input_grad, Cpc_FloatTensor:$scale_grad, Cpc_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $grad `,` $addend attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Cpc_AttentionOp : Cpc_Op<"attention", [Cpc_AutocastLowPrecision, DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure]> {
   let summary = "softmax(scale * q k^T) v: scaled dot-product attention as one kernel";
   let description = [{

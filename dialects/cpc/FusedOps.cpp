@@ -117,6 +117,40 @@ LogicalResult AttentionGradOp::verify() {
   return success();
 }
 
+namespace {
+
+/// What the residual LayerNorm ops check: f32/f64 `input` with `axis` in range, and `scale`
+/// (and `bias`) of the normalized shape input.shape[axis:].
+LogicalResult verifyResidualNorm(Operation *op, Type input, ArrayRef<Type> normalized, int64_t axis) {
+  auto in = llvm::cast<RankedTensorType>(input);
+  if (!in.getElementType().isF32() && !in.getElementType().isF64())
+    return op->emitOpError("is fused for f32 and f64 only");
+  if (axis < 0 || axis >= in.getRank())
+    return op->emitOpError("axis ") << axis << " is out of range for rank " << in.getRank();
+  RankedTensorType want = in.clone(in.getShape().drop_front(axis));
+  for (Type t : normalized)
+    if (t != want)
+      return op->emitOpError("scale, bias and their gradients must be ") << want;
+  return success();
+}
+
+} // namespace
+
+LogicalResult AddLayerNormOp::verify() {
+  Type t = getLhs().getType();
+  if (getRhs().getType() != t || getSum().getType() != t || getResult().getType() != t)
+    return emitOpError("lhs, rhs, sum and result must have one type (no broadcasting)");
+  return verifyResidualNorm(*this, t, {getScale().getType(), getBias().getType()}, getAxis());
+}
+
+LogicalResult LayerNormGradAddOp::verify() {
+  Type t = getInput().getType();
+  if (getGrad().getType() != t || getAddend().getType() != t || getInputGrad().getType() != t)
+    return emitOpError("input, grad, addend and input_grad must have one type (no broadcasting)");
+  return verifyResidualNorm(*this, t, {getScale().getType(), getScaleGrad().getType(), getBiasGrad().getType()},
+                            getAxis());
+}
+
 LogicalResult MultiTensorAdamWOp::verify() {
   unsigned n = getNumUpdates();
   if (getTensors().size() % 4 != 0 || getUpdated().size() != 3 * n)

@@ -215,9 +215,11 @@ void softmaxGradKernel(KernelContext &ctx) {
 
 // Rows are split into fixed blocks (a function of the row count only); each block sums its
 // rows' dscale/dbias contributions in row order, and blocks are combined in block order.
+// With `addend` (cpc.layer_norm_grad_add), dx is the input gradient rounded in T plus the
+// addend, rounded again: layer_norm_grad then cpc.add, in one pass.
 template <typename T>
 void layerNormGrad(const KernelContext &ctx, const T *x, const T *scale, const T *g, T *dx, T *dscale,
-                   T *dbias, int64_t rows, int64_t n, double eps) {
+                   T *dbias, int64_t rows, int64_t n, double eps, const T *addend = nullptr) {
   int threads = nthreads(ctx);
   int64_t blockRows = std::max<int64_t>(8, (rows + 255) / 256);
   int64_t blocks = (rows + blockRows - 1) / blockRows;
@@ -249,6 +251,9 @@ void layerNormGrad(const KernelContext &ctx, const T *x, const T *scale, const T
         double xhat = (double(xr[j]) - mean) * rstd;
         dr[j] = T(rstd * (double(gr[j]) * double(scale[j]) - a - xhat * c));
       }
+      if (addend)
+        for (int64_t j = 0; j < n; ++j)
+          dr[j] += addend[row * n + j];
     }
   }
 #pragma omp parallel for num_threads(threads) if (blocks * n > kParallelMin) schedule(static)
@@ -263,8 +268,9 @@ void layerNormGrad(const KernelContext &ctx, const T *x, const T *scale, const T
   }
 }
 
-void layerNormGradKernel(KernelContext &ctx) {
-  int64_t axis = checkLayerNormGrad(ctx);
+/// cpc.layer_norm_grad, or cpc.layer_norm_grad_add (WithAddend: a 4th input added to dx).
+template <bool WithAddend> void layerNormGradKernel(KernelContext &ctx) {
+  int64_t axis = WithAddend ? checkLayerNormGradAdd(ctx) : checkLayerNormGrad(ctx);
   const TensorRef &x = ctx.inputs[0], &scale = ctx.inputs[1], &g = ctx.inputs[2];
   double eps = ctx.attrs.epsilon;
   int64_t n = numElements({x.shape.begin() + axis, x.shape.end()}), rows = n ? x.numel() / n : 0;
@@ -273,7 +279,7 @@ void layerNormGradKernel(KernelContext &ctx) {
     if (n == 0)
       return;
     layerNormGrad<T>(ctx, x.as<T>(), scale.as<T>(), g.as<T>(), ctx.outputs[0].as<T>(), ctx.outputs[1].as<T>(),
-                     ctx.outputs[2].as<T>(), rows, n, eps);
+                     ctx.outputs[2].as<T>(), rows, n, eps, WithAddend ? ctx.inputs[3].as<T>() : nullptr);
   });
 }
 
@@ -507,7 +513,8 @@ void registerBackwardKernels(KernelRegistry &r) {
   r.add("cpc.pad", padKernel, Storage16::Native); // moves bytes
   r.add("cpc.gelu_grad", geluGradKernel, Storage16::Elementwise);
   r.add("cpc.softmax_grad", softmaxGradKernel);
-  r.add("cpc.layer_norm_grad", layerNormGradKernel);
+  r.add("cpc.layer_norm_grad", layerNormGradKernel<false>);
+  r.add("cpc.layer_norm_grad_add", layerNormGradKernel<true>);
   r.add("cpc.gather_grad", gatherGradKernel);
   r.add("cpc.gather_elements_grad", gatherElementsGradKernel);
   r.add("cpc.conv2d_grad_input", convGradKernel<false>);

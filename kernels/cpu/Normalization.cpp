@@ -19,14 +19,23 @@ namespace {
 
 // Mean and biased variance are two passes in double (in lanes, RowSums.h): one-pass formulas lose precision
 // when |mean| >> stddev, common for activations.
+// With `residual`, each row of x is first replaced by x + residual, rounded in T as cpc.add
+// rounds it, and written to `sum` (cpc.add_layer_norm: the row is normalized while in cache).
 template <typename T>
 void layerNormRows(const KernelContext &ctx, const T *x, const T *scale, const T *bias, T *y,
-                   int64_t rows, int64_t n, double eps) {
+                   int64_t rows, int64_t n, double eps, const T *residual = nullptr, T *sum = nullptr) {
   int threads = std::max(1, ctx.threads);
 #pragma omp parallel for num_threads(threads) if (rows * n > kParallelMin)
   for (int64_t row = 0; row < rows; ++row) {
     const T *xr = x + row * n;
     T *yr = y + row * n;
+    if (residual) {
+      T *sr = sum + row * n;
+      const T *rr = residual + row * n;
+      for (int64_t j = 0; j < n; ++j)
+        sr[j] = xr[j] + rr[j];
+      xr = sr;
+    }
     double mean = laneSum(n, [&](int64_t j) { return double(xr[j]); }) / double(n);
     double sq = laneSum(n, [&](int64_t j) {
       double d = double(xr[j]) - mean;
@@ -51,6 +60,19 @@ void layerNormKernel(KernelContext &ctx) {
   dispatchFloat(ctx, in.dtype, [&](auto zero) {
     using T = decltype(zero);
     layerNormRows<T>(ctx, in.as<T>(), scale.as<T>(), bias.as<T>(), out.as<T>(), rows, n, eps);
+  });
+}
+
+void addLayerNormKernel(KernelContext &ctx) {
+  int64_t axis = checkAddLayerNorm(ctx);
+  const TensorRef &lhs = ctx.inputs[0], &rhs = ctx.inputs[1], &scale = ctx.inputs[2], &bias = ctx.inputs[3];
+  int64_t n = numElements({lhs.shape.begin() + axis, lhs.shape.end()}), rows = n ? lhs.numel() / n : 0;
+  if (rows == 0 || n == 0)
+    return;
+  dispatchFloat(ctx, lhs.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    layerNormRows<T>(ctx, lhs.as<T>(), scale.as<T>(), bias.as<T>(), ctx.outputs[1].as<T>(), rows, n,
+                     ctx.attrs.epsilon, rhs.as<T>(), ctx.outputs[0].as<T>());
   });
 }
 
@@ -118,6 +140,7 @@ void softmaxKernel(KernelContext &ctx) {
 
 void registerNormalizationKernels(KernelRegistry &r) {
   r.add("cpc.layer_norm", layerNormKernel);
+  r.add("cpc.add_layer_norm", addLayerNormKernel);
   r.add("cpc.softmax", softmaxKernel);
 }
 

@@ -78,16 +78,22 @@ __device__ RowMoments<Acc> rowMomentsOf(const T *x, int64_t base, int64_t len, i
   return rowMoments(mean, groupAllReduce(squares, SumOp{}, 0.0, threadsPerRow, shared.wide), len, eps);
 }
 
+/// With `residual` (cpc.add_layer_norm), x + residual is first stored to `sum` and normalized
+/// from there: every thread reads back only the elements it wrote (the same lanes in each loop).
 template <typename T>
 __global__ void layerNormRows(const T *x, const T *scale, const T *bias, T *y, int64_t rows, int64_t len,
-                              int threadsPerRow, double eps) {
+                              int threadsPerRow, double eps, const T *residual = nullptr, T *sum = nullptr) {
   using Acc = ComputeT<T>;
   __shared__ RowShared<Acc> shared;
   forEachRow(rows, threadsPerRow, [&](int64_t row, int lane) {
     int64_t base = row * len;
-    RowMoments<Acc> m = rowMomentsOf(x, base, len, lane, threadsPerRow, eps, shared);
+    if (residual)
+      for (int64_t j = lane; j < len; j += threadsPerRow)
+        store(sum, base + j, load(x, base + j) + load(residual, base + j));
+    const T *in = residual ? sum : x;
+    RowMoments<Acc> m = rowMomentsOf(in, base, len, lane, threadsPerRow, eps, shared);
     for (int64_t j = lane; j < len; j += threadsPerRow)
-      store(y, base + j, layerNormValue(load(x, base + j), m, load(scale, j), load(bias, j)));
+      store(y, base + j, layerNormValue(load(in, base + j), m, load(scale, j), load(bias, j)));
   });
 }
 
@@ -156,7 +162,8 @@ __global__ void layerNormGradRows(const T *x, const T *scale, const T *g, LayerN
 /// partial sums of the scale and bias gradients ([chunk][col], scale partials then bias partials).
 template <typename T, typename Acc>
 __global__ void layerNormGradColumns(const T *x, const T *scale, const T *g, const LayerNormGradRow<Acc> *stats, T *dx,
-                                     double *partials, int64_t rows, int64_t len, int64_t chunkRows, int64_t chunks) {
+                                     double *partials, int64_t rows, int64_t len, int64_t chunkRows, int64_t chunks,
+                                     const T *addend) {
   int64_t col = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
   if (col >= len)
     return;
@@ -170,6 +177,8 @@ __global__ void layerNormGradColumns(const T *x, const T *scale, const T *g, con
     sumScale += layerNormGradScaleTerm(xv, gv, r);
     sumBias += double(gv);
     store(dx, e, layerNormGradInput(xv, gv, s, r)); // dx may alias x or g: this element is read
+    if (addend) // cpc.layer_norm_grad_add: the stored gradient plus the addend, rounded again
+      store(dx, e, load(dx, e) + load(addend, e));
   }
   partials[chunk * len + col] = sumScale;
   partials[(chunks + chunk) * len + col] = sumBias;
@@ -219,8 +228,25 @@ void softmaxGrad(KernelContext &ctx) {
 
 size_t alignUp(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-void layerNormGrad(KernelContext &ctx) {
-  int64_t axis = checkLayerNormGrad(ctx);
+void addLayerNorm(KernelContext &ctx) {
+  int64_t axis = checkAddLayerNorm(ctx);
+  const TensorRef &lhs = ctx.inputs[0], &rhs = ctx.inputs[1], &scale = ctx.inputs[2], &bias = ctx.inputs[3];
+  int64_t len = numElements({lhs.shape.begin() + axis, lhs.shape.end()}), rows = len ? lhs.numel() / len : 0;
+  if (rows == 0 || len == 0)
+    return;
+  RowGroupLaunch l = rowGroupLaunch(rows, len);
+  dispatchDevice<kFloat>(ctx, lhs.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    layerNormRows<T><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(
+        lhs.as<T>(), scale.as<T>(), bias.as<T>(), ctx.outputs[1].as<T>(), rows, len, l.threadsPerRow,
+        ctx.attrs.epsilon, rhs.as<T>(), ctx.outputs[0].as<T>());
+  });
+  checkLaunch(ctx);
+}
+
+/// cpc.layer_norm_grad, or cpc.layer_norm_grad_add (WithAddend: a 4th input added to dx).
+template <bool WithAddend> void layerNormGrad(KernelContext &ctx) {
+  int64_t axis = WithAddend ? checkLayerNormGradAdd(ctx) : checkLayerNormGrad(ctx);
   const TensorRef &x = ctx.inputs[0], &scale = ctx.inputs[1], &g = ctx.inputs[2];
   int64_t len = numElements({x.shape.begin() + axis, x.shape.end()}), rows = len ? x.numel() / len : 0;
   if (len == 0)
@@ -242,7 +268,8 @@ void layerNormGrad(KernelContext &ctx) {
                                                                     len, l.threadsPerRow, ctx.attrs.epsilon);
       dim3 grid((unsigned)c.columnBlocks, (unsigned)c.chunks);
       layerNormGradColumns<T, Acc><<<grid, c.columnsPerBlock, 0, stream>>>(x.as<T>(), scale.as<T>(), g.as<T>(), stats,
-                                                                           dx, partials, rows, len, c.chunkRows, c.chunks);
+                                                                           dx, partials, rows, len, c.chunkRows, c.chunks,
+                                                                           WithAddend ? ctx.inputs[3].as<T>() : nullptr);
     } else {
       checkCuda(cudaMemsetAsync(partials, 0, partialBytes, stream), "layer_norm_grad"); // no rows: zero gradients
     }
@@ -287,7 +314,11 @@ void registerCudaNormalizationKernels(KernelRegistry &registry) {
     registry.add("cpc.layer_norm", DeviceKind::Cuda, t, cuda::layerNorm);
     registry.add("cpc.softmax", DeviceKind::Cuda, t, cuda::softmax);
     registry.add("cpc.softmax_grad", DeviceKind::Cuda, t, cuda::softmaxGrad);
-    registry.add("cpc.layer_norm_grad", DeviceKind::Cuda, t, cuda::layerNormGrad);
+    registry.add("cpc.layer_norm_grad", DeviceKind::Cuda, t, cuda::layerNormGrad<false>);
+  }
+  for (DType t : {DType::F32, DType::F64}) { // the residual fusions are f32/f64 only (FusedOps.cpp)
+    registry.add("cpc.add_layer_norm", DeviceKind::Cuda, t, cuda::addLayerNorm);
+    registry.add("cpc.layer_norm_grad_add", DeviceKind::Cuda, t, cuda::layerNormGrad<true>);
   }
 }
 

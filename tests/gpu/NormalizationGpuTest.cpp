@@ -110,3 +110,25 @@ TEST(NormalizationGpu, LayerNormGradOfNoRowsIsZero) {
                                                  filled(DType::F32, {0, 8}, 3)},
                  {Tensor(DType::F32, {0, 8}), filled(DType::F32, {8}, 4), filled(DType::F32, {8}, 5)}, attrs);
 }
+
+// Tests the residual fusions (cpc-fuse-residual-norm) against the CPU: add_layer_norm's sum and
+// normalized rows, and layer_norm_grad_add's gradients, on MAE's shapes and rows of every
+// length, f32 and f64.
+TEST(NormalizationGpu, ResidualLayerNorms) {
+  CPC_REQUIRE_GPU(device);
+  auto both = [&](DType t, std::vector<int64_t> shape, int64_t axis, uint64_t seed) {
+    std::vector<int64_t> normalized(shape.begin() + axis, shape.end());
+    Tensor a = filled(t, shape, seed, -2, 2), b = filled(t, shape, seed + 1, -2, 2);
+    Tensor scale = filled(t, normalized, seed + 2, 0.5f, 1.5f), bias = filled(t, normalized, seed + 3);
+    nlohmann::json attrs = {{"axis", axis}, {"epsilon", 1e-5}};
+    compareWithCpu(device, "cpc.add_layer_norm", {a, b, scale, bias}, {Tensor(t, shape), Tensor(t, shape)}, attrs,
+                   rtolOf(t));
+    compareWithCpu(device, "cpc.layer_norm_grad_add", {a, scale, b, filled(t, shape, seed + 4)},
+                   {Tensor(t, shape), Tensor(t, normalized), Tensor(t, normalized)}, attrs, rtolOf(t));
+  };
+  both(DType::F32, {8, 50, 192}, 2, 61);
+  both(DType::F32, {8 * 17, 128}, 1, 62);
+  both(DType::F64, {4, 6, 8}, 1, 63);
+  for (int64_t len : kRowLengths)
+    both(DType::F32, {3, len}, 1, 70 + len);
+}

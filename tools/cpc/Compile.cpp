@@ -660,9 +660,10 @@ int runCompile(int argc, char **argv) {
   }
   if (mode != "train") { // the training pipeline ends with the same fusion
     mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
+    pm.addPass(createCpcFuseResidualNorm());
     pm.addPass(createCpcFuseEpilogues());
     if (mlir::failed(pm.run(*model.module)))
-      throw std::runtime_error("fusing the Linear layers' epilogues failed");
+      throw std::runtime_error("fusing the residual LayerNorms and the Linear layers' epilogues failed");
   }
   if (dumpSharding)
     printShardingTable(*model.module, planOptions.functions);

@@ -1332,3 +1332,43 @@ func.func @multi_tensor_adamw_count(%w: tensor<4xf32>, %s: tensor<f32>) {
   %u:3 = cpc.multi_tensor_adamw %s, %s, %s, [%w, %w, %w] {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decays = array<f64: 0.0>} : (tensor<f32>, tensor<f32>, tensor<f32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return
 }
+
+// -----
+
+func.func @add_layer_norm_broadcast(%x: tensor<4x8xf32>, %row: tensor<8xf32>, %s: tensor<8xf32>) {
+  // expected-error @+1 {{lhs, rhs, sum and result must have one type (no broadcasting)}}
+  %sum, %n = cpc.add_layer_norm %x, %row, %s, %s {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @add_layer_norm_bf16(%x: tensor<4x8xbf16>, %s: tensor<8xbf16>) {
+  // expected-error @+1 {{is fused for f32 and f64 only}}
+  %sum, %n = cpc.add_layer_norm %x, %x, %s, %s {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xbf16>, tensor<8xbf16>) -> (tensor<4x8xbf16>, tensor<4x8xbf16>)
+  return
+}
+
+// -----
+
+func.func @add_layer_norm_scale_shape(%x: tensor<4x8xf32>, %s: tensor<4xf32>) {
+  // expected-error @+1 {{scale, bias and their gradients must be 'tensor<8xf32>'}}
+  %sum, %n = cpc.add_layer_norm %x, %x, %s, %s {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_add_addend(%x: tensor<4x8xf32>, %s: tensor<8xf32>, %r: tensor<8xf32>) {
+  // expected-error @+1 {{input, grad, addend and input_grad must have one type (no broadcasting)}}
+  %dx, %ds, %db = cpc.layer_norm_grad_add %x, %s, %x, %r {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_add_axis(%x: tensor<4x8xf32>, %s: tensor<8xf32>) {
+  // expected-error @+1 {{axis 2 is out of range for rank 2}}
+  %dx, %ds, %db = cpc.layer_norm_grad_add %x, %s, %x, %x {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}

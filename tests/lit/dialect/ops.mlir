@@ -450,6 +450,16 @@ func.func @attention_token_major(%q: tensor<2x5x4x8xf32>, %k: tensor<2x7x4x8xf32
   return %dq : tensor<2x5x4x8xf32>
 }
 
+// Tests that the residual LayerNorm fusions round-trip.
+// CHECK-LABEL: func.func @residual_norm
+// CHECK: %{{.*}}, %{{.*}} = cpc.add_layer_norm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {axis = 1 : i64, epsilon = 9.9999999999999995E-7 : f64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK: cpc.layer_norm_grad_add %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {axis = 1 : i64, epsilon = 1.000000e-05 : f64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+func.func @residual_norm(%x: tensor<4x8xf32>, %s: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %sum, %n = cpc.add_layer_norm %x, %x, %s, %s {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+  %dx, %ds, %db = cpc.layer_norm_grad_add %sum, %s, %n, %x {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return %n, %dx : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
 // Tests the fused optimizer forms: reduce_sum_squares (the norm's term) and AdamW with a
 // grad_scale operand; AdamW without it prints as before.
 // CHECK-LABEL: func.func @optimizer_fusions
