@@ -129,7 +129,10 @@ class Cpc_BinaryOp<string mnemonic, Type type, bit boolResult = 0, list<Trait> t
   }];
 }
 
-def Cpc_AddOp : Cpc_BinaryOp<"add", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "a + b"; }
+def Cpc_AddOp : Cpc_BinaryOp<"add", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> {
+  let summary = "a + b";
+  let hasCanonicalizer = 1; // sums of disjoint scalar gathers' gradients -> concat (Canonicalization.cpp)
+}
 def Cpc_SubOp : Cpc_BinaryOp<"sub", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> {
   let summary = "a - b";
   let hasFolder = 1; // of two f32/f64 scalar constants (the VJP of x ^ c writes c - 1)

@@ -77,3 +77,51 @@ func.func @square_vjp(%x: tensor<4x3xf32>, %h: tensor<bf16>) -> (tensor<4x3xf32>
   %b = cpc.sub %btwo, %bone : (tensor<bf16>, tensor<bf16>) -> tensor<bf16>
   return %p, %b : tensor<4x3xf32>, tensor<bf16>
 }
+
+// -----
+
+// Tests that the gradients of q, k and v gathered from one tensor (scalar gathers of slots 0, 1
+// and 2 of one axis; the index -1 is slot 2) sum as one concat of the slot gradients instead of
+// three zero tensors and two adds.
+// CHECK-LABEL: func.func @qkv_gradients
+// CHECK-SAME: (%[[DQ:.*]]: tensor<2x4x8xf32>, %[[DK:.*]]: tensor<2x4x8xf32>, %[[DV:.*]]: tensor<2x4x8xf32>)
+// CHECK-NOT: cpc.gather_grad
+// CHECK-DAG: %[[Q:.*]] = cpc.reshape %[[DQ]] : tensor<2x4x8xf32> -> tensor<2x1x4x8xf32>
+// CHECK-DAG: %[[K:.*]] = cpc.reshape %[[DK]] : tensor<2x4x8xf32> -> tensor<2x1x4x8xf32>
+// CHECK-DAG: %[[V:.*]] = cpc.reshape %[[DV]] : tensor<2x4x8xf32> -> tensor<2x1x4x8xf32>
+// CHECK: %[[C:.*]] = cpc.concat %[[Q]], %[[K]], %[[V]] {axis = 1 : i64} : (tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>, tensor<2x1x4x8xf32>) -> tensor<2x3x4x8xf32>
+// CHECK-NOT: cpc.add
+// CHECK: return %[[C]]
+func.func @qkv_gradients(%dq: tensor<2x4x8xf32>, %dk: tensor<2x4x8xf32>, %dv: tensor<2x4x8xf32>) -> tensor<2x3x4x8xf32> {
+  %i0 = cpc.constant dense<0> : tensor<i64>
+  %i1 = cpc.constant dense<1> : tensor<i64>
+  %i2 = cpc.constant dense<-1> : tensor<i64>
+  %gv = cpc.gather_grad %dv, %i2 {axis = 1 : i64, dim_size = 3 : i64} : (tensor<2x4x8xf32>, tensor<i64>) -> tensor<2x3x4x8xf32>
+  %gk = cpc.gather_grad %dk, %i1 {axis = 1 : i64, dim_size = 3 : i64} : (tensor<2x4x8xf32>, tensor<i64>) -> tensor<2x3x4x8xf32>
+  %s = cpc.add %gv, %gk : (tensor<2x3x4x8xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+  %gq = cpc.gather_grad %dq, %i0 {axis = 1 : i64, dim_size = 3 : i64} : (tensor<2x4x8xf32>, tensor<i64>) -> tensor<2x3x4x8xf32>
+  %t = cpc.add %s, %gq : (tensor<2x3x4x8xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x4x8xf32>
+  return %t : tensor<2x3x4x8xf32>
+}
+
+// -----
+
+// Tests that a slot nobody gathered is zeros in the concat, and that a slot gathered twice (a
+// real sum) keeps its adds.
+// CHECK-LABEL: func.func @missing_and_repeated_slots
+// CHECK: %[[Z:.*]] = cpc.constant dense<0.000000e+00> : tensor<1x4xf32>
+// CHECK: cpc.concat %{{.*}}, %[[Z]], %{{.*}} {axis = 0 : i64} : (tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>) -> tensor<3x4xf32>
+// CHECK: %[[R0:.*]] = cpc.gather_grad
+// CHECK: %[[R1:.*]] = cpc.gather_grad
+// CHECK: cpc.add %[[R0]], %[[R1]]
+func.func @missing_and_repeated_slots(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<3x4xf32>, tensor<3x4xf32>) {
+  %i0 = cpc.constant dense<0> : tensor<i64>
+  %i2 = cpc.constant dense<2> : tensor<i64>
+  %ga = cpc.gather_grad %a, %i0 {axis = 0 : i64, dim_size = 3 : i64} : (tensor<4xf32>, tensor<i64>) -> tensor<3x4xf32>
+  %gb = cpc.gather_grad %b, %i2 {axis = 0 : i64, dim_size = 3 : i64} : (tensor<4xf32>, tensor<i64>) -> tensor<3x4xf32>
+  %s = cpc.add %ga, %gb : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %r0 = cpc.gather_grad %a, %i2 {axis = 0 : i64, dim_size = 3 : i64} : (tensor<4xf32>, tensor<i64>) -> tensor<3x4xf32>
+  %r1 = cpc.gather_grad %b, %i2 {axis = 0 : i64, dim_size = 3 : i64} : (tensor<4xf32>, tensor<i64>) -> tensor<3x4xf32>
+  %t = cpc.add %r0, %r1 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  return %s, %t : tensor<3x4xf32>, tensor<3x4xf32>
+}
