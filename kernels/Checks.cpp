@@ -419,29 +419,33 @@ int64_t checkArgsort(const KernelContext &ctx) {
 // Row-wise ops
 //===----------------------------------------------------------------------===//
 
+namespace {
+/// The axis of a LayerNorm of inputs[0], and its scale and bias (inputs scaleInput and the next)
+/// of the normalized shape.
+int64_t layerNormScaleAndBias(const KernelContext &ctx, size_t scaleInput) {
+  const TensorRef &in = ctx.inputs[0];
+  int64_t axis = rowAxis(ctx, in.rank(), false);
+  TensorRef normalized{nullptr, in.dtype, std::vector<int64_t>(in.shape.begin() + axis, in.shape.end())};
+  checkSame(ctx, ctx.inputs[scaleInput], normalized, "scale");
+  checkSame(ctx, ctx.inputs[scaleInput + 1], normalized, "bias");
+  return axis;
+}
+} // namespace
+
 int64_t checkLayerNorm(const KernelContext &ctx) {
   if (ctx.inputs.size() != 3 || ctx.outputs.size() != 1)
     ctx.fail("expected 3 inputs (input, scale, bias) and 1 output");
-  const TensorRef &in = ctx.inputs[0];
-  int64_t axis = rowAxis(ctx, in.rank(), false);
-  checkSame(ctx, ctx.outputs[0], in, "output");
-  TensorRef normalized{nullptr, in.dtype, std::vector<int64_t>(in.shape.begin() + axis, in.shape.end())};
-  checkSame(ctx, ctx.inputs[1], normalized, "scale");
-  checkSame(ctx, ctx.inputs[2], normalized, "bias");
-  return axis;
+  checkSame(ctx, ctx.outputs[0], ctx.inputs[0], "output");
+  return layerNormScaleAndBias(ctx, 1);
 }
 
 int64_t checkAddLayerNorm(const KernelContext &ctx) {
   checkArity(ctx, 4, 2);
   const TensorRef &in = ctx.inputs[0];
-  int64_t axis = rowAxis(ctx, in.rank(), false);
   checkSame(ctx, ctx.inputs[1], in, "rhs");
   checkSame(ctx, ctx.outputs[0], in, "sum");
   checkSame(ctx, ctx.outputs[1], in, "result");
-  TensorRef normalized{nullptr, in.dtype, std::vector<int64_t>(in.shape.begin() + axis, in.shape.end())};
-  checkSame(ctx, ctx.inputs[2], normalized, "scale");
-  checkSame(ctx, ctx.inputs[3], normalized, "bias");
-  return axis;
+  return layerNormScaleAndBias(ctx, 2);
 }
 
 int64_t checkSoftmax(const KernelContext &ctx) {

@@ -29,6 +29,15 @@ const char *memorySpaceName(MemorySpace space);
 std::optional<MemorySpace> parseMemorySpace(const std::string &name);
 
 int64_t numElements(const std::vector<int64_t> &shape);
+/// Element strides of a contiguous row-major tensor of `shape`.
+inline std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> s(shape.size());
+  for (int64_t i = (int64_t)shape.size() - 1, acc = 1; i >= 0; --i) {
+    s[i] = acc;
+    acc *= shape[i];
+  }
+  return s;
+}
 std::string shapeString(const std::vector<int64_t> &shape);
 
 /// A typed view of memory owned elsewhere (the arena, a parameter, an input).

@@ -11,9 +11,9 @@
 #include "mlir/Pass/PassManager.h"
 
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cerrno>
 #include <regex>
 #include <unordered_map>
 

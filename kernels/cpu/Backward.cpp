@@ -85,11 +85,7 @@ void padTyped(const KernelContext &ctx, const TensorRef &in, const TensorRef &ou
     dst[0] = src[0];
     return;
   }
-  std::vector<int64_t> ostride(r);
-  for (int64_t d = r - 1, acc = 1; d >= 0; --d) {
-    ostride[d] = acc;
-    acc *= out.shape[d];
-  }
+  std::vector<int64_t> ostride = rowMajorStrides(out.shape);
   int64_t len = in.shape[r - 1], rows = in.numel() / len, step = interior[r - 1] + 1;
 #pragma omp parallel for num_threads(threads) if (in.numel() > kParallelMin) schedule(static)
   for (int64_t row = 0; row < rows; ++row) {
@@ -324,11 +320,7 @@ void gatherElementsGradKernel(KernelContext &ctx) {
   const TensorRef &grad = ctx.inputs[0], &indices = ctx.inputs[1], &out = ctx.outputs[0];
   int64_t r = out.rank();
   std::vector<int64_t> idx = readIndices(ctx, indices, out.shape[axis]);
-  std::vector<int64_t> ostride(r);
-  for (int64_t d = r - 1, acc = 1; d >= 0; --d) {
-    ostride[d] = acc;
-    acc *= out.shape[d];
-  }
+  std::vector<int64_t> ostride = rowMajorStrides(out.shape);
   const auto &is = indices.shape;
   int64_t outer = numElements({is.begin(), is.begin() + axis}), len = is[axis];
   int64_t inner = numElements({is.begin() + axis + 1, is.end()});

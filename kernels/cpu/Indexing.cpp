@@ -86,11 +86,7 @@ template <typename Word>
 void gatherElementsRows(const KernelContext &ctx, const TensorRef &data, const TensorRef &indices,
                         const std::vector<int64_t> &idx, int64_t axis, Word *dst) {
   int64_t r = data.rank();
-  std::vector<int64_t> strides(r);
-  for (int64_t d = r - 1, acc = 1; d >= 0; --d) {
-    strides[d] = acc;
-    acc *= data.shape[d];
-  }
+  std::vector<int64_t> strides = rowMajorStrides(data.shape);
   const auto &is = indices.shape;
   int64_t rows = numElements({is.begin(), is.begin() + axis + 1}), len = is[axis];
   int64_t inner = numElements({is.begin() + axis + 1, is.end()}), axisStride = strides[axis];
@@ -150,11 +146,7 @@ void scatterNDKernel(KernelContext &ctx) {
   TensorRef &out = ctx.outputs[0];
   int64_t r = data.rank();
   std::vector<int64_t> idx = readIndices(ctx, indices);
-  std::vector<int64_t> strides(r);
-  for (int64_t d = r - 1, acc = 1; d >= 0; --d) {
-    strides[d] = acc;
-    acc *= data.shape[d];
-  }
+  std::vector<int64_t> strides = rowMajorStrides(data.shape);
   int64_t slice = numElements({data.shape.begin() + q, data.shape.end()});
   int64_t nTuples = numElements({indices.shape.begin(), indices.shape.end() - 1});
   std::vector<int64_t> offsets(nTuples, 0);

@@ -15,16 +15,6 @@ namespace {
 
 constexpr int64_t kParallelBytes = 1 << 18; // below this, thread start-up costs more than it saves
 
-std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape) {
-  std::vector<int64_t> s(shape.size());
-  int64_t acc = 1;
-  for (int64_t i = (int64_t)shape.size() - 1; i >= 0; --i) {
-    s[i] = acc;
-    acc *= shape[i];
-  }
-  return s;
-}
-
 /// memcpy split across threads when it is large.
 void parallelCopy(void *dst, const void *src, size_t bytes, int threads) {
   if (dst == src || bytes == 0)

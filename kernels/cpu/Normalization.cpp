@@ -49,30 +49,20 @@ void layerNormRows(const KernelContext &ctx, const T *x, const T *scale, const T
   }
 }
 
-void layerNormKernel(KernelContext &ctx) {
-  int64_t axis = checkLayerNorm(ctx);
-  const TensorRef &in = ctx.inputs[0], &scale = ctx.inputs[1], &bias = ctx.inputs[2];
-  const TensorRef &out = ctx.outputs[0];
-  double eps = ctx.attrs.epsilon;
+/// cpc.layer_norm (input, scale, bias -> result), or cpc.add_layer_norm (WithResidual: lhs, rhs,
+/// scale, bias -> sum, result).
+template <bool WithResidual> void layerNormKernel(KernelContext &ctx) {
+  int64_t axis = WithResidual ? checkAddLayerNorm(ctx) : checkLayerNorm(ctx);
+  const size_t s = WithResidual ? 2 : 1; // the scale's input
+  const TensorRef &in = ctx.inputs[0], &scale = ctx.inputs[s], &bias = ctx.inputs[s + 1];
+  const TensorRef &out = ctx.outputs[WithResidual ? 1 : 0];
   int64_t n = numElements({in.shape.begin() + axis, in.shape.end()}), rows = n ? in.numel() / n : 0;
   if (rows == 0 || n == 0)
     return;
   dispatchFloat(ctx, in.dtype, [&](auto zero) {
     using T = decltype(zero);
-    layerNormRows<T>(ctx, in.as<T>(), scale.as<T>(), bias.as<T>(), out.as<T>(), rows, n, eps);
-  });
-}
-
-void addLayerNormKernel(KernelContext &ctx) {
-  int64_t axis = checkAddLayerNorm(ctx);
-  const TensorRef &lhs = ctx.inputs[0], &rhs = ctx.inputs[1], &scale = ctx.inputs[2], &bias = ctx.inputs[3];
-  int64_t n = numElements({lhs.shape.begin() + axis, lhs.shape.end()}), rows = n ? lhs.numel() / n : 0;
-  if (rows == 0 || n == 0)
-    return;
-  dispatchFloat(ctx, lhs.dtype, [&](auto zero) {
-    using T = decltype(zero);
-    layerNormRows<T>(ctx, lhs.as<T>(), scale.as<T>(), bias.as<T>(), ctx.outputs[1].as<T>(), rows, n,
-                     ctx.attrs.epsilon, rhs.as<T>(), ctx.outputs[0].as<T>());
+    layerNormRows<T>(ctx, in.as<T>(), scale.as<T>(), bias.as<T>(), out.as<T>(), rows, n, ctx.attrs.epsilon,
+                     WithResidual ? ctx.inputs[1].as<T>() : nullptr, WithResidual ? ctx.outputs[0].as<T>() : nullptr);
   });
 }
 
@@ -139,8 +129,8 @@ void softmaxKernel(KernelContext &ctx) {
 } // namespace
 
 void registerNormalizationKernels(KernelRegistry &r) {
-  r.add("cpc.layer_norm", layerNormKernel);
-  r.add("cpc.add_layer_norm", addLayerNormKernel);
+  r.add("cpc.layer_norm", layerNormKernel<false>);
+  r.add("cpc.add_layer_norm", layerNormKernel<true>);
   r.add("cpc.softmax", softmaxKernel);
 }
 

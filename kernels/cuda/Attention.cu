@@ -31,8 +31,8 @@ int64_t sliceGroup(const AttentionDims &dims, DType dtype) {
   return dims.tokenMajor ? std::max<int64_t>(1, group / dims.heads) * dims.heads : group;
 }
 
-/// The matrices (rows x width per slice) of q, k, v, the result or a gradient, slices
-/// [first, first + count), as (batch, head) slices: heads are the inner index.
+/// The matrices (rows x width per slice) of q, k, v, the result or a gradient as (batch, head)
+/// slices, heads the inner index (SliceGemm offsets them to its first slice).
 SlicedMatrices operandSlices(const AttentionDims &dims, int64_t rows, int64_t width) {
   int64_t heads = dims.tokenMajor ? dims.heads : 1;
   return SlicedMatrices{rows, width, dims.rowStride(width), rows * heads * width,

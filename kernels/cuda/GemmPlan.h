@@ -101,6 +101,22 @@ inline std::vector<BatchDim> mergeBatchDims(const std::vector<BatchDim> &dims) {
 
 } // namespace gemmdetail
 
+/// Sets `p`'s problem to the row-major C[M, N] = op(lhs) op(rhs), each operand stored with the
+/// row stride given (lhs [M, K], or [K, M] transposed; rhs [K, N], or [N, K]; C [M, N]): the
+/// transpose C^T = op(rhs)^T op(lhs)^T in cuBLASLt's column-major terms (batch strides 0).
+inline void setRowMajorProblem(GemmPlan &p, int64_t M, int64_t N, int64_t K, int64_t lhsLd, int64_t rhsLd,
+                               int64_t outLd, bool transposeLhs, bool transposeRhs) {
+  p.M = M, p.N = N, p.K = K;
+  p.m = N, p.n = M, p.k = K;
+  // rhs stored [K, N] is column-major N x K; stored [N, K] it is K x N, transposed.
+  p.a = transposeRhs ? GemmMatrix{K, N, std::max<int64_t>(rhsLd, 1), true, 0}
+                     : GemmMatrix{N, K, std::max<int64_t>(rhsLd, 1), false, 0};
+  // lhs stored [M, K] is column-major K x M; stored [K, M] it is M x K, transposed.
+  p.b = transposeLhs ? GemmMatrix{M, K, std::max<int64_t>(lhsLd, 1), true, 0}
+                     : GemmMatrix{K, M, std::max<int64_t>(lhsLd, 1), false, 0};
+  p.d = GemmMatrix{N, M, std::max<int64_t>(outLd, 1), false, 0};
+}
+
 /// The cuBLASLt calls of cpc.matmul(lhs, rhs) -> out, after the CPU kernel's checks
 /// (matmulShape, kernels/Checks.h: its messages become `error`).
 inline GemmPlan planGemm(const std::vector<int64_t> &lhs, const std::vector<int64_t> &rhs,
@@ -121,15 +137,7 @@ inline GemmPlan planGemm(const std::vector<int64_t> &lhs, const std::vector<int6
   // [batch * M, K] matrix, so one GEMM with M folded (a Linear layer's shape).
   bool fold = numElements(bBatch) == 1 && numElements(aBatch) == nBatch && !transposeLhs;
   int64_t rows = fold ? M * nBatch : M;
-  p.M = rows, p.N = N, p.K = K;
-  p.m = N, p.n = rows, p.k = K;
-  // rhs stored [K, N] is column-major N x K (ld N); stored [N, K] it is K x N (ld K), transposed.
-  p.a = transposeRhs ? GemmMatrix{K, N, std::max<int64_t>(K, 1), true, 0}
-                     : GemmMatrix{N, K, std::max<int64_t>(N, 1), false, 0};
-  // lhs stored [M, K] is column-major K x M (ld K); stored [K, M] it is M x K (ld M), transposed.
-  p.b = transposeLhs ? GemmMatrix{rows, K, std::max<int64_t>(rows, 1), true, 0}
-                     : GemmMatrix{K, rows, std::max<int64_t>(K, 1), false, 0};
-  p.d = GemmMatrix{N, rows, std::max<int64_t>(N, 1), false, 0};
+  setRowMajorProblem(p, rows, N, K, transposeLhs ? rows : K, transposeRhs ? K : N, N, transposeLhs, transposeRhs);
   if (fold)
     return p;
 
@@ -177,18 +185,14 @@ inline GemmPlan planSlicedGemm(int64_t outer, int64_t inner, const SlicedMatrice
     p.error = "sliced operands do not multiply";
     return p;
   }
-  p.M = M, p.N = N, p.K = K;
-  p.m = N, p.n = M, p.k = K;
+  setRowMajorProblem(p, M, N, K, lhs.ld, rhs.ld, out.ld, transposeLhs, transposeRhs);
   p.empty = outer * inner * M * N == 0;
   p.zeroFill = !p.empty && K == 0;
-  // As in planGemm: a row-major block with row stride ld is a column-major matrix with that ld.
   const bool innerBatch = inner > 1 || outer == 1; // one of the two becomes cuBLASLt's batch
   auto batchStride = [&](const SlicedMatrices &x) { return innerBatch ? x.innerStride : x.outerStride; };
-  p.a = transposeRhs ? GemmMatrix{K, N, std::max<int64_t>(rhs.ld, 1), true, batchStride(rhs)}
-                     : GemmMatrix{N, K, std::max<int64_t>(rhs.ld, 1), false, batchStride(rhs)};
-  p.b = transposeLhs ? GemmMatrix{M, K, std::max<int64_t>(lhs.ld, 1), true, batchStride(lhs)}
-                     : GemmMatrix{K, M, std::max<int64_t>(lhs.ld, 1), false, batchStride(lhs)};
-  p.d = GemmMatrix{N, M, std::max<int64_t>(out.ld, 1), false, batchStride(out)};
+  p.a.batchStride = batchStride(rhs);
+  p.b.batchStride = batchStride(lhs);
+  p.d.batchStride = batchStride(out);
   p.batchCount = innerBatch ? inner : outer;
   if (innerBatch && outer > 1)
     p.loops.push_back({outer, rhs.outerStride, lhs.outerStride, out.outerStride});

@@ -16,7 +16,6 @@
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/IndexingLaunch.h"
 #include "kernels/cuda/IndexingMath.h"
-#include "kernels/cuda/MovementMath.h"      // rowMajorStrides
 #include "kernels/cuda/NormalizationMath.h" // RowShape: rows along an axis
 
 #include <cub/device/device_radix_sort.cuh>

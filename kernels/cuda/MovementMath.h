@@ -72,14 +72,6 @@ inline bool planStridedCopy(const std::vector<int64_t> &shape, const std::vector
   return true;
 }
 
-inline std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape) {
-  std::vector<int64_t> s(shape.size());
-  for (int64_t i = (int64_t)shape.size() - 1, acc = 1; i >= 0; --i) {
-    s[i] = acc;
-    acc *= shape[i];
-  }
-  return s;
-}
 
 // The strided views of the three ops, from operands their kernels have checked (as the CPU
 // kernels check them): strides in input elements per result dim, and the first element.

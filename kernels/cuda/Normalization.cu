@@ -201,17 +201,22 @@ __global__ void layerNormGradFinish(const double *partials, T *dscale, T *dbias,
 // Host side: the ops' checks (kernels/Checks.h), then launches.
 //===----------------------------------------------------------------------===//
 
-void layerNorm(KernelContext &ctx) {
-  int64_t axis = checkLayerNorm(ctx);
-  const TensorRef &in = ctx.inputs[0], &scale = ctx.inputs[1], &bias = ctx.inputs[2], &out = ctx.outputs[0];
+/// cpc.layer_norm (input, scale, bias -> result), or cpc.add_layer_norm (WithResidual: lhs, rhs,
+/// scale, bias -> sum, result).
+template <bool WithResidual> void layerNorm(KernelContext &ctx) {
+  int64_t axis = WithResidual ? checkAddLayerNorm(ctx) : checkLayerNorm(ctx);
+  const size_t s = WithResidual ? 2 : 1; // the scale's input
+  const TensorRef &in = ctx.inputs[0], &scale = ctx.inputs[s], &bias = ctx.inputs[s + 1];
+  const TensorRef &out = ctx.outputs[WithResidual ? 1 : 0];
   int64_t len = numElements({in.shape.begin() + axis, in.shape.end()}), rows = len ? in.numel() / len : 0;
   if (rows == 0 || len == 0)
     return;
   RowGroupLaunch l = rowGroupLaunch(rows, len);
   dispatchDevice<kFloat>(ctx, in.dtype, [&](auto zero) {
     using T = decltype(zero);
-    layerNormRows<T><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(in.as<T>(), scale.as<T>(), bias.as<T>(), out.as<T>(),
-                                                                rows, len, l.threadsPerRow, ctx.attrs.epsilon);
+    layerNormRows<T><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(
+        in.as<T>(), scale.as<T>(), bias.as<T>(), out.as<T>(), rows, len, l.threadsPerRow, ctx.attrs.epsilon,
+        WithResidual ? ctx.inputs[1].as<T>() : nullptr, WithResidual ? ctx.outputs[0].as<T>() : nullptr);
   });
   checkLaunch(ctx);
 }
@@ -227,22 +232,6 @@ void softmaxGrad(KernelContext &ctx) {
 }
 
 size_t alignUp(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
-void addLayerNorm(KernelContext &ctx) {
-  int64_t axis = checkAddLayerNorm(ctx);
-  const TensorRef &lhs = ctx.inputs[0], &rhs = ctx.inputs[1], &scale = ctx.inputs[2], &bias = ctx.inputs[3];
-  int64_t len = numElements({lhs.shape.begin() + axis, lhs.shape.end()}), rows = len ? lhs.numel() / len : 0;
-  if (rows == 0 || len == 0)
-    return;
-  RowGroupLaunch l = rowGroupLaunch(rows, len);
-  dispatchDevice<kFloat>(ctx, lhs.dtype, [&](auto zero) {
-    using T = decltype(zero);
-    layerNormRows<T><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(
-        lhs.as<T>(), scale.as<T>(), bias.as<T>(), ctx.outputs[1].as<T>(), rows, len, l.threadsPerRow,
-        ctx.attrs.epsilon, rhs.as<T>(), ctx.outputs[0].as<T>());
-  });
-  checkLaunch(ctx);
-}
 
 /// cpc.layer_norm_grad, or cpc.layer_norm_grad_add (WithAddend: a 4th input added to dx).
 template <bool WithAddend> void layerNormGrad(KernelContext &ctx) {
@@ -311,13 +300,13 @@ void launchSoftmaxGrad(const KernelContext &ctx, const TensorRef &y, const Tenso
 
 void registerCudaNormalizationKernels(KernelRegistry &registry) {
   for (DType t : cuda::kFloatTypes) {
-    registry.add("cpc.layer_norm", DeviceKind::Cuda, t, cuda::layerNorm);
+    registry.add("cpc.layer_norm", DeviceKind::Cuda, t, cuda::layerNorm<false>);
     registry.add("cpc.softmax", DeviceKind::Cuda, t, cuda::softmax);
     registry.add("cpc.softmax_grad", DeviceKind::Cuda, t, cuda::softmaxGrad);
     registry.add("cpc.layer_norm_grad", DeviceKind::Cuda, t, cuda::layerNormGrad<false>);
   }
   for (DType t : {DType::F32, DType::F64}) { // the residual fusions are f32/f64 only (FusedOps.cpp)
-    registry.add("cpc.add_layer_norm", DeviceKind::Cuda, t, cuda::addLayerNorm);
+    registry.add("cpc.add_layer_norm", DeviceKind::Cuda, t, cuda::layerNorm<true>);
     registry.add("cpc.layer_norm_grad_add", DeviceKind::Cuda, t, cuda::layerNormGrad<true>);
   }
 }

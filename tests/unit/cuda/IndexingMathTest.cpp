@@ -5,9 +5,9 @@
 // target, the per-column walks, the bitonic network) and compares with the CPU kernels: sums are
 // taken in the CPU kernels' order, so results must be identical, bit for bit.
 //
+#include "kernels/Tensor.h" // rowMajorStrides
 #include "kernels/cuda/IndexingLaunch.h"
 #include "kernels/cuda/IndexingMath.h"
-#include "kernels/cuda/MovementMath.h"      // rowMajorStrides
 #include "kernels/cuda/NormalizationMath.h" // RowShape
 #include "tests/unit/cuda/CudaTestUtil.h"
 

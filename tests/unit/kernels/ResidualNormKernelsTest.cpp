@@ -58,25 +58,31 @@ template <typename T> void checkBackward(const Case &c, DType t, int threads) {
   EXPECT_EQ(fdb, db);
 }
 
-// Tests that add_layer_norm writes the add's sum and the LayerNorm of it, bit for bit.
-TEST(ResidualNormKernels, AddLayerNormIsAddThenLayerNorm) {
+/// Runs check(case, threads) on MAE's row shape, two normalized dims and many rows, at 1 and 2
+/// threads.
+template <typename F> void forEachCase(F check) {
   for (const Case &c : {Case{{4, 17, 192}, 2}, Case{{3, 5, 6, 7}, 2}, Case{{600, 128}, 1}})
     for (int threads : {1, 2}) {
       SCOPED_TRACE(threads);
-      checkForward<float>(c, DType::F32, threads);
-      checkForward<double>(c, DType::F64, threads);
+      check(c, threads);
     }
+}
+
+// Tests that add_layer_norm writes the add's sum and the LayerNorm of it, bit for bit.
+TEST(ResidualNormKernels, AddLayerNormIsAddThenLayerNorm) {
+  forEachCase([](const Case &c, int threads) {
+    checkForward<float>(c, DType::F32, threads);
+    checkForward<double>(c, DType::F64, threads);
+  });
 }
 
 // Tests that layer_norm_grad_add is layer_norm_grad with the addend added to its input
 // gradient, bit for bit (the scale and bias gradients unchanged).
 TEST(ResidualNormKernels, LayerNormGradAddIsGradThenAdd) {
-  for (const Case &c : {Case{{4, 17, 192}, 2}, Case{{3, 5, 6, 7}, 2}, Case{{600, 128}, 1}})
-    for (int threads : {1, 2}) {
-      SCOPED_TRACE(threads);
-      checkBackward<float>(c, DType::F32, threads);
-      checkBackward<double>(c, DType::F64, threads);
-    }
+  forEachCase([](const Case &c, int threads) {
+    checkBackward<float>(c, DType::F32, threads);
+    checkBackward<double>(c, DType::F64, threads);
+  });
 }
 
 // Tests that operands of different shapes fail by name.
