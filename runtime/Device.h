@@ -11,6 +11,7 @@
 #define CPC_RUNTIME_DEVICE_H
 
 #include "kernels/Kernel.h"
+#include "kernels/KernelFault.h"
 #include "kernels/Tensor.h"
 
 #include <cstddef>
@@ -95,6 +96,13 @@ public:
   /// a kernel's temporaries. Valid until the next call with the same slot and a larger size.
   virtual void *scratch(int slot, size_t bytes) = 0;
   static constexpr int kScratchSlots = 4;
+
+  /// Faults its kernels record instead of failing (kernels/KernelFault.h): the device tags the
+  /// kernels launched from now on with `site`, and takeFault returns the first fault recorded
+  /// since the last call (kind None when there is none; a fault of work still queued may show
+  /// later) and clears it. The CPU's kernels fail their step themselves: it records nothing.
+  virtual void setFaultSite(int64_t site) {}
+  virtual kernels::KernelFault takeFault() { return {}; }
 };
 
 /// The host: malloc'd memory, work done when called.

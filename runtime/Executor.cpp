@@ -298,8 +298,10 @@ void Executor::run(const std::string &name) {
     program->stepSeconds.resize(program->contexts.size(), 0.0);
   TraceRecorder *trace = options_.trace;
   double programStart = trace ? TraceRecorder::nowUs() : 0.0;
+  const int64_t programIndex = program - programs_.begin();
   for (size_t i = 0; i < program->contexts.size(); ++i) {
     program->contexts[i].step = program->runs;
+    device_->setFaultSite(faultSite(programIndex, i));
     try {
       if (!options_.profile && !trace) {
         program->kernels[i](program->contexts[i]);
@@ -323,6 +325,7 @@ void Executor::run(const std::string &name) {
                          "): " + e.what());
     }
   }
+  checkDeviceFaults();
   if (trace) { // a pipeline's programs run once per microbatch: the event names it
     bool perMicrobatch = program->desc->phase == ProgramPhase::Forward || program->desc->phase == ProgramPhase::Backward;
     trace->add(perMicrobatch ? name + " mb " + std::to_string(microbatch_) : name + " " + std::to_string(program->runs),
@@ -353,6 +356,22 @@ std::vector<std::pair<std::string, double>> Executor::profile(bool byShape) cons
 
 void Executor::copyToHost(const TensorRef &tensor, void *dst) const {
   device_->copy(dst, MemorySpace::Host, tensor.data, device_->tensorSpace(), tensor.bytes());
+  checkDeviceFaults(); // the work before the copy has run: its faults are recorded
+}
+
+void Executor::checkDeviceFaults() const {
+  kernels::KernelFault fault = device_->takeFault();
+  if (fault.kind == int32_t(kernels::FaultKind::None))
+    return;
+  // As the CPU kernel's failure reads once run() has named its step.
+  std::string where = "a device kernel";
+  size_t programIndex = size_t(fault.site >> 32), step = size_t(fault.site & 0xffffffff);
+  if (programIndex < programs_.size() && step < programs_[programIndex].desc->steps.size()) {
+    const StepDesc &s = programs_[programIndex].desc->steps[step];
+    where = "program " + programs_[programIndex].desc->name + ", step " + std::to_string(step) + " (" + s.loc +
+            "): " + s.op;
+  }
+  throw RuntimeError(where + ": " + kernels::describeFault(fault));
 }
 
 HostTensor Executor::readOutput(const std::string &name, const std::string &program) const {

@@ -70,6 +70,13 @@ public:
   double readScalar(const std::string &name, const std::string &program = "") const;
   /// Copies the bytes of `tensor` (a view of this executor's memory) to host memory at `dst`.
   void copyToHost(const TensorRef &tensor, void *dst) const;
+  /// Throws RuntimeError naming the step, with the CPU kernel's message, when a kernel of this
+  /// executor's device recorded a fault (kernels/KernelFault.h) that the host has not taken yet.
+  /// run() checks at its end (faults of work still queued show later) and copyToHost after its
+  /// copy (all work before it has run).
+  void checkDeviceFaults() const;
+  /// The tag of step `step` of program `program` in the device's fault records.
+  static int64_t faultSite(int64_t program, int64_t step) { return program << 32 | step; }
   Device &device() const { return *device_; }
   /// The communicator the steps' collectives use (null without one).
   Communicator *communicator() const { return options_.comm; }

@@ -27,6 +27,8 @@ inline CudaDevice &deviceOf(const KernelContext &ctx) {
   return *static_cast<CudaDevice *>(ctx.device);
 }
 inline cudaStream_t streamOf(const KernelContext &ctx) { return deviceOf(ctx).stream(); }
+/// Where a kernel that can fault reports (kernels/KernelFault.h).
+inline FaultSink faultSinkOf(const KernelContext &ctx) { return deviceOf(ctx).faultSink(); }
 
 /// Fails the step when the last launch was refused (bad configuration, no kernel image).
 inline void checkLaunch(const KernelContext &ctx) {

@@ -171,6 +171,16 @@ template <typename T, typename R, typename Op> void runBinary(KernelContext &ctx
     launchOver(ctx, n, binaryKernel<T, R, Op, Indexing::Wide>, a, b, o, n, g, op);
 }
 
+/// An op that can fault (one with a `fault` member: DivOp) reports to the step's device.
+template <typename Op, typename = void> struct CanFault : std::false_type {};
+template <typename Op> struct CanFault<Op, std::void_t<decltype(std::declval<Op &>().fault)>> : std::true_type {};
+template <typename Op> Op opFor(const KernelContext &ctx) {
+  Op op{};
+  if constexpr (CanFault<Op>::value)
+    op.fault = faultSinkOf(ctx);
+  return op;
+}
+
 template <unsigned K, typename Op, bool BoolResult = false> void binaryHost(KernelContext &ctx) {
   checkBinary(ctx);
   const TensorRef &lhs = ctx.inputs[0];
@@ -178,7 +188,7 @@ template <unsigned K, typename Op, bool BoolResult = false> void binaryHost(Kern
     using T = decltype(tag);
     using R = std::conditional_t<BoolResult, bool, T>;
     checkOutput(ctx, BoolResult ? DType::I1 : lhs.dtype, nullptr);
-    runBinary<T, R>(ctx, Op{});
+    runBinary<T, R>(ctx, opFor<Op>(ctx));
   });
 }
 

@@ -11,6 +11,7 @@
 #define CPC_KERNELS_CUDA_ELEMENTWISEMATH_H
 
 #include "kernels/Checks.h"
+#include "kernels/KernelFault.h"
 #include "kernels/cpu/FastMath.h"
 #include "kernels/cuda/HostDevice.h"
 #include "kernels/cuda/Launch.h"
@@ -209,11 +210,15 @@ struct AddOp { template <class T> CPC_HD T operator()(T a, T b) const { return T
 struct SubOp { template <class T> CPC_HD T operator()(T a, T b) const { return T(a - b); } };
 struct MulOp { template <class T> CPC_HD T operator()(T a, T b) const { return T(a * b); } };
 struct DivOp {
+  FaultSink fault; // where an integer division by zero is reported
   template <class T> CPC_HD T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
-      // The CPU kernel rejects a zero divisor up front; a kernel cannot, so it yields 0.
-      if (b == T(0))
+      // The CPU kernel rejects a zero divisor up front; a kernel records the fault for the host
+      // (which then fails the step) and yields 0.
+      if (b == T(0)) {
+        fault.report(FaultKind::IntegerDivisionByZero);
         return T(0);
+      }
       // MIN / -1 overflows: negate through unsigned, which wraps as the CPU kernel does.
       if constexpr (std::is_signed_v<T>)
         if (b == T(-1))

@@ -8,8 +8,9 @@
 // another's. topk and argsort sort each row in shared memory (bitonic network, ties by index).
 //
 // Indices wrap once when negative and honour block_axes (indexBlock) as on the CPU. An index out
-// of range, where the CPU kernels fail, is not reported (that would need a sync): the GPU kernels
-// treat it as outside this rank's block (a zero result, no update).
+// of range, where the CPU kernels fail, is recorded in the device's fault record (the host fails
+// the step with the CPU's message when it next looks, kernels/KernelFault.h) and treated as
+// outside this rank's block meanwhile (a zero result, no update).
 //
 #include "kernels/Checks.h"
 #include "kernels/cuda/CudaCommon.cuh"
@@ -32,26 +33,29 @@ namespace {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
 template <typename W, typename I>
-__global__ void gatherKernel(W *out, const W *data, const I *indices, GatherShape g, IndexRange r, int64_t total) {
+__global__ void gatherKernel(W *out, const W *data, const I *indices, GatherShape g, IndexRange r, int64_t total,
+                             FaultSink fault, int32_t axis) {
   CPC_GRID_STRIDE(e, total) {
     GatherCoord c = gatherCoord(g, e);
-    int64_t p = localIndex(int64_t(indices[c.i]), r);
+    int64_t p = checkedLocalIndex(int64_t(indices[c.i]), r, fault, axis);
     out[e] = p < 0 ? W(0) : data[gatherSource(g, c, p)];
   }
 }
 
 template <typename W, typename I>
-__global__ void gatherElementsKernel(W *out, const W *data, const I *indices, ElementsMap m, IndexRange r, int64_t total) {
+__global__ void gatherElementsKernel(W *out, const W *data, const I *indices, ElementsMap m, IndexRange r, int64_t total,
+                                     FaultSink fault) {
   CPC_GRID_STRIDE(e, total) {
-    int64_t p = localIndex(int64_t(indices[e]), r);
+    int64_t p = checkedLocalIndex(int64_t(indices[e]), r, fault, m.axis);
     out[e] = p < 0 ? W(0) : data[elementsOffset(m, e, p)];
   }
 }
 
 template <typename I>
-__global__ void gatherGradKeys(const I *indices, uint32_t *keys, int32_t *positions, int64_t n, IndexRange r) {
+__global__ void gatherGradKeys(const I *indices, uint32_t *keys, int32_t *positions, int64_t n, IndexRange r,
+                               FaultSink fault) {
   CPC_GRID_STRIDE(i, n) {
-    keys[i] = targetKey(localIndex(int64_t(indices[i]), r), r.local);
+    keys[i] = targetKey(checkedLocalIndex(int64_t(indices[i]), r, fault, -1), r.local);
     positions[i] = int32_t(i);
   }
 }
@@ -77,11 +81,11 @@ __global__ void gatherGradRuns(T *out, const T *grad, const uint32_t *keys, cons
 /// One thread per column (o, k) of the indices: adds its gradients along the axis, in order.
 template <typename T, typename Acc, typename I>
 __global__ void gatherElementsGradColumns(Acc *sums, const T *grad, const I *indices, ElementsMap m, IndexRange r,
-                                          int64_t outer, int64_t len, int64_t inner) {
+                                          int64_t outer, int64_t len, int64_t inner, FaultSink fault) {
   CPC_GRID_STRIDE(column, outer * inner) {
     int64_t o = column / inner, k = column % inner;
     for (int64_t j = 0; j < len; ++j) {
-      int64_t e = (o * len + j) * inner + k, p = localIndex(int64_t(indices[e]), r);
+      int64_t e = (o * len + j) * inner + k, p = checkedLocalIndex(int64_t(indices[e]), r, fault, -1);
       if (p >= 0)
         sums[elementsOffset(m, e, p)] += load(grad, e);
     }
@@ -94,9 +98,9 @@ template <typename T> __global__ void narrowKernel(T *out, const float *in, int6
 
 template <typename I>
 __global__ void scatterKeys(const I *indices, uint32_t *keys, int32_t *positions, int64_t tuples, ScatterDims dims,
-                            int64_t slots) {
+                            int64_t slots, FaultSink fault) {
   CPC_GRID_STRIDE(t, tuples) {
-    keys[t] = targetKey(scatterSlot(dims, indices + t * dims.q), slots);
+    keys[t] = targetKey(scatterSlot(dims, indices + t * dims.q, fault), slots);
     positions[t] = int32_t(t);
   }
 }
@@ -262,7 +266,7 @@ void gather(KernelContext &ctx) {
     using I = decltype(index);
     using W = decltype(word);
     gatherKernel<W, I><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(out.as<W>(), data.as<W>(), indices.as<I>(), g, r,
-                                                                   out.numel());
+                                                                   out.numel(), faultSinkOf(ctx), int32_t(axis));
   });
 }
 
@@ -276,7 +280,7 @@ void gatherElements(KernelContext &ctx) {
     using I = decltype(index);
     using W = decltype(word);
     gatherElementsKernel<W, I><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(out.as<W>(), data.as<W>(), indices.as<I>(),
-                                                                           m, range, out.numel());
+                                                                           m, range, out.numel(), faultSinkOf(ctx));
   });
 }
 
@@ -294,7 +298,7 @@ void gatherGrad(KernelContext &ctx) {
         return;
       SortedTargets sorted = sortByTarget(ctx, g.n, (uint64_t)g.size, [&](uint32_t *k, int32_t *p) {
         LaunchConfig l = gridFor(ctx, g.n);
-        gatherGradKeys<I><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(indices.as<I>(), k, p, g.n, range);
+        gatherGradKeys<I><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(indices.as<I>(), k, p, g.n, range, faultSinkOf(ctx));
       });
       LaunchConfig l = gridFor(ctx, grad.numel());
       gatherGradRuns<T><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(out.as<T>(), grad.as<T>(), sorted.keys, sorted.positions, g,
@@ -324,7 +328,7 @@ void gatherElementsGrad(KernelContext &ctx) {
       if (grad.numel() > 0) {
         LaunchConfig l = gridFor(ctx, outer * inner);
         gatherElementsGradColumns<T, Acc, I><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(
-            sums, grad.as<T>(), indices.as<I>(), m, range, outer, len, inner);
+            sums, grad.as<T>(), indices.as<I>(), m, range, outer, len, inner, faultSinkOf(ctx));
       }
       if constexpr (narrow) {
         if (out.numel() > 0) {
@@ -361,7 +365,8 @@ void scatterND(KernelContext &ctx) {
       return;
     SortedTargets sorted = sortByTarget(ctx, tuples, (uint64_t)slots, [&](uint32_t *k, int32_t *p) {
       LaunchConfig l = gridFor(ctx, tuples);
-      scatterKeys<I><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(indices.as<I>(), k, p, tuples, dims, slots);
+      scatterKeys<I><<<l.blocks, l.threads, 0, streamOf(ctx)>>>(indices.as<I>(), k, p, tuples, dims, slots,
+                                                                 faultSinkOf(ctx));
     });
     withStorage(ctx, data.dtype, [&](auto zero) {
       using T = decltype(zero);

@@ -9,6 +9,7 @@
 #ifndef CPC_KERNELS_CUDA_INDEXINGMATH_H
 #define CPC_KERNELS_CUDA_INDEXINGMATH_H
 
+#include "kernels/KernelFault.h"
 #include "kernels/OpAttrs.h"
 #include "kernels/cuda/HostDevice.h"
 
@@ -27,12 +28,20 @@ constexpr int64_t kOutsideBlock = -1, kOutOfRange = -2;
 
 /// The local position of index `idx`: negatives wrap once; kOutsideBlock outside this rank's block
 /// (the result is zero there, as on the CPU); kOutOfRange outside [-global, global), where the CPU
-/// kernel fails and the GPU kernels (which cannot report without a sync) treat it as outside.
+/// kernel fails and the GPU kernels record the fault for the host and treat it as outside.
 CPC_HD int64_t localIndex(int64_t idx, const IndexRange &r) {
   int64_t i = idx < 0 ? idx + r.global : idx;
   if (i < 0 || i >= r.global)
     return kOutOfRange;
   return i >= r.offset && i < r.offset + r.local ? i - r.offset : kOutsideBlock;
+}
+/// localIndex, reporting an index out of range to `fault` as the CPU kernel words it: with the
+/// indexed dim `dim` (gather, gather_elements) or without (-1: their gradients).
+CPC_HD int64_t checkedLocalIndex(int64_t idx, const IndexRange &r, const FaultSink &fault, int32_t dim) {
+  int64_t p = localIndex(idx, r);
+  if (p == kOutOfRange)
+    fault.report(FaultKind::IndexOutOfRange, idx, r.global, dim);
+  return p;
 }
 
 /// gather over [outer, size, inner] with n indices: result element e is (o, i, k) of
@@ -80,13 +89,16 @@ struct ScatterDims {
   int q = 0;
   int64_t shape[kMaxIndexDims] = {};
 };
-template <typename I> CPC_HD int64_t scatterSlot(const ScatterDims &dims, const I *tuple) {
+/// kOutOfRange (reported to `fault`) when an index is outside [-n, n) of its dim.
+template <typename I> CPC_HD int64_t scatterSlot(const ScatterDims &dims, const I *tuple, const FaultSink &fault = {}) {
   int64_t slot = 0;
   for (int d = 0; d < dims.q; ++d) {
-    int64_t i = int64_t(tuple[d]), n = dims.shape[d];
-    i = i < 0 ? i + n : i;
-    if (i < 0 || i >= n)
+    int64_t idx = int64_t(tuple[d]), n = dims.shape[d];
+    int64_t i = idx < 0 ? idx + n : idx;
+    if (i < 0 || i >= n) {
+      fault.report(FaultKind::IndexOutOfRange, idx, n, d);
       return kOutOfRange;
+    }
     slot = slot * n + i;
   }
   return slot;

@@ -2,6 +2,7 @@
 #include "runtime/cuda/CudaDevice.h"
 #include "kernels/cuda/CudaKernels.h"
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -137,6 +138,11 @@ public:
     sms_ = prop.multiProcessorCount;
     capability_ = prop.major * 10 + prop.minor;
     checkCublas(cublasLtCreate(&lt_), "cublasLtCreate");
+    checkCuda(cudaHostAlloc((void **)&faultHost_, sizeof(kernels::KernelFault), cudaHostAllocMapped),
+              "cudaHostAlloc (fault record)");
+    *faultHost_ = kernels::KernelFault{};
+    checkCuda(cudaHostGetDevicePointer((void **)&faultDevice_, faultHost_, 0), "cudaHostGetDevicePointer");
+    faultClaim_ = static_cast<int32_t *>(deviceMemory_.allocate(sizeof(int32_t))); // zero-filled
   }
   ~CudaDeviceImpl() override {
     cudaDeviceSynchronize();
@@ -148,6 +154,7 @@ public:
     if (dnn_)
       cudnnDestroy(dnn_);
     cublasLtDestroy(lt_);
+    cudaFreeHost(faultHost_);
   }
 
   DeviceKind kind() const override { return DeviceKind::Cuda; }
@@ -227,6 +234,26 @@ public:
   int multiprocessors() const override { return sms_; }
   int computeCapability() const override { return capability_; }
 
+  kernels::FaultSink faultSink() const override { return {faultClaim_, faultDevice_, faultSite_}; }
+  void setFaultSite(int64_t site) override { faultSite_ = site; }
+  kernels::KernelFault takeFault() override {
+    volatile kernels::KernelFault *record = faultHost_;
+    if (record->kind == 0)
+      return {};
+    std::atomic_thread_fence(std::memory_order_acquire); // the fields were written before kind
+    kernels::KernelFault fault;
+    fault.kind = record->kind;
+    fault.dim = record->dim;
+    fault.site = record->site;
+    fault.value = record->value;
+    fault.size = record->size;
+    record->kind = 0;
+    // Re-armed in stream order: a kernel queued before this that faults too finds the claim
+    // taken and is not reported (the step already fails with the first).
+    checkCuda(cudaMemsetAsync(faultClaim_, 0, sizeof(int32_t), compute_.get()), "cudaMemsetAsync (fault claim)");
+    return fault;
+  }
+
 private:
   struct Scratch {
     void *ptr = nullptr;
@@ -241,6 +268,9 @@ private:
   cudnnHandle_t dnn_ = nullptr;
   void *workspace_ = nullptr;
   Scratch scratch_[kScratchSlots];
+  kernels::KernelFault *faultHost_ = nullptr, *faultDevice_ = nullptr; // one record, two addresses
+  int32_t *faultClaim_ = nullptr;                                        // device memory
+  int64_t faultSite_ = 0;
 };
 
 } // namespace

@@ -33,6 +33,9 @@ public:
   /// Streaming multiprocessors and compute capability (launch configurations use them).
   virtual int multiprocessors() const = 0;
   virtual int computeCapability() const = 0; // major * 10 + minor
+  /// What a kernel that can fault takes (kernels/KernelFault.h): the device's fault record, in
+  /// pinned host memory the GPU writes through, and the site setFaultSite set.
+  virtual kernels::FaultSink faultSink() const = 0;
 };
 
 } // namespace cpc
