@@ -1,5 +1,6 @@
 //===- NcclCommunicator.cpp - collectives between GPUs over NCCL -----------===//
 #include "runtime/cuda/NcclCommunicator.h"
+#include "kernels/cuda/Collectives.h"
 
 #include <algorithm>
 #include <chrono>
@@ -127,6 +128,10 @@ void NcclCommunicator::shutdown() {
       cudaStreamDestroy(s);
       s = nullptr;
     }
+  if (maxKeys_)
+    cudaFree(maxKeys_);
+  maxKeys_ = nullptr;
+  maxKeysBytes_ = 0;
   Allocator &memory = device_.allocator(MemorySpace::Device);
   for (auto &[bytes, ptr] : spareStaging_)
     memory.deallocate(ptr);
@@ -280,13 +285,37 @@ void NcclCommunicator::allReduce(void *data, int64_t count, DType type, ReduceOp
     world_.allReduce(data, count, type, op, group);
   } else {
     const GroupComm &g = groupComm(kind, group);
-    if (count > 0)
+    if (count > 0 && op == ReduceOp::Max && isFloatDType(type))
+      launch(kind, g.text, comm_, g.comm, where, [&] { return maxKeepingNaN(data, count, type, g.comm); }, true);
+    else if (count > 0)
       launch(kind, g.text, comm_, g.comm, where, [&] {
         return ncclAllReduce(data, data, count, ncclTypeOf(type), op == ReduceOp::Max ? ncclMax : ncclSum, g.comm,
                              comm_);
       }, true);
   }
   Communicator::count(kind, nccl::allReduceBytes(count * dtypeSize(type), nccl::groupSize(group, size_)));
+}
+
+ncclResult_t NcclCommunicator::maxKeepingNaN(void *data, int64_t count, DType type, ncclComm_t comm) {
+  size_t keyBytes = kernels::cuda::maxKeyBytes(type);
+  void *keys = data;
+  if (keyBytes != dtypeSize(type)) {
+    size_t bytes = (size_t)count * keyBytes;
+    if (maxKeysBytes_ < bytes) { // stream-ordered on the comm stream, where every use of it runs
+      if (maxKeys_)
+        checkCuda(cudaFreeAsync(maxKeys_, comm_), "cudaFreeAsync");
+      maxKeys_ = nullptr;
+      maxKeysBytes_ = 0;
+      checkCuda(cudaMallocAsync(&maxKeys_, bytes, comm_), "cudaMallocAsync (max keys)");
+      maxKeysBytes_ = bytes;
+    }
+    keys = maxKeys_;
+  }
+  kernels::cuda::toMaxKeys(data, keys, count, type, comm_);
+  ncclResult_t rc = ncclAllReduce(keys, keys, count, keyBytes == 8 ? ncclInt64 : ncclInt32, ncclMax, comm, comm_);
+  if (rc == ncclSuccess)
+    kernels::cuda::fromMaxKeys(keys, data, count, type, comm_);
+  return rc;
 }
 
 void NcclCommunicator::allGather(const void *send, void *recv, int64_t count, DType type,

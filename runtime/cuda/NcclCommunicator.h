@@ -40,7 +40,9 @@
 // communicator and ends the job (abortMpiJob(1)). A rank that does long host work (saving a
 // checkpoint) while the others wait in a collective needs a larger timeout.
 //
-// Max: NCCL's max drops NaNs (fmaxf), where the MPI communicator keeps them.
+// Max: NCCL's max on floats drops NaNs (fmaxf); the MPI communicator and torch.max keep them. A
+// float max reduces order-preserving integer keys instead (kernels/cuda/CollectiveMath.h), so a
+// NaN on any rank is the result on every rank.
 //
 #ifndef CPC_RUNTIME_CUDA_NCCLCOMMUNICATOR_H
 #define CPC_RUNTIME_CUDA_NCCLCOMMUNICATOR_H
@@ -160,6 +162,9 @@ private:
                                   const std::function<ncclResult_t()> &call, bool computeWaits,
                                   const std::function<void(Tracked &)> &prepare = nullptr);
   void checkNccl(ncclResult_t rc, const std::string &where, ncclComm_t comm) const;
+  /// The float max all-reduce on `comm` that keeps NaN: the values to keys, NCCL's integer max,
+  /// back (queued on the comm stream; 16-bit floats' int32 keys in maxKeys_).
+  ncclResult_t maxKeepingNaN(void *data, int64_t count, DType type, ncclComm_t comm);
   /// Whether a call's buffers are device memory (NCCL) or host memory (the MPI world); throws
   /// when they are mixed.
   bool onDevice(const std::string &where, std::initializer_list<const void *> buffers) const;
@@ -192,6 +197,8 @@ private:
   GroupComm worldGroup_;
   std::map<std::vector<int>, GroupComm> groups_;
   void *barrierValue_ = nullptr;
+  void *maxKeys_ = nullptr; // grow-only, on the comm stream
+  size_t maxKeysBytes_ = 0;
   void *connectBytes_ = nullptr;  // what preparePeers' one-byte messages travel through
   std::vector<bool> connected_;   // peers preparePeers connected
 

@@ -111,13 +111,32 @@ void collectives(Communicator &mpi, Communicator &nccl) {
   const int32_t *ps = (const int32_t *)s.data(), *pm = (const int32_t *)m.data();
   check(ps[0] == n * (n - 1) / 2 && ps[1] == -n * (n - 1) / 2 && ps[2] == 7 * n * (n - 1) / 2 + n, "i32 sum");
   check(pm[0] == n - 1 && pm[1] == 0 && pm[2] == 7 * (n - 1) + 1, "i32 max");
-  // NaN in a max: MPI keeps it, NCCL's fmaxf may drop it. Reported, not checked.
-  float nan = r == n - 1 ? std::nanf("") : float(r);
-  DeviceBytes f(gpu, Bytes((uint8_t *)&nan, (uint8_t *)&nan + 4));
-  nccl.allReduce(f.ptr, 1, DType::F32, ReduceOp::Max, {});
-  Bytes got = f.download();
-  if (r == 0)
-    std::printf("note: NCCL's max %s a NaN\n", std::isnan(*(const float *)got.data()) ? "keeps" : "drops");
+  // A NaN in a max wins on every rank, as in the MPI communicator (the float max reduces
+  // order-preserving keys, kernels/cuda/CollectiveMath.h; NCCL's own fmaxf would drop it).
+  for (DType type : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    const double nan = std::nan("");
+    Bytes in = elementBytes(type, 4, [&](int64_t i) {
+      switch (i) {
+      case 0: return r == n - 1 ? nan : double(r);
+      case 1: return double(r);
+      case 2: return r == 0 ? -nan : double(-r);
+      default: return double(-r - 1);
+      }
+    });
+    DeviceBytes f(gpu, in);
+    nccl.allReduce(f.ptr, 4, type, ReduceOp::Max, {});
+    Bytes got = f.download();
+    auto at = [&](int i) {
+      const uint8_t *p = got.data() + i * dtypeSize(type);
+      switch (type) {
+      case DType::F32: return double(*(const float *)p);
+      case DType::F64: return *(const double *)p;
+      default: return double(load16(type, *(const uint16_t *)p));
+      }
+    };
+    const std::string what = std::string("max with NaNs, ") + dtypeName(type);
+    check(std::isnan(at(0)) && at(1) == n - 1 && std::isnan(at(2)) && at(3) == -1, what);
+  }
 }
 
 /// Groups of a [n/2, 2] mesh made up front (the parity groups above were made lazily: a split
