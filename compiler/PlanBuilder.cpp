@@ -331,6 +331,10 @@ private:
       desc.storedPerm.assign(param.getStoredPermAttr().asArrayRef().begin(), param.getStoredPermAttr().asArrayRef().end());
     }
     size_t bytes = desc.storedBytes();
+    if (options_.syntheticParameters) {
+      desc.synthetic = true; // no blob data: the runtime makes the values
+      return variables_[name] = b;
+    }
     desc.offset = appendToBlob(bytes, [weights = weights_, name, bytes, view = desc.storedView,
                                        perm = desc.storedPerm, elementBytes = dtypeSize(desc.dtype)](uint8_t *dst) {
       if (view.empty())

@@ -21,6 +21,10 @@ struct PlanOptions {
   bool inPlace = true;
   /// Refuse a plan in which some rank would wait forever (off only to test the runtime's check).
   bool checkSchedule = true;
+  /// Leave the parameters' initial values out of the plan (cpc compile --synthetic-weights):
+  /// cpc-run fills them with deterministic pseudo-random values. For benchmarks of models whose
+  /// weights are too large to move to where the plan runs.
+  bool syntheticParameters = false;
   /// The plan's training metadata (its pipeline schedule is what the no-hang check simulates).
   nlohmann::json training = nlohmann::json::object();
 };

@@ -101,7 +101,7 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
       (b.kind == BufferKind::Constant ? memory_.constantBytes : memory_.parameterBytes) += b.bytes();
       // Kernels never write constants, nor parameters at inference: those run straight from a
       // plan held in memory. Training updates parameters in place, so they get memory of their own.
-      if (!b.sharded() && plan.blobInMemory() && b.space == MemorySpace::Host &&
+      if (!b.sharded() && !b.synthetic && plan.blobInMemory() && b.space == MemorySpace::Host &&
           (b.kind == BufferKind::Constant || plan.mode != "train")) {
         views_[i].data = const_cast<uint8_t *>(plan.blob.data()) + b.offset;
         memory_.inPlanBytes += b.bytes();
@@ -405,7 +405,40 @@ TensorRef Executor::output(const std::string &name, const std::string &program) 
   throw RuntimeError("the plan has no output '" + name + "'");
 }
 
+namespace {
+/// The whole stored value of synthetic parameter `b` (syntheticParameterValue per element of the
+/// model's order, then permuted as stored): every layout of a model starts from the same values.
+std::vector<uint8_t> syntheticValue(const BufferDesc &b) {
+  std::vector<uint8_t> bytes(b.storedBytes());
+  int64_t n = (int64_t)(bytes.size() / dtypeSize(b.dtype));
+  for (int64_t i = 0; i < n; ++i) {
+    double v = syntheticParameterValue(b.name, i);
+    switch (b.dtype) {
+    case DType::F32: reinterpret_cast<float *>(bytes.data())[i] = (float)v; break;
+    case DType::F64: reinterpret_cast<double *>(bytes.data())[i] = v; break;
+    case DType::F16:
+    case DType::BF16: reinterpret_cast<uint16_t *>(bytes.data())[i] = store16(b.dtype, (float)v); break;
+    default: break; // integer parameters stay zero
+    }
+  }
+  if (!b.permuted())
+    return bytes;
+  std::vector<uint8_t> stored(bytes.size());
+  permuteElements(bytes.data(), stored.data(), b.storedView, b.storedPerm, dtypeSize(b.dtype), false);
+  return stored;
+}
+} // namespace
+
 void Executor::loadBlock(const BufferDesc &b, void *dst) const {
+  if (b.synthetic) {
+    std::vector<uint8_t> whole = syntheticValue(b);
+    if (!b.sharded())
+      std::memcpy(dst, whole.data(), whole.size());
+    else
+      copyBlock(whole.data(), b.splitView(), dst, b.shape, blockStarts(plan_, options_.rank, b.shardDims, b.shape),
+                dtypeSize(b.dtype), true);
+    return;
+  }
   if (!b.sharded()) {
     plan_.readBlob(b.offset, b.bytes(), dst);
     return;

@@ -216,6 +216,8 @@ nlohmann::json Plan::metadata() const {
               {"trainable", b.trainable}, {"role", roleName(b.role)}, {"space", memorySpaceName(b.space)}};
     if (b.kind == BufferKind::State)
       d["init"] = b.init;
+    if (b.synthetic)
+      d["synthetic"] = true;
     if (b.sharded()) {
       d["global_shape"] = b.globalShape;
       d["shard_dims"] = b.shardDims;
@@ -338,6 +340,18 @@ int64_t Plan::batchBlocks() const {
   return axes.empty() ? 1 : meshShardIndex(0, meshShape, meshAxes, axes).second;
 }
 
+double syntheticParameterValue(const std::string &name, int64_t index) {
+  uint64_t h = 1469598103934665603ull; // FNV-1a of the name: a stream per parameter
+  for (unsigned char c : name)
+    h = (h ^ c) * 1099511628211ull;
+  uint64_t x = h + 0x9e3779b97f4a7c15ull * uint64_t(index + 1); // splitmix64 of the index
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  double u = (x >> 11) * 0x1.0p-53; // [0, 1)
+  return (2 * u - 1) * 0.02 * 1.7320508075688772; // uniform, standard deviation 0.02
+}
+
 std::vector<int> Plan::shardGroup(int rank, const std::vector<std::string> &axes) const {
   return meshGroup(rank, meshShape, meshDimsAlong(meshAxes, axes));
 }
@@ -361,7 +375,9 @@ void validateBufferSizes(const Plan &plan, const BufferDesc &b, size_t index) {
     failPlan(what + " aliases an invalid buffer");
   if (!std::isfinite(b.init) || (b.init != 0 && b.kind != BufferKind::State))
     failPlan(what + " has an invalid initial value");
-  if (b.aliasOf >= 0 || (b.kind != BufferKind::Parameter && b.kind != BufferKind::Constant))
+  if (b.synthetic && (b.kind != BufferKind::Parameter || b.aliasOf >= 0 || b.offset != 0))
+    failPlan(what + " is synthetic but is not a parameter's own buffer");
+  if (b.synthetic || b.aliasOf >= 0 || (b.kind != BufferKind::Parameter && b.kind != BufferKind::Constant))
     return;
   auto end = checkedAdd(b.offset, (int64_t)b.storedBytes());
   if (b.offset < 0 || b.offset % kPlanAlignment || !end || (uint64_t)*end > plan.blobSize())
@@ -735,6 +751,7 @@ Plan readPlan(const std::string &path, PlanBlob blobMode) {
       d.space = *space;
       if (d.kind == BufferKind::State)
         d.init = b.at("init");
+      d.synthetic = b.value("synthetic", false);
       if (b.contains("shard_dims")) {
         d.globalShape = b.at("global_shape").get<std::vector<int64_t>>();
         d.shardDims = b.at("shard_dims").get<std::vector<std::vector<std::string>>>();

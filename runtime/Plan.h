@@ -35,8 +35,9 @@ namespace cpc {
 // a program's model chunk, hand-over inputs and outputs ("transfer"), the schedule in the
 // training metadata. 7: mixed precision: loss-scaler state roles, a state's initial value
 // ("init"), the training metadata's precision and loss scaling. 8: the device a plan runs on
-// ("device": cpu or cuda) and each buffer's memory space ("space": host or device).
-constexpr uint32_t kPlanVersion = 8;
+// ("device": cpu or cuda) and each buffer's memory space ("space": host or device). 9:
+// parameters without an initial value in the blob ("synthetic": the runtime makes them).
+constexpr uint32_t kPlanVersion = 9;
 constexpr size_t kPlanAlignment = 64;
 
 /// Collectives run through fixed scratch memory whatever the message size (so that the predicted
@@ -87,6 +88,8 @@ struct BufferDesc {
   bool trainable = false;       // parameters only
   VariableRole role = VariableRole::None; // state buffers
   double init = 0;              // state buffers: the value every element starts with
+  bool synthetic = false;       // parameters only: no data in the blob; the runtime fills the value
+                                // with deterministic pseudo-random numbers (syntheticParameterValue)
   MemorySpace space = MemorySpace::Host; // where the runtime allocates it (Device on a GPU plan)
   // A sharded variable: `shape` is one rank's block of the value of `globalShape`, whose dims are
   // split over the mesh axes in `shardDims` (one list per dim of `shape`, major to minor). Tensor
@@ -108,6 +111,10 @@ struct BufferDesc {
   /// Bytes of its data in the blob (the whole value of a sharded parameter).
   size_t storedBytes() const { return sharded() ? numElements(globalShape) * dtypeSize(dtype) : bytes(); }
 };
+
+/// Element `index` of the stored (whole) value of synthetic parameter `name`: uniform with the
+/// standard deviation 0.02 of a transformer's initializers, the same on every rank and run.
+double syntheticParameterValue(const std::string &name, int64_t index);
 
 struct StepDesc {
   std::string op;               // kernel name == cpc op name

@@ -140,8 +140,9 @@ std::string memoryLine(const cpc::Plan &plan, const cpc::Executor &executor, con
   return os.str();
 }
 
-/// Says on stderr which data inputs of a training plan no --input binds: they get deterministic
-/// synthetic data, which a user should not mistake for their own.
+/// Says on stderr which data inputs of a training plan no --input binds (they get deterministic
+/// synthetic data), and that a plan compiled without weights starts from synthetic parameters:
+/// neither is what a user should mistake for their own.
 void noteSyntheticInputs(const cpc::Plan &plan, const std::vector<std::pair<std::string, std::string>> &inputs) {
   std::vector<std::string> unbound;
   for (const auto &in : plan.inputs) {
@@ -150,6 +151,9 @@ void noteSyntheticInputs(const cpc::Plan &plan, const std::vector<std::pair<std:
         std::find(unbound.begin(), unbound.end(), in.name) == unbound.end())
       unbound.push_back(in.name);
   }
+  if (std::any_of(plan.buffers.begin(), plan.buffers.end(), [](const cpc::BufferDesc &b) { return b.synthetic; }))
+    std::cerr << "cpc-run: note: the plan has no weights (cpc compile --synthetic-weights): training from "
+                 "deterministic pseudo-random parameters\n";
   if (unbound.empty())
     return;
   std::string names;

@@ -87,6 +87,9 @@ Options:
   --device cpu|cuda          What the plan runs on (default cpu): cuda keeps every tensor in GPU
                              memory and runs the CUDA kernels (cuBLASLt, cuDNN, own) and NCCL
                              collectives; cpc-run binds local rank r to GPU r
+  --synthetic-weights        Leave the parameters' values out of the plan: cpc-run starts from
+                             deterministic pseudo-random values (std 0.02), the same for every
+                             layout. For benchmarks of models too large to move with their weights
   --dump-sharding            Print each split or partial value: global shape, sharding, local shape
   --print-pipeline           Print the pass pipeline run on the imported model (training): with
                              `cpc import`, `cpc-opt --pass-pipeline=...` reproduces the plan's IR
@@ -503,6 +506,8 @@ int runCompile(int argc, char **argv) {
       overrides.push_back(takeValue(argc, argv, i));
     } else if (arg == "--no-inplace") {
       planOptions.inPlace = false;
+    } else if (arg == "--synthetic-weights") {
+      planOptions.syntheticParameters = true;
     } else if (parseImportOption(argc, argv, i, importOptions)) {
     } else if (!arg.empty() && arg[0] == '-') {
       throw UsageError("unknown option '" + arg + "' for 'cpc compile' (see cpc compile --help)");

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -177,6 +178,38 @@ TEST(PlanTest, StateInitialValuesRoundTripAndAreChecked) {
   plan.buffers[1].init = 1;
   plan.buffers[0].init = 2; // a parameter starts from its blob
   EXPECT_THROW(plan.validate(), RuntimeError);
+}
+
+// Tests that a synthetic parameter (cpc compile --synthetic-weights) round-trips with no blob data
+// and that only a parameter's own buffer at offset 0 may be one; that its values are the same
+// for a name and index, differ between names, and have the standard deviation 0.02.
+TEST(PlanTest, SyntheticParametersHaveNoBlobData) {
+  Plan plan = meshPlan();
+  plan.buffers[0].synthetic = true;
+  plan.blob.clear();
+  std::string path = "/tmp/cpc-plan-synthetic-" + std::to_string(getpid()) + ".plan";
+  writePlan(plan, path);
+  Plan read = readPlan(path);
+  std::remove(path.c_str());
+  EXPECT_TRUE(read.buffers[0].synthetic);
+  EXPECT_EQ(read.blobSize(), 0u);
+  plan.buffers[0].offset = 64;
+  expectInvalid(plan, "is synthetic but is not a parameter's own buffer");
+  plan.buffers[0].offset = 0;
+  plan.buffers[0].kind = BufferKind::Constant;
+  expectInvalid(plan, "is synthetic but is not a parameter's own buffer");
+
+  EXPECT_EQ(syntheticParameterValue("w", 5), syntheticParameterValue("w", 5));
+  EXPECT_NE(syntheticParameterValue("w", 5), syntheticParameterValue("v", 5));
+  double sum = 0, squares = 0;
+  const int n = 100000;
+  for (int i = 0; i < n; ++i) {
+    double v = syntheticParameterValue("blocks.0.attn.qkv.weight", i);
+    ASSERT_LT(std::abs(v), 0.0347);
+    sum += v, squares += v * v;
+  }
+  EXPECT_NEAR(sum / n, 0.0, 5e-4);
+  EXPECT_NEAR(std::sqrt(squares / n), 0.02, 5e-4);
 }
 
 /// `bytes` bytes of blob made on demand: byte i is (seed + i) mod 251; counts its fills.
