@@ -9,6 +9,13 @@ step loss and grad_norm within 1e-4 relative (TF32 off: f32 GEMMs in f32), final
 within 1e-4. Speed: bf16 mixed precision, batch 64 (base) / 32 (large), median step after two
 warm-up steps; MFU = the plan's matmul and convolution FLOPs per step / step time / the GPU's
 dense bf16 peak (A100 312, H100/H200 989 TFLOP/s). Exits 1 when a parity check fails.
+
+A GPU machine that cannot build cpc (no MLIR, ONNX, OpenMPI packages and no network, as the
+lent H200s) runs the parity half from a bundle (bench/gpu_bundle.sh): `--prepare DIR`, on the
+build machine, exports MAE-tiny, compiles the cpu plan and every GPU layout's plan and runs the
+cpu plan, and compiles the speed half's plans without weights (--synthetic-weights: MAE-large's
+would not travel); `--prepared DIR`, on the GPU machine, trains the GPU plans against that run
+and times the weightless plans on synthetic data (the step time does not depend on the values).
 """
 import argparse
 import json
@@ -20,7 +27,7 @@ import tempfile
 import time
 
 SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-BIN = os.path.join(SOURCE, "build", "bin")
+BIN = os.environ.get("CPC_BIN", os.path.join(SOURCE, "build", "bin"))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "e2e"))
 sys.path.insert(0, os.path.join(SOURCE, "examples", "mae"))
 from cpctest import MAE_RECIPE  # noqa: E402
@@ -29,7 +36,13 @@ PEAK_BF16 = {"A100": 312e12, "H100": 989e12, "H200": 989e12, "H800": 989e12, "A8
 
 
 def sh(args, **kw):
-    return subprocess.run(args, check=True, capture_output=True, text=True, **kw)
+    """Runs a command; its output goes to stderr and RuntimeError(its last line) is raised when it fails."""
+    r = subprocess.run(args, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.stderr.write(r.stdout + r.stderr)
+        lines = (r.stderr or r.stdout).strip().splitlines()
+        raise RuntimeError("%s exited %d: %s" % (os.path.basename(args[0]), r.returncode, lines[-1] if lines else ""))
+    return r
 
 
 def gpus():
@@ -52,10 +65,11 @@ def compile_plan(model, recipe, plan, flags):
     return json.loads(sh([os.path.join(BIN, "cpc"), "inspect", plan, "--json"]).stdout)
 
 
-def train(plan, steps, inputs, prefix):
+def train(plan, steps, inputs, prefix, save_params=True):
     metrics, params = prefix + ".jsonl", prefix + "-params"
-    args = [os.path.join(BIN, "cpc-run"), plan, "--steps", str(steps), "--metrics", metrics, "--output-dir", params,
-            "--quiet"]
+    args = [os.path.join(BIN, "cpc-run"), plan, "--steps", str(steps), "--metrics", metrics, "--quiet"]
+    if save_params:
+        args += ["--output-dir", params]
     for name, path in inputs.items():
         args += ["--input", "%s=%s" % (name, path)]
     sh(args)
@@ -75,24 +89,56 @@ def compare(ours, ref, params, ref_params, tol):
     return ok, "loss %.2e, grad_norm %.2e, parameters %.2e" % (worst, worst_norm, worst_param)
 
 
-def parity(work, steps, ngpu):
-    model, inputs = export("tiny", 8, work)
-    recipe = dict(MAE_RECIPE)
-    layouts = [("1 GPU", ["--device", "cuda"])]
-    if ngpu >= 2:
-        layouts += [("dp2 (NCCL)", ["--device", "cuda", "--dp", "2"]), ("tp2 (NCCL)", ["--device", "cuda", "--tp", "2"])]
-    if ngpu >= 4:
-        layouts += [("2D q=2 (NCCL)", ["--device", "cuda", "--tp", "4", "--tp-mode", "2d"])]
-    cpu_plan = os.path.join(work, "cpu.plan")
-    compile_plan(model, recipe, cpu_plan, [])
-    ref, ref_params = train(cpu_plan, steps, inputs, os.path.join(work, "cpu"))
+# (key, name, GPUs needed, compile flags) of the layouts checked against the cpu plan.
+LAYOUTS = [("gpu1", "1 GPU", 1, ["--device", "cuda"]),
+           ("dp2", "dp2 (NCCL)", 2, ["--device", "cuda", "--dp", "2"]),
+           ("tp2", "tp2 (NCCL)", 2, ["--device", "cuda", "--tp", "2"]),
+           ("summa2", "2D q=2 (NCCL)", 4, ["--device", "cuda", "--tp", "4", "--tp-mode", "2d"])]
+
+
+def prepare(out, steps):
+    """The plans, inputs and cpu run that --prepared needs, made where cpc builds."""
+    os.makedirs(out, exist_ok=True)
+    model, inputs = export("tiny", 8, out)
+    compile_plan(model, dict(MAE_RECIPE), os.path.join(out, "cpu.plan"), [])
+    for key, _, _, flags in LAYOUTS:
+        compile_plan(model, dict(MAE_RECIPE), os.path.join(out, key + ".plan"), flags)
+    train(os.path.join(out, "cpu.plan"), steps, inputs, os.path.join(out, "cpu"))
+    os.remove(model)
+    prepare_speed(out)
+    with open(os.path.join(out, "prepared.json"), "w") as f:
+        json.dump({"steps": steps, "inputs": {k: os.path.basename(v) for k, v in inputs.items()}}, f)
+    print("prepared MAE-tiny plans, the cpu run (%d steps) and the MAE-base/large bf16 plans in %s" % (steps, out),
+          flush=True)
+
+
+def parity(work, steps, ngpu, prepared=None):
+    if prepared:
+        with open(os.path.join(prepared, "prepared.json")) as f:
+            meta = json.load(f)
+        steps = meta["steps"]
+        inputs = {k: os.path.join(prepared, v) for k, v in meta["inputs"].items()}
+        with open(os.path.join(prepared, "cpu.jsonl")) as f:
+            ref = [json.loads(line) for line in f]
+        ref_params = os.path.join(prepared, "cpu-params")
+    else:
+        model, inputs = export("tiny", 8, work)
+        cpu_plan = os.path.join(work, "cpu.plan")
+        compile_plan(model, dict(MAE_RECIPE), cpu_plan, [])
+        ref, ref_params = train(cpu_plan, steps, inputs, os.path.join(work, "cpu"))
     failed = 0
-    for name, flags in layouts:
-        plan = os.path.join(work, name.split()[0] + ".plan")
-        compile_plan(model, recipe, plan, flags)
+    for key, name, need, flags in LAYOUTS:
+        if ngpu < need:
+            continue
+        plan = os.path.join(prepared, key + ".plan") if prepared else os.path.join(work, key + ".plan")
+        if not prepared:
+            compile_plan(model, dict(MAE_RECIPE), plan, flags)
         t0 = time.time()
-        ours, params = train(plan, steps, inputs, os.path.join(work, name.split()[0]))
-        ok, detail = compare(ours, ref, params, ref_params, 1e-4)
+        try:
+            ours, params = train(plan, steps, inputs, os.path.join(work, key))
+            ok, detail = compare(ours, ref, params, ref_params, 1e-4)
+        except RuntimeError as e:
+            ok, detail = False, str(e)
         failed += not ok
         print("%s MAE-tiny %s, %d steps vs cpu plan: %s (%.1f s)" % ("PASS" if ok else "FAIL", name, steps, detail,
                                                                    time.time() - t0), flush=True)
@@ -100,17 +146,22 @@ def parity(work, steps, ngpu):
 
 
 def matmul_flops(summary):
-    """FLOPs of the plan's matmuls and convolutions for one step (all programs of rank 0): a
-    matmul 2 x output elements x k, a convolution 2 x output elements x C/G x KH x KW, each of
-    its gradients as much as the convolution."""
+    """FLOPs of the plan's matmuls, attentions and convolutions for one step (all programs of rank
+    0): a matmul (or matmul_bias) 2 x output elements x k, an attention 4 x query elements x keys
+    (its gradient's four GEMMs twice that), a convolution 2 x output elements x C/G x KH x KW,
+    each of its gradients as much as the convolution."""
     bufs = summary["buffers"]
     total = conv = conv_grads = 0
     for prog in summary["programs"]:
         for s in prog["steps"]:
-            if s["op"] == "cpc.matmul":
+            if s["op"] in ("cpc.matmul", "cpc.matmul_bias"):
                 a, out = bufs[s["in"][0]]["shape"], bufs[s["out"][0]]["shape"]
                 k = a[-2] if s["attrs"].get("transpose_lhs") else a[-1]
                 total += 2 * k * prod(out)
+            elif s["op"] in ("cpc.attention", "cpc.attention_grad"):
+                q, k = bufs[s["in"][0]]["shape"], bufs[s["in"][1]]["shape"]
+                keys = k[-3] if s["attrs"].get("layout") == "bnhd" else k[-2]
+                total += (4 if s["op"] == "cpc.attention" else 8) * prod(q) * keys
             elif s["op"] == "cpc.conv2d":
                 w, y = bufs[s["in"][1]]["shape"], bufs[s["out"][0]]["shape"]
                 conv = 2 * prod(y) * w[1] * w[2] * w[3]
@@ -127,25 +178,62 @@ def prod(shape):
     return n
 
 
-def speed(work, gpu_name):
+SPEED_RUNS = (("base", 64), ("large", 32))
+SPEED_FLAGS = ["--device", "cuda", "--precision", "bf16"]
+
+
+def speed_plan(work, size, batch, synthetic):
+    """Exports MAE-`size` at `batch` and compiles its bf16 GPU plan; returns the plan, its inputs,
+    `cpc inspect`'s summary and the compile time."""
+    model, inputs = export(size, batch, os.path.join(work, size))
+    plan = os.path.join(work, size, "bf16.plan")
+    t0 = time.time()
+    summary = compile_plan(model, {"TOTAL_BATCH_SIZE": batch, "frozen": ["pos_embed$"], "LR": 1.5e-4}, plan,
+                           SPEED_FLAGS + (["--synthetic-weights"] if synthetic else []))
+    return plan, inputs, summary, time.time() - t0
+
+
+def prepare_speed(out):
+    """The speed half's plans without weights (MAE-large's would not travel) and their summaries."""
+    for size, batch in SPEED_RUNS:
+        plan, inputs, summary, compile_s = speed_plan(out, size, batch, True)
+        os.rename(plan, os.path.join(out, "%s-bf16.plan" % size))
+        with open(os.path.join(out, "%s-bf16.json" % size), "w") as f:
+            json.dump({"batch": batch, "compile_s": compile_s, "flops": matmul_flops(summary)}, f)
+        for path in os.listdir(os.path.join(out, size)):
+            os.remove(os.path.join(out, size, path))
+        os.rmdir(os.path.join(out, size))
+
+
+def speed(work, gpu_name, prepared=None):
+    """Prints each size's step time and MFU; returns how many could not run."""
     peak = next((v for k, v in PEAK_BF16.items() if k in gpu_name), None)
-    for size, batch in (("base", 64), ("large", 32)):
-        model, inputs = export(size, batch, os.path.join(work, size))
-        plan = os.path.join(work, size, "bf16.plan")
-        t0 = time.time()
-        summary = compile_plan(model, {"TOTAL_BATCH_SIZE": batch, "frozen": ["pos_embed$"], "LR": 1.5e-4}, plan,
-                               ["--device", "cuda", "--precision", "bf16"])
-        compile_s = time.time() - t0
-        lines, _ = train(plan, 8, inputs, os.path.join(work, size, "bf16"))
+    failed = 0
+    for size, batch in SPEED_RUNS:
+        if prepared:  # weights and inputs synthetic: the step time does not depend on the values
+            plan, inputs = os.path.join(prepared, "%s-bf16.plan" % size), {}
+            with open(os.path.join(prepared, "%s-bf16.json" % size)) as f:
+                meta = json.load(f)
+            flops, compile_s = meta["flops"], meta["compile_s"]
+            os.makedirs(os.path.join(work, size), exist_ok=True)
+        else:
+            plan, inputs, summary, compile_s = speed_plan(work, size, batch, False)
+            flops = matmul_flops(summary)
+        try:
+            lines, _ = train(plan, 8, inputs, os.path.join(work, size, "bf16"), save_params=False)
+        except RuntimeError as e:
+            print("FAIL MAE-%s bf16 batch %d: %s" % (size, batch, e), flush=True)
+            failed += 1
+            continue
         step = statistics.median(m["step_s"] for m in lines[2:])
-        flops = matmul_flops(summary)
         mfu = "%.1f%%" % (100 * flops / step / peak) if peak else "n/a (unknown GPU peak)"
-        line = "MAE-%s bf16 batch %d: cpc %.1f ms/step, %.1f TFLOP/s of matmul+conv, MFU %s (compile %.1f s)" % (
+        line = "MAE-%s bf16 batch %d: cpc %.1f ms/step, %.1f TFLOP/s of matmul+attention+conv, MFU %s (compile %.1f s)" % (
             size, batch, step * 1e3, flops / step / 1e12, mfu, compile_s)
         torch_ms = torch_step(size, batch)
         if torch_ms:
             line += "; PyTorch %.1f ms/step (cpc/torch %.2f)" % (torch_ms, step * 1e3 / torch_ms)
         print(line, flush=True)
+    return failed
 
 
 def torch_step(size, batch):
@@ -181,13 +269,18 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="parity only")
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--prepare", metavar="DIR", help="make the parity half's plans and cpu run in DIR, and stop")
+    parser.add_argument("--prepared", metavar="DIR", help="run the parity half from DIR (made by --prepare)")
     args = parser.parse_args()
+    if args.prepare:
+        prepare(os.path.abspath(args.prepare), args.steps)
+        return
     names = gpus()
     print("GPUs: %d x %s" % (len(names), names[0] if names else "none"), flush=True)
     with tempfile.TemporaryDirectory(prefix="cpc-gpu-check-") as work:
-        failed = parity(work, args.steps, len(names))
+        failed = parity(work, args.steps, len(names), args.prepared and os.path.abspath(args.prepared))
         if not args.quick:
-            speed(work, names[0])
+            failed += speed(work, names[0], args.prepared and os.path.abspath(args.prepared))
     sys.exit(1 if failed else 0)
 
 

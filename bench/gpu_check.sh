@@ -8,22 +8,52 @@
 #   4. prints the MAE-base and MAE-large bf16 train-step time and MFU, and PyTorch's on the same
 #      GPU when torch with CUDA is installed.
 # Usage: bench/gpu_check.sh [--skip-build] [--quick]   (--quick: steps 2-3 only)
+#        bench/gpu_check.sh --bundle FILE.tar.xz         (steps 2-4 from bench/gpu_bundle.sh's file, on a
+#                                                        GPU machine that cannot build cpc; --quick: 2-3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-skip_build=0 quick=0
-for arg in "$@"; do
-  case "$arg" in
+skip_build=0 quick=0 bundle=""
+while [ $# -gt 0 ]; do
+  case "$1" in
     --skip-build) skip_build=1 ;;
     --quick) quick=1 ;;
-    *) echo "gpu_check: unknown option $arg" >&2; exit 1 ;;
+    --bundle) bundle=${2:?"gpu_check: --bundle needs a file"}; shift ;;
+    *) echo "gpu_check: unknown option $1" >&2; exit 1 ;;
   esac
+  shift
 done
 if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu_check: no NVIDIA GPU here (nvidia-smi -L failed)" >&2
   exit 1
 fi
 nvidia-smi -L
+
+if [ -n "$bundle" ]; then
+  [ -f "$bundle" ] || { echo "gpu_check: no bundle $bundle (make it with bench/gpu_bundle.sh)" >&2; exit 1; }
+  dir=$(mktemp -d)
+  tar -C "$dir" -xJf "$bundle"
+  # CUDA's libraries as this machine has them: the toolkit's, and PyTorch's nvidia-* packages.
+  cuda_dirs=$( { ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null
+                 python3 -c 'import nvidia, sys; print("\n".join(nvidia.__path__))' 2>/dev/null |
+                   while read -r p; do find "$p" -name 'lib*.so*' -printf '%h\n'; done || true; } | sort -u | paste -sd:)
+  export LD_LIBRARY_PATH="$dir/lib:$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  if ldd "$dir/bin/cpc-gpu-tests" "$dir/bin/cpc-run" | grep "not found"; then
+    echo "gpu_check: the libraries above are missing (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)" >&2
+    exit 1
+  fi
+  echo "== gpu tests (CUDA kernels against the CPU kernels, device, NCCL on one rank)"
+  log=$(mktemp)
+  "$dir/bin/cpc-gpu-tests" --gtest_brief=1 2>&1 | tee "$log"
+  if grep -q "SKIPPED" "$log"; then
+    echo "gpu_check: some gpu tests were skipped on a GPU machine" >&2
+    exit 1
+  fi
+  echo "== MAE training: cuda plans against the cpu plan's run (made with the bundle)"
+  python_args=(--prepared "$dir/mae")
+  [ "$quick" = 1 ] && python_args+=(--quick)
+  CPC_BIN="$dir/bin" exec python3 bench/gpu_check.py "${python_args[@]}"
+fi
 if [ "$skip_build" = 0 ]; then
   CPC_JOBS=${CPC_JOBS:-$(nproc)} scripts/build
 fi
