@@ -37,6 +37,8 @@ PEAK_BF16 = {"A100": 312e12, "H100": 989e12, "H200": 989e12, "H800": 989e12, "A8
 
 def sh(args, **kw):
     """Runs a command; its output goes to stderr and RuntimeError(its last line) is raised when it fails."""
+    if os.environ.get("CPC_LIBRARY_PATH") and "env" not in kw:  # a bundle's libraries, for cpc's programs only
+        kw["env"] = dict(os.environ, LD_LIBRARY_PATH=os.environ["CPC_LIBRARY_PATH"])
     r = subprocess.run(args, capture_output=True, text=True, **kw)
     if r.returncode != 0:
         sys.stderr.write(r.stdout + r.stderr)
@@ -67,6 +69,8 @@ def compile_plan(model, recipe, plan, flags):
 
 def train(plan, steps, inputs, prefix, save_params=True):
     metrics, params = prefix + ".jsonl", prefix + "-params"
+    if os.path.exists(metrics):  # cpc-run appends
+        os.remove(metrics)
     args = [os.path.join(BIN, "cpc-run"), plan, "--steps", str(steps), "--metrics", metrics, "--quiet"]
     if save_params:
         args += ["--output-dir", params]
@@ -244,8 +248,12 @@ def torch_step(size, batch):
             return None
     except ImportError:
         return None
-    from export import make_inputs
-    from mae_model import build_model
+    try:
+        from export import make_inputs
+        from mae_model import build_model
+    except ImportError as e:
+        print("PyTorch's step: skipped (%s)" % e, flush=True)
+        return None
     model = build_model(size, seed=0).cuda().train()
     model.pos_embed.requires_grad_(False)
     model.decoder_pos_embed.requires_grad_(False)

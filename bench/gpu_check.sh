@@ -32,19 +32,24 @@ nvidia-smi -L
 if [ -n "$bundle" ]; then
   [ -f "$bundle" ] || { echo "gpu_check: no bundle $bundle (make it with bench/gpu_bundle.sh)" >&2; exit 1; }
   dir=$(mktemp -d)
+  trap 'rm -rf "$dir"' EXIT
   tar -C "$dir" -xJf "$bundle"
   # CUDA's libraries as this machine has them: the toolkit's, and PyTorch's nvidia-* packages.
-  cuda_dirs=$( { ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null
-                 python3 -c 'import nvidia, sys; print("\n".join(nvidia.__path__))' 2>/dev/null |
-                   while read -r p; do find "$p" -name 'lib*.so*' -printf '%h\n'; done || true; } | sort -u | paste -sd:)
-  export LD_LIBRARY_PATH="$dir/lib:$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  if ldd "$dir/bin/cpc-gpu-tests" "$dir/bin/cpc-run" | grep "not found"; then
-    echo "gpu_check: the libraries above are missing (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)" >&2
+  # Only cpc's own programs get the bundle's libraries: python and torch keep the machine's.
+  libs="$dir/lib"
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib $(
+      python3 -c 'import nvidia; print("\n".join(nvidia.__path__))' 2>/dev/null |
+        while read -r p; do find "$p" -name 'lib*.so*' -printf '%h\n'; done | sort -u || true); do
+    if [ -d "$d" ]; then libs="$libs:$d"; fi
+  done
+  if [ -n "${LD_LIBRARY_PATH:-}" ]; then libs="$libs:$LD_LIBRARY_PATH"; fi
+  if LD_LIBRARY_PATH="$libs" ldd "$dir/bin/cpc-gpu-tests" "$dir/bin/cpc-run" | grep "not found"; then
+    echo "gpu_check: the libraries above are missing (searched $libs)" >&2
     exit 1
   fi
   echo "== gpu tests (CUDA kernels against the CPU kernels, device, NCCL on one rank)"
-  log=$(mktemp)
-  "$dir/bin/cpc-gpu-tests" --gtest_brief=1 2>&1 | tee "$log"
+  log="$dir/gpu-tests.log"
+  LD_LIBRARY_PATH="$libs" "$dir/bin/cpc-gpu-tests" --gtest_brief=1 2>&1 | tee "$log"
   if grep -q "SKIPPED" "$log"; then
     echo "gpu_check: some gpu tests were skipped on a GPU machine" >&2
     exit 1
@@ -52,7 +57,8 @@ if [ -n "$bundle" ]; then
   echo "== MAE training: cuda plans against the cpu plan's run (made with the bundle)"
   python_args=(--prepared "$dir/mae")
   [ "$quick" = 1 ] && python_args+=(--quick)
-  CPC_BIN="$dir/bin" exec python3 bench/gpu_check.py "${python_args[@]}"
+  CPC_BIN="$dir/bin" CPC_LIBRARY_PATH="$libs" python3 bench/gpu_check.py "${python_args[@]}"
+  exit
 fi
 if [ "$skip_build" = 0 ]; then
   CPC_JOBS=${CPC_JOBS:-$(nproc)} scripts/build

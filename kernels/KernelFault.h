@@ -3,9 +3,10 @@
 // Where a CPU kernel fails its step (an index out of range, an integer division by zero), a GPU
 // kernel cannot: it runs after the host has moved on, and it cannot throw. It records the fault
 // instead, and the host reads the record once the work has run (the executor, at the end of a
-// program run and after every copy to the host) and fails the step that launched the kernel,
-// with the CPU kernel's message. Only the first fault is kept: later ones (other threads, other
-// kernels) lose the claim and write nothing.
+// program run, after copies to the host and at the end of each step) and fails the step that
+// launched the kernel, in the CPU kernel's words. Only the first fault is kept: later ones (other
+// threads, other kernels) lose the claim and write nothing; so where several indices are out of
+// range, the one named may be another than the first the CPU kernel would name.
 //
 // Plain C++ and CPC_HD: nvcc compiles report() into the kernels, the host compiler into the unit
 // tests that check it (and the messages) against the CPU kernels.

@@ -356,7 +356,7 @@ std::vector<std::pair<std::string, double>> Executor::profile(bool byShape) cons
 
 void Executor::copyToHost(const TensorRef &tensor, void *dst) const {
   device_->copy(dst, MemorySpace::Host, tensor.data, device_->tensorSpace(), tensor.bytes());
-  checkDeviceFaults(); // the work before the copy has run: its faults are recorded
+  checkDeviceFaults(); // a copy that moved bytes waited for the work before it: its faults are in
 }
 
 void Executor::checkDeviceFaults() const {
@@ -411,8 +411,9 @@ namespace {
 std::vector<uint8_t> syntheticValue(const BufferDesc &b) {
   std::vector<uint8_t> bytes(b.storedBytes());
   int64_t n = (int64_t)(bytes.size() / dtypeSize(b.dtype));
+  const uint64_t stream = syntheticParameterStream(b.name);
   for (int64_t i = 0; i < n; ++i) {
-    double v = syntheticParameterValue(b.name, i);
+    double v = syntheticParameterValue(stream, i);
     switch (b.dtype) {
     case DType::F32: reinterpret_cast<float *>(bytes.data())[i] = (float)v; break;
     case DType::F64: reinterpret_cast<double *>(bytes.data())[i] = v; break;
@@ -488,6 +489,7 @@ HostTensor Executor::wholeVariable(const std::string &name) const {
   options_.comm->allGather(local.data, gathered, local.numel(), local.dtype, group);
   std::vector<uint8_t> blocks(local.bytes() * group.size());
   device_->copy(blocks.data(), MemorySpace::Host, gathered, device_->tensorSpace(), blocks.size());
+  checkDeviceFaults();
   whole.shape = desc->globalShape;
   whole.data.resize(desc->storedBytes());
   std::vector<int64_t> view = desc->splitView();

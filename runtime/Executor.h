@@ -72,9 +72,14 @@ public:
   void copyToHost(const TensorRef &tensor, void *dst) const;
   /// Throws RuntimeError naming the step, with the CPU kernel's message, when a kernel of this
   /// executor's device recorded a fault (kernels/KernelFault.h) that the host has not taken yet.
-  /// run() checks at its end (faults of work still queued show later) and copyToHost after its
-  /// copy (all work before it has run).
+  /// run() checks at its end (faults of work still queued show later), copyToHost after a copy
+  /// that moved bytes (all work before it has run), and synchronize().
   void checkDeviceFaults() const;
+  /// Waits for the device's queued work, then checkDeviceFaults(): the end of a step.
+  void synchronize() const {
+    device_->synchronize();
+    checkDeviceFaults();
+  }
   /// The tag of step `step` of program `program` in the device's fault records.
   static int64_t faultSite(int64_t program, int64_t step) { return program << 32 | step; }
   Device &device() const { return *device_; }

@@ -340,11 +340,15 @@ int64_t Plan::batchBlocks() const {
   return axes.empty() ? 1 : meshShardIndex(0, meshShape, meshAxes, axes).second;
 }
 
-double syntheticParameterValue(const std::string &name, int64_t index) {
-  uint64_t h = 1469598103934665603ull; // FNV-1a of the name: a stream per parameter
+uint64_t syntheticParameterStream(const std::string &name) {
+  uint64_t h = 1469598103934665603ull; // FNV-1a of the name
   for (unsigned char c : name)
     h = (h ^ c) * 1099511628211ull;
-  uint64_t x = h + 0x9e3779b97f4a7c15ull * uint64_t(index + 1); // splitmix64 of the index
+  return h;
+}
+
+double syntheticParameterValue(uint64_t stream, int64_t index) {
+  uint64_t x = stream + 0x9e3779b97f4a7c15ull * uint64_t(index + 1); // splitmix64 of the index
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   x ^= x >> 31;

@@ -112,9 +112,11 @@ struct BufferDesc {
   size_t storedBytes() const { return sharded() ? numElements(globalShape) * dtypeSize(dtype) : bytes(); }
 };
 
-/// Element `index` of the stored (whole) value of synthetic parameter `name`: uniform with the
-/// standard deviation 0.02 of a transformer's initializers, the same on every rank and run.
-double syntheticParameterValue(const std::string &name, int64_t index);
+/// Element `index` (in the model's order) of synthetic parameter `name`, whose stream is
+/// syntheticParameterStream(name): uniform with the standard deviation 0.02 of a transformer's
+/// initializers, the same on every rank and run.
+uint64_t syntheticParameterStream(const std::string &name);
+double syntheticParameterValue(uint64_t stream, int64_t index);
 
 struct StepDesc {
   std::string op;               // kernel name == cpc op name

@@ -216,7 +216,7 @@ StepMetrics Trainer::step(int64_t index) {
     else
       updateProgram = gradProgram_;
   }
-  exec_.device().synchronize(); // a GPU's queued work (the update) is part of the step
+  exec_.synchronize(); // a GPU's queued work (the update) is part of the step, and its faults
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.samplesPerSecond = microbatch_ * recipe_.accumulation / m.seconds;
   if (comm_) {

@@ -348,7 +348,7 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
   auto start = std::chrono::steady_clock::now();
   for (int s = 0; s < steps; ++s)
     executor.run();
-  executor.device().synchronize(); // the time of the work, not of queueing it
+  executor.synchronize(); // the time of the work, not of queueing it (and its faults)
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   for (const auto &out : executor.outputs()) {

@@ -313,7 +313,7 @@ ncclResult_t NcclCommunicator::maxKeepingNaN(void *data, int64_t count, DType ty
   }
   kernels::cuda::toMaxKeys(data, keys, count, type, comm_);
   ncclResult_t rc = ncclAllReduce(keys, keys, count, keyBytes == 8 ? ncclInt64 : ncclInt32, ncclMax, comm, comm_);
-  if (rc == ncclSuccess)
+  if (rc == ncclSuccess || rc == ncclInProgress) // queued on comm_ either way: the keys come back after it
     kernels::cuda::fromMaxKeys(keys, data, count, type, comm_);
   return rc;
 }

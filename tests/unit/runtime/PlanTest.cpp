@@ -199,12 +199,14 @@ TEST(PlanTest, SyntheticParametersHaveNoBlobData) {
   plan.buffers[0].kind = BufferKind::Constant;
   expectInvalid(plan, "is synthetic but is not a parameter's own buffer");
 
-  EXPECT_EQ(syntheticParameterValue("w", 5), syntheticParameterValue("w", 5));
-  EXPECT_NE(syntheticParameterValue("w", 5), syntheticParameterValue("v", 5));
+  const uint64_t w = syntheticParameterStream("w");
+  EXPECT_EQ(syntheticParameterValue(w, 5), syntheticParameterValue(syntheticParameterStream("w"), 5));
+  EXPECT_NE(syntheticParameterValue(w, 5), syntheticParameterValue(syntheticParameterStream("v"), 5));
+  const uint64_t qkv = syntheticParameterStream("blocks.0.attn.qkv.weight");
   double sum = 0, squares = 0;
   const int n = 100000;
   for (int i = 0; i < n; ++i) {
-    double v = syntheticParameterValue("blocks.0.attn.qkv.weight", i);
+    double v = syntheticParameterValue(qkv, i);
     ASSERT_LT(std::abs(v), 0.0347);
     sum += v, squares += v * v;
   }
