@@ -365,7 +365,7 @@ void Executor::checkDeviceFaults() const {
     return;
   // As the CPU kernel's failure reads once run() has named its step.
   std::string where = "a device kernel";
-  size_t programIndex = size_t(fault.site >> 32), step = size_t(fault.site & 0xffffffff);
+  auto [programIndex, step] = programAndStep(fault.site);
   if (programIndex < programs_.size() && step < programs_[programIndex].desc->steps.size()) {
     const StepDesc &s = programs_[programIndex].desc->steps[step];
     where = "program " + programs_[programIndex].desc->name + ", step " + std::to_string(step) + " (" + s.loc +

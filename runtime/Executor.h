@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cpc {
@@ -80,8 +81,11 @@ public:
     device_->synchronize();
     checkDeviceFaults();
   }
-  /// The tag of step `step` of program `program` in the device's fault records.
+  /// The tag of step `step` of program `program` in the device's fault records, and back.
   static int64_t faultSite(int64_t program, int64_t step) { return program << 32 | step; }
+  static std::pair<size_t, size_t> programAndStep(int64_t site) {
+    return {size_t(uint64_t(site) >> 32), size_t(site & 0xffffffff)};
+  }
   Device &device() const { return *device_; }
   /// The communicator the steps' collectives use (null without one).
   Communicator *communicator() const { return options_.comm; }

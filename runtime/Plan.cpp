@@ -190,6 +190,10 @@ int64_t Plan::arenaBytesOfRank(int rank) const {
   return bytes;
 }
 
+bool Plan::hasSyntheticParameters() const {
+  return std::any_of(buffers.begin(), buffers.end(), [](const BufferDesc &b) { return b.synthetic; });
+}
+
 int64_t Plan::bytesOfKind(BufferKind kind) const {
   int64_t total = 0;
   for (const auto &b : buffers)

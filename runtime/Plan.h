@@ -220,6 +220,8 @@ struct Plan {
   /// Follows aliasOf to the buffer that owns the memory.
   int rootOf(int buffer) const;
   int64_t bytesOfKind(BufferKind kind) const;
+  /// Whether the plan was compiled without weights (cpc compile --synthetic-weights).
+  bool hasSyntheticParameters() const;
   /// Everything but the blob, as written into the file.
   nlohmann::json metadata() const;
   /// Checks internal consistency (indices, offsets, sizes); throws RuntimeError.

@@ -151,7 +151,7 @@ void noteSyntheticInputs(const cpc::Plan &plan, const std::vector<std::pair<std:
         std::find(unbound.begin(), unbound.end(), in.name) == unbound.end())
       unbound.push_back(in.name);
   }
-  if (std::any_of(plan.buffers.begin(), plan.buffers.end(), [](const cpc::BufferDesc &b) { return b.synthetic; }))
+  if (plan.hasSyntheticParameters())
     std::cerr << "cpc-run: note: the plan has no weights (cpc compile --synthetic-weights): training from "
                  "deterministic pseudo-random parameters\n";
   if (unbound.empty())

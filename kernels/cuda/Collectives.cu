@@ -1,8 +1,7 @@
 //===- Collectives.cu - kernels the NCCL communicator queues ---------------===//
 #include "kernels/cuda/CollectiveMath.h"
 #include "kernels/cuda/Collectives.h"
-#include "kernels/cuda/Launch.h"
-#include "runtime/cuda/CudaDevice.h"
+#include "kernels/cuda/CudaCommon.cuh"
 
 #include <algorithm>
 #include <string>
@@ -17,13 +16,13 @@ constexpr int64_t kMaxBlocks = 1024;
 
 template <typename Key, typename Bits>
 __global__ void toKeysKernel(const Bits *values, Key *keys, int64_t n, FloatFormat<Bits> f) {
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+  CPC_GRID_STRIDE(i, n)
     keys[i] = maxKey<Key>(values[i], f); // in place when Key and Bits are as wide: read before written
 }
 
 template <typename Key, typename Bits>
 __global__ void fromKeysKernel(const Key *keys, Bits *values, int64_t n, FloatFormat<Bits> f) {
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+  CPC_GRID_STRIDE(i, n)
     values[i] = bitsOfMaxKey<Key>(keys[i], f);
 }
 

@@ -27,6 +27,10 @@ inline CudaDevice &deviceOf(const KernelContext &ctx) {
   return *static_cast<CudaDevice *>(ctx.device);
 }
 inline cudaStream_t streamOf(const KernelContext &ctx) { return deviceOf(ctx).stream(); }
+/// A grid-stride loop of `i` over [0, n) (elementwiseLaunch's grids).
+#define CPC_GRID_STRIDE(i, n)                                                                                        \
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
 /// Where a kernel that can fault reports (kernels/KernelFault.h).
 inline FaultSink faultSinkOf(const KernelContext &ctx) { return deviceOf(ctx).faultSink(); }
 

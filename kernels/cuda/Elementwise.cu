@@ -32,9 +32,6 @@ void launchOver(const KernelContext &ctx, int64_t n, void (*kernel)(Params...), 
   checkLaunch(ctx);
 }
 
-#define CPC_GRID_STRIDE(i, n)                                                                                   \
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
-
 //===----------------------------------------------------------------------===//
 // Kernels.
 //===----------------------------------------------------------------------===//

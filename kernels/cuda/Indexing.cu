@@ -29,9 +29,6 @@ namespace cpc::kernels {
 namespace cuda {
 namespace {
 
-#define CPC_GRID_STRIDE(i, n)                                                                                        \
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
-
 template <typename W, typename I>
 __global__ void gatherKernel(W *out, const W *data, const I *indices, GatherShape g, IndexRange r, int64_t total,
                              FaultSink fault, int32_t axis) {

@@ -219,9 +219,8 @@ int runInspect(int argc, char **argv) {
   std::cout << "  buffers:";
   for (const auto &[kind, count] : bufferCounts)
     std::cout << " " << kind << " " << count;
-  bool synthetic = std::any_of(plan.buffers.begin(), plan.buffers.end(), [](const BufferDesc &b) { return b.synthetic; });
   std::cout << "\n  parameters: " << mib(plan.bytesOfKind(BufferKind::Parameter)) << ", " << trainable
-            << " trainable elements" << (synthetic ? " (synthetic: values made by cpc-run, none in the plan)" : "")
+            << " trainable elements" << (plan.hasSyntheticParameters() ? " (synthetic: values made by cpc-run, none in the plan)" : "")
             << "\n  optimizer and accumulator state: " << mib(plan.bytesOfKind(BufferKind::State))
             << "\n  constants: " << mib(plan.bytesOfKind(BufferKind::Constant))
             << "\n  predicted peak memory per rank: " << mib(plan.predictedPeakBytes) << "\n";
