@@ -4,7 +4,7 @@ recipe, at 1 and 2 threads per process (cpc-run --threads T, torch.set_num_threa
 compile time of the MAE ViT-L training plan, in one script (issue 15's figures).
 
     bench/train_step_vs_torch.py [--cases small:16,base:2] [--threads 1,2] [--steps 6]
-                                 [--compile-large | --no-compile-large]
+                                 [--compile-large | --no-compile-large] [--peer-cpc-run PATH]
 
 Prints per case and thread count: cpc and torch ms per step (median of the steps after the
 first), the ratio cpc/torch (goal: <= 0.8 at every thread count), the share of cpc's kernel time
@@ -12,6 +12,9 @@ in GEMMs (matmul, matmul_bias, conv2d and its gradients) vs the other kernels (o
 profiled run), and the first-step losses of both; then per case the 2-thread speedup of each
 (goal for cpc: >= 1.6 on MAE-base batch 2, >= 1.0 on MAE-small); then `cpc compile --timing` of
 MAE-large batch 2 (goal: < 5 s) with its peak memory against the model file's size.
+With --peer-cpc-run (another build's cpc-run, e.g. of the commit before a change), each case and
+thread count also times that binary on the same plan, alternating with this build's three times
+each, and prints the ratio of the medians (this build / peer).
 """
 import os
 import sys
@@ -61,6 +64,27 @@ def cpc_steps(plan, stem, steps, threads, work):
     gemm = sum(t for op, t in times.items() if op in GEMM_OPS)
     share = gemm / max(sum(times.values()), 1e-9)
     return statistics.median(m["step_s"] for m in ours[1:]), ours[0]["loss"], share
+
+
+def step_seconds(cpc_run, plan, stem, steps, threads, work):
+    """Median step seconds (after the first) of `cpc_run` on `plan` at `threads` threads."""
+    metrics = os.path.join(work, "peer-t%d.jsonl" % threads)
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    subprocess.run([cpc_run, plan, "--steps", str(steps), "--threads", str(threads), "--metrics", metrics, "--quiet",
+                    "--input", "imgs=%s.imgs.npy" % stem, "--input", "noise=%s.noise.npy" % stem], check=True, env=env)
+    return statistics.median(json.loads(line)["step_s"] for line in list(open(metrics))[1:])
+
+
+def compare_with_peer(size, batch, plan, stem, threads, args, work):
+    ours, peer = [], []
+    for _ in range(3):  # alternating, so that a slow spell of the machine hits both
+        ours.append(step_seconds(os.path.join(BIN, "cpc-run"), plan, stem, args.steps, threads, work))
+        peer.append(step_seconds(args.peer_cpc_run, plan, stem, args.steps, threads, work))
+    ours, peer = statistics.median(ours), statistics.median(peer)
+    print("MAE-%s batch %d, %d thread%s: this build %.1f ms/step, peer %.1f ms/step, ratio %.3f" % (
+        size, batch, threads, "s" if threads > 1 else "", ours * 1e3, peer * 1e3, ours / peer), flush=True)
 
 
 def torch_steps(size, batch, steps, threads):
@@ -115,6 +139,8 @@ def bench_case(size, batch, args):
         ours, our_loss, share = cpc_steps(plan, stem, args.steps, threads, work)
         theirs, their_loss = torch_steps(size, batch, args.steps, threads)
         step[threads] = (ours, theirs)
+        if args.peer_cpc_run:
+            compare_with_peer(size, batch, plan, stem, threads, args, work)
         print("MAE-%s batch %d, %d thread%s: cpc %.1f ms/step, torch %.1f ms/step, ratio cpc/torch %.2f; cpc kernel "
               "time in GEMMs %.0f%%, other kernels %.0f%%; first-step loss cpc %.6f torch %.6f" % (
                   size, batch, threads, "s" if threads > 1 else "", ours * 1e3, theirs * 1e3, ours / theirs,
@@ -153,6 +179,7 @@ def main():
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     ap.add_argument("--compile-large", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--work-dir", default=os.path.join(SOURCE, "out", "bench-train"))
+    ap.add_argument("--peer-cpc-run", help="another build's cpc-run to time on the same plans")
     ap.add_argument("--torch-run", help=argparse.SUPPRESS)  # SIZE:BATCH:STEPS:THREADS, one torch measurement
     args = ap.parse_args()
     if args.torch_run:

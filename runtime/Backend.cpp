@@ -2,6 +2,7 @@
 #include "runtime/Device.h"
 #include "runtime/CollectiveKernels.h"
 #include "runtime/Plan.h"
+#include "kernels/cpu/GemmCuts.h"
 
 #include <algorithm>
 #include <map>
@@ -85,6 +86,13 @@ std::string oversubscriptionWarning(int ranks, int threads, int cores, int rankC
            std::to_string(cores) + " cores: the threads wait for each other (use --threads " +
            std::to_string(std::max(1, cores / std::max(1, ranks))) + ")";
   return "";
+}
+
+std::string gemmThreadsNote(int threads) {
+  if (threads <= 1 || (kernels::gemmCutRule(false).known && kernels::gemmCutRule(true).known))
+    return "";
+  return kernels::openBlasDescription() + " is not a version and core whose GEMM kernels cpc has read: each GEMM "
+         "runs on one thread (the other kernels on " + std::to_string(threads) + ")";
 }
 
 std::unique_ptr<Device> makeDevice(DeviceKind kind, int localRank) {

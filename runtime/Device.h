@@ -131,6 +131,10 @@ int availableCores();
 /// each other instead of computing. Empty when they fit, or for one thread per rank (mpirun's
 /// --oversubscribe is the user's explicit choice there).
 std::string oversubscriptionWarning(int ranks, int threads, int cores, int rankCores);
+/// A one-line note when a rank runs `threads` kernel threads on an OpenBLAS whose GEMM cut points
+/// cpc does not know (kernels/cpu/GemmCuts.h): its GEMMs then run on one thread each, so that
+/// results still do not depend on the thread count. Empty otherwise.
+std::string gemmThreadsNote(int threads);
 
 /// The runtime's kernel registry: the CPU kernels and, when built, the CUDA kernels.
 const kernels::KernelRegistry &kernelRegistry();

@@ -316,6 +316,9 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
                                                        cpc::availableCores());
     if (!crowded.empty())
       std::cerr << "cpc-run: warning: " << crowded << "\n";
+    std::string gemmNote = cpc::gemmThreadsNote(threads);
+    if (!gemmNote.empty())
+      std::cerr << "cpc-run: note: " << gemmNote << "\n";
   }
   std::unique_ptr<cpc::Communicator> deviceComm;
   if (plan.device == cpc::DeviceKind::Cuda)

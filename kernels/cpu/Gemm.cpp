@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <type_traits>
 
 namespace cpc::kernels {
 namespace {
@@ -28,12 +29,10 @@ void blas(const Gemm<double> &g) {
               (int)g.K, 1.0, g.A, (int)g.lda, g.B, (int)g.ldb, g.beta, g.C, (int)g.ldc);
 }
 
-/// Block `part` of `g` under `split`: a sub-GEMM over rows [r0, r1) or columns [c0, c1) of C.
-template <typename T> Gemm<T> block(const Gemm<T> &g, const GemmSplit &split, int part) {
+/// Rows [r0, r1) of `g`'s C, or columns [c0, c1) when `!rows`: a GEMM of its own.
+template <typename T> Gemm<T> block(const Gemm<T> &g, bool rows, int64_t begin, int64_t end) {
   Gemm<T> b = g;
-  int64_t extent = split.rows ? g.M : g.N;
-  int64_t begin = std::min(extent, part * split.block), end = std::min(extent, begin + split.block);
-  if (split.rows) {
+  if (rows) {
     b.M = end - begin;
     b.A = g.tA ? g.A + begin : g.A + begin * g.lda;
     b.C = g.C + begin * g.ldc;
@@ -45,19 +44,24 @@ template <typename T> Gemm<T> block(const Gemm<T> &g, const GemmSplit &split, in
   return b;
 }
 
+/// One call of at most kGemmRowChunk rows, cut over up to `threads` threads.
+template <typename T> void chunkOn(const Gemm<T> &g, int threads) {
+  GemmSplit split = gemmSplit(g.M, g.N, g.K, threads, gemmCutRule(std::is_same_v<T, double>));
+  if (split.parts() == 1)
+    return blas(g);
+#pragma omp parallel for num_threads(split.parts()) schedule(static, 1)
+  for (int part = 0; part < split.parts(); ++part)
+    blas(block(g, split.rows, split.bounds[part], split.bounds[part + 1]));
+}
+
+/// The GEMM as calls of at most kGemmRowChunk rows, at every thread count (GemmCuts.h).
 template <typename T> void gemmOn(const Gemm<T> &g, int threads) {
   if (g.M <= 0 || g.N <= 0)
     return;
   keepBlasSingleThreaded();
-  GemmSplit split = gemmSplit(g.M, g.N, g.K, omp_in_parallel() ? 1 : threads);
-  if (split.parts == 1)
-    return blas(g);
-#pragma omp parallel for num_threads(split.parts) schedule(static, 1)
-  for (int part = 0; part < split.parts; ++part) {
-    Gemm<T> b = block(g, split, part);
-    if (b.M > 0 && b.N > 0)
-      blas(b);
-  }
+  threads = omp_in_parallel() ? 1 : threads;
+  for (int64_t r0 = 0; r0 < g.M; r0 += kGemmRowChunk)
+    chunkOn(g.M <= kGemmRowChunk ? g : block(g, true, r0, std::min(g.M, r0 + kGemmRowChunk)), threads);
 }
 
 template <typename T> void gemmBatchOn(const std::vector<Gemm<T>> &gemms, int threads) {
@@ -76,27 +80,10 @@ template <typename T> void gemmBatchOn(const std::vector<Gemm<T>> &gemms, int th
   }
 #pragma omp parallel for num_threads(useful) schedule(static)
   for (size_t i = 0; i < gemms.size(); ++i)
-    if (gemms[i].M > 0 && gemms[i].N > 0)
-      blas(gemms[i]);
+    gemmOn(gemms[i], 1);
 }
 
 } // namespace
-
-GemmSplit gemmSplit(int64_t M, int64_t N, int64_t K, int threads) {
-  GemmSplit split;
-  split.rows = M >= N;
-  int64_t extent = split.rows ? M : N;
-  split.block = extent;
-  int64_t byWork = M * N * std::max<int64_t>(K, 1) / kGemmMinWorkPerThread;
-  int64_t byExtent = extent / kGemmBlockAlign;
-  int64_t parts = std::min<int64_t>({threads, byWork, byExtent});
-  if (parts <= 1)
-    return split;
-  int64_t per = (extent + parts - 1) / parts;
-  split.block = (per + kGemmBlockAlign - 1) / kGemmBlockAlign * kGemmBlockAlign;
-  split.parts = (int)((extent + split.block - 1) / split.block);
-  return split;
-}
 
 void gemm(const Gemm<float> &g, int threads) { gemmOn(g, threads); }
 void gemm(const Gemm<double> &g, int threads) { gemmOn(g, threads); }

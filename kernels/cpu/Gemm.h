@@ -5,14 +5,16 @@
 // each other on the same cores (issue 15: a second thread made a step 1.5-2.5x slower). A GEMM
 // big enough to pay for threads is cut into row or column blocks, each an independent
 // single-threaded OpenBLAS call on one pool thread; a batch of small GEMMs is spread over the
-// pool whole. The cut falls on multiples of kGemmBlockAlign rows/columns, so every element of C
-// is computed by the same micro-kernel order whatever the thread count.
+// pool whole. The cuts fall where the running OpenBLAS computes every element of C as the uncut
+// call does (GemmCuts.h), so a result never depends on the thread count.
 //
 #ifndef CPC_KERNELS_CPU_GEMM_H
 #define CPC_KERNELS_CPU_GEMM_H
 
 #include <cstdint>
 #include <vector>
+
+#include "kernels/cpu/GemmCuts.h"
 
 namespace cpc::kernels {
 
@@ -29,22 +31,12 @@ template <typename T> struct Gemm {
   int64_t ldc = 0;
 };
 
-/// How a GEMM is cut over the pool: `parts` blocks of `block` rows (or columns) of C.
-struct GemmSplit {
-  int parts = 1;
-  bool rows = true; // blocks of rows of C (else of columns)
-  int64_t block = 0;
-};
-
-constexpr int64_t kGemmBlockAlign = 16;
-/// Multiply-adds a thread must get before a GEMM is split (below, starting threads costs more).
+/// Multiply-adds that pay for another thread when whole GEMMs (or attention slices) are spread
+/// over the pool; cutting one GEMM needs kGemmMinBlockWork per block.
 constexpr int64_t kGemmMinWorkPerThread = int64_t(1) << 19;
 
-/// The split of an M x N x K GEMM on `threads` threads: the longer of M and N is cut, so the
-/// operand every block packs again (B when cutting rows, A when cutting columns) is the smaller.
-GemmSplit gemmSplit(int64_t M, int64_t N, int64_t K, int threads);
-
-/// Runs one GEMM on up to `threads` pool threads (serially when called inside a parallel region).
+/// Runs one GEMM on up to `threads` pool threads (serially when called inside a parallel region):
+/// as calls of at most kGemmRowChunk rows, each cut by gemmSplit.
 void gemm(const Gemm<float> &g, int threads);
 void gemm(const Gemm<double> &g, int threads);
 

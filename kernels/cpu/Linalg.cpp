@@ -76,11 +76,16 @@ template <typename T> void matmulTyped(KernelContext &ctx, const MatmulGeometry 
 
 // 16-bit operands: no bf16/f16 GEMM in Debian's OpenBLAS (nor AVX-512 BF16 here), so the
 // operands go through f32 in panels: each batch's rhs widened once (a Linear's weight: once per
-// call), the lhs and the result kMatmulPanel rows at a time; f32 accumulation, one rounding.
+// call), the lhs and the result about kMatmulPanel rows at a time; f32 accumulation, one rounding.
+// The panels are blocks the f32 GEMM may be cut into (gemmRowPanels), so the result is, bit for
+// bit, the f32 matmul of the widened operands, rounded once.
 constexpr int64_t kMatmulPanel = 128;
 
 int64_t matmulScratchFloats(const MatmulGeometry &g) {
-  int64_t rows = std::min(g.M, kMatmulPanel);
+  std::vector<int64_t> panels = gemmRowPanels(g.M, g.N, g.K, kMatmulPanel);
+  int64_t rows = 0;
+  for (size_t i = 1; i < panels.size(); ++i)
+    rows = std::max(rows, panels[i] - panels[i - 1]);
   return g.K * g.N + rows * (g.K + g.N);
 }
 
@@ -88,8 +93,9 @@ void matmul16(KernelContext &ctx, const MatmulGeometry &g) {
   DType t = ctx.outputs[0].dtype;
   const uint16_t *A = ctx.inputs[0].as<uint16_t>(), *B = ctx.inputs[1].as<uint16_t>();
   uint16_t *C = ctx.outputs[0].as<uint16_t>();
+  std::vector<int64_t> panels = gemmRowPanels(g.M, g.N, g.K, kMatmulPanel);
   float *wideB = scratch16(matmulScratchFloats(g));
-  float *panelA = wideB + g.K * g.N, *panelC = panelA + std::min(g.M, kMatmulPanel) * g.K;
+  float *panelA = wideB + g.K * g.N;
   int64_t widenedB = -1;
   for (size_t bi = 0; bi < g.batches.size(); ++bi) {
     auto [aOff, bOff] = g.batches[bi];
@@ -97,8 +103,9 @@ void matmul16(KernelContext &ctx, const MatmulGeometry &g) {
       widenToFloat(t, B + bOff, wideB, g.K * g.N);
       widenedB = bOff;
     }
-    for (int64_t m0 = 0; m0 < g.M; m0 += kMatmulPanel) {
-      int64_t rows = std::min(kMatmulPanel, g.M - m0);
+    for (size_t p = 0; p + 1 < panels.size(); ++p) {
+      int64_t m0 = panels[p], rows = panels[p + 1] - m0;
+      float *panelC = panelA + rows * g.K;
       int64_t lda = g.K;
       if (!g.tA) {
         widenToFloat(t, A + aOff + m0 * g.K, panelA, rows * g.K);

@@ -1,5 +1,6 @@
 """Helpers shared by the end-to-end tests: where the tools are, running them, checking output."""
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -23,13 +24,42 @@ def tool(name):
     return os.path.join(BIN, name)
 
 
-def run(args, check=True, timeout=600):
-    """Runs a command, returns CompletedProcess with text stdout/stderr."""
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+def run(args, check=True, timeout=600, env=None):
+    """Runs a command (with `env` added to the environment), returns CompletedProcess with text
+    stdout/stderr."""
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, **env) if env else None)
     if check and proc.returncode != 0:
         raise AssertionError("command failed (%d): %s\nstdout:\n%s\nstderr:\n%s" %
                              (proc.returncode, " ".join(args), proc.stdout[-4000:], proc.stderr[-4000:]))
     return proc
+
+
+# The x86-64 cores of OpenBLAS 0.3.21's DYNAMIC_ARCH build, as OPENBLAS_CORETYPE and
+# openblas_get_corename() spell them (kernels/cpu/GemmCuts.cpp knows the same list).
+OPENBLAS_CORES = ["Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Nano", "Opteron", "Opteron_SSE3",
+                  "Barcelona", "Bobcat", "Sandybridge", "Bulldozer", "Piledriver", "Steamroller", "Excavator",
+                  "Haswell", "Zen", "SkylakeX", "Cooperlake"]
+GEMM_TESTS = "GemmCoreTest.*:GemmSplitTest.*:*GemmThreadsTest.*:GemmBatchTest.*:Float16Kernels.MatmulPanelsEveryLayout"
+
+
+def run_on_core(args, core, timeout=600):
+    """Runs `args` with OpenBLAS forced to `core`; None when this machine cannot execute that
+    core's kernels (the process dies of SIGILL), else the CompletedProcess."""
+    proc = run(args, check=False, timeout=timeout, env={"OPENBLAS_CORETYPE": core})
+    return None if proc.returncode == -signal.SIGILL else proc
+
+
+def runnable_cores():
+    """The OpenBLAS cores whose GEMM kernels this machine executes (each asked once, by running
+    cpc-unit-tests' check that the forced core is the one loaded)."""
+    cores = []
+    for core in OPENBLAS_CORES:
+        proc = run_on_core([tool("cpc-unit-tests"), "--gtest_filter=GemmCoreTest.*:GemmBatchTest.*"], core)
+        if proc is not None:
+            assert proc.returncode == 0, "OPENBLAS_CORETYPE=%s:\n%s%s" % (core, proc.stdout[-3000:], proc.stderr[-2000:])
+            cores.append(core)
+    return cores
 
 
 def export_mae(size, opset, out_dir, extra=()):

@@ -137,9 +137,9 @@ TEST(Float16Kernels, InPlaceElementwiseAndRandom) {
 }
 
 // Tests the panelled 16-bit matmul on the layouts the plans use: batched with a broadcast rhs
-// (more rows than a panel), transposed operands, a batched rhs: each equal to the f32 matmul of
-// the widened operands, rounded once, within one unit in the last place (OpenBLAS sums a panel
-// and the whole matrix in different orders where it has small-matrix kernels, e.g. on AVX-512).
+// (more rows than a panel), transposed operands, a batched rhs, more rows than a GEMM's row chunk:
+// each, bit for bit, the f32 matmul of the widened operands rounded once (the panels are cuts the
+// f32 GEMM may make, kernels/cpu/GemmCuts.h), at 1 and 3 threads.
 TEST(Float16Kernels, MatmulPanelsEveryLayout) {
   struct Case {
     std::vector<int64_t> a, b, c;
@@ -149,20 +149,21 @@ TEST(Float16Kernels, MatmulPanelsEveryLayout) {
                         Case{{300, 40}, {24, 40}, {300, 24}, false, true},
                         Case{{40, 300}, {40, 24}, {300, 24}, true, false},
                         Case{{2, 3, 130, 16}, {2, 3, 16, 130}, {2, 3, 130, 130}, false, false},
-                        Case{{2, 16, 130}, {2, 130, 16}, {2, 130, 130}, true, true}})
+                        Case{{2, 16, 130}, {2, 130, 16}, {2, 130, 130}, true, true},
+                        Case{{8100, 20}, {20, 70}, {8100, 70}, false, false}})
     for (DType t : {DType::BF16, DType::F16}) {
       auto a = to16(t, randomFloats(numElements(k.a), 7)), b = to16(t, randomFloats(numElements(k.b), 8));
-      std::vector<uint16_t> c(numElements(k.c));
       nlohmann::json attrs = {{"transpose_lhs", k.tA}, {"transpose_rhs", k.tB}};
-      run("cpc.matmul", {ref(a, k.a, t), ref(b, k.b, t)}, {ref(c, k.c, t)}, attrs);
       auto af = from16(t, a), bf = from16(t, b);
-      std::vector<float> cf(c.size());
-      run("cpc.matmul", {ref(af, k.a), ref(bf, k.b)}, {ref(cf, k.c)}, attrs);
+      std::vector<float> cf(numElements(k.c));
+      run("cpc.matmul", {ref(af, k.a), ref(bf, k.b)}, {ref(cf, k.c)}, attrs, 1);
       std::vector<uint16_t> want = to16(t, cf);
-      int64_t off = 0;
-      for (size_t i = 0; i < c.size(); ++i) // same sign, adjacent bit patterns: neighbouring values
-        off += (c[i] >> 15) != (want[i] >> 15) || std::abs(int(c[i]) - int(want[i])) > 1;
-      EXPECT_EQ(off, 0) << dtypeName(t) << " " << shapeString(k.a) << " x " << shapeString(k.b);
+      for (int threads : {1, 3}) {
+        std::vector<uint16_t> c(numElements(k.c));
+        run("cpc.matmul", {ref(a, k.a, t), ref(b, k.b, t)}, {ref(c, k.c, t)}, attrs, threads);
+        EXPECT_EQ(c, want) << dtypeName(t) << " " << shapeString(k.a) << " x " << shapeString(k.b) << " on "
+                           << threads << " threads";
+      }
     }
 }
 

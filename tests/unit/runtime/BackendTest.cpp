@@ -1,5 +1,6 @@
 //===- BackendTest.cpp - devices, the kernel registry by (op, device, dtype) -===//
 #include "kernels/cpu/Kernel.h"
+#include "kernels/cpu/GemmCuts.h"
 #include "runtime/Device.h"
 #include "runtime/Executor.h"
 #include "runtime/Plan.h"
@@ -114,6 +115,18 @@ TEST(Oversubscription, WarnsWhenThreadsNeedMoreCoresThanThereAre) {
   std::string bound = cpc::oversubscriptionWarning(4, 2, 16, 1); // mpirun --bind-to core
   EXPECT_NE(bound.find("the 1 core this rank may use"), std::string::npos) << bound;
   EXPECT_GE(cpc::availableCores(), 1);
+}
+
+// Tests the note on an OpenBLAS whose GEMM cut points cpc does not know: none at one thread,
+// none where it knows them, else one line naming the library.
+TEST(Backend, GemmThreadsNoteOnlyForAnUnknownOpenBlas) {
+  EXPECT_EQ(cpc::gemmThreadsNote(1), "");
+  std::string note = cpc::gemmThreadsNote(3);
+  bool known = cpc::kernels::gemmCutRule(false).known && cpc::kernels::gemmCutRule(true).known;
+  EXPECT_EQ(note.empty(), known) << note;
+  if (!known) {
+    EXPECT_NE(note.find(cpc::kernels::openBlasDescription()), std::string::npos) << note;
+  }
 }
 
 } // namespace
