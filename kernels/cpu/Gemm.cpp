@@ -29,7 +29,7 @@ void blas(const Gemm<double> &g) {
               (int)g.K, 1.0, g.A, (int)g.lda, g.B, (int)g.ldb, g.beta, g.C, (int)g.ldc);
 }
 
-/// Rows [r0, r1) of `g`'s C, or columns [c0, c1) when `!rows`: a GEMM of its own.
+/// Rows [begin, end) of `g`'s C, or its columns when `!rows`: a GEMM of its own.
 template <typename T> Gemm<T> block(const Gemm<T> &g, bool rows, int64_t begin, int64_t end) {
   Gemm<T> b = g;
   if (rows) {

@@ -15,6 +15,7 @@ constexpr std::array<std::string_view, 20> kKnownCores = {
     "Opteron",  "Opteron_SSE3", "Barcelona", "Bobcat",   "Sandybridge", "Bulldozer", "Piledriver",
     "Steamroller", "Excavator", "Haswell", "Zen",        "SkylakeX",    "Cooperlake"};
 constexpr std::string_view kKnownVersion = "OpenBLAS 0.3.21 ";
+constexpr std::string_view kKnownBuild = " DYNAMIC_ARCH ";
 
 /// Cut points near i * extent / parts (i = 1 .. parts-1) on multiples of `align` in [lo, hi].
 std::vector<int64_t> evenBounds(int64_t extent, int parts, int64_t align, int64_t lo, int64_t hi) {
@@ -60,14 +61,19 @@ std::vector<int64_t> cutSide(int64_t extent, int64_t otherTimesK, int parts, int
 
 GemmCutRule gemmCutRuleFor(std::string_view config, std::string_view core, bool isDouble) {
   GemmCutRule rule;
-  if (config.substr(0, kKnownVersion.size()) != kKnownVersion ||
+  if (config.substr(0, kKnownVersion.size()) != kKnownVersion || config.find(kKnownBuild) == config.npos ||
       std::find(kKnownCores.begin(), kKnownCores.end(), core) == kKnownCores.end())
     return rule;
   rule.known = true;
-  if (!isDouble && (core == "Haswell" || core == "Zen")) { // sgemm_kernel_8x4_haswell_2.c
-    rule.colPanel = 320;                                    // SGEMM_DEFAULT_P
-    rule.colTileRows = 12;                                  // 3 x SGEMM_DEFAULT_UNROLL_N
-    rule.colTailRows = 4;                                   // SGEMM_DEFAULT_UNROLL_N
+  bool haswellKernels = core == "Haswell" || core == "Zen", skylakeKernels = core == "SkylakeX" || core == "Cooperlake";
+  if (!isDouble && haswellKernels) { // sgemm_kernel_8x4_haswell_2.c
+    rule.colAlign = rule.colLastAtLeast = 320; // SGEMM_DEFAULT_P: whole panels
+    rule.colTileRows = 12;                     // 3 x SGEMM_DEFAULT_UNROLL_N
+    rule.colTailRows = 4;                      // SGEMM_DEFAULT_UNROLL_N
+  }
+  if (isDouble && skylakeKernels) { // dgemm_kernel_16x2_skylakex.c
+    rule.colTailUnroll = 8;         // its m = 4 and m = 2 tiles
+    rule.colPanel = 192;            // DGEMM_DEFAULT_P
   }
   return rule;
 }
@@ -81,8 +87,8 @@ std::string openBlasDescription() {
 
 const GemmCutRule &gemmCutRule(bool isDouble) {
   static const GemmCutRule single = gemmCutRuleFor(openblas_get_config(), openblas_get_corename(), false);
-  static const GemmCutRule twice = gemmCutRuleFor(openblas_get_config(), openblas_get_corename(), true);
-  return isDouble ? twice : single;
+  static const GemmCutRule forDouble = gemmCutRuleFor(openblas_get_config(), openblas_get_corename(), true);
+  return isDouble ? forDouble : single;
 }
 
 GemmSplit gemmSplit(int64_t M, int64_t N, int64_t K, int threads, const GemmCutRule &rule) {
@@ -95,10 +101,11 @@ GemmSplit gemmSplit(int64_t M, int64_t N, int64_t K, int threads, const GemmCutR
     return split;
   std::vector<int64_t> rows = cutSide(M, N * k, parts, kGemmRowAlign, 1);
   std::vector<int64_t> cols = {0, N};
-  if (!rule.colPanel)
-    cols = cutSide(N, M * k, parts, kGemmColAlign, 1);
-  else if (M % rule.colTileRows <= rule.colTailRows)
-    cols = cutSide(N, M * k, parts, rule.colPanel, rule.colPanel);
+  int64_t colsAfterLast = rule.colLastAtLeast;
+  if (rule.colTailUnroll && N % rule.colTailUnroll && N > rule.colPanel)
+    colsAfterLast = std::max(colsAfterLast, rule.colPanel + 1);
+  if (!rule.colTileRows || M % rule.colTileRows <= rule.colTailRows)
+    cols = cutSide(N, M * k, parts, rule.colAlign, colsAfterLast);
   // The longer side is cut, so that the operand every block packs again (B when cutting rows, A
   // when cutting columns) is the smaller; measured faster even against evener column blocks. The
   // other side only where the longer cannot be cut or would leave a block a tenth larger.

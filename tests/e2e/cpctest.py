@@ -35,11 +35,17 @@ def run(args, check=True, timeout=600, env=None):
     return proc
 
 
-# The x86-64 cores of OpenBLAS 0.3.21's DYNAMIC_ARCH build, as OPENBLAS_CORETYPE and
-# openblas_get_corename() spell them (kernels/cpu/GemmCuts.cpp knows the same list).
+# The x86-64 cores of OpenBLAS 0.3.21's DYNAMIC_ARCH build that OPENBLAS_CORETYPE can force, as
+# it and openblas_get_corename() spell them (kernels/cpu/GemmCuts.cpp knows these and Cooperlake,
+# which 0.3.21's force_coretype cannot find: it searches corename[1..24], Cooperlake is 25th; it
+# has SkylakeX's GEMM kernels).
 OPENBLAS_CORES = ["Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Nano", "Opteron", "Opteron_SSE3",
                   "Barcelona", "Bobcat", "Sandybridge", "Bulldozer", "Piledriver", "Steamroller", "Excavator",
-                  "Haswell", "Zen", "SkylakeX", "Cooperlake"]
+                  "Haswell", "Zen", "SkylakeX"]
+# One core of each set of GEMM kernel files (kernel/x86_64/KERNEL.*): Dunnington has Penryn's,
+# Bobcat Barcelona's, Opteron_SSE3 Opteron's, Steamroller and Excavator Piledriver's, Zen Haswell's.
+OPENBLAS_KERNEL_FAMILIES = ["Prescott", "Core2", "Penryn", "Atom", "Nehalem", "Nano", "Opteron", "Barcelona",
+                            "Sandybridge", "Bulldozer", "Piledriver", "Haswell", "SkylakeX"]
 GEMM_TESTS = "GemmCoreTest.*:GemmSplitTest.*:*GemmThreadsTest.*:GemmBatchTest.*:Float16Kernels.MatmulPanelsEveryLayout"
 
 
@@ -50,16 +56,23 @@ def run_on_core(args, core, timeout=600):
     return None if proc.returncode == -signal.SIGILL else proc
 
 
-def runnable_cores():
-    """The OpenBLAS cores whose GEMM kernels this machine executes (each asked once, by running
-    cpc-unit-tests' check that the forced core is the one loaded)."""
-    cores = []
-    for core in OPENBLAS_CORES:
+def runnable_cores(cores=OPENBLAS_CORES):
+    """The OpenBLAS cores of `cores` whose GEMM kernels this machine executes (each asked once, by
+    running cpc-unit-tests' check that the forced core is the one loaded)."""
+    runnable = []
+    for core in cores:
         proc = run_on_core([tool("cpc-unit-tests"), "--gtest_filter=GemmCoreTest.*:GemmBatchTest.*"], core)
         if proc is not None:
             assert proc.returncode == 0, "OPENBLAS_CORETYPE=%s:\n%s%s" % (core, proc.stdout[-3000:], proc.stderr[-2000:])
-            cores.append(core)
-    return cores
+            runnable.append(core)
+    return runnable
+
+
+def cpu_flags():
+    """This CPU's feature flags (/proc/cpuinfo)."""
+    with open("/proc/cpuinfo") as f:
+        line = next((line for line in f if line.startswith("flags")), "")
+    return set(line.split(":", 1)[-1].split())
 
 
 def export_mae(size, opset, out_dir, extra=()):

@@ -3,15 +3,15 @@
 (GEMMs, norms and elementwise ops big enough to be split over threads) trains 5 steps with an lr
 that moves the loss and a clip that engages, at --threads 1 and 3: every step's loss and
 grad_norm are equal bit for bit, and so are the parameters written at the end. Under the
-machine's own OpenBLAS core and again under every other core it can execute (OPENBLAS_CORETYPE;
-under the sanitizers only Haswell, whose SGEMM kernel is the one that sums by tile position).
+machine's own OpenBLAS core and again under one core of each GEMM kernel family it can execute
+(OPENBLAS_CORETYPE; under the sanitizers only Haswell, whose SGEMM kernel sums by tile position).
 """
 import json
 import os
 
 import numpy as np
 
-from cpctest import Results, export_mae, run, run_on_core, runnable_cores, tempdir, tool
+from cpctest import OPENBLAS_KERNEL_FAMILIES, Results, export_mae, run, run_on_core, runnable_cores, tempdir, tool
 
 RECIPE = {"TOTAL_BATCH_SIZE": 16, "LR": 0.05, "WEIGHT_DECAY": 0.05, "clip_grad_norm": 1.0, "BETAS": [0.9, 0.95],
           "lr_schedule": "constant", "frozen": ["pos_embed$"]}
@@ -33,7 +33,7 @@ def main():
             args = [tool("cpc-run"), plan, "--steps", "5", "--threads", str(threads), "--metrics", metrics,
                     "--output-dir", out, "--input", "imgs=%s.imgs.npy" % stem, "--input", "noise=%s.noise.npy" % stem]
             proc = run(args) if core is None else run_on_core(args, core)
-            assert proc.returncode == 0, proc.stderr[-3000:]
+            assert proc is not None and proc.returncode == 0, proc and proc.stderr[-3000:]
             return [json.loads(line) for line in open(metrics)], out, proc.stderr
 
         runs = {threads: train(threads, None, "native") for threads in (1, 3)}
@@ -64,7 +64,7 @@ def main():
         results.check("3 threads give the 1-thread loss and grad_norm of every step, bit for bit",
                       lambda: same_steps(runs))
         results.check("3 threads end with the 1-thread parameters, bit for bit", lambda: same_parameters(runs))
-        cores = ["Haswell"] if os.environ.get("CPC_SANITIZED") else runnable_cores()
+        cores = runnable_cores(["Haswell"] if os.environ.get("CPC_SANITIZED") else OPENBLAS_KERNEL_FAMILIES)
         for core in cores:
             on_core = {threads: train(threads, core, core) for threads in (1, 3)}
             results.check("OPENBLAS_CORETYPE=%s: 3 threads give the 1-thread steps and parameters, bit for bit" % core,

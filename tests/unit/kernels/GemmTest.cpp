@@ -16,8 +16,11 @@ using cpc::test::uniformValues;
 
 namespace {
 
-const GemmCutRule kUniform = gemmCutRuleFor("OpenBLAS 0.3.21 DYNAMIC_ARCH", "SkylakeX", false);
-const GemmCutRule kHaswellSingle = gemmCutRuleFor("OpenBLAS 0.3.21 DYNAMIC_ARCH", "Haswell", false);
+// openblas_get_config() of Debian 12's library.
+constexpr const char *kDebianConfig = "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY SkylakeX MAX_THREADS=64";
+const GemmCutRule kUniform = gemmCutRuleFor(kDebianConfig, "SkylakeX", false);
+const GemmCutRule kHaswellSingle = gemmCutRuleFor(kDebianConfig, "Haswell", false);
+const GemmCutRule kSkylakeDouble = gemmCutRuleFor(kDebianConfig, "SkylakeX", true);
 
 bool onGrid(const GemmSplit &split, int64_t align) {
   for (size_t i = 1; i + 1 < split.bounds.size(); ++i)
@@ -42,14 +45,18 @@ TEST(GemmCoreTest, RunsTheRequestedCore) {
 // Zen's SGEMM (not DGEMM) cut columns only at whole panels.
 TEST(GemmCutRuleTest, KnowsOpenBlas0321CoresOnly) {
   EXPECT_TRUE(kUniform.known);
-  EXPECT_EQ(kUniform.colPanel, 0);
+  EXPECT_EQ(kUniform.colAlign, kGemmColAlign);
+  EXPECT_EQ(kUniform.colTailUnroll, 0);
   EXPECT_TRUE(kHaswellSingle.known);
-  EXPECT_EQ(kHaswellSingle.colPanel, 320);
-  EXPECT_EQ(gemmCutRuleFor("OpenBLAS 0.3.21 DYNAMIC_ARCH", "Zen", false).colPanel, 320);
-  EXPECT_EQ(gemmCutRuleFor("OpenBLAS 0.3.21 DYNAMIC_ARCH", "Haswell", true).colPanel, 0);
-  EXPECT_FALSE(gemmCutRuleFor("OpenBLAS 0.3.26 DYNAMIC_ARCH", "Haswell", false).known);
-  EXPECT_FALSE(gemmCutRuleFor("OpenBLAS 0.3.21 DYNAMIC_ARCH", "SapphireRapids", false).known);
-  EXPECT_FALSE(gemmCutRuleFor("OpenBLAS 0.3.21 DYNAMIC_ARCH", "", false).known);
+  EXPECT_EQ(kHaswellSingle.colAlign, 320);
+  EXPECT_EQ(gemmCutRuleFor(kDebianConfig, "Zen", false).colAlign, 320);
+  EXPECT_EQ(gemmCutRuleFor(kDebianConfig, "Haswell", true).colAlign, kGemmColAlign);
+  EXPECT_EQ(kSkylakeDouble.colPanel, 192);
+  EXPECT_EQ(gemmCutRuleFor(kDebianConfig, "Cooperlake", true).colTailUnroll, 8);
+  EXPECT_FALSE(gemmCutRuleFor("OpenBLAS 0.3.26 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Haswell", "Haswell", false).known);
+  EXPECT_FALSE(gemmCutRuleFor("OpenBLAS 0.3.21 NO_LAPACKE SKYLAKEX MAX_THREADS=64", "SkylakeX", false).known);
+  EXPECT_FALSE(gemmCutRuleFor(kDebianConfig, "SapphireRapids", false).known);
+  EXPECT_FALSE(gemmCutRuleFor(kDebianConfig, "", false).known);
 }
 
 // Tests that small GEMMs stay on one thread, that large ones are cut into blocks that cover C on
@@ -93,6 +100,57 @@ TEST(GemmSplitTest, HaswellSingleCutsColumnsAtWholePanels) {
   EXPECT_TRUE(gemmSplit(70, 1100, 300, 2, kHaswellSingle).rows);
 }
 
+// Tests SkylakeX's DGEMM rule: with N % 8 != 0 and N > 192, more than 192 columns after the
+// last cut; otherwise columns as everywhere.
+TEST(GemmSplitTest, SkylakeDoubleKeepsTheTailColumnsInALaterPanel) {
+  GemmSplit tail = gemmSplit(64, 300, 300, 2, kSkylakeDouble);
+  EXPECT_FALSE(tail.rows);
+  EXPECT_EQ(tail.bounds, (std::vector<int64_t>{0, 96, 300})); // 204 > 192 columns after the cut
+  EXPECT_EQ(gemmSplit(64, 300, 300, 2, kUniform).bounds, (std::vector<int64_t>{0, 144, 300}));
+  EXPECT_EQ(gemmSplit(64, 304, 300, 2, kSkylakeDouble).bounds, (std::vector<int64_t>{0, 160, 304})); // N % 8 == 0
+  EXPECT_EQ(gemmSplit(40, 180, 3000, 2, kSkylakeDouble).bounds, (std::vector<int64_t>{0, 96, 180})); // one panel
+}
+
+// Tests gemmSplit's promises on random shapes, thread counts and every rule: bounds increase
+// from 0 to the extent, at most `threads` blocks, each of kGemmMinBlockWork or more, cuts on the
+// rule's grid and leaving what it asks after the last; Haswell's columns only after short tails.
+TEST(GemmSplitTest, RandomShapesKeepEveryRule) {
+  std::mt19937 rng(29);
+  std::uniform_int_distribution<int64_t> side(1, 2000), depth(1, 800);
+  int cutRows = 0, cutCols = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    int64_t M = side(rng), N = side(rng), K = depth(rng);
+    int threads = 2 + trial % 7;
+    for (const GemmCutRule *rule : {&kUniform, &kHaswellSingle, &kSkylakeDouble}) {
+      GemmSplit s = gemmSplit(M, N, K, threads, *rule);
+      int64_t extent = s.rows ? M : N, other = s.rows ? N : M;
+      ASSERT_EQ(s.bounds.front(), 0);
+      ASSERT_EQ(s.bounds.back(), extent);
+      ASSERT_LE(s.parts(), threads);
+      if (s.parts() == 1)
+        continue;
+      (s.rows ? cutRows : cutCols)++;
+      for (int p = 0; p < s.parts(); ++p) {
+        ASSERT_LT(s.bounds[p], s.bounds[p + 1]);
+        ASSERT_GE((s.bounds[p + 1] - s.bounds[p]) * other * K, kGemmMinBlockWork);
+      }
+      int64_t align = s.rows ? kGemmRowAlign : rule->colAlign;
+      for (int p = 1; p < s.parts(); ++p)
+        ASSERT_EQ(s.bounds[p] % align, 0) << M << "x" << N << "x" << K;
+      if (s.rows)
+        continue;
+      int64_t after = N - s.bounds[s.parts() - 1];
+      ASSERT_GE(after, rule->colLastAtLeast);
+      if (rule->colTileRows)
+        ASSERT_LE(M % rule->colTileRows, rule->colTailRows);
+      if (rule->colTailUnroll && N % rule->colTailUnroll && N > rule->colPanel)
+        ASSERT_GT(after, rule->colPanel) << M << "x" << N << "x" << K;
+    }
+  }
+  EXPECT_GT(cutRows, 100);
+  EXPECT_GT(cutCols, 100);
+}
+
 // Tests the row panels a staging kernel may use: on the row grid, inside row chunks, each big
 // enough, covering every row.
 TEST(GemmSplitTest, RowPanelsAreCutsOfTheWholeCall) {
@@ -121,8 +179,8 @@ struct GemmCase {
 class GemmThreadsTest : public ::testing::TestWithParam<GemmCase> {};
 
 // Tests that a GEMM run on 2, 3 and 5 threads gives the 1-thread result bit for bit under the
-// OpenBLAS core this process runs (tests/unit/gemm_cores.py runs it under every core this machine
-// executes), and that the 1-thread result is the product. The shapes leave remainders inside
+// OpenBLAS core this process runs (tests/e2e/test_gemm_every_core.py runs it under every core
+// this machine executes), and that the 1-thread result is the product. The shapes leave remainders inside
 // every kernel's unroll (M % 12, % 8, % 4 and N % 16 non-zero), cut rows or columns, and one has
 // more rows than a row chunk.
 TEST_P(GemmThreadsTest, ThreadCountDoesNotChangeTheResult) {
@@ -168,10 +226,26 @@ template <typename T> void expectThreadIndependent(int64_t M, int64_t N, int64_t
   }
 }
 
-// Tests f64 GEMMs (their kernels are other files) cut along rows and along columns.
+// Tests f64 GEMMs (their kernels are other files) cut along rows and along columns, with and
+// without a remainder of N % 8 columns (SkylakeX's DGEMM rounds those by panel).
 TEST(GemmThreadsTest, DoubleThreadCountDoesNotChangeTheResult) {
   expectThreadIndependent<double>(803, 129, 700);
   expectThreadIndependent<double>(61, 1000, 300);
+  expectThreadIndependent<double>(64, 300, 300);
+  expectThreadIndependent<double>(61, 1004, 300);
+  expectThreadIndependent<double>(40, 180, 3000);
+}
+
+// Tests random shapes in f32 and f64 (fixed seed): whatever gemmSplit picks under the running
+// core gives the 1-thread bits.
+TEST(GemmThreadsTest, RandomShapesThreadCountDoesNotChangeTheResult) {
+  std::mt19937 rng(2029);
+  std::uniform_int_distribution<int64_t> side(8, 420), depth(16, 300);
+  for (int trial = 0; trial < 12; ++trial) {
+    int64_t M = side(rng), N = side(rng), K = depth(rng);
+    expectThreadIndependent<float>(M, N, K);
+    expectThreadIndependent<double>(M, N, K);
+  }
 }
 
 // Tests that a batch of small GEMMs spread whole over threads gives the serial results.
