@@ -108,12 +108,12 @@ GemmSplit gemmSplit(int64_t M, int64_t N, int64_t K, int threads, const GemmCutR
     cols = cutSide(N, M * k, parts, rule.colAlign, colsAfterLast);
   // The longer side is cut, so that the operand every block packs again (B when cutting rows, A
   // when cutting columns) is the smaller; measured faster even against evener column blocks. The
-  // other side only where the longer cannot be cut or would leave a block a tenth larger.
+  // other side only where the longer cannot be cut or would leave a block a twentieth larger.
   bool rowsLonger = M >= N;
   const std::vector<int64_t> &longer = rowsLonger ? rows : cols, &shorter = rowsLonger ? cols : rows;
   int64_t longerSpan = largestBlock(longer) * (rowsLonger ? N : M);
   int64_t shorterSpan = largestBlock(shorter) * (rowsLonger ? M : N);
-  bool useShorter = shorter.size() > 2 && (longer.size() == 2 || 10 * longerSpan > 11 * shorterSpan);
+  bool useShorter = shorter.size() > 2 && (longer.size() == 2 || 20 * longerSpan > 21 * shorterSpan);
   split.rows = rowsLonger != useShorter;
   split.bounds = useShorter ? shorter : longer;
   return split;

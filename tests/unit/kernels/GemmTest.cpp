@@ -103,10 +103,11 @@ TEST(GemmSplitTest, HaswellSingleCutsColumnsAtWholePanels) {
 // Tests SkylakeX's DGEMM rule: with N % 8 != 0 and N > 192, more than 192 columns after the
 // last cut; otherwise columns as everywhere.
 TEST(GemmSplitTest, SkylakeDoubleKeepsTheTailColumnsInALaterPanel) {
-  GemmSplit tail = gemmSplit(64, 300, 300, 2, kSkylakeDouble);
+  GemmSplit tail = gemmSplit(20, 300, 2000, 2, kSkylakeDouble); // 20 rows: too few to cut
   EXPECT_FALSE(tail.rows);
   EXPECT_EQ(tail.bounds, (std::vector<int64_t>{0, 96, 300})); // 204 > 192 columns after the cut
-  EXPECT_EQ(gemmSplit(64, 300, 300, 2, kUniform).bounds, (std::vector<int64_t>{0, 144, 300}));
+  EXPECT_EQ(gemmSplit(20, 300, 2000, 2, kUniform).bounds, (std::vector<int64_t>{0, 144, 300}));
+  EXPECT_TRUE(gemmSplit(64, 300, 300, 2, kSkylakeDouble).rows); // 96 + 204 columns: rows are evener
   EXPECT_EQ(gemmSplit(64, 304, 300, 2, kSkylakeDouble).bounds, (std::vector<int64_t>{0, 160, 304})); // N % 8 == 0
   EXPECT_EQ(gemmSplit(40, 180, 3000, 2, kSkylakeDouble).bounds, (std::vector<int64_t>{0, 96, 180})); // one panel
 }
@@ -232,6 +233,7 @@ TEST(GemmThreadsTest, DoubleThreadCountDoesNotChangeTheResult) {
   expectThreadIndependent<double>(803, 129, 700);
   expectThreadIndependent<double>(61, 1000, 300);
   expectThreadIndependent<double>(64, 300, 300);
+  expectThreadIndependent<double>(20, 300, 2000);
   expectThreadIndependent<double>(61, 1004, 300);
   expectThreadIndependent<double>(40, 180, 3000);
 }
