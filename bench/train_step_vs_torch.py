@@ -46,17 +46,23 @@ def export(size, batch, work):
     return os.path.join(work, "mae-%s-opset17" % size)
 
 
-def cpc_steps(plan, stem, steps, threads, work):
-    """Median step seconds of `steps` steps at `threads` threads, the first-step loss, and the
-    GEMM share of the kernel time from a profiled run."""
+def train_metrics(cpc_run, plan, stem, steps, threads, work):
+    """The metric lines of `steps` steps of `cpc_run` on `plan` at `threads` threads."""
     metrics = os.path.join(work, "cpc-t%d.jsonl" % threads)
     if os.path.exists(metrics):
         os.remove(metrics)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    subprocess.run([cpc_run, plan, "--steps", str(steps), "--threads", str(threads), "--metrics", metrics, "--quiet",
+                    "--input", "imgs=%s.imgs.npy" % stem, "--input", "noise=%s.noise.npy" % stem], check=True, env=env)
+    return [json.loads(line) for line in open(metrics)]
+
+
+def cpc_steps(plan, stem, steps, threads, work):
+    """Median step seconds of `steps` steps at `threads` threads, the first-step loss, and the
+    GEMM share of the kernel time from a profiled run."""
     data = ["--input", "imgs=%s.imgs.npy" % stem, "--input", "noise=%s.noise.npy" % stem]
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-    subprocess.run([os.path.join(BIN, "cpc-run"), plan, "--steps", str(steps), "--threads", str(threads), "--metrics",
-                    metrics, "--quiet", *data], check=True, env=env)
-    ours = [json.loads(line) for line in open(metrics)]
+    ours = train_metrics(os.path.join(BIN, "cpc-run"), plan, stem, steps, threads, work)
     profile = subprocess.run([os.path.join(BIN, "cpc-run"), plan, "--steps", "2", "--threads", str(threads),
                               "--profile", "--quiet", *data], check=True, env=env, capture_output=True,
                              text=True).stdout
@@ -68,13 +74,7 @@ def cpc_steps(plan, stem, steps, threads, work):
 
 def step_seconds(cpc_run, plan, stem, steps, threads, work):
     """Median step seconds (after the first) of `cpc_run` on `plan` at `threads` threads."""
-    metrics = os.path.join(work, "peer-t%d.jsonl" % threads)
-    if os.path.exists(metrics):
-        os.remove(metrics)
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-    subprocess.run([cpc_run, plan, "--steps", str(steps), "--threads", str(threads), "--metrics", metrics, "--quiet",
-                    "--input", "imgs=%s.imgs.npy" % stem, "--input", "noise=%s.noise.npy" % stem], check=True, env=env)
-    return statistics.median(json.loads(line)["step_s"] for line in list(open(metrics))[1:])
+    return statistics.median(m["step_s"] for m in train_metrics(cpc_run, plan, stem, steps, threads, work)[1:])
 
 
 def compare_with_peer(size, batch, plan, stem, threads, args, work):

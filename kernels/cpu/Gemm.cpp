@@ -61,7 +61,7 @@ template <typename T> void gemmOn(const Gemm<T> &g, int threads) {
   keepBlasSingleThreaded();
   threads = omp_in_parallel() ? 1 : threads;
   for (int64_t r0 = 0; r0 < g.M; r0 += kGemmRowChunk)
-    chunkOn(g.M <= kGemmRowChunk ? g : block(g, true, r0, std::min(g.M, r0 + kGemmRowChunk)), threads);
+    chunkOn(block(g, true, r0, std::min(g.M, r0 + kGemmRowChunk)), threads);
 }
 
 template <typename T> void gemmBatchOn(const std::vector<Gemm<T>> &gemms, int threads) {

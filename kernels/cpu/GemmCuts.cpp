@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 
 namespace cpc::kernels {
 namespace {
@@ -30,18 +31,14 @@ std::vector<int64_t> evenBounds(int64_t extent, int parts, int64_t align, int64_
   return bounds;
 }
 
-int64_t largestBlock(const std::vector<int64_t> &bounds) {
-  int64_t largest = 0;
-  for (size_t i = 1; i < bounds.size(); ++i)
-    largest = std::max(largest, bounds[i] - bounds[i - 1]);
-  return largest;
-}
-
-int64_t smallestBlock(const std::vector<int64_t> &bounds) {
-  int64_t smallest = bounds.back();
-  for (size_t i = 1; i < bounds.size(); ++i)
-    smallest = std::min(smallest, bounds[i] - bounds[i - 1]);
-  return smallest;
+/// The shortest and the longest block of `bounds`.
+std::pair<int64_t, int64_t> blockExtents(const std::vector<int64_t> &bounds) {
+  std::pair<int64_t, int64_t> extents = {bounds.back(), 0};
+  for (size_t i = 1; i < bounds.size(); ++i) {
+    extents.first = std::min(extents.first, bounds[i] - bounds[i - 1]);
+    extents.second = std::max(extents.second, bounds[i] - bounds[i - 1]);
+  }
+  return extents;
 }
 
 /// The cut of `extent` rows or columns (`otherTimesK`: a row's or column's multiply-adds) into at
@@ -51,7 +48,7 @@ std::vector<int64_t> cutSide(int64_t extent, int64_t otherTimesK, int parts, int
   int64_t lastCut = (extent - lastAtLeast) / align * align;
   for (; parts > 1 && lastCut >= align; --parts) {
     std::vector<int64_t> bounds = evenBounds(extent, parts, align, align, lastCut);
-    if (bounds.size() > 2 && smallestBlock(bounds) * otherTimesK >= kGemmMinBlockWork)
+    if (bounds.size() > 2 && blockExtents(bounds).first * otherTimesK >= kGemmMinBlockWork)
       return bounds;
   }
   return {0, extent};
@@ -111,8 +108,8 @@ GemmSplit gemmSplit(int64_t M, int64_t N, int64_t K, int threads, const GemmCutR
   // other side only where the longer cannot be cut or would leave a block a twentieth larger.
   bool rowsLonger = M >= N;
   const std::vector<int64_t> &longer = rowsLonger ? rows : cols, &shorter = rowsLonger ? cols : rows;
-  int64_t longerSpan = largestBlock(longer) * (rowsLonger ? N : M);
-  int64_t shorterSpan = largestBlock(shorter) * (rowsLonger ? M : N);
+  int64_t longerSpan = blockExtents(longer).second * (rowsLonger ? N : M);
+  int64_t shorterSpan = blockExtents(shorter).second * (rowsLonger ? M : N);
   bool useShorter = shorter.size() > 2 && (longer.size() == 2 || 20 * longerSpan > 21 * shorterSpan);
   split.rows = rowsLonger != useShorter;
   split.bounds = useShorter ? shorter : longer;

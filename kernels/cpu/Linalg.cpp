@@ -81,8 +81,8 @@ template <typename T> void matmulTyped(KernelContext &ctx, const MatmulGeometry 
 // bit, the f32 matmul of the widened operands, rounded once.
 constexpr int64_t kMatmulPanel = 128;
 
-int64_t matmulScratchFloats(const MatmulGeometry &g) {
-  std::vector<int64_t> panels = gemmRowPanels(g.M, g.N, g.K, kMatmulPanel);
+/// Floats of scratch for the widened rhs and the largest of `panels`' lhs and result panels.
+int64_t matmulScratchFloats(const MatmulGeometry &g, const std::vector<int64_t> &panels) {
   int64_t rows = 0;
   for (size_t i = 1; i < panels.size(); ++i)
     rows = std::max(rows, panels[i] - panels[i - 1]);
@@ -94,7 +94,7 @@ void matmul16(KernelContext &ctx, const MatmulGeometry &g) {
   const uint16_t *A = ctx.inputs[0].as<uint16_t>(), *B = ctx.inputs[1].as<uint16_t>();
   uint16_t *C = ctx.outputs[0].as<uint16_t>();
   std::vector<int64_t> panels = gemmRowPanels(g.M, g.N, g.K, kMatmulPanel);
-  float *wideB = scratch16(matmulScratchFloats(g));
+  float *wideB = scratch16(matmulScratchFloats(g, panels));
   float *panelA = wideB + g.K * g.N;
   int64_t widenedB = -1;
   for (size_t bi = 0; bi < g.batches.size(); ++bi) {
@@ -145,7 +145,8 @@ void matmulKernel(KernelContext &ctx) {
 int64_t matmulScratch(const KernelContext &ctx) {
   if (ctx.inputs.size() != 2 || ctx.outputs.size() != 1 || !is16BitFloat(ctx.outputs[0].dtype))
     return 0;
-  return matmulScratchFloats(matmulGeometry(ctx));
+  MatmulGeometry g = matmulGeometry(ctx);
+  return matmulScratchFloats(g, gemmRowPanels(g.M, g.N, g.K, kMatmulPanel));
 }
 
 //===----------------------------------------------------------------------===//
