@@ -264,13 +264,13 @@ private:
     int64_t interleave = 0; // an all-gather along an inner dim stacks the blocks in a temporary first
     for (const RankProgram &p : plan_.programs)
       for (const StepDesc &s : p.steps) {
-        summing |= s.op == "cpc.all_reduce" || s.op == "cpc.reduce_scatter" || s.op == "cpc.reduce_to";
-        bucket |= s.op == "cpc.all_reduce" && s.inputs.size() > 1;
-        if (s.op == "cpc.reduce_scatter" && s.attrs.value("dim", 0) > 0) // packed blocks of the input
+        summing |= hasTrait(s.op, PlanTrait::CombiningCollective);
+        bucket |= s.op == OpKind::AllReduce && s.inputs.size() > 1;
+        if (s.op == OpKind::ReduceScatter && s.attrs.value("dim", 0) > 0) // packed blocks of the input
           interleave = std::max<int64_t>(interleave, plan_.buffers[s.inputs[0]].bytes());
-        if (s.op == "cpc.all_to_all") // packed blocks out and in
+        if (s.op == OpKind::AllToAll) // packed blocks out and in
           interleave = std::max<int64_t>(interleave, 2 * plan_.buffers[s.inputs[0]].bytes());
-        if (s.op == "cpc.all_gather" && s.attrs.value("dim", 0) > 0) {
+        if (s.op == OpKind::AllGather && s.attrs.value("dim", 0) > 0) {
           const BufferDesc &out = plan_.buffers[s.outputs[0]];
           int64_t outer = 1;
           for (int64_t d = 0; d < s.attrs.value("dim", 0); ++d)
@@ -432,7 +432,7 @@ private:
       if (it == p.bufferOf.end() || plan_.rootOf(it->second) != var)
         continue;
       StepDesc step;
-      step.op = "cpc.copy";
+      step.op = OpKind::Copy;
       step.loc = "copy of " + plan_.buffers[var].name + " before its assign";
       step.inputs.push_back(it->second);
       int copy = newBuffer(v.getType(), step.loc, BufferKind::Arena, assign);
@@ -494,7 +494,7 @@ private:
       if (it == variables_.end())
         throw RuntimeError("assign to '" + assign.getName().str() + "', which is no parameter or state read before");
       keepReturnedReads(p, it->second, assign, func);
-      step.op = "cpc.assign";
+      step.op = OpKind::Assign;
       step.inputs.push_back(bufferOf(p, assign.getValue()));
       step.outputs.push_back(it->second);
       p.assigns.push_back({(int)p.desc.steps.size(), it->second});
@@ -504,7 +504,10 @@ private:
     }
     if (!llvm::isa<CpcDialect>(op->getDialect()))
       throw RuntimeError("cannot lower " + op->getName().getStringRef().str() + " at " + name);
-    step.op = op->getName().getStringRef().str();
+    std::optional<OpKind> kind = findOpKind(op->getName().getStringRef());
+    if (!kind)
+      throw RuntimeError("cannot lower " + op->getName().getStringRef().str() + " at " + name + ": no op of the plan");
+    step.op = *kind;
     step.attrs = opAttrs(op);
     for (Value v : op->getOperands())
       step.inputs.push_back(bufferOf(p, v));
@@ -603,7 +606,7 @@ private:
     // An all-reduce sums in place: each output may take its input's memory when that input is
     // not read afterwards (a bucket of gradients then needs no second copy).
     for (int s = 0; s < end; ++s) {
-      if (!options_.inPlace || steps[s].op != "cpc.all_reduce")
+      if (!options_.inPlace || !hasTrait(steps[s].op, PlanTrait::MayRunInPlace))
         continue;
       for (size_t i = 0; i < steps[s].inputs.size(); ++i) {
         int in = steps[s].inputs[i], out = steps[s].outputs[i], r = plan_.rootOf(in);

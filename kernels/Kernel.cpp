@@ -22,7 +22,7 @@ DType stepDType(const KernelContext &ctx) {
   return ctx.inputs.empty() ? DType::F32 : ctx.inputs[0].dtype;
 }
 
-void KernelContext::fail(const std::string &message) const { throw RuntimeError(op + ": " + message); }
+void KernelContext::fail(const std::string &message) const { throw RuntimeError(std::string(opName(op)) + ": " + message); }
 
 IndexBlock indexBlock(const KernelContext &ctx, int64_t local) {
   IndexBlock block{0, local, local};
@@ -60,14 +60,14 @@ void KernelRegistry::merge(const KernelRegistry &other) {
     table_[key] = entry;
 }
 
-const KernelRegistry::Entry *KernelRegistry::lookup(const std::string &op, DeviceKind device, DType dtype) const {
+const KernelRegistry::Entry *KernelRegistry::lookup(OpKind op, DeviceKind device, DType dtype) const {
   auto it = table_.find(Key{op, device, (int)dtype});
   if (it == table_.end())
     it = table_.find(Key{op, device, kAnyType});
   return it == table_.end() ? nullptr : &it->second;
 }
 
-KernelFn KernelRegistry::find(const std::string &op, DeviceKind device, DType dtype) const {
+KernelFn KernelRegistry::find(OpKind op, DeviceKind device, DType dtype) const {
   const Entry *entry = lookup(op, device, dtype);
   if (!entry)
     return nullptr;
@@ -87,7 +87,7 @@ KernelFn KernelRegistry::find(const std::string &op, DeviceKind device, DType dt
   };
 }
 
-int64_t KernelRegistry::scratchBytes(const std::string &op, const KernelContext &ctx) const {
+int64_t KernelRegistry::scratchBytes(OpKind op, const KernelContext &ctx) const {
   const Entry *entry = lookup(op, DeviceKind::Cpu, stepDType(ctx));
   if (!entry)
     return 0;
@@ -99,15 +99,15 @@ int64_t KernelRegistry::scratchBytes(const std::string &op, const KernelContext 
   return 0;
 }
 
-std::vector<std::string> KernelRegistry::names(DeviceKind device) const {
-  std::vector<std::string> out;
+std::vector<OpKind> KernelRegistry::kinds(DeviceKind device) const {
+  std::vector<OpKind> out;
   for (auto &[key, entry] : table_)
     if (key.device == device && (out.empty() || out.back() != key.op))
       out.push_back(key.op);
   return out;
 }
 
-std::vector<DType> KernelRegistry::dtypes(const std::string &op, DeviceKind device) const {
+std::vector<DType> KernelRegistry::dtypes(OpKind op, DeviceKind device) const {
   std::vector<DType> out;
   for (auto &[key, entry] : table_)
     if (key.op == op && key.device == device && key.dtype != kAnyType)

@@ -1,7 +1,8 @@
 //===- Kernel.h - the kernel interface and the registry, for every device -===//
 //
-// One kernel per (cpc op, device, element type), registered under the op's name ("cpc.add"). A
-// plan step names its kernel, its input/output buffers and the op's attributes, which the
+// One kernel per (cpc op, device, element type), registered under the op's kind (OpKind::Add,
+// generated from the dialect's ODS: kernels/OpKind.h). A plan step names its op, its
+// input/output buffers and the op's attributes, which the
 // executor decodes once into an OpAttrs (kernels/OpAttrs.h). CPU kernels register for any
 // element type (they dispatch inside, and 16-bit floats are widened around those that compute
 // in f32); CUDA kernels register per element type. A lookup tries the step's element type, then
@@ -11,6 +12,7 @@
 #define CPC_KERNELS_KERNEL_H
 
 #include "kernels/OpAttrs.h"
+#include "kernels/OpKind.h"
 #include "kernels/Tensor.h"
 
 #include <nlohmann/json.hpp>
@@ -32,7 +34,7 @@ class Device;
 namespace cpc::kernels {
 
 struct KernelContext {
-  std::string op;                  // e.g. "cpc.add", for messages
+  OpKind op{};                     // the step's op (set by whoever builds the context), for messages
   std::vector<TensorRef> inputs;
   std::vector<TensorRef> outputs;  // preallocated with their final shapes and types
   OpAttrs attrs;                   // decoded once when the plan is loaded
@@ -87,11 +89,11 @@ public:
   /// kernels when they are built (runtime/Backend.h).
   static const KernelRegistry &cpu();
   /// Registers a CPU kernel for every element type.
-  void add(const std::string &op, KernelPtr fn, Storage16 storage = Storage16::Widened, ScratchFn scratch = nullptr) {
+  void add(OpKind op, KernelPtr fn, Storage16 storage = Storage16::Widened, ScratchFn scratch = nullptr) {
     add(op, DeviceKind::Cpu, std::nullopt, fn, storage, scratch);
   }
   /// Registers `fn` for `op` on `device`, for element type `dtype` (nullopt: any).
-  void add(const std::string &op, DeviceKind device, std::optional<DType> dtype, KernelPtr fn,
+  void add(OpKind op, DeviceKind device, std::optional<DType> dtype, KernelPtr fn,
            Storage16 storage = Storage16::Native, ScratchFn scratch = nullptr) {
     table_[Key{op, device, dtype ? (int)*dtype : kAnyType}] = {fn, storage, scratch};
   }
@@ -99,21 +101,21 @@ public:
   void merge(const KernelRegistry &other);
   /// The kernel for `op` on `device` for element type `dtype` (else its any-type kernel), or
   /// null; a Widened kernel comes wrapped so that it accepts 16-bit floats.
-  KernelFn find(const std::string &op, DeviceKind device, DType dtype) const;
+  KernelFn find(OpKind op, DeviceKind device, DType dtype) const;
   /// The CPU kernel for `op`.
-  KernelFn find(const std::string &op) const { return find(op, DeviceKind::Cpu, DType::F32); }
+  KernelFn find(OpKind op) const { return find(op, DeviceKind::Cpu, DType::F32); }
   /// Bytes of the thread's 16-bit scratch (scratch16) that the CPU kernel of `op` needs on the
   /// operands of `ctx` (shapes and types only; 0 without 16-bit operands or for an unknown op).
-  int64_t scratchBytes(const std::string &op, const KernelContext &ctx) const;
+  int64_t scratchBytes(OpKind op, const KernelContext &ctx) const;
   /// The ops with a kernel on `device`.
-  std::vector<std::string> names(DeviceKind device = DeviceKind::Cpu) const;
+  std::vector<OpKind> kinds(DeviceKind device = DeviceKind::Cpu) const;
   /// The element types `op` has its own kernel for on `device` (empty with an any-type kernel).
-  std::vector<DType> dtypes(const std::string &op, DeviceKind device) const;
+  std::vector<DType> dtypes(OpKind op, DeviceKind device) const;
 
 private:
   static constexpr int kAnyType = -1;
   struct Key {
-    std::string op;
+    OpKind op;
     DeviceKind device;
     int dtype;
     bool operator<(const Key &o) const { return std::tie(op, device, dtype) < std::tie(o.op, o.device, o.dtype); }
@@ -123,7 +125,7 @@ private:
     Storage16 storage;
     ScratchFn scratch;
   };
-  const Entry *lookup(const std::string &op, DeviceKind device, DType dtype) const;
+  const Entry *lookup(OpKind op, DeviceKind device, DType dtype) const;
   std::map<Key, Entry> table_;
 };
 

@@ -44,7 +44,7 @@ std::vector<std::string> missingKernels(const Plan &plan) {
         ctx.outputs.push_back(TensorRef{nullptr, plan.buffers[b].dtype, plan.buffers[b].shape});
       DType type = kernels::stepDType(ctx);
       if (!registry.find(step.op, plan.device, type))
-        missing[step.op + " on " + dtypeName(type)]++;
+        missing[std::string(opName(step.op)) + " on " + dtypeName(type)]++;
     }
   std::vector<std::string> out;
   for (const auto &[what, steps] : missing)

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <vector>
 
 namespace cpc {
@@ -306,26 +307,20 @@ void recvKernel(kernels::KernelContext &ctx) {
 
 } // namespace
 
-kernels::KernelFn findCollectiveKernel(const std::string &op) {
-  if (op == "cpc.send")
-    return sendKernel;
-  if (op == "cpc.recv")
-    return recvKernel;
-  if (op == "cpc.all_reduce")
-    return allReduceKernel;
-  if (op == "cpc.shard_slice")
-    return shardSliceKernel;
-  if (op == "cpc.all_gather")
-    return allGatherKernel;
-  if (op == "cpc.reduce_scatter")
-    return reduceScatterKernel;
-  if (op == "cpc.all_to_all")
-    return allToAllKernel;
-  if (op == "cpc.broadcast_from")
-    return broadcastFromKernel;
-  if (op == "cpc.reduce_to")
-    return reduceToKernel;
-  return nullptr;
+kernels::KernelFn findCollectiveKernel(OpKind op) {
+  static const std::map<OpKind, kernels::KernelPtr> kernels = {
+      {OpKind::Send, sendKernel},
+      {OpKind::Recv, recvKernel},
+      {OpKind::AllReduce, allReduceKernel},
+      {OpKind::ShardSlice, shardSliceKernel},
+      {OpKind::AllGather, allGatherKernel},
+      {OpKind::ReduceScatter, reduceScatterKernel},
+      {OpKind::AllToAll, allToAllKernel},
+      {OpKind::BroadcastFrom, broadcastFromKernel},
+      {OpKind::ReduceTo, reduceToKernel},
+  };
+  auto it = kernels.find(op);
+  return it == kernels.end() ? nullptr : kernels::KernelFn(it->second);
 }
 
 } // namespace cpc

@@ -6,9 +6,10 @@
 
 namespace cpc {
 
-/// The kernel of a collective op ("cpc.all_reduce", "cpc.shard_slice"), or null. They use the
-/// context's communicator, rank and mesh, so they live in the runtime, not in the CPU kernels.
-kernels::KernelFn findCollectiveKernel(const std::string &op);
+/// The kernel of an op with the RankDependent trait (collectives, send/recv, shard_slice), or
+/// null. They use the context's communicator, rank and mesh, so they live in the runtime, not in
+/// the CPU kernels.
+kernels::KernelFn findCollectiveKernel(OpKind op);
 
 } // namespace cpc
 

@@ -170,12 +170,12 @@ void Executor::prepareProgram(const RankProgram &desc) {
     ctx.microbatch = &microbatch_;
     ctx.channels = channels;
     kernels::KernelFn fn = findCollectiveKernel(step.op);
-    program.communicates.push_back(fn && step.op != "cpc.shard_slice");
+    program.communicates.push_back(communicates(step.op));
     if (!fn)
       fn = registry.find(step.op, device_->kind(), kernels::stepDType(ctx));
     if (!fn)
       throw RuntimeError(std::string("no ") + (device_->kind() == DeviceKind::Cuda ? "CUDA" : "CPU") + " kernel for " +
-                         step.op + " on " + dtypeName(kernels::stepDType(ctx)) + " (" + where() + ")");
+                         opName(step.op) + " on " + dtypeName(kernels::stepDType(ctx)) + " (" + where() + ")");
     program.contexts.push_back(std::move(ctx));
     program.kernels.push_back(fn);
   }
@@ -191,7 +191,7 @@ void Executor::prepareCommunication() {
   for (const RankProgram &program : plan_.programs)
     for (size_t i = 0; i < program.steps.size(); ++i) {
       const StepDesc &step = program.steps[i];
-      if (!findCollectiveKernel(step.op) || step.op == "cpc.shard_slice")
+      if (!communicates(step.op))
         continue;
       kernels::OpAttrs attrs;
       try {
@@ -199,7 +199,7 @@ void Executor::prepareCommunication() {
       } catch (const RuntimeError &e) {
         throw RuntimeError("program " + program.name + ", step " + std::to_string(i) + " (" + step.loc + "): " + e.what());
       }
-      if (step.op != "cpc.send" && step.op != "cpc.recv") {
+      if (!hasTrait(step.op, PlanTrait::PointToPoint)) {
         axisSets.insert(attrs.meshAxes);
         continue;
       }
@@ -317,7 +317,8 @@ void Executor::run(const std::string &name) {
         program->stepSeconds[i] += seconds;
       if (trace) {
         const StepDesc &step = program->desc->steps[i];
-        trace->add(step.op.substr(step.op.rfind('.') + 1), program->communicates[i] ? "comm" : "compute", start,
+        std::string op = opName(step.op);
+        trace->add(op.substr(op.rfind('.') + 1), program->communicates[i] ? "comm" : "compute", start,
                    seconds * 1e6, {{"loc", step.loc}, {"step", i}});
       }
     } catch (const RuntimeError &e) {
@@ -339,7 +340,7 @@ std::vector<std::pair<std::string, double>> Executor::profile(bool byShape) cons
   std::map<std::string, double> byOp;
   for (const Program &p : programs_)
     for (size_t i = 0; i < p.stepSeconds.size(); ++i) {
-      std::string key = p.desc->steps[i].op;
+      std::string key = opName(p.desc->steps[i].op);
       if (byShape) {
         for (const TensorRef &t : p.contexts[i].inputs)
           key += " " + shapeString(t.shape);
@@ -369,7 +370,7 @@ void Executor::checkDeviceFaults() const {
   if (programIndex < programs_.size() && step < programs_[programIndex].desc->steps.size()) {
     const StepDesc &s = programs_[programIndex].desc->steps[step];
     where = "program " + programs_[programIndex].desc->name + ", step " + std::to_string(step) + " (" + s.loc +
-            "): " + s.op;
+            "): " + opName(s.op);
   }
   throw RuntimeError(where + ": " + kernels::describeFault(fault));
 }

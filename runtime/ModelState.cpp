@@ -19,9 +19,9 @@ struct ParameterUpdate {
 /// them (lr, step, grad_scale, then N params, N grads, N exp_avg, N exp_avg_sq).
 std::vector<ParameterUpdate> updatesOf(const StepDesc &s) {
   std::vector<ParameterUpdate> updates;
-  if (s.op == "cpc.adamw" && s.inputs.size() >= 3)
+  if (s.op == OpKind::AdamW && s.inputs.size() >= 3)
     updates.push_back({s.inputs[0], s.inputs[1], s.inputs[2]});
-  if (s.op == "cpc.multi_tensor_adamw" && s.inputs.size() >= 3 && (s.inputs.size() - 3) % 4 == 0) {
+  if (s.op == OpKind::MultiTensorAdamW && s.inputs.size() >= 3 && (s.inputs.size() - 3) % 4 == 0) {
     size_t n = (s.inputs.size() - 3) / 4;
     for (size_t i = 0; i < n; ++i)
       updates.push_back({s.inputs[3 + i], s.inputs[3 + n + i], s.inputs[3 + 2 * n + i]});
@@ -136,7 +136,7 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
           m.shardableElements += numElements(moment.shape) * blocks;
         int grad = u.grad;
         auto it = producer.find(plan.rootOf(grad));
-        if (it != producer.end() && it->second->op == "cpc.shard_slice")
+        if (it != producer.end() && it->second->op == OpKind::ShardSlice)
           grad = it->second->inputs[0];
         m.gradients += plan.buffers[grad].bytes();
       }
@@ -151,7 +151,7 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
   for (const RankProgram &p : plan.programs)
     if (plan.runsOn(p, rank))
       for (const StepDesc &s : p.steps) {
-        if (s.op != "cpc.cast" || s.inputs.size() != 1 || s.outputs.size() != 1)
+        if (s.op != OpKind::Cast || s.inputs.size() != 1 || s.outputs.size() != 1)
           continue;
         const BufferDesc &in = plan.buffers[plan.rootOf(s.inputs[0])], &out = plan.buffers[s.outputs[0]];
         if (in.kind == BufferKind::Parameter && in.trainable && (out.dtype == DType::F16 || out.dtype == DType::BF16) &&

@@ -153,7 +153,7 @@ int64_t Plan::pointToPointChannels() const {
   int64_t channels = 0;
   for (const RankProgram &p : programs)
     for (const StepDesc &s : p.steps)
-      if ((s.op == "cpc.send" || s.op == "cpc.recv") && s.attrs.is_object()) {
+      if (hasTrait(s.op, PlanTrait::PointToPoint) && s.attrs.is_object()) {
         const auto &c = s.attrs.value("channel", nlohmann::json());
         if (c.is_number_integer())
           channels = std::max(channels, c.get<int64_t>() + 1);
@@ -248,7 +248,7 @@ nlohmann::json Plan::metadata() const {
   for (const auto &p : programs) {
     json steps = json::array();
     for (const auto &s : p.steps)
-      steps.push_back({{"op", s.op}, {"in", s.inputs}, {"out", s.outputs}, {"attrs", s.attrs}, {"loc", s.loc}});
+      steps.push_back({{"op", opName(s.op)}, {"in", s.inputs}, {"out", s.outputs}, {"attrs", s.attrs}, {"loc", s.loc}});
     json where = json::object();
     for (const auto &[axis, coordinate] : p.coordinates)
       where[axis] = coordinate;
@@ -370,6 +370,16 @@ namespace {
 constexpr int64_t kMaxWorldSize = int64_t(1) << 20;
 
 void failPlan(const std::string &message) { throw RuntimeError("invalid plan: " + message); }
+
+/// The kind of the op a step of `program` names; a name this runtime's dialect lacks (a plan
+/// from another compiler version) fails here, naming the step, before anything runs.
+OpKind stepOpKind(const nlohmann::json &name, const RankProgram &program, const nlohmann::json &step) {
+  std::string op = name.get<std::string>();
+  if (std::optional<OpKind> kind = findOpKind(op))
+    return *kind;
+  throw RuntimeError("step " + std::to_string(program.steps.size()) + " of program " + program.name + " (" +
+                     step.value("loc", std::string()) + ") runs '" + op + "', which is no op this runtime knows");
+}
 
 /// Checks that buffer `b`'s shapes describe tensors cpc supports (so that bytes() and
 /// storedBytes() cannot overflow) and that its blob data, if any, lies inside the blob.
@@ -500,7 +510,7 @@ void Plan::validate() const {
       for (const auto *list : {&s.inputs, &s.outputs})
         for (int b : *list)
           if (b < 0 || b >= (int)buffers.size())
-            failPlan("step " + s.op + " uses buffer " + std::to_string(b) + " of " + std::to_string(buffers.size()));
+            failPlan("step " + std::string(opName(s.op)) + " uses buffer " + std::to_string(b) + " of " + std::to_string(buffers.size()));
   }
   for (const auto *list : {&inputs, &outputs})
     for (const auto &n : *list) {
@@ -511,10 +521,10 @@ void Plan::validate() const {
     }
   for (const auto &p : programs)
     for (const auto &s : p.steps)
-      if (s.op == "cpc.send" || s.op == "cpc.recv") {
+      if (hasTrait(s.op, PlanTrait::PointToPoint)) {
         const auto &channel = s.attrs.is_object() ? s.attrs.value("channel", nlohmann::json()) : nlohmann::json();
         if (!channel.is_number_integer() || channel.get<int64_t>() < 0 || channel.get<int64_t>() >= kChannelsPerTag)
-          failPlan("step " + s.op + " at " + s.loc + " has no channel in [0, " + std::to_string(kChannelsPerTag) + ")");
+          failPlan("step " + std::string(opName(s.op)) + " at " + s.loc + " has no channel in [0, " + std::to_string(kChannelsPerTag) + ")");
       }
 }
 
@@ -785,7 +795,7 @@ Plan readPlan(const std::string &path, PlanBlob blobMode) {
       prog.chunk = p.value("chunk", (int64_t)-1);
       prog.arenaBytes = p.at("arena_bytes");
       for (const auto &s : p.at("steps"))
-        prog.steps.push_back({s.at("op"), s.at("in").get<std::vector<int>>(), s.at("out").get<std::vector<int>>(),
+        prog.steps.push_back({stepOpKind(s.at("op"), prog, s), s.at("in").get<std::vector<int>>(), s.at("out").get<std::vector<int>>(),
                               s.at("attrs"), s.at("loc")});
       plan.programs.push_back(std::move(prog));
     }

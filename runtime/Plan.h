@@ -16,6 +16,7 @@
 #ifndef CPC_RUNTIME_PLAN_H
 #define CPC_RUNTIME_PLAN_H
 
+#include "kernels/OpKind.h"
 #include "kernels/Tensor.h"
 
 #include <nlohmann/json.hpp>
@@ -119,7 +120,7 @@ uint64_t syntheticParameterStream(const std::string &name);
 double syntheticParameterValue(uint64_t stream, int64_t index);
 
 struct StepDesc {
-  std::string op;               // kernel name == cpc op name
+  OpKind op{};                  // the op the step runs (a plan file holds its name)
   std::vector<int> inputs;
   std::vector<int> outputs;
   nlohmann::json attrs = nlohmann::json::object();

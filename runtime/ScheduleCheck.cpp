@@ -17,9 +17,6 @@ const nlohmann::json &attrsOf(const StepDesc &step) {
   return step.attrs.is_object() ? step.attrs : empty;
 }
 
-const std::set<std::string> kCollectives = {"cpc.all_reduce",    "cpc.all_gather",     "cpc.reduce_scatter",
-                                            "cpc.all_to_all",    "cpc.broadcast_from", "cpc.reduce_to"};
-
 std::string shapeText(const BufferDesc &b) {
   std::string s = std::string(dtypeName(b.dtype)) + "[";
   for (size_t i = 0; i < b.shape.size(); ++i)
@@ -29,7 +26,7 @@ std::string shapeText(const BufferDesc &b) {
 
 /// What every member of a collective must agree on: the op, its axes and reduction, the values.
 std::string describeCollective(const Plan &plan, const StepDesc &step) {
-  std::string s = step.op;
+  std::string s = opName(step.op);
   if (attrsOf(step).contains("kind"))
     s += " " + attrsOf(step)["kind"].get<std::string>();
   if (attrsOf(step).contains("root"))
@@ -45,16 +42,16 @@ int peerOf(const Plan &plan, int rank, const StepDesc &step) {
   int64_t peer = attrsOf(step).value("peer", int64_t(-1));
   auto it = std::find(plan.meshAxes.begin(), plan.meshAxes.end(), axis);
   if (it == plan.meshAxes.end())
-    throw RuntimeError(step.op + " at " + step.loc + ": the mesh has no axis '" + axis + "'");
+    throw RuntimeError(std::string(opName(step.op)) + " at " + step.loc + ": the mesh has no axis '" + axis + "'");
   size_t d = it - plan.meshAxes.begin();
   if (peer < 0 || peer >= plan.meshShape[d])
-    throw RuntimeError(step.op + " at " + step.loc + ": peer " + std::to_string(peer) + " is outside axis '" +
+    throw RuntimeError(std::string(opName(step.op)) + " at " + step.loc + ": peer " + std::to_string(peer) + " is outside axis '" +
                        axis + "'");
   std::vector<int64_t> coords = meshCoordinates(rank, plan.meshShape);
   coords[d] = peer;
   int64_t world = meshRank(coords, plan.meshShape);
   if (world == rank)
-    throw RuntimeError(step.op + " at " + step.loc + ": rank " + std::to_string(rank) + " would talk to itself");
+    throw RuntimeError(std::string(opName(step.op)) + " at " + step.loc + ": rank " + std::to_string(rank) + " would talk to itself");
   return (int)world;
 }
 
@@ -103,20 +100,20 @@ std::vector<CommAction> programCommActions(const Plan &plan, const RankProgram &
   for (const StepDesc &step : program.steps) {
     CommAction a;
     a.loc = step.loc;
-    if (kCollectives.count(step.op)) {
+    if (hasTrait(step.op, PlanTrait::GroupCollective)) {
       a.what = describeCollective(plan, step);
       auto axes = attrsOf(step).value("axes", std::vector<std::string>{});
       a.group = plan.meshShape.empty() ? std::vector<int>{0} : plan.shardGroup(r, axes);
-    } else if (step.op == "cpc.send" || step.op == "cpc.recv") {
-      a.kind = step.op == "cpc.send" ? CommAction::Kind::Send : CommAction::Kind::Recv;
+    } else if (hasTrait(step.op, PlanTrait::PointToPoint)) {
+      a.kind = step.op == OpKind::Send ? CommAction::Kind::Send : CommAction::Kind::Recv;
       a.peer = peerOf(plan, r, step);
       a.channel = pointToPointTag(attrsOf(step).value("channel", int64_t(0)), microbatch, channels);
       const std::vector<int> &values = a.kind == CommAction::Kind::Send ? step.inputs : step.outputs;
       if (values.size() != 1)
-        throw RuntimeError(step.op + " at " + step.loc + " must carry one value");
+        throw RuntimeError(std::string(opName(step.op)) + " at " + step.loc + " must carry one value");
       int buffer = values[0];
       a.bytes = plan.buffers[buffer].bytes();
-      a.what = step.op + " " + shapeText(plan.buffers[buffer]);
+      a.what = std::string(opName(step.op)) + " " + shapeText(plan.buffers[buffer]);
     } else {
       continue;
     }

@@ -40,6 +40,26 @@ def Cpc_AutocastFullPrecision : NativeOpTrait<"AutocastFullPrecision"> {
   let cppNamespace = "::cpc::OpTrait";
 }
 
+// What the runtime must know of an op beyond its kernel. The compiler asks op->hasTrait<>();
+// the runtime and the kernels, which do not link MLIR, read the same traits from the op table
+// that cpc-tblgen generates (dialects/cpc/tblgen, kernels/OpKind.h). C++: dialects/cpc/PlanTraits.h.
+class Cpc_PlanTrait<string name> : NativeOpTrait<name> {
+  let cppNamespace = "::cpc::OpTrait";
+}
+// Every rank of a group (the ranks that differ only along the op's mesh axes) issues it, in the
+// same order as the others: a collective the schedule check matches across ranks.
+def Cpc_GroupCollective : Cpc_PlanTrait<"GroupCollective">;
+// A group collective that combines the members' values (a sum or a max): the runtime reduces in
+// chunks through scratch.
+def Cpc_CombiningCollective : Cpc_PlanTrait<"CombiningCollective">;
+// A message to or from one peer rank along a mesh axis (pipeline stages).
+def Cpc_PointToPoint : Cpc_PlanTrait<"PointToPoint">;
+// Runs through the communicator's kernels (runtime/CollectiveKernels): it needs this rank's
+// place in the mesh, whether or not it communicates.
+def Cpc_RankDependent : Cpc_PlanTrait<"RankDependent">;
+// Each result may take its operand's memory when the operand is not read afterwards.
+def Cpc_MayRunInPlace : Cpc_PlanTrait<"MayRunInPlace">;
+
 class Cpc_Op<string mnemonic, list<Trait> traits = []>
     : Op<Cpc_Dialect, mnemonic, !listconcat(traits, [Cpc_TensorSizeLimit])>;
 

@@ -3,6 +3,7 @@
 #define CPC_DIALECTS_CPC_CPCDIALECT_H
 
 #include "dialects/cpc/Autocast.h"
+#include "dialects/cpc/PlanTraits.h"
 #include "dialects/cpc/ShapeRules.h"
 #include "dialects/cpc/TensorSizeLimit.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"

@@ -597,6 +597,18 @@ def Cpc_AssignOp : Cpc_Op<"assign", []> {
   let assemblyFormat = "$value `to` $name attr-dict `:` type($value)";
 }
 
+def Cpc_CopyOp : Cpc_Op<"copy", [Pure, SameOperandsAndResultType]> {
+  let summary = "The value of its operand, in a buffer of its own";
+  let description = [{
+    The plan builder writes it before an assign overwrites a variable whose value the function
+    also returns (the loss scale a step used), so that the result keeps the value it read.
+    Passes do not create it. Example: `%kept = cpc.copy %scale : tensor<f32>`
+  }];
+  let arguments = (ins Cpc_Tensor:$input);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
 def Cpc_AdamWOp : Cpc_Op<"adamw", [Cpc_ShardingRuleOpInterface, Pure, InferTypeOpAdaptor]> {
   let summary = "One AdamW step: decoupled weight decay, bias-corrected moments";
   let description = [{
@@ -673,7 +685,7 @@ def Cpc_ShardOp : Cpc_Op<"shard", [Cpc_ShardingRuleOpInterface, Pure, SameOperan
   let assemblyFormat = "$input `to` $sharding attr-dict `:` type($input)";
 }
 
-def Cpc_AllReduceOp : Cpc_Op<"all_reduce", [InferTypeOpAdaptor,
+def Cpc_AllReduceOp : Cpc_Op<"all_reduce", [Cpc_GroupCollective, Cpc_CombiningCollective, Cpc_RankDependent, Cpc_MayRunInPlace, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Combines values over mesh axes (sum by default, or max) on every rank of a group";
   let description = [{
@@ -695,7 +707,7 @@ def Cpc_AllReduceOp : Cpc_Op<"all_reduce", [InferTypeOpAdaptor,
   }]>];
 }
 
-def Cpc_AllGatherOp : Cpc_Op<"all_gather", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Cpc_AllGatherOp : Cpc_Op<"all_gather", [Cpc_GroupCollective, Cpc_RankDependent, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Concatenates every rank's block along `dim` (0 when unset), in rank order over the mesh axes";
   let description = [{
     The inverse of a shard_slice along `dim`: each rank contributes its block and all get the
@@ -720,7 +732,7 @@ def Cpc_AllGatherOp : Cpc_Op<"all_gather", [DeclareOpInterfaceMethods<SymbolUser
   }];
 }
 
-def Cpc_AllToAllOp : Cpc_Op<"all_to_all", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Cpc_AllToAllOp : Cpc_Op<"all_to_all", [Cpc_GroupCollective, Cpc_RankDependent, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Moves a split from one dim to another: every rank sends block j of `split_dim` to rank j";
   let description = [{
     Resharding without replication: each rank of a group cuts its value into one block per rank
@@ -737,7 +749,7 @@ def Cpc_AllToAllOp : Cpc_Op<"all_to_all", [DeclareOpInterfaceMethods<SymbolUserO
   let hasVerifier = 1;
 }
 
-def Cpc_ReduceScatterOp : Cpc_Op<"reduce_scatter", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Cpc_ReduceScatterOp : Cpc_Op<"reduce_scatter", [Cpc_GroupCollective, Cpc_CombiningCollective, Cpc_RankDependent, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Sums a value over mesh axes; each rank keeps its block of dim `dim` (0 when unset) of the sum";
   let description = [{
     Half of an all-reduce: with all_gather after it, the same traffic; without, each rank holds
@@ -761,7 +773,7 @@ def Cpc_ReduceScatterOp : Cpc_Op<"reduce_scatter", [DeclareOpInterfaceMethods<Sy
   }];
 }
 
-def Cpc_BroadcastFromOp : Cpc_Op<"broadcast_from", [SameOperandsAndResultType,
+def Cpc_BroadcastFromOp : Cpc_Op<"broadcast_from", [Cpc_GroupCollective, Cpc_RankDependent, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Every rank of a group gets the value of the member at coordinate `root` along `axes`";
   let description = [{
@@ -776,7 +788,7 @@ def Cpc_BroadcastFromOp : Cpc_Op<"broadcast_from", [SameOperandsAndResultType,
   let assemblyFormat = "$input `over` $mesh $axes `root` $root attr-dict `:` type($input)";
 }
 
-def Cpc_ReduceToOp : Cpc_Op<"reduce_to", [SameOperandsAndResultType,
+def Cpc_ReduceToOp : Cpc_Op<"reduce_to", [Cpc_GroupCollective, Cpc_CombiningCollective, Cpc_RankDependent, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Sums a value over a group into the member at coordinate `root`; the others get zeros";
   let description = [{
@@ -791,7 +803,7 @@ def Cpc_ReduceToOp : Cpc_Op<"reduce_to", [SameOperandsAndResultType,
   let assemblyFormat = "$input `over` $mesh $axes `root` $root attr-dict `:` type($input)";
 }
 
-def Cpc_SendOp : Cpc_Op<"send", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Cpc_SendOp : Cpc_Op<"send", [Cpc_PointToPoint, Cpc_RankDependent, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Sends a value to the rank at coordinate `peer` along mesh axis `axis` (pipeline stages)";
   let description = [{
     Point-to-point: the receiving rank has this rank's coordinates on every other axis and
@@ -804,7 +816,7 @@ def Cpc_SendOp : Cpc_Op<"send", [DeclareOpInterfaceMethods<SymbolUserOpInterface
   let assemblyFormat = "$input `to` $mesh ` ` `[` $axis `=` $peer `]` `channel` $channel attr-dict `:` type($input)";
 }
 
-def Cpc_RecvOp : Cpc_Op<"recv", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Cpc_RecvOp : Cpc_Op<"recv", [Cpc_PointToPoint, Cpc_RankDependent, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Receives a value from the rank at coordinate `peer` along mesh axis `axis`";
   let description = [{
     The counterpart of cpc.send: the value the rank at `peer` (this rank's coordinates on the
@@ -816,7 +828,7 @@ def Cpc_RecvOp : Cpc_Op<"recv", [DeclareOpInterfaceMethods<SymbolUserOpInterface
   let assemblyFormat = "`from` $mesh ` ` `[` $axis `=` $peer `]` `channel` $channel attr-dict `:` type($result)";
 }
 
-def Cpc_ShardSliceOp : Cpc_Op<"shard_slice", [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Cpc_ShardSliceOp : Cpc_Op<"shard_slice", [Cpc_RankDependent, Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "This rank's block of a value that every rank holds whole";
   let description = [{
     Splits each dim over the mesh axes that `sharding` assigns to it and keeps the block of

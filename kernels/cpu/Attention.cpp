@@ -135,8 +135,8 @@ void attentionGradKernel(KernelContext &ctx) {
 } // namespace
 
 void registerAttentionKernels(KernelRegistry &r) {
-  r.add("cpc.attention", attentionKernel);
-  r.add("cpc.attention_grad", attentionGradKernel);
+  r.add(OpKind::Attention, attentionKernel);
+  r.add(OpKind::AttentionGrad, attentionGradKernel);
 }
 
 } // namespace cpc::kernels

@@ -502,15 +502,15 @@ template <bool Weight> void convGradKernel(KernelContext &ctx) {
 } // namespace
 
 void registerBackwardKernels(KernelRegistry &r) {
-  r.add("cpc.pad", padKernel, Storage16::Native); // moves bytes
-  r.add("cpc.gelu_grad", geluGradKernel, Storage16::Elementwise);
-  r.add("cpc.softmax_grad", softmaxGradKernel);
-  r.add("cpc.layer_norm_grad", layerNormGradKernel<false>);
-  r.add("cpc.layer_norm_grad_add", layerNormGradKernel<true>);
-  r.add("cpc.gather_grad", gatherGradKernel);
-  r.add("cpc.gather_elements_grad", gatherElementsGradKernel);
-  r.add("cpc.conv2d_grad_input", convGradKernel<false>);
-  r.add("cpc.conv2d_grad_weight", convGradKernel<true>);
+  r.add(OpKind::Pad, padKernel, Storage16::Native); // moves bytes
+  r.add(OpKind::GeluGrad, geluGradKernel, Storage16::Elementwise);
+  r.add(OpKind::SoftmaxGrad, softmaxGradKernel);
+  r.add(OpKind::LayerNormGrad, layerNormGradKernel<false>);
+  r.add(OpKind::LayerNormGradAdd, layerNormGradKernel<true>);
+  r.add(OpKind::GatherGrad, gatherGradKernel);
+  r.add(OpKind::GatherElementsGrad, gatherElementsGradKernel);
+  r.add(OpKind::Conv2DGradInput, convGradKernel<false>);
+  r.add(OpKind::Conv2DGradWeight, convGradKernel<true>);
 }
 
 } // namespace cpc::kernels

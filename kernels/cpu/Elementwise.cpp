@@ -306,35 +306,35 @@ void whereKernel(KernelContext &ctx) {
 } // namespace
 
 void registerElementwiseKernels(KernelRegistry &r) {
-  r.add("cpc.neg", unaryKernel<kNum, Neg>, Storage16::Elementwise);
-  r.add("cpc.abs", unaryKernel<kNum, Abs>, Storage16::Elementwise);
-  r.add("cpc.exp", unaryKernel<kFloat, Exp>, Storage16::Elementwise);
-  r.add("cpc.log", unaryKernel<kFloat, Log>, Storage16::Elementwise);
-  r.add("cpc.sqrt", unaryKernel<kFloat, Sqrt>, Storage16::Elementwise);
-  r.add("cpc.rsqrt", unaryKernel<kFloat, Rsqrt>, Storage16::Elementwise);
-  r.add("cpc.reciprocal", unaryKernel<kFloat, Reciprocal>, Storage16::Elementwise);
-  r.add("cpc.erf", unaryKernel<kFloat, Erf>, Storage16::Elementwise);
-  r.add("cpc.tanh", unaryKernel<kFloat, Tanh>, Storage16::Elementwise);
-  r.add("cpc.sigmoid", unaryKernel<kFloat, Sigmoid>, Storage16::Elementwise);
-  r.add("cpc.relu", unaryKernel<kFloat, Relu>, Storage16::Elementwise);
-  r.add("cpc.not", unaryKernel<kBool, Not>, Storage16::Elementwise);
-  r.add("cpc.gelu", geluKernel, Storage16::Elementwise);
-  r.add("cpc.cast", castKernel16, Storage16::Native);
-  r.add("cpc.add", binaryKernel<kNum, Add>, Storage16::Elementwise);
-  r.add("cpc.sub", binaryKernel<kNum, Sub>, Storage16::Elementwise);
-  r.add("cpc.mul", binaryKernel<kNum, Mul>, Storage16::Elementwise);
-  r.add("cpc.div", binaryKernel<kNum, Div>, Storage16::Elementwise);
-  r.add("cpc.pow", binaryKernel<kFloat, Pow>, Storage16::Elementwise);
-  r.add("cpc.max", binaryKernel<kAny, Max>, Storage16::Elementwise);
-  r.add("cpc.min", binaryKernel<kAny, Min>, Storage16::Elementwise);
-  r.add("cpc.equal", binaryKernel<kAny, Equal, true>, Storage16::Elementwise);
-  r.add("cpc.less", binaryKernel<kAny, Less, true>, Storage16::Elementwise);
-  r.add("cpc.less_equal", binaryKernel<kAny, LessEqual, true>, Storage16::Elementwise);
-  r.add("cpc.greater", binaryKernel<kAny, Greater, true>, Storage16::Elementwise);
-  r.add("cpc.greater_equal", binaryKernel<kAny, GreaterEqual, true>, Storage16::Elementwise);
-  r.add("cpc.and", binaryKernel<kBool, And, true>, Storage16::Elementwise);
-  r.add("cpc.or", binaryKernel<kBool, Or, true>, Storage16::Elementwise);
-  r.add("cpc.where", whereKernel, Storage16::Elementwise);
+  r.add(OpKind::Neg, unaryKernel<kNum, Neg>, Storage16::Elementwise);
+  r.add(OpKind::Abs, unaryKernel<kNum, Abs>, Storage16::Elementwise);
+  r.add(OpKind::Exp, unaryKernel<kFloat, Exp>, Storage16::Elementwise);
+  r.add(OpKind::Log, unaryKernel<kFloat, Log>, Storage16::Elementwise);
+  r.add(OpKind::Sqrt, unaryKernel<kFloat, Sqrt>, Storage16::Elementwise);
+  r.add(OpKind::Rsqrt, unaryKernel<kFloat, Rsqrt>, Storage16::Elementwise);
+  r.add(OpKind::Reciprocal, unaryKernel<kFloat, Reciprocal>, Storage16::Elementwise);
+  r.add(OpKind::Erf, unaryKernel<kFloat, Erf>, Storage16::Elementwise);
+  r.add(OpKind::Tanh, unaryKernel<kFloat, Tanh>, Storage16::Elementwise);
+  r.add(OpKind::Sigmoid, unaryKernel<kFloat, Sigmoid>, Storage16::Elementwise);
+  r.add(OpKind::Relu, unaryKernel<kFloat, Relu>, Storage16::Elementwise);
+  r.add(OpKind::Not, unaryKernel<kBool, Not>, Storage16::Elementwise);
+  r.add(OpKind::Gelu, geluKernel, Storage16::Elementwise);
+  r.add(OpKind::Cast, castKernel16, Storage16::Native);
+  r.add(OpKind::Add, binaryKernel<kNum, Add>, Storage16::Elementwise);
+  r.add(OpKind::Sub, binaryKernel<kNum, Sub>, Storage16::Elementwise);
+  r.add(OpKind::Mul, binaryKernel<kNum, Mul>, Storage16::Elementwise);
+  r.add(OpKind::Div, binaryKernel<kNum, Div>, Storage16::Elementwise);
+  r.add(OpKind::Pow, binaryKernel<kFloat, Pow>, Storage16::Elementwise);
+  r.add(OpKind::Max, binaryKernel<kAny, Max>, Storage16::Elementwise);
+  r.add(OpKind::Min, binaryKernel<kAny, Min>, Storage16::Elementwise);
+  r.add(OpKind::Equal, binaryKernel<kAny, Equal, true>, Storage16::Elementwise);
+  r.add(OpKind::Less, binaryKernel<kAny, Less, true>, Storage16::Elementwise);
+  r.add(OpKind::LessEqual, binaryKernel<kAny, LessEqual, true>, Storage16::Elementwise);
+  r.add(OpKind::Greater, binaryKernel<kAny, Greater, true>, Storage16::Elementwise);
+  r.add(OpKind::GreaterEqual, binaryKernel<kAny, GreaterEqual, true>, Storage16::Elementwise);
+  r.add(OpKind::And, binaryKernel<kBool, And, true>, Storage16::Elementwise);
+  r.add(OpKind::Or, binaryKernel<kBool, Or, true>, Storage16::Elementwise);
+  r.add(OpKind::Where, whereKernel, Storage16::Elementwise);
 }
 
 } // namespace cpc::kernels

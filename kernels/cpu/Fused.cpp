@@ -14,7 +14,7 @@ namespace cpc::kernels {
 namespace {
 
 /// A context running `op`'s kernel on the given tensors, with `ctx`'s threads.
-KernelContext subContext(const KernelContext &ctx, const char *op, std::vector<TensorRef> inputs,
+KernelContext subContext(const KernelContext &ctx, OpKind op, std::vector<TensorRef> inputs,
                          std::vector<TensorRef> outputs) {
   KernelContext sub;
   sub.op = op;
@@ -46,9 +46,9 @@ int64_t matmulBiasScratch(const KernelContext &ctx) {
   const TensorRef &result = ctx.outputs[0], &sum = ctx.outputs.back();
   int64_t rows = std::min(panelRows(result), result.numel() / std::max<int64_t>(result.shape.back(), 1));
   TensorRef panel{nullptr, result.dtype, {rows, result.shape.back()}};
-  int64_t bytes = std::max({registry.scratchBytes("cpc.matmul", subContext(ctx, "cpc.matmul", {ctx.inputs[0], ctx.inputs[1]}, {sum})),
-                            registry.scratchBytes("cpc.add", subContext(ctx, "cpc.add", {panel, ctx.inputs[2]}, {panel})),
-                            registry.scratchBytes("cpc.gelu", subContext(ctx, "cpc.gelu", {panel}, {panel}))});
+  int64_t bytes = std::max({registry.scratchBytes(OpKind::MatMul, subContext(ctx, OpKind::MatMul, {ctx.inputs[0], ctx.inputs[1]}, {sum})),
+                            registry.scratchBytes(OpKind::Add, subContext(ctx, OpKind::Add, {panel, ctx.inputs[2]}, {panel})),
+                            registry.scratchBytes(OpKind::Gelu, subContext(ctx, OpKind::Gelu, {panel}, {panel}))});
   return bytes / 4;
 }
 
@@ -57,8 +57,8 @@ void matmulBiasKernel(KernelContext &ctx) {
   if (ctx.inputs.size() != 3 || ctx.outputs.empty() || ctx.outputs.size() > 2)
     ctx.fail("expects lhs, rhs, bias and 1 or 2 results");
   const KernelRegistry &registry = KernelRegistry::cpu();
-  static const KernelFn matmul = registry.find("cpc.matmul"), add = registry.find("cpc.add"),
-                        gelu = registry.find("cpc.gelu");
+  static const KernelFn matmul = registry.find(OpKind::MatMul), add = registry.find(OpKind::Add),
+                        gelu = registry.find(OpKind::Gelu);
   const TensorRef &result = ctx.outputs[0], &bias = ctx.inputs[2];
   const TensorRef &sum = ctx.outputs.size() > 1 ? ctx.outputs[1] : result;
   bool activate = ctx.attrs.activation == Activation::Gelu;
@@ -66,7 +66,7 @@ void matmulBiasKernel(KernelContext &ctx) {
     ctx.fail("a preactivation result needs activation \"gelu\"");
   if (result.shape.empty() || bias.rank() != 1 || bias.shape[0] != result.shape.back() || sum.shape != result.shape)
     ctx.fail("bias must have one element per column of the result");
-  KernelContext product = subContext(ctx, "cpc.matmul", {ctx.inputs[0], ctx.inputs[1]}, {sum});
+  KernelContext product = subContext(ctx, OpKind::MatMul, {ctx.inputs[0], ctx.inputs[1]}, {sum});
   matmul(product);
   // Bias and activation, one panel of rows at a time.
   int64_t columns = std::max<int64_t>(result.shape.back(), 1), rows = result.numel() / columns;
@@ -74,10 +74,10 @@ void matmulBiasKernel(KernelContext &ctx) {
   for (int64_t begin = 0; begin < rows; begin += panel) {
     int64_t end = std::min(rows, begin + panel);
     TensorRef sumRows = rowPanel(sum, begin, end);
-    KernelContext biased = subContext(ctx, "cpc.add", {sumRows, bias}, {sumRows});
+    KernelContext biased = subContext(ctx, OpKind::Add, {sumRows, bias}, {sumRows});
     add(biased);
     if (activate) {
-      KernelContext activated = subContext(ctx, "cpc.gelu", {sumRows}, {rowPanel(result, begin, end)});
+      KernelContext activated = subContext(ctx, OpKind::Gelu, {sumRows}, {rowPanel(result, begin, end)});
       gelu(activated);
     }
   }
@@ -86,7 +86,7 @@ void matmulBiasKernel(KernelContext &ctx) {
 } // namespace
 
 void registerFusedKernels(KernelRegistry &r) {
-  r.add("cpc.matmul_bias", matmulBiasKernel, Storage16::Native, matmulBiasScratch);
+  r.add(OpKind::MatMulBias, matmulBiasKernel, Storage16::Native, matmulBiasScratch);
 }
 
 } // namespace cpc::kernels

@@ -278,11 +278,11 @@ void argsortKernel(KernelContext &ctx) {
 } // namespace
 
 void registerIndexingKernels(KernelRegistry &registry) {
-  registry.add("cpc.gather", gatherKernel, Storage16::Native); // moves bytes
-  registry.add("cpc.gather_elements", gatherElementsKernel, Storage16::Native); // moves bytes
-  registry.add("cpc.scatter_nd", scatterNDKernel);
-  registry.add("cpc.topk", topkKernel);
-  registry.add("cpc.argsort", argsortKernel);
+  registry.add(OpKind::Gather, gatherKernel, Storage16::Native); // moves bytes
+  registry.add(OpKind::GatherElements, gatherElementsKernel, Storage16::Native); // moves bytes
+  registry.add(OpKind::ScatterND, scatterNDKernel);
+  registry.add(OpKind::TopK, topkKernel);
+  registry.add(OpKind::ArgSort, argsortKernel);
 }
 
 } // namespace cpc::kernels

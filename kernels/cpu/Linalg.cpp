@@ -283,8 +283,8 @@ void conv2dKernel(KernelContext &ctx) {
 } // namespace
 
 void registerLinalgKernels(KernelRegistry &registry) {
-  registry.add("cpc.matmul", matmulKernel, Storage16::Native, matmulScratch);
-  registry.add("cpc.conv2d", conv2dKernel);
+  registry.add(OpKind::MatMul, matmulKernel, Storage16::Native, matmulScratch);
+  registry.add(OpKind::Conv2D, conv2dKernel);
 }
 
 } // namespace cpc::kernels

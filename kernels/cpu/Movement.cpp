@@ -198,15 +198,15 @@ void concatKernel(KernelContext &ctx) {
 } // namespace
 
 void registerMovementKernels(KernelRegistry &registry) {
-  registry.add("cpc.transpose", transposeKernel, Storage16::Native);
-  registry.add("cpc.slice", sliceKernel, Storage16::Native);
-  registry.add("cpc.concat", concatKernel, Storage16::Native);
-  registry.add("cpc.broadcast", broadcastKernel, Storage16::Native);
-  registry.add("cpc.reshape", reshapeKernel, Storage16::Native);
-  registry.add("cpc.stop_gradient", reshapeKernel, Storage16::Native); // a copy (autodiff already read its meaning)
+  registry.add(OpKind::Transpose, transposeKernel, Storage16::Native);
+  registry.add(OpKind::Slice, sliceKernel, Storage16::Native);
+  registry.add(OpKind::Concat, concatKernel, Storage16::Native);
+  registry.add(OpKind::Broadcast, broadcastKernel, Storage16::Native);
+  registry.add(OpKind::Reshape, reshapeKernel, Storage16::Native);
+  registry.add(OpKind::StopGradient, reshapeKernel, Storage16::Native); // a copy (autodiff already read its meaning)
   // A plain copy the plan builder inserts (no dialect op): a program's result that reads a
   // variable the program assigns afterwards keeps the value it read.
-  registry.add("cpc.copy", reshapeKernel, Storage16::Native);
+  registry.add(OpKind::Copy, reshapeKernel, Storage16::Native);
 }
 
 } // namespace cpc::kernels

@@ -129,9 +129,9 @@ void softmaxKernel(KernelContext &ctx) {
 } // namespace
 
 void registerNormalizationKernels(KernelRegistry &r) {
-  r.add("cpc.layer_norm", layerNormKernel<false>);
-  r.add("cpc.add_layer_norm", layerNormKernel<true>);
-  r.add("cpc.softmax", softmaxKernel);
+  r.add(OpKind::LayerNorm, layerNormKernel<false>);
+  r.add(OpKind::AddLayerNorm, layerNormKernel<true>);
+  r.add(OpKind::Softmax, softmaxKernel);
 }
 
 } // namespace cpc::kernels

@@ -135,8 +135,8 @@ void multiTensorAdamWKernel(KernelContext &ctx) {
 } // namespace
 
 void registerOptimizerKernels(KernelRegistry &r) {
-  r.add("cpc.adamw", adamwKernel);
-  r.add("cpc.multi_tensor_adamw", multiTensorAdamWKernel);
+  r.add(OpKind::AdamW, adamwKernel);
+  r.add(OpKind::MultiTensorAdamW, multiTensorAdamWKernel);
 }
 
 } // namespace cpc::kernels

@@ -59,6 +59,6 @@ void randomUniformKernel(KernelContext &ctx) {
 
 } // namespace
 
-void registerRandomKernels(KernelRegistry &r) { r.add("cpc.random_uniform", randomUniformKernel); }
+void registerRandomKernels(KernelRegistry &r) { r.add(OpKind::RandomUniform, randomUniformKernel); }
 
 } // namespace cpc::kernels

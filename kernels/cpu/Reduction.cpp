@@ -271,12 +271,12 @@ template <template <class> class Op, unsigned K> void reduceKernel(KernelContext
 } // namespace
 
 void registerReductionKernels(KernelRegistry &r) {
-  r.add("cpc.reduce_sum", reduceKernel<Sum, kNum>);
-  r.add("cpc.reduce_sum_squares", reduceKernel<SumSquares, kFloat>);
-  r.add("cpc.reduce_mean", reduceKernel<Mean, kFloat>);
-  r.add("cpc.reduce_max", reduceKernel<Max, kAny>);
-  r.add("cpc.reduce_min", reduceKernel<Min, kAny>);
-  r.add("cpc.reduce_prod", reduceKernel<Prod, kNum>);
+  r.add(OpKind::ReduceSum, reduceKernel<Sum, kNum>);
+  r.add(OpKind::ReduceSumSquares, reduceKernel<SumSquares, kFloat>);
+  r.add(OpKind::ReduceMean, reduceKernel<Mean, kFloat>);
+  r.add(OpKind::ReduceMax, reduceKernel<Max, kAny>);
+  r.add(OpKind::ReduceMin, reduceKernel<Min, kAny>);
+  r.add(OpKind::ReduceProd, reduceKernel<Prod, kNum>);
 }
 
 } // namespace cpc::kernels

@@ -17,6 +17,6 @@ void assignKernel(KernelContext &ctx) {
 }
 } // namespace
 
-void registerVariableKernels(KernelRegistry &registry) { registry.add("cpc.assign", assignKernel, Storage16::Native); }
+void registerVariableKernels(KernelRegistry &registry) { registry.add(OpKind::Assign, assignKernel, Storage16::Native); }
 
 } // namespace cpc::kernels

@@ -130,8 +130,8 @@ void attentionGrad(KernelContext &ctx) {
 
 void registerCudaAttentionKernels(KernelRegistry &registry) {
   for (DType t : cuda::kFloatTypes) {
-    registry.add("cpc.attention", DeviceKind::Cuda, t, cuda::attention);
-    registry.add("cpc.attention_grad", DeviceKind::Cuda, t, cuda::attentionGrad);
+    registry.add(OpKind::Attention, DeviceKind::Cuda, t, cuda::attention);
+    registry.add(OpKind::AttentionGrad, DeviceKind::Cuda, t, cuda::attentionGrad);
   }
 }
 

@@ -77,7 +77,7 @@ constexpr DType kFloatTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16
 constexpr DType kIntTypes[] = {DType::I64, DType::I32, DType::I16, DType::I8, DType::U8};
 
 /// Registers `fn` for `op` on CUDA for every element type of `kinds`.
-inline void addFor(KernelRegistry &r, const char *op, KernelPtr fn, unsigned kinds) {
+inline void addFor(KernelRegistry &r, OpKind op, KernelPtr fn, unsigned kinds) {
   if (kinds & kFloat)
     for (DType t : kFloatTypes)
       r.add(op, DeviceKind::Cuda, t, fn);

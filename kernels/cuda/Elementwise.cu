@@ -233,38 +233,38 @@ void whereHost(KernelContext &ctx) {
 
 void registerCudaElementwiseKernels(KernelRegistry &r) {
   using namespace cuda;
-  addFor(r, "cpc.neg", unaryHost<kNum, NegOp>, kNum);
-  addFor(r, "cpc.abs", unaryHost<kNum, AbsOp>, kNum);
-  addFor(r, "cpc.exp", unaryHost<kFloat, ExpOp>, kFloat);
-  addFor(r, "cpc.log", unaryHost<kFloat, LogOp>, kFloat);
-  addFor(r, "cpc.sqrt", unaryHost<kFloat, SqrtOp>, kFloat);
-  addFor(r, "cpc.rsqrt", unaryHost<kFloat, RsqrtOp>, kFloat);
-  addFor(r, "cpc.reciprocal", unaryHost<kFloat, ReciprocalOp>, kFloat);
-  addFor(r, "cpc.erf", unaryHost<kFloat, ErfOp>, kFloat);
-  addFor(r, "cpc.tanh", unaryHost<kFloat, TanhOp>, kFloat);
-  addFor(r, "cpc.sigmoid", unaryHost<kFloat, SigmoidOp>, kFloat);
-  addFor(r, "cpc.relu", unaryHost<kFloat, ReluOp>, kFloat);
-  addFor(r, "cpc.not", unaryHost<kBool, NotOp>, kBool);
-  addFor(r, "cpc.gelu", geluHost, kFloat);
-  addFor(r, "cpc.gelu_grad", geluGradHost, kFloat);
+  addFor(r, OpKind::Neg, unaryHost<kNum, NegOp>, kNum);
+  addFor(r, OpKind::Abs, unaryHost<kNum, AbsOp>, kNum);
+  addFor(r, OpKind::Exp, unaryHost<kFloat, ExpOp>, kFloat);
+  addFor(r, OpKind::Log, unaryHost<kFloat, LogOp>, kFloat);
+  addFor(r, OpKind::Sqrt, unaryHost<kFloat, SqrtOp>, kFloat);
+  addFor(r, OpKind::Rsqrt, unaryHost<kFloat, RsqrtOp>, kFloat);
+  addFor(r, OpKind::Reciprocal, unaryHost<kFloat, ReciprocalOp>, kFloat);
+  addFor(r, OpKind::Erf, unaryHost<kFloat, ErfOp>, kFloat);
+  addFor(r, OpKind::Tanh, unaryHost<kFloat, TanhOp>, kFloat);
+  addFor(r, OpKind::Sigmoid, unaryHost<kFloat, SigmoidOp>, kFloat);
+  addFor(r, OpKind::Relu, unaryHost<kFloat, ReluOp>, kFloat);
+  addFor(r, OpKind::Not, unaryHost<kBool, NotOp>, kBool);
+  addFor(r, OpKind::Gelu, geluHost, kFloat);
+  addFor(r, OpKind::GeluGrad, geluGradHost, kFloat);
   // Looked up by the result's type; every pair of element types converts.
-  addFor(r, "cpc.cast", castHost, kAny);
-  addFor(r, "cpc.add", binaryHost<kNum, AddOp>, kNum);
-  addFor(r, "cpc.sub", binaryHost<kNum, SubOp>, kNum);
-  addFor(r, "cpc.mul", binaryHost<kNum, MulOp>, kNum);
-  addFor(r, "cpc.div", binaryHost<kNum, DivOp>, kNum);
-  addFor(r, "cpc.pow", binaryHost<kFloat, PowOp>, kFloat);
-  addFor(r, "cpc.max", binaryHost<kAny, MaxOp>, kAny);
-  addFor(r, "cpc.min", binaryHost<kAny, MinOp>, kAny);
+  addFor(r, OpKind::Cast, castHost, kAny);
+  addFor(r, OpKind::Add, binaryHost<kNum, AddOp>, kNum);
+  addFor(r, OpKind::Sub, binaryHost<kNum, SubOp>, kNum);
+  addFor(r, OpKind::Mul, binaryHost<kNum, MulOp>, kNum);
+  addFor(r, OpKind::Div, binaryHost<kNum, DivOp>, kNum);
+  addFor(r, OpKind::Pow, binaryHost<kFloat, PowOp>, kFloat);
+  addFor(r, OpKind::Max, binaryHost<kAny, MaxOp>, kAny);
+  addFor(r, OpKind::Min, binaryHost<kAny, MinOp>, kAny);
   // Compares and logical ops are looked up by their i1 result; compares take any operand type.
-  addFor(r, "cpc.equal", binaryHost<kAny, EqualOp, true>, kBool);
-  addFor(r, "cpc.less", binaryHost<kAny, LessOp, true>, kBool);
-  addFor(r, "cpc.less_equal", binaryHost<kAny, LessEqualOp, true>, kBool);
-  addFor(r, "cpc.greater", binaryHost<kAny, GreaterOp, true>, kBool);
-  addFor(r, "cpc.greater_equal", binaryHost<kAny, GreaterEqualOp, true>, kBool);
-  addFor(r, "cpc.and", binaryHost<kBool, AndOp, true>, kBool);
-  addFor(r, "cpc.or", binaryHost<kBool, OrOp, true>, kBool);
-  addFor(r, "cpc.where", whereHost, kAny);
+  addFor(r, OpKind::Equal, binaryHost<kAny, EqualOp, true>, kBool);
+  addFor(r, OpKind::Less, binaryHost<kAny, LessOp, true>, kBool);
+  addFor(r, OpKind::LessEqual, binaryHost<kAny, LessEqualOp, true>, kBool);
+  addFor(r, OpKind::Greater, binaryHost<kAny, GreaterOp, true>, kBool);
+  addFor(r, OpKind::GreaterEqual, binaryHost<kAny, GreaterEqualOp, true>, kBool);
+  addFor(r, OpKind::And, binaryHost<kBool, AndOp, true>, kBool);
+  addFor(r, OpKind::Or, binaryHost<kBool, OrOp, true>, kBool);
+  addFor(r, OpKind::Where, whereHost, kAny);
 }
 
 } // namespace cpc::kernels

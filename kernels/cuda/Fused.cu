@@ -31,7 +31,7 @@ void matmulBiasKernel(KernelContext &ctx) {
   if (!gelu)
     ctx.fail(std::string("no CUDA gelu kernel for ") + dtypeName(result.dtype));
   KernelContext activated = ctx;
-  activated.op = "cpc.gelu";
+  activated.op = OpKind::Gelu;
   activated.inputs = {sum};
   activated.outputs = {result};
   gelu(activated);
@@ -41,8 +41,8 @@ void matmulBiasKernel(KernelContext &ctx) {
 
 void registerCudaFusedKernels(KernelRegistry &registry) {
   for (DType t : cuda::kFloatTypes) {
-    geluKernels[(int)t] = registry.find("cpc.gelu", DeviceKind::Cuda, t);
-    registry.add("cpc.matmul_bias", DeviceKind::Cuda, t, matmulBiasKernel);
+    geluKernels[(int)t] = registry.find(OpKind::Gelu, DeviceKind::Cuda, t);
+    registry.add(OpKind::MatMulBias, DeviceKind::Cuda, t, matmulBiasKernel);
   }
 }
 

@@ -207,7 +207,7 @@ ElementsMap elementsMap(const KernelContext &ctx, const std::vector<int64_t> &sh
 
 void zeroFill(const KernelContext &ctx, void *p, size_t bytes) {
   if (bytes)
-    checkCuda(cudaMemsetAsync(p, 0, bytes, streamOf(ctx)), ctx.op.c_str());
+    checkCuda(cudaMemsetAsync(p, 0, bytes, streamOf(ctx)), opName(ctx.op));
 }
 
 struct SortedTargets {
@@ -417,17 +417,17 @@ constexpr DType kEveryType[] = {DType::F32, DType::F64, DType::F16, DType::BF16,
 
 void registerCudaIndexingKernels(KernelRegistry &registry) {
   for (DType t : cuda::kEveryType) {
-    registry.add("cpc.gather", DeviceKind::Cuda, t, cuda::gather);
-    registry.add("cpc.gather_elements", DeviceKind::Cuda, t, cuda::gatherElements);
-    registry.add("cpc.scatter_nd", DeviceKind::Cuda, t, cuda::scatterND);
-    registry.add("cpc.topk", DeviceKind::Cuda, t, cuda::topk);
+    registry.add(OpKind::Gather, DeviceKind::Cuda, t, cuda::gather);
+    registry.add(OpKind::GatherElements, DeviceKind::Cuda, t, cuda::gatherElements);
+    registry.add(OpKind::ScatterND, DeviceKind::Cuda, t, cuda::scatterND);
+    registry.add(OpKind::TopK, DeviceKind::Cuda, t, cuda::topk);
     // A step is looked up by its first result's type, i64 for argsort; the input's type is
     // dispatched inside, so every entry is the same kernel.
-    registry.add("cpc.argsort", DeviceKind::Cuda, t, cuda::argsort);
+    registry.add(OpKind::ArgSort, DeviceKind::Cuda, t, cuda::argsort);
   }
   for (DType t : cuda::kFloatTypes) {
-    registry.add("cpc.gather_grad", DeviceKind::Cuda, t, cuda::gatherGrad);
-    registry.add("cpc.gather_elements_grad", DeviceKind::Cuda, t, cuda::gatherElementsGrad);
+    registry.add(OpKind::GatherGrad, DeviceKind::Cuda, t, cuda::gatherGrad);
+    registry.add(OpKind::GatherElementsGrad, DeviceKind::Cuda, t, cuda::gatherElementsGrad);
   }
 }
 

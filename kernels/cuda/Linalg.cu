@@ -420,9 +420,9 @@ namespace cpc::kernels {
 void registerCudaLinalgKernels(KernelRegistry &registry) {
   cuda::registerCudaMatmulKernels(registry);
   for (DType t : cuda::kFloatTypes) { // cuDNN's legacy API takes all four (f64 without tensor cores)
-    registry.add("cpc.conv2d", DeviceKind::Cuda, t, cuda::conv2dKernel);
-    registry.add("cpc.conv2d_grad_input", DeviceKind::Cuda, t, cuda::conv2dGradInputKernel);
-    registry.add("cpc.conv2d_grad_weight", DeviceKind::Cuda, t, cuda::conv2dGradWeightKernel);
+    registry.add(OpKind::Conv2D, DeviceKind::Cuda, t, cuda::conv2dKernel);
+    registry.add(OpKind::Conv2DGradInput, DeviceKind::Cuda, t, cuda::conv2dGradInputKernel);
+    registry.add(OpKind::Conv2DGradWeight, DeviceKind::Cuda, t, cuda::conv2dGradWeightKernel);
   }
 }
 

@@ -267,7 +267,7 @@ void launchPlannedGemm(const KernelContext &ctx, const GemmPlan &plan, DType t, 
 
 void registerCudaMatmulKernels(KernelRegistry &registry) {
   for (DType t : kFloatTypes)
-    registry.add("cpc.matmul", DeviceKind::Cuda, t, matmulKernel);
+    registry.add(OpKind::MatMul, DeviceKind::Cuda, t, matmulKernel);
 }
 
 } // namespace cpc::kernels::cuda

@@ -179,11 +179,11 @@ constexpr DType kEveryType[] = {DType::F32, DType::F64, DType::F16, DType::BF16,
 
 void registerCudaMovementKernels(KernelRegistry &registry) {
   for (DType t : cuda::kEveryType) {
-    registry.add("cpc.transpose", DeviceKind::Cuda, t, cuda::transpose);
-    registry.add("cpc.slice", DeviceKind::Cuda, t, cuda::slice);
-    registry.add("cpc.concat", DeviceKind::Cuda, t, cuda::concat);
-    registry.add("cpc.broadcast", DeviceKind::Cuda, t, cuda::broadcast);
-    registry.add("cpc.pad", DeviceKind::Cuda, t, cuda::pad);
+    registry.add(OpKind::Transpose, DeviceKind::Cuda, t, cuda::transpose);
+    registry.add(OpKind::Slice, DeviceKind::Cuda, t, cuda::slice);
+    registry.add(OpKind::Concat, DeviceKind::Cuda, t, cuda::concat);
+    registry.add(OpKind::Broadcast, DeviceKind::Cuda, t, cuda::broadcast);
+    registry.add(OpKind::Pad, DeviceKind::Cuda, t, cuda::pad);
   }
 }
 

@@ -300,14 +300,14 @@ void launchSoftmaxGrad(const KernelContext &ctx, const TensorRef &y, const Tenso
 
 void registerCudaNormalizationKernels(KernelRegistry &registry) {
   for (DType t : cuda::kFloatTypes) {
-    registry.add("cpc.layer_norm", DeviceKind::Cuda, t, cuda::layerNorm<false>);
-    registry.add("cpc.softmax", DeviceKind::Cuda, t, cuda::softmax);
-    registry.add("cpc.softmax_grad", DeviceKind::Cuda, t, cuda::softmaxGrad);
-    registry.add("cpc.layer_norm_grad", DeviceKind::Cuda, t, cuda::layerNormGrad<false>);
+    registry.add(OpKind::LayerNorm, DeviceKind::Cuda, t, cuda::layerNorm<false>);
+    registry.add(OpKind::Softmax, DeviceKind::Cuda, t, cuda::softmax);
+    registry.add(OpKind::SoftmaxGrad, DeviceKind::Cuda, t, cuda::softmaxGrad);
+    registry.add(OpKind::LayerNormGrad, DeviceKind::Cuda, t, cuda::layerNormGrad<false>);
   }
   for (DType t : {DType::F32, DType::F64}) { // the residual fusions are f32/f64 only (FusedOps.cpp)
-    registry.add("cpc.add_layer_norm", DeviceKind::Cuda, t, cuda::layerNorm<true>);
-    registry.add("cpc.layer_norm_grad_add", DeviceKind::Cuda, t, cuda::layerNormGrad<true>);
+    registry.add(OpKind::AddLayerNorm, DeviceKind::Cuda, t, cuda::layerNorm<true>);
+    registry.add(OpKind::LayerNormGradAdd, DeviceKind::Cuda, t, cuda::layerNormGrad<true>);
   }
 }
 

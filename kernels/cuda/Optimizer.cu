@@ -162,8 +162,8 @@ void multiTensorAdamWHost(KernelContext &ctx) {
 
 void registerCudaOptimizerKernels(KernelRegistry &r) {
   for (DType t : cuda::kFloatTypes) {
-    r.add("cpc.adamw", DeviceKind::Cuda, t, cuda::adamwHost);
-    r.add("cpc.multi_tensor_adamw", DeviceKind::Cuda, t, cuda::multiTensorAdamWHost);
+    r.add(OpKind::AdamW, DeviceKind::Cuda, t, cuda::adamwHost);
+    r.add(OpKind::MultiTensorAdamW, DeviceKind::Cuda, t, cuda::multiTensorAdamWHost);
   }
 }
 

@@ -44,7 +44,7 @@ void randomUniformHost(KernelContext &ctx) {
 
 void registerCudaRandomKernels(KernelRegistry &r) {
   for (DType t : cuda::kFloatTypes)
-    r.add("cpc.random_uniform", DeviceKind::Cuda, t, cuda::randomUniformHost);
+    r.add(OpKind::RandomUniform, DeviceKind::Cuda, t, cuda::randomUniformHost);
 }
 
 } // namespace cpc::kernels

@@ -114,12 +114,12 @@ template <template <class> class OpT, unsigned K> void reduceHost(KernelContext 
 
 void registerCudaReductionKernels(KernelRegistry &r) {
   using namespace cuda;
-  addFor(r, "cpc.reduce_sum", reduceHost<SumReduce, kNum>, kNum);
-  addFor(r, "cpc.reduce_sum_squares", reduceHost<SumSquaresReduce, kFloat>, kFloat);
-  addFor(r, "cpc.reduce_mean", reduceHost<MeanReduce, kFloat>, kFloat);
-  addFor(r, "cpc.reduce_max", reduceHost<MaxReduce, kAny>, kAny);
-  addFor(r, "cpc.reduce_min", reduceHost<MinReduce, kAny>, kAny);
-  addFor(r, "cpc.reduce_prod", reduceHost<ProdReduce, kNum>, kNum);
+  addFor(r, OpKind::ReduceSum, reduceHost<SumReduce, kNum>, kNum);
+  addFor(r, OpKind::ReduceSumSquares, reduceHost<SumSquaresReduce, kFloat>, kFloat);
+  addFor(r, OpKind::ReduceMean, reduceHost<MeanReduce, kFloat>, kFloat);
+  addFor(r, OpKind::ReduceMax, reduceHost<MaxReduce, kAny>, kAny);
+  addFor(r, OpKind::ReduceMin, reduceHost<MinReduce, kAny>, kAny);
+  addFor(r, OpKind::ReduceProd, reduceHost<ProdReduce, kNum>, kNum);
 }
 
 } // namespace cpc::kernels

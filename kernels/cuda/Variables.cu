@@ -16,7 +16,7 @@ namespace {
 void copyBytes(const KernelContext &ctx, const TensorRef &src, const TensorRef &dst) {
   if (src.data == dst.data || src.bytes() == 0)
     return;
-  checkCuda(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDeviceToDevice, streamOf(ctx)), ctx.op.c_str());
+  checkCuda(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDeviceToDevice, streamOf(ctx)), opName(ctx.op));
 }
 
 /// cpc.assign: the value (input 0) into the variable's buffer (output 0).
@@ -43,10 +43,10 @@ constexpr DType kAllTypes[] = {DType::F32, DType::F64, DType::F16, DType::BF16, 
 
 void registerCudaVariableKernels(KernelRegistry &r) {
   for (DType t : cuda::kAllTypes) {
-    r.add("cpc.assign", DeviceKind::Cuda, t, cuda::assignHost);
-    r.add("cpc.copy", DeviceKind::Cuda, t, cuda::copyHost);
-    r.add("cpc.reshape", DeviceKind::Cuda, t, cuda::copyHost);
-    r.add("cpc.stop_gradient", DeviceKind::Cuda, t, cuda::copyHost);
+    r.add(OpKind::Assign, DeviceKind::Cuda, t, cuda::assignHost);
+    r.add(OpKind::Copy, DeviceKind::Cuda, t, cuda::copyHost);
+    r.add(OpKind::Reshape, DeviceKind::Cuda, t, cuda::copyHost);
+    r.add(OpKind::StopGradient, DeviceKind::Cuda, t, cuda::copyHost);
   }
 }
 

@@ -42,9 +42,9 @@ void attentionBoth(Device *device, DType t, const std::vector<int64_t> &batch, i
   Tensor q = filled(t, withLast(batch, n, d), seed, -2, 2), k = filled(t, withLast(batch, m, d), seed + 1, -2, 2),
          v = filled(t, withLast(batch, m, dv), seed + 2), g = filled(t, withLast(batch, n, dv), seed + 3);
   std::vector<Tensor> results = {Tensor(t, withLast(batch, n, dv)), Tensor(t, withLast(batch, n, m))};
-  compareWithCpu(device, "cpc.attention", {q, k, v}, results, attrs, tol.rtol, tol.atol);
-  std::vector<Tensor> forward = runKernel(nullptr, "cpc.attention", {q, k, v}, results, attrs);
-  compareWithCpu(device, "cpc.attention_grad", {q, k, v, forward[1], g},
+  compareWithCpu(device, OpKind::Attention, {q, k, v}, results, attrs, tol.rtol, tol.atol);
+  std::vector<Tensor> forward = runKernel(nullptr, OpKind::Attention, {q, k, v}, results, attrs);
+  compareWithCpu(device, OpKind::AttentionGrad, {q, k, v, forward[1], g},
                  {Tensor(t, q.shape), Tensor(t, k.shape), Tensor(t, v.shape)}, attrs, tol.rtol, tol.atol);
 }
 
@@ -75,9 +75,9 @@ TEST(AttentionGpu, TokenMajor) {
     Tensor q = filled(t, {b, n, h, d}, seed, -2, 2), k = filled(t, {b, m, h, d}, seed + 1, -2, 2),
            v = filled(t, {b, m, h, dv}, seed + 2), g = filled(t, {b, n, h, dv}, seed + 3);
     std::vector<Tensor> results = {Tensor(t, {b, n, h, dv}), Tensor(t, {b, h, n, m})};
-    compareWithCpu(device, "cpc.attention", {q, k, v}, results, attrs, tol.rtol, tol.atol);
-    std::vector<Tensor> forward = runKernel(nullptr, "cpc.attention", {q, k, v}, results, attrs);
-    compareWithCpu(device, "cpc.attention_grad", {q, k, v, forward[1], g},
+    compareWithCpu(device, OpKind::Attention, {q, k, v}, results, attrs, tol.rtol, tol.atol);
+    std::vector<Tensor> forward = runKernel(nullptr, OpKind::Attention, {q, k, v}, results, attrs);
+    compareWithCpu(device, OpKind::AttentionGrad, {q, k, v, forward[1], g},
                    {Tensor(t, q.shape), Tensor(t, k.shape), Tensor(t, v.shape)}, attrs, tol.rtol, tol.atol);
   };
   both(DType::F32, 4, 6, 50, 50, 64, 64, 0.125, 41);

@@ -33,9 +33,9 @@ double rtolOf(DType t) {
 
 const DType kInts[] = {DType::I64, DType::I32, DType::I16, DType::I8, DType::U8};
 
-void unary(Device *device, const std::string &op, DType t, float lo, float hi,
+void unary(Device *device, OpKind op, DType t, float lo, float hi,
            const nlohmann::json &attrs = nlohmann::json::object(), std::vector<int64_t> shape = {33, 517}) {
-  SCOPED_TRACE(op + " " + dtypeName(t));
+  SCOPED_TRACE(std::string(opName(op)) + " " + dtypeName(t));
   compareWithCpu(device, op, {filled(t, shape, 1, lo, hi)}, {Tensor(t, shape)}, attrs, rtolOf(t), 1e-6);
 }
 
@@ -43,12 +43,12 @@ void unary(Device *device, const std::string &op, DType t, float lo, float hi,
 TEST(ElementwiseGpu, FloatUnaryOps) {
   CPC_REQUIRE_GPU(device);
   for (DType t : kFloatTypes) {
-    for (const char *op : {"cpc.exp", "cpc.erf", "cpc.tanh", "cpc.sigmoid", "cpc.relu", "cpc.neg", "cpc.abs",
-                           "cpc.reciprocal", "cpc.gelu"})
+    for (OpKind op : {OpKind::Exp, OpKind::Erf, OpKind::Tanh, OpKind::Sigmoid, OpKind::Relu, OpKind::Neg, OpKind::Abs,
+                           OpKind::Reciprocal, OpKind::Gelu})
       unary(device, op, t, -4, 4);
-    for (const char *op : {"cpc.log", "cpc.sqrt", "cpc.rsqrt"})
+    for (OpKind op : {OpKind::Log, OpKind::Sqrt, OpKind::Rsqrt})
       unary(device, op, t, 0.01f, 40);
-    unary(device, "cpc.gelu", t, -4, 4, {{"approximate", "tanh"}});
+    unary(device, OpKind::Gelu, t, -4, 4, {{"approximate", "tanh"}});
   }
 }
 
@@ -56,10 +56,10 @@ TEST(ElementwiseGpu, FloatUnaryOps) {
 TEST(ElementwiseGpu, IntegerAndBoolUnaryOps) {
   CPC_REQUIRE_GPU(device);
   for (DType t : kInts) {
-    unary(device, "cpc.neg", t, -200, 200);
-    unary(device, "cpc.abs", t, -200, 200);
+    unary(device, OpKind::Neg, t, -200, 200);
+    unary(device, OpKind::Abs, t, -200, 200);
   }
-  unary(device, "cpc.not", DType::I1, -1, 1);
+  unary(device, OpKind::Not, DType::I1, -1, 1);
 }
 
 // Tests gelu_grad in both forms.
@@ -68,7 +68,7 @@ TEST(ElementwiseGpu, GeluGrad) {
   for (DType t : kFloatTypes)
     for (const char *form : {"none", "tanh"}) {
       SCOPED_TRACE(std::string(dtypeName(t)) + " " + form);
-      compareWithCpu(device, "cpc.gelu_grad", {filled(t, {65, 129}, 2, -5, 5), filled(t, {65, 129}, 3)},
+      compareWithCpu(device, OpKind::GeluGrad, {filled(t, {65, 129}, 2, -5, 5), filled(t, {65, 129}, 3)},
                      {Tensor(t, {65, 129})}, {{"approximate", form}}, rtolOf(t), 1e-6);
     }
 }
@@ -80,7 +80,7 @@ TEST(ElementwiseGpu, CastEveryPair) {
   for (DType from : kEveryType)
     for (DType to : kEveryType) {
       SCOPED_TRACE(std::string(dtypeName(from)) + " -> " + dtypeName(to));
-      compareWithCpu(device, "cpc.cast", {filled(from, {1000}, 4, -300, 300)}, {Tensor(to, {1000})},
+      compareWithCpu(device, OpKind::Cast, {filled(from, {1000}, 4, -300, 300)}, {Tensor(to, {1000})},
                      nlohmann::json::object(), rtolOf(to), 0);
     }
 }
@@ -98,11 +98,11 @@ const std::vector<Broadcast> kBroadcasts = {
     {{3, 4, 5, 6, 7}, {3, 1, 5, 1, 7}, {4, 1, 6, 1}},
 };
 
-void binary(Device *device, const std::string &op, DType t, DType result, float lo = -10, float hi = 10) {
+void binary(Device *device, OpKind op, DType t, DType result, float lo = -10, float hi = 10) {
   for (const Broadcast &b : kBroadcasts) {
-    SCOPED_TRACE(op + " " + dtypeName(t) + " " + shapeString(b.out));
+    SCOPED_TRACE(std::string(opName(op)) + " " + dtypeName(t) + " " + shapeString(b.out));
     Tensor rhs = filled(t, b.b, 6, lo, hi);
-    if (op == "cpc.div" && !isFloatDType(t)) // integer division by zero fails on the CPU
+    if (op == OpKind::Div && !isFloatDType(t)) // integer division by zero fails on the CPU
       for (size_t i = 0; i < rhs.bytes.size(); i += dtypeSize(t))
         if (std::all_of(rhs.bytes.begin() + i, rhs.bytes.begin() + i + dtypeSize(t), [](uint8_t x) { return x == 0; }))
           rhs.bytes[i] = 3;
@@ -115,25 +115,25 @@ void binary(Device *device, const std::string &op, DType t, DType result, float 
 TEST(ElementwiseGpu, BinaryOps) {
   CPC_REQUIRE_GPU(device);
   for (DType t : kFloatTypes)
-    for (const char *op : {"cpc.add", "cpc.sub", "cpc.mul", "cpc.div", "cpc.max", "cpc.min"})
+    for (OpKind op : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Max, OpKind::Min})
       binary(device, op, t, t);
   for (DType t : kFloatTypes)
-    binary(device, "cpc.pow", t, t, 0.1f, 3);
+    binary(device, OpKind::Pow, t, t, 0.1f, 3);
   for (DType t : kInts)
-    for (const char *op : {"cpc.add", "cpc.sub", "cpc.mul", "cpc.div", "cpc.max", "cpc.min"})
+    for (OpKind op : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Max, OpKind::Min})
       binary(device, op, t, t, -100, 100);
-  binary(device, "cpc.max", DType::I1, DType::I1);
-  binary(device, "cpc.min", DType::I1, DType::I1);
+  binary(device, OpKind::Max, DType::I1, DType::I1);
+  binary(device, OpKind::Min, DType::I1, DType::I1);
 }
 
 // Tests the compares (i1 results, on values with ties) and and/or.
 TEST(ElementwiseGpu, CompareAndLogicalOps) {
   CPC_REQUIRE_GPU(device);
   for (DType t : kEveryType)
-    for (const char *op : {"cpc.equal", "cpc.less", "cpc.less_equal", "cpc.greater", "cpc.greater_equal"})
+    for (OpKind op : {OpKind::Equal, OpKind::Less, OpKind::LessEqual, OpKind::Greater, OpKind::GreaterEqual})
       binary(device, op, t, DType::I1, -3, 3);
-  binary(device, "cpc.and", DType::I1, DType::I1);
-  binary(device, "cpc.or", DType::I1, DType::I1);
+  binary(device, OpKind::And, DType::I1, DType::I1);
+  binary(device, OpKind::Or, DType::I1, DType::I1);
 }
 
 // Tests where with a broadcasting condition and branches on every type.
@@ -141,9 +141,9 @@ TEST(ElementwiseGpu, Where) {
   CPC_REQUIRE_GPU(device);
   for (DType t : kEveryType) {
     SCOPED_TRACE(dtypeName(t));
-    compareWithCpu(device, "cpc.where", {filled(DType::I1, {16, 1}, 7), filled(t, {4, 16, 33}, 8, -9, 9), filled(t, {33}, 9, -9, 9)},
+    compareWithCpu(device, OpKind::Where, {filled(DType::I1, {16, 1}, 7), filled(t, {4, 16, 33}, 8, -9, 9), filled(t, {33}, 9, -9, 9)},
                    {Tensor(t, {4, 16, 33})}, nlohmann::json::object(), 0, 0);
-    compareWithCpu(device, "cpc.where", {filled(DType::I1, {300}, 7), filled(t, {300}, 8, -9, 9), filled(t, {300}, 9, -9, 9)},
+    compareWithCpu(device, OpKind::Where, {filled(DType::I1, {300}, 7), filled(t, {300}, 8, -9, 9), filled(t, {300}, 9, -9, 9)},
                    {Tensor(t, {300})}, nlohmann::json::object(), 0, 0);
   }
 }
@@ -151,7 +151,7 @@ TEST(ElementwiseGpu, Where) {
 // Tests a large broadcast (many blocks per SM in the grid-stride loop).
 TEST(ElementwiseGpu, LargeBroadcast) {
   CPC_REQUIRE_GPU(device);
-  compareWithCpu(device, "cpc.add", {filled(DType::F32, {512, 1, 4096}, 10), filled(DType::F32, {1, 7, 4096}, 11)},
+  compareWithCpu(device, OpKind::Add, {filled(DType::F32, {512, 1, 4096}, 10), filled(DType::F32, {1, 7, 4096}, 11)},
                  {Tensor(DType::F32, {512, 7, 4096})});
 }
 
@@ -165,11 +165,11 @@ TEST(ElementwiseGpu, InPlaceNarrowingCast) {
   void *buffer = memory.allocate(x.bytes.size());
   device->copy(buffer, MemorySpace::Device, x.bytes.data(), MemorySpace::Host, x.bytes.size());
   kernels::KernelContext ctx;
-  ctx.op = "cpc.cast";
+  ctx.op = OpKind::Cast;
   ctx.device = device;
   ctx.inputs = {TensorRef{buffer, DType::F32, {10000}}};
   ctx.outputs = {TensorRef{buffer, DType::BF16, {10000}}};
-  kernels::KernelFn fn = kernelRegistry().find("cpc.cast", DeviceKind::Cuda, DType::BF16);
+  kernels::KernelFn fn = kernelRegistry().find(OpKind::Cast, DeviceKind::Cuda, DType::BF16);
   ASSERT_TRUE(fn);
   fn(ctx);
   Tensor got(DType::BF16, {10000});

@@ -130,7 +130,7 @@ using ContextSetup = std::function<void(kernels::KernelContext &)>;
 /// Runs the kernel of `op` for `device` (null: the CPU's) on `inputs`, with `outputs` as the
 /// results' initial contents; returns the results. On a GPU the tensors are copied to device
 /// memory and back.
-inline std::vector<Tensor> runKernel(Device *device, const std::string &op, std::vector<Tensor> inputs,
+inline std::vector<Tensor> runKernel(Device *device, OpKind op, std::vector<Tensor> inputs,
                                      std::vector<Tensor> outputs, const nlohmann::json &attrs,
                                      const ContextSetup &setup = nullptr) {
   kernels::KernelContext ctx;
@@ -171,7 +171,7 @@ inline std::vector<Tensor> runKernel(Device *device, const std::string &op, std:
 
 /// Runs `op` on the CPU and on `device` with the same inputs; every output element must agree
 /// within `rtol` relative (and `atol` absolute) difference; integer and bool outputs exactly.
-inline void compareWithCpu(Device *device, const std::string &op, std::vector<Tensor> inputs,
+inline void compareWithCpu(Device *device, OpKind op, std::vector<Tensor> inputs,
                            std::vector<Tensor> outputs, const nlohmann::json &attrs = nlohmann::json::object(),
                            double rtol = 1e-5, double atol = 1e-6) {
   std::vector<Tensor> cpu = runKernel(nullptr, op, inputs, outputs, attrs);

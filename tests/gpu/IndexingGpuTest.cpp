@@ -64,7 +64,7 @@ std::vector<int64_t> gatheredShape(const std::vector<int64_t> &data, const std::
 }
 
 /// Runs `op` on the CPU and the GPU as rank `rank` of a dp=2 x tp=2 mesh; results must be identical.
-void compareOnRank(Device *device, const std::string &op, std::vector<Tensor> inputs, std::vector<Tensor> outputs,
+void compareOnRank(Device *device, OpKind op, std::vector<Tensor> inputs, std::vector<Tensor> outputs,
                    const nlohmann::json &attrs, int rank) {
   std::vector<int64_t> meshShape = {2, 2};
   std::vector<std::string> meshAxes = {"dp", "tp"};
@@ -85,7 +85,7 @@ TEST(IndexingGpu, Gather) {
   CPC_REQUIRE_GPU(device);
   auto gather = [&](DType t, std::vector<int64_t> data, std::vector<int64_t> idx, int64_t axis, DType it) {
     int64_t a = axis < 0 ? axis + (int64_t)data.size() : axis;
-    compareWithCpu(device, "cpc.gather", {smallValues(t, data, 1), indices(it, idx, data[a], 2)},
+    compareWithCpu(device, OpKind::Gather, {smallValues(t, data, 1), indices(it, idx, data[a], 2)},
                    {Tensor(t, gatheredShape(data, idx, a))}, {{"axis", axis}}, 0, 0);
   };
   gather(DType::F32, {1000, 192}, {8, 50}, 0, DType::I64); // an embedding lookup
@@ -100,7 +100,7 @@ TEST(IndexingGpu, GatherElements) {
   CPC_REQUIRE_GPU(device);
   auto gatherElements = [&](DType t, std::vector<int64_t> data, std::vector<int64_t> idx, int64_t axis) {
     int64_t a = axis < 0 ? axis + (int64_t)data.size() : axis;
-    compareWithCpu(device, "cpc.gather_elements", {smallValues(t, data, 3), indices(DType::I64, idx, data[a], 4)},
+    compareWithCpu(device, OpKind::GatherElements, {smallValues(t, data, 3), indices(DType::I64, idx, data[a], 4)},
                    {Tensor(t, idx)}, {{"axis", axis}}, 0, 0);
   };
   gatherElements(DType::F32, {400, 10}, {400, 1}, 1); // the target logit
@@ -113,7 +113,7 @@ TEST(IndexingGpu, GatherGradAddsInTheCpuOrder) {
   CPC_REQUIRE_GPU(device);
   auto gatherGrad = [&](DType t, std::vector<int64_t> out, std::vector<int64_t> idx, int64_t axis) {
     int64_t a = axis < 0 ? axis + (int64_t)out.size() : axis;
-    compareWithCpu(device, "cpc.gather_grad",
+    compareWithCpu(device, OpKind::GatherGrad,
                    {gradients(t, gatheredShape(out, idx, a), 5), indices(DType::I64, idx, out[a], 6)},
                    {smallValues(t, out, 7)}, {{"axis", axis}, {"dim_size", out[a]}}, 0, 0);
   };
@@ -129,7 +129,7 @@ TEST(IndexingGpu, GatherElementsGradAddsInTheCpuOrder) {
   CPC_REQUIRE_GPU(device);
   auto grad = [&](DType t, std::vector<int64_t> out, std::vector<int64_t> idx, int64_t axis) {
     int64_t a = axis < 0 ? axis + (int64_t)out.size() : axis;
-    compareWithCpu(device, "cpc.gather_elements_grad", {gradients(t, idx, 8), indices(DType::I32, idx, out[a], 9)},
+    compareWithCpu(device, OpKind::GatherElementsGrad, {gradients(t, idx, 8), indices(DType::I32, idx, out[a], 9)},
                    {smallValues(t, out, 10)}, {{"axis", axis}}, 0, 0);
   };
   grad(DType::F32, {400, 10}, {400, 1}, 1);
@@ -142,14 +142,14 @@ TEST(IndexingGpu, BlockAxesOnEveryRank) {
   CPC_REQUIRE_GPU(device);
   for (int rank = 0; rank < 4; ++rank) {
     Tensor ids = indices(DType::I64, {9}, 12, 11), table = smallValues(DType::F32, {6, 4}, 12);
-    compareOnRank(device, "cpc.gather", {table, ids}, {Tensor(DType::F32, {9, 4})},
+    compareOnRank(device, OpKind::Gather, {table, ids}, {Tensor(DType::F32, {9, 4})},
                   {{"axis", 0}, {"block_axes", {"tp"}}}, rank);
-    compareOnRank(device, "cpc.gather_grad", {gradients(DType::F32, {9, 4}, 13), ids}, {Tensor(DType::F32, {6, 4})},
+    compareOnRank(device, OpKind::GatherGrad, {gradients(DType::F32, {9, 4}, 13), ids}, {Tensor(DType::F32, {6, 4})},
                   {{"axis", 0}, {"dim_size", 6}, {"block_axes", {"tp"}}}, rank);
     Tensor target = indices(DType::I64, {3, 5}, 8, 14);
-    compareOnRank(device, "cpc.gather_elements", {smallValues(DType::F32, {3, 4}, 15), target},
+    compareOnRank(device, OpKind::GatherElements, {smallValues(DType::F32, {3, 4}, 15), target},
                   {Tensor(DType::F32, {3, 5})}, {{"axis", 1}, {"block_axes", {"tp"}}}, rank);
-    compareOnRank(device, "cpc.gather_elements_grad", {gradients(DType::F32, {3, 5}, 16), target},
+    compareOnRank(device, OpKind::GatherElementsGrad, {gradients(DType::F32, {3, 5}, 16), target},
                   {Tensor(DType::F32, {3, 4})}, {{"axis", 1}, {"block_axes", {"tp"}}}, rank);
   }
 }
@@ -159,10 +159,10 @@ TEST(IndexingGpu, ScatterNDKeepsTheCpuOrderOfDuplicates) {
   for (const char *reduction : {"none", "add", "mul", "max", "min"})
     for (DType t : kEveryType) {
       // Slices of [3, 2] at 20 tuples over 4 rows; elements at 30 tuples over [4, 3].
-      compareWithCpu(device, "cpc.scatter_nd",
+      compareWithCpu(device, OpKind::ScatterND,
                      {smallValues(t, {4, 3, 2}, 17, true), indices(DType::I64, {20, 1}, 4, 18), smallValues(t, {20, 3, 2}, 19, true)},
                      {Tensor(t, {4, 3, 2})}, {{"reduction", reduction}}, 0, 0);
-      compareWithCpu(device, "cpc.scatter_nd",
+      compareWithCpu(device, OpKind::ScatterND,
                      {smallValues(t, {4, 3}, 20), indices(DType::I32, {6, 5, 2}, 3, 21), smallValues(t, {6, 5}, 22)},
                      {Tensor(t, {4, 3})}, {{"reduction", reduction}}, 0, 0);
     }
@@ -173,7 +173,7 @@ TEST(IndexingGpu, TopK) {
   auto topk = [&](DType t, std::vector<int64_t> shape, int64_t axis, int64_t k, bool largest) {
     std::vector<int64_t> out = shape;
     out[axis < 0 ? axis + shape.size() : axis] = k;
-    compareWithCpu(device, "cpc.topk", {smallValues(t, shape, 23, true)}, {Tensor(t, out), Tensor(DType::I64, out)},
+    compareWithCpu(device, OpKind::TopK, {smallValues(t, shape, 23, true)}, {Tensor(t, out), Tensor(DType::I64, out)},
                    {{"axis", axis}, {"k", k}, {"largest", largest}}, 0, 0);
   };
   for (bool largest : {true, false}) {
@@ -190,7 +190,7 @@ TEST(IndexingGpu, TopK) {
 TEST(IndexingGpu, ArgsortIsStableWithNaNs) {
   CPC_REQUIRE_GPU(device);
   auto argsort = [&](DType t, std::vector<int64_t> shape, int64_t axis, bool descending) {
-    compareWithCpu(device, "cpc.argsort", {smallValues(t, shape, 24, true)}, {Tensor(DType::I64, shape)},
+    compareWithCpu(device, OpKind::ArgSort, {smallValues(t, shape, 24, true)}, {Tensor(DType::I64, shape)},
                    {{"axis", axis}, {"descending", descending}}, 0, 0);
   };
   for (bool descending : {false, true}) {
@@ -208,12 +208,12 @@ TEST(IndexingGpu, RowsTooLongToSortFailClearly) {
   Allocator &memory = device->allocator(MemorySpace::Device);
   void *src = memory.allocate(in.bytes.size()), *dst = memory.allocate(5000 * 8);
   kernels::KernelContext ctx;
-  ctx.op = "cpc.argsort";
+  ctx.op = OpKind::ArgSort;
   ctx.device = device;
   ctx.inputs = {TensorRef{src, DType::F32, {1, 5000}}};
   ctx.outputs = {TensorRef{dst, DType::I64, {1, 5000}}};
   ctx.setAttrs({{"axis", 1}});
-  kernels::KernelFn fn = kernelRegistry().find("cpc.argsort", DeviceKind::Cuda, DType::I64);
+  kernels::KernelFn fn = kernelRegistry().find(OpKind::ArgSort, DeviceKind::Cuda, DType::I64);
   ASSERT_TRUE(fn);
   EXPECT_THROW(fn(ctx), RuntimeError);
   memory.deallocate(src);

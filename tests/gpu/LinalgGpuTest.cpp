@@ -31,7 +31,7 @@ void checkMatmul(Device *device, DType t, std::vector<int64_t> lhs, std::vector<
   SCOPED_TRACE(std::string(dtypeName(t)) + " " + shapeString(lhs) + (tl ? "^T" : "") + " x " + shapeString(rhs) +
                (tr ? "^T" : ""));
   Tolerance tol = toleranceFor(t);
-  compareWithCpu(device, "cpc.matmul", {filled(t, lhs, 1), filled(t, rhs, 2)}, {Tensor(t, out)},
+  compareWithCpu(device, OpKind::MatMul, {filled(t, lhs, 1), filled(t, rhs, 2)}, {Tensor(t, out)},
                  {{"transpose_lhs", tl}, {"transpose_rhs", tr}}, tol.rtol, tol.atol);
 }
 
@@ -50,10 +50,10 @@ void checkConv(Device *device, DType t, const ConvCase &c) {
                shapeString(c.padding) + " strides " + shapeString(c.strides));
   Tolerance tol = toleranceFor(t);
   Tensor x = filled(t, c.x, 3), w = filled(t, c.w, 4), dy = filled(t, c.y, 5), bias = filled(t, {c.w[0]}, 6);
-  compareWithCpu(device, "cpc.conv2d", {x, w, bias}, {Tensor(t, c.y)}, c.attrs(), tol.rtol, tol.atol);
-  compareWithCpu(device, "cpc.conv2d", {x, w}, {Tensor(t, c.y)}, c.attrs(), tol.rtol, tol.atol);
-  compareWithCpu(device, "cpc.conv2d_grad_input", {dy, w}, {Tensor(t, c.x)}, c.attrs(), tol.rtol, tol.atol);
-  compareWithCpu(device, "cpc.conv2d_grad_weight", {x, dy}, {Tensor(t, c.w)}, c.attrs(), tol.rtol, tol.atol);
+  compareWithCpu(device, OpKind::Conv2D, {x, w, bias}, {Tensor(t, c.y)}, c.attrs(), tol.rtol, tol.atol);
+  compareWithCpu(device, OpKind::Conv2D, {x, w}, {Tensor(t, c.y)}, c.attrs(), tol.rtol, tol.atol);
+  compareWithCpu(device, OpKind::Conv2DGradInput, {dy, w}, {Tensor(t, c.x)}, c.attrs(), tol.rtol, tol.atol);
+  compareWithCpu(device, OpKind::Conv2DGradWeight, {x, dy}, {Tensor(t, c.w)}, c.attrs(), tol.rtol, tol.atol);
 }
 
 const ConvCase kMaePatchEmbedding{{2, 3, 32, 32}, {192, 3, 16, 16}, {2, 192, 2, 2}, {16, 16}};
@@ -101,12 +101,12 @@ TEST(LinalgGpu, GemmBiasAndGeluEpilogues) {
       int64_t B = 2, N = 50, D = 64;
       Tensor x = filled(t, {B, N, D}, 7), w = filled(t, {D, 4 * D}, 8), b = filled(t, {4 * D}, 9);
       // CPU: matmul, + bias, gelu; each rounds (the fused GEMM rounds once: 16-bit tolerances).
-      auto runCpu = [&](const char *op, std::vector<Tensor> ins, const nlohmann::json &attrs) {
+      auto runCpu = [&](OpKind op, std::vector<Tensor> ins, const nlohmann::json &attrs) {
         return runKernel(nullptr, op, std::move(ins), {Tensor(t, {B, N, 4 * D})}, attrs)[0];
       };
-      Tensor product = runCpu("cpc.matmul", {x, w}, nlohmann::json::object());
-      Tensor biased = runCpu("cpc.add", {product, b}, nlohmann::json::object());
-      Tensor want = gelu ? runCpu("cpc.gelu", {biased}, {{"approximate", "tanh"}}) : biased;
+      Tensor product = runCpu(OpKind::MatMul, {x, w}, nlohmann::json::object());
+      Tensor biased = runCpu(OpKind::Add, {product, b}, nlohmann::json::object());
+      Tensor want = gelu ? runCpu(OpKind::Gelu, {biased}, {{"approximate", "tanh"}}) : biased;
       // GPU.
       Allocator &memory = device->allocator(MemorySpace::Device);
       auto upload = [&](Tensor &h) {
@@ -117,7 +117,7 @@ TEST(LinalgGpu, GemmBiasAndGeluEpilogues) {
       Tensor got(t, {B, N, 4 * D});
       TensorRef dx = upload(x), dw = upload(w), db = upload(b), dout = upload(got);
       kernels::KernelContext ctx;
-      ctx.op = "gemm_epilogue";
+      ctx.op = OpKind::MatMulBias; // the fused GEMM's epilogue, for messages
       ctx.device = device;
       kernels::cuda::launchGemmWithEpilogue(ctx, dx, dw, &db, dout, false, false, epilogue);
       device->synchronize();

@@ -24,7 +24,7 @@ Tensor values(DType t, std::vector<int64_t> shape, uint64_t seed) {
   return filled(t, std::move(shape), seed, -100, 100);
 }
 
-void exact(Device *device, const std::string &op, std::vector<Tensor> inputs, Tensor out, const nlohmann::json &attrs) {
+void exact(Device *device, OpKind op, std::vector<Tensor> inputs, Tensor out, const nlohmann::json &attrs) {
   compareWithCpu(device, op, std::move(inputs), {std::move(out)}, attrs, 0, 0);
 }
 
@@ -32,7 +32,7 @@ void transpose(Device *device, DType t, std::vector<int64_t> shape, std::vector<
   std::vector<int64_t> outShape;
   for (int64_t p : perm)
     outShape.push_back(shape[p < 0 ? p + (int64_t)shape.size() : p]);
-  exact(device, "cpc.transpose", {values(t, shape, 1)}, Tensor(t, outShape), {{"permutation", perm}});
+  exact(device, OpKind::Transpose, {values(t, shape, 1)}, Tensor(t, outShape), {{"permutation", perm}});
 }
 
 } // namespace
@@ -56,7 +56,7 @@ TEST(MovementGpu, Slice) {
   CPC_REQUIRE_GPU(device);
   auto slice = [&](DType t, std::vector<int64_t> shape, std::vector<int64_t> starts, std::vector<int64_t> limits,
                    std::vector<int64_t> steps, std::vector<int64_t> outShape) {
-    exact(device, "cpc.slice", {values(t, shape, 2)}, Tensor(t, outShape),
+    exact(device, OpKind::Slice, {values(t, shape, 2)}, Tensor(t, outShape),
           {{"starts", starts}, {"limits", limits}, {"strides", steps}});
   };
   slice(DType::F32, {8, 51, 192}, {0, 1, 0}, {8, 51, 192}, {1, 1, 1}, {8, 50, 192}); // drop the cls token
@@ -71,18 +71,18 @@ TEST(MovementGpu, Slice) {
 
 TEST(MovementGpu, Broadcast) {
   CPC_REQUIRE_GPU(device);
-  exact(device, "cpc.broadcast", {values(DType::F32, {1, 192}, 3)}, Tensor(DType::F32, {400, 192}), nlohmann::json::object());
-  exact(device, "cpc.broadcast", {values(DType::F32, {192}, 3)}, Tensor(DType::F32, {8, 50, 192}), nlohmann::json::object());
-  exact(device, "cpc.broadcast", {values(DType::F32, {}, 3)}, Tensor(DType::F32, {4, 4}), nlohmann::json::object());
+  exact(device, OpKind::Broadcast, {values(DType::F32, {1, 192}, 3)}, Tensor(DType::F32, {400, 192}), nlohmann::json::object());
+  exact(device, OpKind::Broadcast, {values(DType::F32, {192}, 3)}, Tensor(DType::F32, {8, 50, 192}), nlohmann::json::object());
+  exact(device, OpKind::Broadcast, {values(DType::F32, {}, 3)}, Tensor(DType::F32, {4, 4}), nlohmann::json::object());
   for (DType t : kEveryType)
-    exact(device, "cpc.broadcast", {values(t, {5, 1, 3}, 4)}, Tensor(t, {2, 5, 4, 3}), nlohmann::json::object());
+    exact(device, OpKind::Broadcast, {values(t, {5, 1, 3}, 4)}, Tensor(t, {2, 5, 4, 3}), nlohmann::json::object());
 }
 
 TEST(MovementGpu, Concat) {
   CPC_REQUIRE_GPU(device);
-  exact(device, "cpc.concat", {values(DType::F32, {8, 1, 192}, 5), values(DType::F32, {8, 50, 192}, 6)},
+  exact(device, OpKind::Concat, {values(DType::F32, {8, 1, 192}, 5), values(DType::F32, {8, 50, 192}, 6)},
         Tensor(DType::F32, {8, 51, 192}), {{"axis", 1}});
-  exact(device, "cpc.concat",
+  exact(device, OpKind::Concat,
         {values(DType::F32, {2, 3}, 7), values(DType::F32, {2, 0}, 8), values(DType::F32, {2, 5}, 9)},
         Tensor(DType::F32, {2, 8}), {{"axis", -1}});
   for (DType t : kEveryType)
@@ -90,7 +90,7 @@ TEST(MovementGpu, Concat) {
       std::vector<int64_t> a = {2, 3, 4}, b = {2, 3, 4}, out = {2, 3, 4};
       b[axis] = 5;
       out[axis] = 9;
-      exact(device, "cpc.concat", {values(t, a, 10), values(t, b, 11)}, Tensor(t, out), {{"axis", axis}});
+      exact(device, OpKind::Concat, {values(t, a, 10), values(t, b, 11)}, Tensor(t, out), {{"axis", axis}});
     }
 }
 
@@ -101,7 +101,7 @@ TEST(MovementGpu, Pad) {
     std::vector<int64_t> outShape(shape.size());
     for (size_t d = 0; d < shape.size(); ++d)
       outShape[d] = low[d] + high[d] + shape[d] + std::max<int64_t>(shape[d] - 1, 0) * interior[d];
-    exact(device, "cpc.pad", {values(t, shape, 12)}, Tensor(t, outShape),
+    exact(device, OpKind::Pad, {values(t, shape, 12)}, Tensor(t, outShape),
           {{"low", low}, {"high", high}, {"interior", interior}, {"value", value}});
   };
   pad(DType::F32, {8, 3, 32, 32}, {0, 0, 1, 1}, {0, 0, 1, 1}, {0, 0, 0, 0}, 0.0); // conv padding

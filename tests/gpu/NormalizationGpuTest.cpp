@@ -31,10 +31,10 @@ const std::vector<int64_t> kRowLengths = {1, 2, 3, 31, 32, 33, 100, 192, 511, 10
 
 void softmaxBoth(Device *device, DType t, std::vector<int64_t> shape, int64_t axis, uint64_t seed, float spread = 8) {
   nlohmann::json attrs = {{"axis", axis}};
-  compareWithCpu(device, "cpc.softmax", {filled(t, shape, seed, -spread, spread)}, {Tensor(t, shape)}, attrs,
+  compareWithCpu(device, OpKind::Softmax, {filled(t, shape, seed, -spread, spread)}, {Tensor(t, shape)}, attrs,
                  rtolOf(t));
   // softmax_grad on a softmax-like y (positive, small) and any g.
-  compareWithCpu(device, "cpc.softmax_grad", {filled(t, shape, seed + 1, 0, 0.1f), filled(t, shape, seed + 2)},
+  compareWithCpu(device, OpKind::SoftmaxGrad, {filled(t, shape, seed + 1, 0, 0.1f), filled(t, shape, seed + 2)},
                  {Tensor(t, shape)}, attrs, rtolOf(t));
 }
 
@@ -44,8 +44,8 @@ void layerNormBoth(Device *device, DType t, std::vector<int64_t> shape, int64_t 
   Tensor x = filled(t, shape, seed, mean - spread, mean + spread);
   Tensor scale = filled(t, normalized, seed + 1, 0.5f, 1.5f), bias = filled(t, normalized, seed + 2);
   nlohmann::json attrs = {{"axis", axis}, {"epsilon", 1e-5}};
-  compareWithCpu(device, "cpc.layer_norm", {x, scale, bias}, {Tensor(t, shape)}, attrs, rtolOf(t));
-  compareWithCpu(device, "cpc.layer_norm_grad", {x, scale, filled(t, shape, seed + 3)},
+  compareWithCpu(device, OpKind::LayerNorm, {x, scale, bias}, {Tensor(t, shape)}, attrs, rtolOf(t));
+  compareWithCpu(device, OpKind::LayerNormGrad, {x, scale, filled(t, shape, seed + 3)},
                  {Tensor(t, shape), Tensor(t, normalized), Tensor(t, normalized)}, attrs, rtolOf(t));
 }
 
@@ -106,7 +106,7 @@ TEST(NormalizationGpu, LayerNormOnEveryFloatType) {
 TEST(NormalizationGpu, LayerNormGradOfNoRowsIsZero) {
   CPC_REQUIRE_GPU(device);
   nlohmann::json attrs = {{"axis", 1}, {"epsilon", 1e-5}};
-  compareWithCpu(device, "cpc.layer_norm_grad", {filled(DType::F32, {0, 8}, 1), filled(DType::F32, {8}, 2),
+  compareWithCpu(device, OpKind::LayerNormGrad, {filled(DType::F32, {0, 8}, 1), filled(DType::F32, {8}, 2),
                                                  filled(DType::F32, {0, 8}, 3)},
                  {Tensor(DType::F32, {0, 8}), filled(DType::F32, {8}, 4), filled(DType::F32, {8}, 5)}, attrs);
 }
@@ -121,9 +121,9 @@ TEST(NormalizationGpu, ResidualLayerNorms) {
     Tensor a = filled(t, shape, seed, -2, 2), b = filled(t, shape, seed + 1, -2, 2);
     Tensor scale = filled(t, normalized, seed + 2, 0.5f, 1.5f), bias = filled(t, normalized, seed + 3);
     nlohmann::json attrs = {{"axis", axis}, {"epsilon", 1e-5}};
-    compareWithCpu(device, "cpc.add_layer_norm", {a, b, scale, bias}, {Tensor(t, shape), Tensor(t, shape)}, attrs,
+    compareWithCpu(device, OpKind::AddLayerNorm, {a, b, scale, bias}, {Tensor(t, shape), Tensor(t, shape)}, attrs,
                    rtolOf(t));
-    compareWithCpu(device, "cpc.layer_norm_grad_add", {a, scale, b, filled(t, shape, seed + 4)},
+    compareWithCpu(device, OpKind::LayerNormGradAdd, {a, scale, b, filled(t, shape, seed + 4)},
                    {Tensor(t, shape), Tensor(t, normalized), Tensor(t, normalized)}, attrs, rtolOf(t));
   };
   both(DType::F32, {8, 50, 192}, 2, 61);

@@ -40,7 +40,7 @@ TEST(OptimizerGpu, AdamW) {
     for (const Setting &s : settings) {
       SCOPED_TRACE(std::string(dtypeName(t)) + " step " + std::to_string(s.step));
       double rtol = t == DType::F32 ? 1e-6 : t == DType::F64 ? 1e-14 : t == DType::F16 ? 2e-3 : 1.6e-2;
-      compareWithCpu(device, "cpc.adamw",
+      compareWithCpu(device, OpKind::AdamW,
                      {filled(t, shape, 1), filled(t, shape, 2, -0.1f, 0.1f),
                       filled(t, shape, 3, -0.05f, 0.05f), filled(t, shape, 4, 0, 1e-3f),
                       scalarF32(s.lr), scalarF32(s.step)},
@@ -58,7 +58,7 @@ TEST(OptimizerGpu, AdamWWithGradScale) {
     SCOPED_TRACE(dtypeName(t));
     double rtol = t == DType::F32 ? 1e-6 : t == DType::F64 ? 1e-14 : t == DType::F16 ? 2e-3 : 1.6e-2;
     Tensor scale = convertF32(scalarF32(0.37f), t);
-    compareWithCpu(device, "cpc.adamw",
+    compareWithCpu(device, OpKind::AdamW,
                    {filled(t, shape, 1), filled(t, shape, 2, -3, 3), filled(t, shape, 3, -0.05f, 0.05f),
                     filled(t, shape, 4, 0, 1e-3f), scalarF32(5e-2f), scalarF32(3), scale},
                    {Tensor(t, shape), Tensor(t, shape), Tensor(t, shape)},
@@ -88,7 +88,7 @@ TEST(OptimizerGpu, MultiTensorAdamW) {
         outputs.push_back(Tensor(t, shapes[i]));
     for (size_t i = 0; i < n; ++i)
       decays.push_back(i % 2 ? 0.0 : 0.05);
-    compareWithCpu(device, "cpc.multi_tensor_adamw", inputs, outputs,
+    compareWithCpu(device, OpKind::MultiTensorAdamW, inputs, outputs,
                    {{"beta1", 0.9}, {"beta2", 0.95}, {"epsilon", 1e-8}, {"weight_decays", decays}}, rtol, 1e-12);
   }
 }
@@ -99,7 +99,7 @@ TEST(OptimizerGpu, RandomUniformIsBitIdentical) {
   for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16})
     for (auto [seed, low, high] : {std::tuple{0, 0.0, 1.0}, std::tuple{42, -2.0, 3.0}, std::tuple{-9, 1e3, 1e3 + 1e-3}}) {
       SCOPED_TRACE(std::string(dtypeName(t)) + " seed " + std::to_string(seed));
-      compareWithCpu(device, "cpc.random_uniform", {}, {Tensor(t, {3, 100003})},
+      compareWithCpu(device, OpKind::RandomUniform, {}, {Tensor(t, {3, 100003})},
                      {{"seed", seed}, {"low", low}, {"high", high}}, 0, 0);
     }
 }
@@ -114,12 +114,12 @@ TEST(OptimizerGpu, VariableCopies) {
     else
       for (size_t i = 0; i < x.bytes.size(); ++i)
         x.bytes[i] = uint8_t(t == DType::I1 ? i % 2 : i * 37 + 11);
-    for (const char *op : {"cpc.assign", "cpc.copy", "cpc.stop_gradient"}) {
-      SCOPED_TRACE(std::string(op) + " " + dtypeName(t));
+    for (OpKind op : {OpKind::Assign, OpKind::Copy, OpKind::StopGradient}) {
+      SCOPED_TRACE(std::string(opName(op)) + " " + dtypeName(t));
       compareWithCpu(device, op, {x}, {Tensor(t, {12, 35})}, nlohmann::json::object(), 0, 0);
     }
     SCOPED_TRACE(std::string("cpc.reshape ") + dtypeName(t));
-    compareWithCpu(device, "cpc.reshape", {x}, {Tensor(t, {7, 5, 12})}, nlohmann::json::object(), 0, 0);
+    compareWithCpu(device, OpKind::Reshape, {x}, {Tensor(t, {7, 5, 12})}, nlohmann::json::object(), 0, 0);
   }
 }
 

@@ -47,11 +47,11 @@ std::vector<int64_t> outShapeOf(const Case &c) {
   return out;
 }
 
-void reduce(Device *device, const std::string &op, DType t, float lo, float hi, double rtol, bool small = false) {
+void reduce(Device *device, OpKind op, DType t, float lo, float hi, double rtol, bool small = false) {
   for (const Case &c : kCases) {
     if (small && numElements(c.shape) > 100000)
       continue;
-    SCOPED_TRACE(op + " " + dtypeName(t) + " " + shapeString(c.shape));
+    SCOPED_TRACE(std::string(opName(op)) + " " + dtypeName(t) + " " + shapeString(c.shape));
     compareWithCpu(device, op, {filled(t, c.shape, 1, lo, hi)}, {Tensor(t, outShapeOf(c))},
                    {{"axes", c.axes}, {"keepdims", c.keepdims}}, rtol, 1e-6);
   }
@@ -59,7 +59,7 @@ void reduce(Device *device, const std::string &op, DType t, float lo, float hi, 
 
 TEST(ReductionGpu, SumAndMeanOfFloats) {
   CPC_REQUIRE_GPU(device);
-  for (const char *op : {"cpc.reduce_sum", "cpc.reduce_mean", "cpc.reduce_sum_squares"}) {
+  for (OpKind op : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceSumSquares}) {
     reduce(device, op, DType::F32, -1, 1, 1e-5);
     reduce(device, op, DType::F64, -1, 1, 1e-12);
     reduce(device, op, DType::F16, -1, 1, 2e-3);
@@ -70,12 +70,12 @@ TEST(ReductionGpu, SumAndMeanOfFloats) {
 TEST(ReductionGpu, SumOfIntegersWraps) {
   CPC_REQUIRE_GPU(device);
   for (DType t : {DType::I64, DType::I32, DType::I16, DType::I8, DType::U8})
-    reduce(device, "cpc.reduce_sum", t, -100, 100, 0);
+    reduce(device, OpKind::ReduceSum, t, -100, 100, 0);
 }
 
 TEST(ReductionGpu, MaxAndMin) {
   CPC_REQUIRE_GPU(device);
-  for (const char *op : {"cpc.reduce_max", "cpc.reduce_min"})
+  for (OpKind op : {OpKind::ReduceMax, OpKind::ReduceMin})
     for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I64, DType::I32, DType::I16, DType::I8,
                     DType::U8, DType::I1})
       reduce(device, op, t, -100, 100, 0);
@@ -84,11 +84,11 @@ TEST(ReductionGpu, MaxAndMin) {
 // Products over the smaller cases (long ones leave the float range).
 TEST(ReductionGpu, Prod) {
   CPC_REQUIRE_GPU(device);
-  reduce(device, "cpc.reduce_prod", DType::F32, 0.9f, 1.1f, 1e-5, true);
-  reduce(device, "cpc.reduce_prod", DType::F64, 0.9f, 1.1f, 1e-12, true);
-  reduce(device, "cpc.reduce_prod", DType::BF16, 0.9f, 1.1f, 1.6e-2, true);
-  reduce(device, "cpc.reduce_prod", DType::I64, -3, 3, 0, true);
-  reduce(device, "cpc.reduce_prod", DType::I32, -3, 3, 0, true);
+  reduce(device, OpKind::ReduceProd, DType::F32, 0.9f, 1.1f, 1e-5, true);
+  reduce(device, OpKind::ReduceProd, DType::F64, 0.9f, 1.1f, 1e-12, true);
+  reduce(device, OpKind::ReduceProd, DType::BF16, 0.9f, 1.1f, 1.6e-2, true);
+  reduce(device, OpKind::ReduceProd, DType::I64, -3, 3, 0, true);
+  reduce(device, OpKind::ReduceProd, DType::I32, -3, 3, 0, true);
 }
 
 } // namespace

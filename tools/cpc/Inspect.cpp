@@ -105,7 +105,7 @@ int runInspect(int argc, char **argv) {
   std::map<std::string, int> opCounts;
   for (const auto &program : plan.programs)
     for (const auto &step : program.steps)
-      opCounts[step.op]++;
+      opCounts[opName(step.op)]++;
   std::map<std::string, int> bufferCounts;
   for (const auto &b : plan.buffers)
     bufferCounts[b.aliasOf >= 0 ? "view" : bufferKindName(b.kind)]++;

@@ -50,7 +50,7 @@ void runCpu(DType dtype, const std::vector<int64_t> &shape, std::vector<std::vec
             std::vector<std::vector<uint8_t>> &outs, const Setting &s) {
   float lr = float(s.lr), step = float(s.step);
   KernelContext ctx;
-  ctx.op = "cpc.adamw";
+  ctx.op = OpKind::AdamW;
   for (auto &t : tensors)
     ctx.inputs.push_back(TensorRef{t.data(), dtype, shape});
   ctx.inputs.push_back(TensorRef{&lr, DType::F32, {}});
@@ -59,7 +59,7 @@ void runCpu(DType dtype, const std::vector<int64_t> &shape, std::vector<std::vec
     ctx.outputs.push_back(TensorRef{t.data(), dtype, shape});
   ctx.setAttrs({{"beta1", s.beta1}, {"beta2", s.beta2}, {"epsilon", s.eps}, {"weight_decay", s.wd}});
   ctx.threads = 2;
-  KernelRegistry::cpu().find("cpc.adamw")(ctx);
+  KernelRegistry::cpu().find(OpKind::AdamW)(ctx);
 }
 
 template <class T> std::vector<uint8_t> bytesOf(const std::vector<T> &v) {

@@ -41,7 +41,7 @@ struct Conv {
 };
 
 /// Runs the CPU kernel `op` on f32 operands; throws its RuntimeError on rejected shapes.
-std::vector<float> cpuRun(const std::string &op, const Conv &c, std::vector<std::vector<float>> inputs,
+std::vector<float> cpuRun(OpKind op, const Conv &c, std::vector<std::vector<float>> inputs,
                           const std::vector<std::vector<int64_t>> &shapes, const std::vector<int64_t> &outShape) {
   std::vector<float> out(numElements(outShape));
   KernelContext ctx;
@@ -190,24 +190,24 @@ void checkConv(const Conv &c, bool expectPrePad) {
     EXPECT_EQ(fwd.prePad, expectPrePad);
     expectCudnnExtent(fwd);
   }
-  std::vector<float> want = cpuRun("cpc.conv2d", c, {x, w, bias}, {c.x, c.w, {c.w[0]}}, c.y);
+  std::vector<float> want = cpuRun(OpKind::Conv2D, c, {x, w, bias}, {c.x, c.w, {c.w[0]}}, c.y);
   if (!fwd.empty)
     expectNear(emulateForward(fwd, x, w, &bias), want);
   ConvPlan plain = c.plan(ConvOp::Forward);
   ASSERT_TRUE(plain.ok()) << plain.error;
   if (!plain.empty)
-    expectNear(emulateForward(plain, x, w, nullptr), cpuRun("cpc.conv2d", c, {x, w}, {c.x, c.w}, c.y));
+    expectNear(emulateForward(plain, x, w, nullptr), cpuRun(OpKind::Conv2D, c, {x, w}, {c.x, c.w}, c.y));
 
   ConvPlan gi = c.plan(ConvOp::GradInput);
   ASSERT_TRUE(gi.ok()) << gi.error;
   EXPECT_EQ(gi.prePad, fwd.prePad);
-  want = cpuRun("cpc.conv2d_grad_input", c, {dy, w}, {c.y, c.w}, c.x);
+  want = cpuRun(OpKind::Conv2DGradInput, c, {dy, w}, {c.y, c.w}, c.x);
   std::vector<float> got = gi.zeroResult || gi.empty ? std::vector<float>(want.size(), 0) : emulateGradInput(gi, dy, w);
   expectNear(got, want);
 
   ConvPlan gw = c.plan(ConvOp::GradWeight);
   ASSERT_TRUE(gw.ok()) << gw.error;
-  want = cpuRun("cpc.conv2d_grad_weight", c, {x, dy}, {c.x, c.y}, c.w);
+  want = cpuRun(OpKind::Conv2DGradWeight, c, {x, dy}, {c.x, c.y}, c.w);
   got = gw.zeroResult || gw.empty ? std::vector<float>(want.size(), 0) : emulateGradWeight(gw, x, dy);
   expectNear(got, want);
 }
@@ -266,38 +266,38 @@ TEST(ConvPlan, RejectsWhatTheCpuRejects) {
       {{1, 3, 8, 8}, {4, 3, 3, 3}, {2, 4, 6, 6}},                               // result batch
       {{1, 3, 8, 8}, {4, 3, 3, 3}, {1, 5, 6, 6}},                               // result channels
   };
-  auto expectSameRejection = [](const std::string &op, const ConvPlan &p, auto &&run) {
+  auto expectSameRejection = [](OpKind op, const ConvPlan &p, auto &&run) {
     ASSERT_FALSE(p.ok()) << op;
     try {
       run();
       ADD_FAILURE() << op << " accepted it";
     } catch (const RuntimeError &e) {
-      EXPECT_EQ(std::string(e.what()), op + ": " + p.error);
+      EXPECT_EQ(std::string(e.what()), std::string(opName(op)) + ": " + p.error);
     }
   };
   for (const Conv &c : bad) {
     SCOPED_TRACE(c.describe());
     std::vector<float> x(std::max<int64_t>(numElements(c.x), 1)), w(std::max<int64_t>(numElements(c.w), 1)),
         y(std::max<int64_t>(numElements(c.y), 1));
-    expectSameRejection("cpc.conv2d", c.plan(ConvOp::Forward), [&] {
-      cpuRun("cpc.conv2d", c, {x, w}, {c.x, c.w}, c.y);
+    expectSameRejection(OpKind::Conv2D, c.plan(ConvOp::Forward), [&] {
+      cpuRun(OpKind::Conv2D, c, {x, w}, {c.x, c.w}, c.y);
     });
-    expectSameRejection("cpc.conv2d_grad_input", c.plan(ConvOp::GradInput),
-                        [&] { cpuRun("cpc.conv2d_grad_input", c, {y, w}, {c.y, c.w}, c.x); });
-    expectSameRejection("cpc.conv2d_grad_weight", c.plan(ConvOp::GradWeight),
-                        [&] { cpuRun("cpc.conv2d_grad_weight", c, {x, y}, {c.x, c.y}, c.w); });
+    expectSameRejection(OpKind::Conv2DGradInput, c.plan(ConvOp::GradInput),
+                        [&] { cpuRun(OpKind::Conv2DGradInput, c, {y, w}, {c.y, c.w}, c.x); });
+    expectSameRejection(OpKind::Conv2DGradWeight, c.plan(ConvOp::GradWeight),
+                        [&] { cpuRun(OpKind::Conv2DGradWeight, c, {x, y}, {c.x, c.y}, c.w); });
   }
   // A bias of the wrong length (the forward only).
   Conv c{{1, 3, 8, 8}, {4, 3, 3, 3}, {1, 4, 6, 6}};
   std::vector<float> x(numElements(c.x)), w(numElements(c.w)), b(3);
-  expectSameRejection("cpc.conv2d", c.plan(ConvOp::Forward, 3),
-                      [&] { cpuRun("cpc.conv2d", c, {x, w, b}, {c.x, c.w, {3}}, c.y); });
+  expectSameRejection(OpKind::Conv2D, c.plan(ConvOp::Forward, 3),
+                      [&] { cpuRun(OpKind::Conv2D, c, {x, w, b}, {c.x, c.w, {3}}, c.y); });
   // Zero strides: the CPU gradients reject them (the forward would divide by zero).
   Conv zeroStride{{1, 3, 8, 8}, {4, 3, 3, 3}, {1, 4, 6, 6}, {0, 1}};
   const Conv &z = zeroStride;
   std::vector<float> y(numElements(z.y));
-  expectSameRejection("cpc.conv2d_grad_weight", z.plan(ConvOp::GradWeight),
-                      [&] { cpuRun("cpc.conv2d_grad_weight", z, {x, y}, {z.x, z.y}, z.w); });
+  expectSameRejection(OpKind::Conv2DGradWeight, z.plan(ConvOp::GradWeight),
+                      [&] { cpuRun(OpKind::Conv2DGradWeight, z, {x, y}, {z.x, z.y}, z.w); });
   EXPECT_FALSE(zeroStride.plan(ConvOp::Forward).ok());
 }
 

@@ -125,7 +125,7 @@ inline void runCpuKernel(kernels::KernelContext &ctx) {
 }
 
 /// A step's context on host tensors (`outs` receive the results).
-inline kernels::KernelContext hostContext(const std::string &op, const std::vector<HostTensor *> &ins,
+inline kernels::KernelContext hostContext(OpKind op, const std::vector<HostTensor *> &ins,
                                           const std::vector<HostTensor *> &outs, const nlohmann::json &attrs) {
   kernels::KernelContext ctx;
   ctx.op = op;
@@ -138,7 +138,7 @@ inline kernels::KernelContext hostContext(const std::string &op, const std::vect
 }
 
 /// Runs the CPU kernel of `op` on host tensors.
-inline void runCpuKernel(const std::string &op, const std::vector<HostTensor *> &ins,
+inline void runCpuKernel(OpKind op, const std::vector<HostTensor *> &ins,
                          const std::vector<HostTensor *> &outs,
                          const nlohmann::json &attrs = nlohmann::json::object()) {
   kernels::KernelContext ctx = hostContext(op, ins, outs, attrs);

@@ -128,12 +128,12 @@ const DType kAll[] = {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I6
 //===----------------------------------------------------------------------===//
 
 template <unsigned K, class Op>
-void checkUnary(const char *op, const std::vector<DType> &types, const std::vector<double> &values, Op fn,
+void checkUnary(OpKind op, const std::vector<DType> &types, const std::vector<double> &values, Op fn,
                 int ulps, const nlohmann::json &attrs = nlohmann::json::object()) {
   for (DType t : types) {
     HostTensor x = tensorOf(t, {3, 7, 11}, values), y(t, x.shape);
     runCpuKernel(op, {&x}, {&y}, attrs);
-    expectSame(y, emulateUnary<K>(x, fn), std::string(op) + " " + dtypeName(t), ulps);
+    expectSame(y, emulateUnary<K>(x, fn), std::string(opName(op)) + " " + dtypeName(t), ulps);
   }
 }
 
@@ -142,19 +142,19 @@ void checkUnary(const char *op, const std::vector<DType> &types, const std::vect
 TEST(ElementwiseMath, FloatUnaryOpsMatchCpuKernels) {
   std::vector<DType> floats(std::begin(kFloats), std::end(kFloats));
   auto wide = uniformValues<double>(257, 1, -6, 6), positive = uniformValues<double>(257, 2, 1e-3, 50);
-  checkUnary<kF>("cpc.exp", floats, wide, ExpOp{}, 1);
-  checkUnary<kF>("cpc.log", floats, positive, LogOp{}, 1);
-  checkUnary<kF>("cpc.sqrt", floats, positive, SqrtOp{}, 0);
-  checkUnary<kF>("cpc.rsqrt", floats, positive, RsqrtOp{}, 0);
-  checkUnary<kF>("cpc.reciprocal", floats, wide, ReciprocalOp{}, 0);
-  checkUnary<kF>("cpc.erf", floats, wide, ErfOp{}, 1);
-  checkUnary<kF>("cpc.tanh", floats, wide, TanhOp{}, 1);
-  checkUnary<kF>("cpc.sigmoid", floats, wide, SigmoidOp{}, 1);
-  checkUnary<kF>("cpc.relu", floats, wide, ReluOp{}, 0);
-  checkUnary<kF>("cpc.gelu", floats, wide, GeluErfOp{}, 1);
-  checkUnary<kF>("cpc.gelu", floats, wide, GeluTanhOp{}, 1, {{"approximate", "tanh"}});
-  checkUnary<kN>("cpc.neg", floats, wide, NegOp{}, 0);
-  checkUnary<kN>("cpc.abs", floats, wide, AbsOp{}, 0);
+  checkUnary<kF>(OpKind::Exp, floats, wide, ExpOp{}, 1);
+  checkUnary<kF>(OpKind::Log, floats, positive, LogOp{}, 1);
+  checkUnary<kF>(OpKind::Sqrt, floats, positive, SqrtOp{}, 0);
+  checkUnary<kF>(OpKind::Rsqrt, floats, positive, RsqrtOp{}, 0);
+  checkUnary<kF>(OpKind::Reciprocal, floats, wide, ReciprocalOp{}, 0);
+  checkUnary<kF>(OpKind::Erf, floats, wide, ErfOp{}, 1);
+  checkUnary<kF>(OpKind::Tanh, floats, wide, TanhOp{}, 1);
+  checkUnary<kF>(OpKind::Sigmoid, floats, wide, SigmoidOp{}, 1);
+  checkUnary<kF>(OpKind::Relu, floats, wide, ReluOp{}, 0);
+  checkUnary<kF>(OpKind::Gelu, floats, wide, GeluErfOp{}, 1);
+  checkUnary<kF>(OpKind::Gelu, floats, wide, GeluTanhOp{}, 1, {{"approximate", "tanh"}});
+  checkUnary<kN>(OpKind::Neg, floats, wide, NegOp{}, 0);
+  checkUnary<kN>(OpKind::Abs, floats, wide, AbsOp{}, 0);
 }
 
 // Tests neg/abs on every integer type (wrapping at the type's range: -(-128) is -128 in i8)
@@ -162,9 +162,9 @@ TEST(ElementwiseMath, FloatUnaryOpsMatchCpuKernels) {
 TEST(ElementwiseMath, IntegerAndBoolUnaryOpsMatchCpuKernels) {
   std::vector<DType> ints(std::begin(kInts), std::end(kInts));
   std::vector<double> values = {0, 1, -1, 7, -128, 127, 100, -100, 255, 32767, -32768, 123456};
-  checkUnary<kN>("cpc.neg", ints, values, NegOp{}, 0);
-  checkUnary<kN>("cpc.abs", ints, values, AbsOp{}, 0);
-  checkUnary<kB>("cpc.not", {DType::I1}, {0, 1, 1, 0, 1}, NotOp{}, 0);
+  checkUnary<kN>(OpKind::Neg, ints, values, NegOp{}, 0);
+  checkUnary<kN>(OpKind::Abs, ints, values, AbsOp{}, 0);
+  checkUnary<kB>(OpKind::Not, {DType::I1}, {0, 1, 1, 0, 1}, NotOp{}, 0);
 }
 
 // Tests that NaN passes through relu and the NaN-aware max/min, and that the f32 erf
@@ -197,7 +197,7 @@ TEST(ElementwiseMath, CastMatchesCpuKernelForEveryPair) {
   for (DType from : kAll) {
     for (DType to : kAll) {
       HostTensor x = tensorOf(from, {(int64_t)values.size()}, values), y(to, x.shape);
-      runCpuKernel("cpc.cast", {&x}, {&y});
+      runCpuKernel(OpKind::Cast, {&x}, {&y});
       HostTensor emulated(to, x.shape);
       withStorage(from, [&](auto fromTag) {
         withStorage(to, [&](auto toTag) {
@@ -220,7 +220,7 @@ TEST(ElementwiseMath, CastOfUnrepresentableFloatsIsX86s) {
   for (DType from : {DType::F32, DType::F64})
     for (DType to : {DType::I64, DType::I32, DType::I8, DType::U8}) {
       HostTensor x = tensorOf(from, {(int64_t)values.size()}, values), y(to, x.shape);
-      runCpuKernel("cpc.cast", {&x}, {&y});
+      runCpuKernel(OpKind::Cast, {&x}, {&y});
       HostTensor emulated(to, x.shape);
       withStorage<kF>(from, [&](auto fromTag) {
         withStorage<kI>(to, [&](auto toTag) {
@@ -310,13 +310,13 @@ TEST(ElementwiseMath, BroadcastGeometryMapsOutputIndicesLikeNumpy) {
 }
 
 template <unsigned K, class Op, bool BoolResult = false>
-void checkBinary(const char *op, const std::vector<DType> &types, const std::vector<double> &lhs,
+void checkBinary(OpKind op, const std::vector<DType> &types, const std::vector<double> &lhs,
                  const std::vector<double> &rhs, Op fn, int ulps) {
   for (DType t : types)
     for (const BroadcastCase &c : kBroadcastCases) {
       HostTensor a = tensorOf(t, c.a, lhs), b = tensorOf(t, c.b, rhs), y(BoolResult ? DType::I1 : t, c.out);
       runCpuKernel(op, {&a, &b}, {&y});
-      std::string what = std::string(op) + " " + dtypeName(t) + " " + shapeString(c.out);
+      std::string what = std::string(opName(op)) + " " + dtypeName(t) + " " + shapeString(c.out);
       expectSame(y, emulateBinary<K, Op, BoolResult>(a, b, c.out, fn, true), what, ulps);
       expectSame(y, emulateBinary<K, Op, BoolResult>(a, b, c.out, fn, false), what, ulps);
     }
@@ -330,33 +330,33 @@ TEST(ElementwiseMath, BinaryOpsMatchCpuKernels) {
   auto lhs = uniformValues<double>(97, 3, -50, 50), rhs = uniformValues<double>(89, 4, 1, 9); // nonzero divisors
   for (double &v : rhs)
     v = std::floor(v) * (v > 5 ? -1 : 1);
-  checkBinary<kN>("cpc.add", nums, lhs, rhs, AddOp{}, 0);
-  checkBinary<kN>("cpc.sub", nums, lhs, rhs, SubOp{}, 0);
-  checkBinary<kN>("cpc.mul", nums, lhs, rhs, MulOp{}, 0);
-  checkBinary<kN>("cpc.div", nums, lhs, rhs, DivOp{}, 0);
+  checkBinary<kN>(OpKind::Add, nums, lhs, rhs, AddOp{}, 0);
+  checkBinary<kN>(OpKind::Sub, nums, lhs, rhs, SubOp{}, 0);
+  checkBinary<kN>(OpKind::Mul, nums, lhs, rhs, MulOp{}, 0);
+  checkBinary<kN>(OpKind::Div, nums, lhs, rhs, DivOp{}, 0);
   auto base = uniformValues<double>(97, 5, 0.1, 4);
   std::vector<double> exps = {2.0, 0.5, -1.5, 3.0, 2.0};
-  checkBinary<kF>("cpc.pow", floats, base, exps, PowOp{}, 1);
+  checkBinary<kF>(OpKind::Pow, floats, base, exps, PowOp{}, 1);
   std::vector<DType> all(std::begin(kAll), std::end(kAll));
   std::vector<double> nanny = {1, std::nan(""), -3, 4, 0, 5};
-  checkBinary<kF>("cpc.max", floats, nanny, lhs, MaxOp{}, 0);
-  checkBinary<kF>("cpc.min", floats, lhs, nanny, MinOp{}, 0);
-  checkBinary<kA>("cpc.max", all, lhs, rhs, MaxOp{}, 0);
-  checkBinary<kA>("cpc.min", all, lhs, rhs, MinOp{}, 0);
+  checkBinary<kF>(OpKind::Max, floats, nanny, lhs, MaxOp{}, 0);
+  checkBinary<kF>(OpKind::Min, floats, lhs, nanny, MinOp{}, 0);
+  checkBinary<kA>(OpKind::Max, all, lhs, rhs, MaxOp{}, 0);
+  checkBinary<kA>(OpKind::Min, all, lhs, rhs, MinOp{}, 0);
 }
 
 // Tests the compare ops (i1 results) on every type, with ties, and and/or on i1.
 TEST(ElementwiseMath, CompareAndLogicalOpsMatchCpuKernels) {
   std::vector<DType> all(std::begin(kAll), std::end(kAll));
   std::vector<double> lhs = {1, 2, 3, 4, 5, 6, 7}, rhs = {3, 2, 1, 4, 9};
-  checkBinary<kA, EqualOp, true>("cpc.equal", all, lhs, rhs, EqualOp{}, 0);
-  checkBinary<kA, LessOp, true>("cpc.less", all, lhs, rhs, LessOp{}, 0);
-  checkBinary<kA, LessEqualOp, true>("cpc.less_equal", all, lhs, rhs, LessEqualOp{}, 0);
-  checkBinary<kA, GreaterOp, true>("cpc.greater", all, lhs, rhs, GreaterOp{}, 0);
-  checkBinary<kA, GreaterEqualOp, true>("cpc.greater_equal", all, lhs, rhs, GreaterEqualOp{}, 0);
+  checkBinary<kA, EqualOp, true>(OpKind::Equal, all, lhs, rhs, EqualOp{}, 0);
+  checkBinary<kA, LessOp, true>(OpKind::Less, all, lhs, rhs, LessOp{}, 0);
+  checkBinary<kA, LessEqualOp, true>(OpKind::LessEqual, all, lhs, rhs, LessEqualOp{}, 0);
+  checkBinary<kA, GreaterOp, true>(OpKind::Greater, all, lhs, rhs, GreaterOp{}, 0);
+  checkBinary<kA, GreaterEqualOp, true>(OpKind::GreaterEqual, all, lhs, rhs, GreaterEqualOp{}, 0);
   std::vector<double> p = {0, 1, 1, 0, 1, 0, 0}, q = {1, 1, 0, 0, 1};
-  checkBinary<kB, AndOp, true>("cpc.and", {DType::I1}, p, q, AndOp{}, 0);
-  checkBinary<kB, OrOp, true>("cpc.or", {DType::I1}, p, q, OrOp{}, 0);
+  checkBinary<kB, AndOp, true>(OpKind::And, {DType::I1}, p, q, AndOp{}, 0);
+  checkBinary<kB, OrOp, true>(OpKind::Or, {DType::I1}, p, q, OrOp{}, 0);
 }
 
 // Tests gelu_grad = grad * gelu'(x) in both forms (the CPU's fastExp and erf polynomial).
@@ -368,7 +368,7 @@ TEST(ElementwiseMath, GeluGradMatchesCpuKernel) {
       nlohmann::json attrs = nlohmann::json::object();
       if (tanh)
         attrs["approximate"] = "tanh";
-      runCpuKernel("cpc.gelu_grad", {&x, &g}, {&y}, attrs);
+      runCpuKernel(OpKind::GeluGrad, {&x, &g}, {&y}, attrs);
       HostTensor emulated = tanh ? emulateBinary<kF>(x, g, x.shape, GeluTanhGradOp{}, true)
                                  : emulateBinary<kF>(x, g, x.shape, GeluErfGradOp{}, true);
       expectSame(y, emulated, std::string("gelu_grad ") + dtypeName(t) + (tanh ? " tanh" : ""), 2);
@@ -384,7 +384,7 @@ TEST(ElementwiseMath, WhereMatchesCpuKernel) {
   for (DType t : kAll) {
     HostTensor c = tensorOf(DType::I1, condShape, {1, 0, 1}), x = tensorOf(t, xShape, uniformValues<double>(24, 8, -9, 9));
     HostTensor y = tensorOf(t, yShape, {5, 6, 7, 8}), o(t, out);
-    runCpuKernel("cpc.where", {&c, &x, &y}, {&o});
+    runCpuKernel(OpKind::Where, {&c, &x, &y}, {&o});
     HostTensor emulated(t, out);
     size_t size = dtypeSize(t);
     for (int64_t i = 0; i < emulated.numel(); ++i) {

@@ -58,7 +58,7 @@ std::string describe(const Case &c) {
 std::vector<uint8_t> cpuMatmul(DType t, const Case &c, std::vector<uint8_t> lhs, std::vector<uint8_t> rhs) {
   std::vector<uint8_t> out(numElements(c.out) * dtypeSize(t));
   KernelContext ctx;
-  ctx.op = "cpc.matmul";
+  ctx.op = OpKind::MatMul;
   ctx.inputs = {TensorRef{lhs.data(), t, c.lhs}, TensorRef{rhs.data(), t, c.rhs}};
   ctx.outputs = {TensorRef{out.data(), t, c.out}};
   ctx.setAttrs({{"transpose_lhs", c.tl}, {"transpose_rhs", c.tr}});

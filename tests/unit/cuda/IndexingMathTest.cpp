@@ -61,7 +61,7 @@ struct Step {
   std::vector<int64_t> meshShape = {2, 2};
   std::vector<std::string> meshAxes = {"dp", "tp"};
   KernelContext ctx;
-  Step(const std::string &op, const std::vector<HostTensor *> &ins, const std::vector<HostTensor *> &outs,
+  Step(OpKind op, const std::vector<HostTensor *> &ins, const std::vector<HostTensor *> &outs,
        const nlohmann::json &attrs, int rank = 0)
       : ctx(hostContext(op, ins, outs, attrs)) {
     ctx.rank = rank;
@@ -136,7 +136,7 @@ void checkGather(DType t, std::vector<int64_t> dataShape, std::vector<int64_t> i
   nlohmann::json attrs = {{"axis", axis}};
   if (rank >= 0)
     attrs["block_axes"] = {"tp"};
-  Step step("cpc.gather", {&data, &indices}, {&cpu}, attrs, std::max(rank, 0));
+  Step step(OpKind::Gather, {&data, &indices}, {&cpu}, attrs, std::max(rank, 0));
   step.runCpu();
   GatherShape g{indices.numel(), dataShape[a], numElements({dataShape.begin() + a + 1, dataShape.end()})};
   IndexRange r = step.range(g.size);
@@ -159,7 +159,7 @@ void checkGatherElements(DType t, std::vector<int64_t> dataShape, std::vector<in
   nlohmann::json attrs = {{"axis", axis}};
   if (rank >= 0)
     attrs["block_axes"] = {"tp"};
-  Step step("cpc.gather_elements", {&data, &indices}, {&cpu}, attrs, std::max(rank, 0));
+  Step step(OpKind::GatherElements, {&data, &indices}, {&cpu}, attrs, std::max(rank, 0));
   step.runCpu();
   ElementsMap m = elementsMapOf(indexShape, rowMajorStrides(dataShape), a);
   IndexRange r = step.range(dataShape[a]);
@@ -190,7 +190,7 @@ void checkGatherGrad(DType t, std::vector<int64_t> outShape, std::vector<int64_t
   nlohmann::json attrs = {{"axis", axis}, {"dim_size", outShape[a]}};
   if (rank >= 0)
     attrs["block_axes"] = {"tp"};
-  Step step("cpc.gather_grad", {&grad, &indices}, {&cpu}, attrs, std::max(rank, 0));
+  Step step(OpKind::GatherGrad, {&grad, &indices}, {&cpu}, attrs, std::max(rank, 0));
   step.runCpu();
   GatherShape g{indices.numel(), outShape[a], numElements({outShape.begin() + a + 1, outShape.end()})};
   IndexRange r = step.range(g.size);
@@ -228,7 +228,7 @@ void checkGatherElementsGrad(DType t, std::vector<int64_t> outShape, std::vector
   nlohmann::json attrs = {{"axis", axis}};
   if (rank >= 0)
     attrs["block_axes"] = {"tp"};
-  Step step("cpc.gather_elements_grad", {&grad, &indices}, {&cpu}, attrs, std::max(rank, 0));
+  Step step(OpKind::GatherElementsGrad, {&grad, &indices}, {&cpu}, attrs, std::max(rank, 0));
   step.runCpu();
   ElementsMap m = elementsMapOf(indexShape, rowMajorStrides(outShape), a);
   IndexRange r = step.range(outShape[a]);
@@ -273,7 +273,7 @@ void checkScatterND(DType t, std::vector<int64_t> dataShape, std::vector<int64_t
       indices.setValue(tup * q + d, double(int64_t(nextRandom(x) % (2 * std::min<int64_t>(dataShape[d], 2))) -
                                       std::min<int64_t>(dataShape[d], 2)));
   HostTensor cpu(t, dataShape), emu = data;
-  Step step("cpc.scatter_nd", {&data, &indices, &updates}, {&cpu}, {{"reduction", reduction}});
+  Step step(OpKind::ScatterND, {&data, &indices, &updates}, {&cpu}, {{"reduction", reduction}});
   step.runCpu();
   if (t == DType::I1)
     red = red == ScatterReduction::Add ? ScatterReduction::Max : red == ScatterReduction::Mul ? ScatterReduction::Min : red;
@@ -360,7 +360,7 @@ void checkTopK(DType t, std::vector<int64_t> shape, int64_t axis, int64_t k, boo
   std::vector<int64_t> outShape = shape;
   outShape[a] = k;
   HostTensor values(t, outShape), positions(DType::I64, outShape);
-  Step step("cpc.topk", {&in}, {&values, &positions}, {{"axis", axis}, {"k", k}, {"largest", largest}});
+  Step step(OpKind::TopK, {&in}, {&values, &positions}, {{"axis", axis}, {"k", k}, {"largest", largest}});
   step.runCpu();
   withKeyType(t, [&](auto zero) {
     std::vector<int64_t> got = emulateSortRows<decltype(zero)>(in, a, k, largest);
@@ -380,7 +380,7 @@ void checkTopK(DType t, std::vector<int64_t> shape, int64_t axis, int64_t k, boo
 void checkArgsort(DType t, std::vector<int64_t> shape, int64_t axis, bool descending) {
   int64_t a = axis < 0 ? axis + (int64_t)shape.size() : axis;
   HostTensor in = randomValues(t, shape, 31, 4, true), positions(DType::I64, shape);
-  Step step("cpc.argsort", {&in}, {&positions}, {{"axis", axis}, {"descending", descending}});
+  Step step(OpKind::ArgSort, {&in}, {&positions}, {{"axis", axis}, {"descending", descending}});
   step.runCpu();
   withKeyType(t, [&](auto zero) {
     std::vector<int64_t> got = emulateSortRows<decltype(zero)>(in, a, shape[a], descending);

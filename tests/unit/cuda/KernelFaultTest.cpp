@@ -24,15 +24,15 @@ using namespace cpc::cudatest;
 namespace {
 
 /// The CPU kernel's failure on these operands, without the op's name ("cpc.gather: ").
-std::string cpuFailure(const std::string &op, const std::vector<HostTensor *> &ins, HostTensor &out,
+std::string cpuFailure(OpKind op, const std::vector<HostTensor *> &ins, HostTensor &out,
                        const nlohmann::json &attrs) {
   KernelContext ctx = hostContext(op, ins, {&out}, attrs);
   try {
     runCpuKernel(ctx);
   } catch (const RuntimeError &e) {
     std::string message = e.what();
-    EXPECT_EQ(message.rfind(op + ": ", 0), 0u) << message;
-    return message.substr(op.size() + 2);
+    EXPECT_EQ(message.rfind(std::string(opName(op)) + ": ", 0), 0u) << message;
+    return message.substr(std::string(opName(op)).size() + 2);
   }
   ADD_FAILURE() << op << ": the CPU kernel did not fail";
   return "";
@@ -75,7 +75,7 @@ TEST(KernelFault, RacingThreadsLeaveOneWholeRecord) {
 TEST(KernelFault, GatherReportsTheCpuMessage) {
   HostTensor data(DType::F32, {3, 4}), out(DType::F32, {3, 2});
   HostTensor indices = indicesOf({1, 9});
-  std::string cpu = cpuFailure("cpc.gather", {&data, &indices}, out, {{"axis", 1}});
+  std::string cpu = cpuFailure(OpKind::Gather, {&data, &indices}, out, {{"axis", 1}});
   HostFaultRecord record;
   IndexRange r{0, 4, 4};
   for (int64_t i = 0; i < indices.numel(); ++i)
@@ -88,7 +88,7 @@ TEST(KernelFault, GatherElementsReportsTheCpuMessage) {
   HostTensor indices(DType::I64, {2, 3});
   for (int64_t i = 0; i < 6; ++i)
     indices.setValue(i, i == 4 ? -3 : 0); // -3 is out of range for the 2 rows of axis 0
-  std::string cpu = cpuFailure("cpc.gather_elements", {&data, &indices}, out, {{"axis", 0}});
+  std::string cpu = cpuFailure(OpKind::GatherElements, {&data, &indices}, out, {{"axis", 0}});
   HostFaultRecord record;
   for (int64_t e = 0; e < indices.numel(); ++e)
     checkedLocalIndex(int64_t(indices.value(e)), IndexRange{0, 2, 2}, record.sink(), 0);
@@ -98,7 +98,7 @@ TEST(KernelFault, GatherElementsReportsTheCpuMessage) {
 TEST(KernelFault, GatherGradientsReportTheCpuMessage) {
   HostTensor grad(DType::F32, {2}), out(DType::F32, {5});
   HostTensor indices = indicesOf({0, -6});
-  std::string cpu = cpuFailure("cpc.gather_grad", {&grad, &indices}, out, {{"axis", 0}, {"dim_size", 5}});
+  std::string cpu = cpuFailure(OpKind::GatherGrad, {&grad, &indices}, out, {{"axis", 0}, {"dim_size", 5}});
   HostFaultRecord record;
   for (int64_t i = 0; i < indices.numel(); ++i)
     targetKey(checkedLocalIndex(int64_t(indices.value(i)), IndexRange{0, 5, 5}, record.sink(), -1), 5);
@@ -106,7 +106,7 @@ TEST(KernelFault, GatherGradientsReportTheCpuMessage) {
 
   HostTensor grad2(DType::F32, {2}), out2(DType::F32, {3});
   HostTensor indices2 = indicesOf({3, 0});
-  std::string cpu2 = cpuFailure("cpc.gather_elements_grad", {&grad2, &indices2}, out2, {{"axis", 0}});
+  std::string cpu2 = cpuFailure(OpKind::GatherElementsGrad, {&grad2, &indices2}, out2, {{"axis", 0}});
   HostFaultRecord record2;
   for (int64_t i = 0; i < indices2.numel(); ++i)
     checkedLocalIndex(int64_t(indices2.value(i)), IndexRange{0, 3, 3}, record2.sink(), -1);
@@ -118,7 +118,7 @@ TEST(KernelFault, ScatterNDReportsTheCpuMessage) {
   HostTensor indices(DType::I64, {2, 1});
   indices.setValue(0, 1);
   indices.setValue(1, 4);
-  std::string cpu = cpuFailure("cpc.scatter_nd", {&data, &indices, &updates}, out, nlohmann::json::object());
+  std::string cpu = cpuFailure(OpKind::ScatterND, {&data, &indices, &updates}, out, nlohmann::json::object());
   ScatterDims dims;
   dims.q = 1;
   dims.shape[0] = 4;
@@ -132,7 +132,7 @@ TEST(KernelFault, ScatterNDReportsTheCpuMessage) {
 TEST(KernelFault, IntegerDivisionByZeroReportsTheCpuMessage) {
   HostTensor a(DType::I32, {2}), b(DType::I32, {2}), out(DType::I32, {2});
   a.setValue(0, 6), a.setValue(1, 7), b.setValue(0, 3), b.setValue(1, 0);
-  std::string cpu = cpuFailure("cpc.div", {&a, &b}, out, nlohmann::json::object());
+  std::string cpu = cpuFailure(OpKind::Div, {&a, &b}, out, nlohmann::json::object());
   HostFaultRecord record;
   DivOp div{record.sink()};
   EXPECT_EQ(div(int32_t(6), int32_t(3)), 2);

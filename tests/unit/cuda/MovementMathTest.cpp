@@ -97,14 +97,14 @@ void checkTranspose(DType t, std::vector<int64_t> shape, std::vector<int64_t> pe
     outShape.push_back(shape[d]);
   }
   HostTensor in = randomBytes(t, shape, shape.size()), cpu(t, outShape);
-  runCpuKernel("cpc.transpose", {&in}, {&cpu}, {{"permutation", perm}});
+  runCpuKernel(OpKind::Transpose, {&in}, {&cpu}, {{"permutation", perm}});
   checkView("transpose", in, cpu, transposeStrides(shape, dims), 0, word, tiles);
 }
 
 void checkSlice(DType t, std::vector<int64_t> shape, std::vector<int64_t> starts, std::vector<int64_t> limits,
                 std::vector<int64_t> steps, std::vector<int64_t> outShape, int word = 0) {
   HostTensor in = randomBytes(t, shape, 5), cpu(t, outShape);
-  runCpuKernel("cpc.slice", {&in}, {&cpu}, {{"starts", starts}, {"limits", limits}, {"strides", steps}});
+  runCpuKernel(OpKind::Slice, {&in}, {&cpu}, {{"starts", starts}, {"limits", limits}, {"strides", steps}});
   std::vector<int64_t> first(shape.size());
   for (size_t i = 0; i < shape.size(); ++i)
     first[i] = starts[i] < 0 ? starts[i] + shape[i] : starts[i];
@@ -113,7 +113,7 @@ void checkSlice(DType t, std::vector<int64_t> shape, std::vector<int64_t> starts
 
 void checkBroadcast(DType t, std::vector<int64_t> shape, std::vector<int64_t> outShape, int word = 0) {
   HostTensor in = randomBytes(t, shape, 6), cpu(t, outShape);
-  runCpuKernel("cpc.broadcast", {&in}, {&cpu}, nlohmann::json::object());
+  runCpuKernel(OpKind::Broadcast, {&in}, {&cpu}, nlohmann::json::object());
   checkView("broadcast", in, cpu, broadcastStrides(shape, outShape), 0, word);
 }
 
@@ -130,7 +130,7 @@ void checkConcat(DType t, std::vector<std::vector<int64_t>> shapes, int64_t axis
   for (HostTensor &b : ins)
     ptrs.push_back(&b);
   HostTensor cpu(t, outShape), emu(t, outShape);
-  runCpuKernel("cpc.concat", ptrs, {&cpu}, {{"axis", axis}});
+  runCpuKernel(OpKind::Concat, ptrs, {&cpu}, {{"axis", axis}});
   int64_t offset = 0;
   for (HostTensor &in : ins) {
     RowCopy c = concatRows(outShape, a, in.shape, offset, (int)dtypeSize(t));
@@ -150,7 +150,7 @@ void checkPad(DType t, std::vector<int64_t> shape, std::vector<int64_t> low, std
   for (size_t d = 0; d < shape.size(); ++d)
     outShape[d] = low[d] + high[d] + shape[d] + std::max<int64_t>(shape[d] - 1, 0) * interior[d];
   HostTensor in = randomBytes(t, shape, 7), cpu(t, outShape), emu(t, outShape);
-  runCpuKernel("cpc.pad", {&in}, {&cpu}, {{"low", low}, {"high", high}, {"interior", interior}, {"value", value}});
+  runCpuKernel(OpKind::Pad, {&in}, {&cpu}, {{"low", low}, {"high", high}, {"interior", interior}, {"value", value}});
   PadPlan p;
   ASSERT_TRUE(planPad(shape, outShape, low, interior, p));
   uint64_t fill = padValueBits(t, value);

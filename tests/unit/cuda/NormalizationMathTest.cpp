@@ -168,12 +168,12 @@ template <typename F> void withAcc(DType t, F &&f) {
 
 void checkSoftmax(DType t, std::vector<int64_t> shape, int64_t axis, uint64_t seed, double lo = -8, double hi = 8) {
   HostTensor x = randomTensor(t, shape, seed, lo, hi), cpu(t, shape), emu(t, shape);
-  runCpuKernel("cpc.softmax", {&x}, {&cpu}, {{"axis", axis}});
+  runCpuKernel(OpKind::Softmax, {&x}, {&cpu}, {{"axis", axis}});
   withAcc(t, [&](auto acc) { emulateSoftmax<decltype(acc)>(x, emu, axis); });
   expectClose(cpu, emu, "softmax " + std::string(dtypeName(t)) + shapeString(shape) + " axis " + std::to_string(axis));
 
   HostTensor g = randomTensor(t, shape, seed + 7, -1, 1), gradCpu(t, shape), gradEmu(t, shape);
-  runCpuKernel("cpc.softmax_grad", {&cpu, &g}, {&gradCpu}, {{"axis", axis - (int64_t)shape.size()}}); // a negative axis
+  runCpuKernel(OpKind::SoftmaxGrad, {&cpu, &g}, {&gradCpu}, {{"axis", axis - (int64_t)shape.size()}}); // a negative axis
   withAcc(t, [&](auto acc) { emulateSoftmaxGrad<decltype(acc)>(cpu, g, gradEmu, axis); });
   expectClose(gradCpu, gradEmu, "softmax_grad " + std::string(dtypeName(t)) + shapeString(shape));
 }
@@ -186,7 +186,7 @@ void checkLayerNorm(DType t, std::vector<int64_t> shape, int64_t axis, uint64_t 
   HostTensor cpu(t, shape), emu(t, shape);
   double eps = 1e-5;
   nlohmann::json attrs = {{"axis", axis}, {"epsilon", eps}};
-  runCpuKernel("cpc.layer_norm", {&x, &scale, &bias}, {&cpu}, attrs);
+  runCpuKernel(OpKind::LayerNorm, {&x, &scale, &bias}, {&cpu}, attrs);
   withAcc(t, [&](auto acc) { emulateLayerNorm<decltype(acc)>(x, scale, bias, emu, eps); });
   std::string what = std::string(dtypeName(t)) + shapeString(shape) + " mean " + std::to_string(mean);
   expectClose(cpu, emu, "layer_norm " + what);
@@ -194,7 +194,7 @@ void checkLayerNorm(DType t, std::vector<int64_t> shape, int64_t axis, uint64_t 
   HostTensor g = randomTensor(t, shape, seed + 3, -1, 1);
   HostTensor dx(t, shape), dscale(t, normalized), dbias(t, normalized);
   HostTensor dxEmu(t, shape), dscaleEmu(t, normalized), dbiasEmu(t, normalized);
-  runCpuKernel("cpc.layer_norm_grad", {&x, &scale, &g}, {&dx, &dscale, &dbias}, attrs);
+  runCpuKernel(OpKind::LayerNormGrad, {&x, &scale, &g}, {&dx, &dscale, &dbias}, attrs);
   withAcc(t, [&](auto acc) { emulateLayerNormGrad<decltype(acc)>(x, scale, g, dxEmu, dscaleEmu, dbiasEmu, eps); });
   expectClose(dx, dxEmu, "layer_norm_grad input " + what);
   expectClose(dscale, dscaleEmu, "layer_norm_grad scale " + what);
@@ -278,7 +278,7 @@ TEST(NormalizationMath, SoftmaxKeepsNanAndMaskedRows) {
   reinterpret_cast<float *>(x.data())[5] = std::nanf("");        // row 0: NaN everywhere
   for (int j = 0; j < 30; ++j)
     reinterpret_cast<float *>(x.data())[40 + j] = -INFINITY; // row 1: masked positions
-  runCpuKernel("cpc.softmax", {&x}, {&cpu}, {{"axis", 1}});
+  runCpuKernel(OpKind::Softmax, {&x}, {&cpu}, {{"axis", 1}});
   emulateSoftmax<float>(x, emu, 1);
   expectClose(cpu, emu, "softmax with NaN and -inf");
   EXPECT_TRUE(std::isnan(emu.value(0)));

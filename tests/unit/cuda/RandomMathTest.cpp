@@ -39,12 +39,12 @@ const std::vector<Draw> kDraws = {
 std::vector<uint8_t> runCpu(DType dtype, int64_t n, const Draw &d) {
   std::vector<uint8_t> out(n * dtypeSize(dtype));
   KernelContext ctx;
-  ctx.op = "cpc.random_uniform";
+  ctx.op = OpKind::RandomUniform;
   ctx.outputs.push_back(TensorRef{out.data(), dtype, {n}});
   ctx.setAttrs({{"seed", d.seed}, {"low", d.low}, {"high", d.high}});
   ctx.step = d.step;
   ctx.threads = 2;
-  KernelRegistry::cpu().find("cpc.random_uniform")(ctx);
+  KernelRegistry::cpu().find(OpKind::RandomUniform)(ctx);
   return out;
 }
 

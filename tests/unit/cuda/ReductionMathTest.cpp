@@ -129,7 +129,7 @@ double asDouble(double f) { return f; }
 /// The CPU kernel's result and the replayed kernel's, compared: floats within `rtol` (NaN
 /// matches NaN), everything else exactly.
 template <template <class> class OpT, class S>
-void check(const char *op, const Case &c, int multiprocessors, double rtol) {
+void check(OpKind op, const Case &c, int multiprocessors, double rtol) {
   using C = typename HostStorage<S>::C;
   using Op = OpT<C>;
   std::vector<int64_t> outShape = outShapeOf(c);
@@ -155,7 +155,7 @@ void check(const char *op, const Case &c, int multiprocessors, double rtol) {
   for (int64_t j = 0; j < g.outputs(); ++j)
     got[j] = HostStorage<S>::store(replayOutput<Op>(g, l, j, value));
 
-  std::string what = std::string(op) + " " + dtypeName(dtypeOf<S>()) + " " + shapeString(c.shape) + " splits " +
+  std::string what = std::string(opName(op)) + " " + dtypeName(dtypeOf<S>()) + " " + shapeString(c.shape) + " splits " +
                      std::to_string(l.splits);
   int bad = 0;
   for (size_t j = 0; j < want.size(); ++j) {
@@ -177,24 +177,24 @@ void check(const char *op, const Case &c, int multiprocessors, double rtol) {
 TEST(ReductionMath, ReplayedKernelMatchesCpuKernel) {
   for (int sms : {132, 4}) {
     for (const Case &c : kCases) {
-      check<SumReduce, float>("cpc.reduce_sum", c, sms, 1e-6);
-      check<SumReduce, double>("cpc.reduce_sum", c, sms, 1e-12);
-      check<SumReduce, int32_t>("cpc.reduce_sum", c, sms, 0);
-      check<SumReduce, int8_t>("cpc.reduce_sum", c, sms, 0);
-      check<SumReduce, uint8_t>("cpc.reduce_sum", c, sms, 0);
-      check<SumSquaresReduce, float>("cpc.reduce_sum_squares", c, sms, 1e-6);
-      check<SumSquaresReduce, double>("cpc.reduce_sum_squares", c, sms, 1e-12);
-      check<MeanReduce, float>("cpc.reduce_mean", c, sms, 1e-6);
-      check<MeanReduce, double>("cpc.reduce_mean", c, sms, 1e-12);
-      check<MaxReduce, float>("cpc.reduce_max", c, sms, 0);
-      check<MaxReduce, int64_t>("cpc.reduce_max", c, sms, 0);
-      check<MaxReduce, bool>("cpc.reduce_max", c, sms, 0);
-      check<MinReduce, double>("cpc.reduce_min", c, sms, 0);
-      check<MinReduce, uint8_t>("cpc.reduce_min", c, sms, 0);
-      check<MinReduce, bool>("cpc.reduce_min", c, sms, 0);
+      check<SumReduce, float>(OpKind::ReduceSum, c, sms, 1e-6);
+      check<SumReduce, double>(OpKind::ReduceSum, c, sms, 1e-12);
+      check<SumReduce, int32_t>(OpKind::ReduceSum, c, sms, 0);
+      check<SumReduce, int8_t>(OpKind::ReduceSum, c, sms, 0);
+      check<SumReduce, uint8_t>(OpKind::ReduceSum, c, sms, 0);
+      check<SumSquaresReduce, float>(OpKind::ReduceSumSquares, c, sms, 1e-6);
+      check<SumSquaresReduce, double>(OpKind::ReduceSumSquares, c, sms, 1e-12);
+      check<MeanReduce, float>(OpKind::ReduceMean, c, sms, 1e-6);
+      check<MeanReduce, double>(OpKind::ReduceMean, c, sms, 1e-12);
+      check<MaxReduce, float>(OpKind::ReduceMax, c, sms, 0);
+      check<MaxReduce, int64_t>(OpKind::ReduceMax, c, sms, 0);
+      check<MaxReduce, bool>(OpKind::ReduceMax, c, sms, 0);
+      check<MinReduce, double>(OpKind::ReduceMin, c, sms, 0);
+      check<MinReduce, uint8_t>(OpKind::ReduceMin, c, sms, 0);
+      check<MinReduce, bool>(OpKind::ReduceMin, c, sms, 0);
       if (numElements(c.shape) <= 4096) { // products of many values leave the float range
-        check<ProdReduce, float>("cpc.reduce_prod", c, sms, 1e-6);
-        check<ProdReduce, int64_t>("cpc.reduce_prod", c, sms, 0);
+        check<ProdReduce, float>(OpKind::ReduceProd, c, sms, 1e-6);
+        check<ProdReduce, int64_t>(OpKind::ReduceProd, c, sms, 0);
       }
     }
   }
@@ -205,10 +205,10 @@ TEST(ReductionMath, ReplayedKernelMatchesCpuKernel) {
 // differs, one 16-bit ulp.
 TEST(ReductionMath, SixteenBitFloatsRoundThroughF32) {
   for (const Case &c : kCases) {
-    check<SumReduce, Half>("cpc.reduce_sum", c, 132, 0x1p-10);
-    check<MeanReduce, BFloat>("cpc.reduce_mean", c, 132, 0x1p-7);
-    check<MaxReduce, Half>("cpc.reduce_max", c, 132, 0);
-    check<MinReduce, BFloat>("cpc.reduce_min", c, 132, 0);
+    check<SumReduce, Half>(OpKind::ReduceSum, c, 132, 0x1p-10);
+    check<MeanReduce, BFloat>(OpKind::ReduceMean, c, 132, 0x1p-7);
+    check<MaxReduce, Half>(OpKind::ReduceMax, c, 132, 0);
+    check<MinReduce, BFloat>(OpKind::ReduceMin, c, 132, 0);
   }
 }
 

@@ -56,11 +56,11 @@ struct Attention {
 
   /// The fused kernels.
   void fused(int threads) {
-    run("cpc.attention", operands(), {ref(out, dims(s, s.n, s.dv)), ref(p, dims(s, s.n, s.m))}, attrs(), threads);
+    run(OpKind::Attention, operands(), {ref(out, dims(s, s.n, s.dv)), ref(p, dims(s, s.n, s.m))}, attrs(), threads);
     std::vector<TensorRef> in = operands();
     in.push_back(ref(p, dims(s, s.n, s.m)));
     in.push_back(ref(g, dims(s, s.n, s.dv)));
-    run("cpc.attention_grad", in, {ref(dq, dims(s, s.n, s.d)), ref(dk, dims(s, s.m, s.d)), ref(dv, dims(s, s.m, s.dv))},
+    run(OpKind::AttentionGrad, in, {ref(dq, dims(s, s.n, s.d)), ref(dk, dims(s, s.m, s.d)), ref(dv, dims(s, s.m, s.dv))},
         attrs(), threads);
   }
 
@@ -70,16 +70,16 @@ struct Attention {
          O = dims(s, s.n, s.dv);
     std::vector<float> scores(count(S)), scaled(count(S)), dp(count(S)), ds(count(S)), dss(count(S));
     std::vector<float> scale{float(s.scale)};
-    run("cpc.matmul", {ref(q, Q), ref(k, K)}, {ref(scores, S)}, {{"transpose_rhs", true}});
-    run("cpc.mul", {ref(scores, S), ref(scale, {})}, {ref(scaled, S)});
-    run("cpc.softmax", {ref(scaled, S)}, {ref(p, S)}, {{"axis", (int64_t)S.size() - 1}});
-    run("cpc.matmul", {ref(p, S), ref(v, V)}, {ref(out, O)});
-    run("cpc.matmul", {ref(p, S), ref(g, O)}, {ref(dv, V)}, {{"transpose_lhs", true}});
-    run("cpc.matmul", {ref(g, O), ref(v, V)}, {ref(dp, S)}, {{"transpose_rhs", true}});
-    run("cpc.softmax_grad", {ref(p, S), ref(dp, S)}, {ref(ds, S)}, {{"axis", (int64_t)S.size() - 1}});
-    run("cpc.mul", {ref(ds, S), ref(scale, {})}, {ref(dss, S)});
-    run("cpc.matmul", {ref(dss, S), ref(k, K)}, {ref(dq, Q)});
-    run("cpc.matmul", {ref(dss, S), ref(q, Q)}, {ref(dk, K)}, {{"transpose_lhs", true}});
+    run(OpKind::MatMul, {ref(q, Q), ref(k, K)}, {ref(scores, S)}, {{"transpose_rhs", true}});
+    run(OpKind::Mul, {ref(scores, S), ref(scale, {})}, {ref(scaled, S)});
+    run(OpKind::Softmax, {ref(scaled, S)}, {ref(p, S)}, {{"axis", (int64_t)S.size() - 1}});
+    run(OpKind::MatMul, {ref(p, S), ref(v, V)}, {ref(out, O)});
+    run(OpKind::MatMul, {ref(p, S), ref(g, O)}, {ref(dv, V)}, {{"transpose_lhs", true}});
+    run(OpKind::MatMul, {ref(g, O), ref(v, V)}, {ref(dp, S)}, {{"transpose_rhs", true}});
+    run(OpKind::SoftmaxGrad, {ref(p, S), ref(dp, S)}, {ref(ds, S)}, {{"axis", (int64_t)S.size() - 1}});
+    run(OpKind::Mul, {ref(ds, S), ref(scale, {})}, {ref(dss, S)});
+    run(OpKind::MatMul, {ref(dss, S), ref(k, K)}, {ref(dq, Q)});
+    run(OpKind::MatMul, {ref(dss, S), ref(q, Q)}, {ref(dk, K)}, {{"transpose_lhs", true}});
   }
 };
 
@@ -155,10 +155,10 @@ TEST(AttentionKernelsLayout, TokenMajorEqualsHeadMajorBitForBit) {
   for (int threads : {1, 3}) {
     std::vector<float> out(head.out.size()), p(head.p.size()), dq(q.size()), dk(k.size()), dv(v.size());
     std::vector<TensorRef> in = {ref(q, {B, s.n, H, s.d}), ref(k, {B, s.m, H, s.d}), ref(v, {B, s.m, H, s.dv})};
-    run("cpc.attention", in, {ref(out, {B, s.n, H, s.dv}), ref(p, {B, H, s.n, s.m})}, attrs, threads);
+    run(OpKind::Attention, in, {ref(out, {B, s.n, H, s.dv}), ref(p, {B, H, s.n, s.m})}, attrs, threads);
     in.push_back(ref(p, {B, H, s.n, s.m}));
     in.push_back(ref(g, {B, s.n, H, s.dv}));
-    run("cpc.attention_grad", in, {ref(dq, {B, s.n, H, s.d}), ref(dk, {B, s.m, H, s.d}), ref(dv, {B, s.m, H, s.dv})},
+    run(OpKind::AttentionGrad, in, {ref(dq, {B, s.n, H, s.d}), ref(dk, {B, s.m, H, s.d}), ref(dv, {B, s.m, H, s.dv})},
         attrs, threads);
     EXPECT_EQ(out, tokenMajor(head.out, s.n, s.dv)) << threads;
     EXPECT_EQ(p, head.p) << threads;
@@ -169,7 +169,7 @@ TEST(AttentionKernelsLayout, TokenMajorEqualsHeadMajorBitForBit) {
   // Probabilities in the token-major order of q are refused by name.
   std::vector<float> out(head.out.size()), p(head.p.size());
   expectError([&] {
-    run("cpc.attention", {ref(q, {B, s.n, H, s.d}), ref(k, {B, s.m, H, s.d}), ref(v, {B, s.m, H, s.dv})},
+    run(OpKind::Attention, {ref(q, {B, s.n, H, s.d}), ref(k, {B, s.m, H, s.d}), ref(v, {B, s.m, H, s.dv})},
         {ref(out, {B, s.n, H, s.dv}), ref(p, {B, s.n, H, s.m})}, attrs);
   }, {"probabilities"});
 }
@@ -190,7 +190,7 @@ TEST(AttentionKernels16, Bf16IsTheF32ResultRounded) {
   };
   std::vector<uint16_t> q = narrow(wide.q), k = narrow(wide.k), v = narrow(wide.v), out(wide.out.size()),
                         p(wide.p.size());
-  run("cpc.attention",
+  run(OpKind::Attention,
       {ref(q, dims(s, s.n, s.d), DType::BF16), ref(k, dims(s, s.m, s.d), DType::BF16), ref(v, dims(s, s.m, s.dv), DType::BF16)},
       {ref(out, dims(s, s.n, s.dv), DType::BF16), ref(p, dims(s, s.n, s.m), DType::BF16)}, wide.attrs());
   wide.fused(1);
@@ -206,7 +206,7 @@ TEST(AttentionKernelsEdges, EmptySumsAreZero) {
   Shape noKeys{{2}, 3, 0, 4, 5, 1.0};
   Attention a(noKeys);
   std::fill(a.out.begin(), a.out.end(), 7.f);
-  run("cpc.attention", a.operands(), {ref(a.out, dims(noKeys, 3, 5)), ref(a.p, dims(noKeys, 3, 0))}, a.attrs());
+  run(OpKind::Attention, a.operands(), {ref(a.out, dims(noKeys, 3, 5)), ref(a.p, dims(noKeys, 3, 0))}, a.attrs());
   EXPECT_TRUE(std::all_of(a.out.begin(), a.out.end(), [](float x) { return x == 0.f; }));
   Shape noRows{{2}, 0, 3, 4, 5, 1.0};
   Attention b(noRows);
@@ -222,7 +222,7 @@ TEST(AttentionKernelsErrors, MismatchedOperandsFailClearly) {
   Shape s{{2}, 3, 4, 5, 6, 1.0};
   Attention a(s);
   auto call = [&](std::vector<TensorRef> in, std::vector<TensorRef> out) {
-    return [&a, in, out] { run("cpc.attention", in, out, a.attrs()); };
+    return [&a, in, out] { run(OpKind::Attention, in, out, a.attrs()); };
   };
   std::vector<TensorRef> outs = {ref(a.out, {2, 3, 6}), ref(a.p, {2, 3, 4})};
   expectError(call({ref(a.q, {2, 3, 5}), ref(a.k, {2, 5, 4}), ref(a.v, {2, 4, 6})}, outs), {"[..., M, D]"});

@@ -23,7 +23,7 @@ namespace {
 
 using cpc::kernels::testing::ref;
 
-void run(const char *op, std::vector<TensorRef> ins, std::vector<TensorRef> outs, nlohmann::json attrs,
+void run(OpKind op, std::vector<TensorRef> ins, std::vector<TensorRef> outs, nlohmann::json attrs,
          int threads = 1) {
   cpc::kernels::testing::run(op, std::move(ins), std::move(outs), attrs, threads);
 }
@@ -107,7 +107,7 @@ std::vector<double> layerNormRef(const std::vector<double> &x, const std::vector
 TEST(BackwardKernels, PadLowHighInteriorI32) {
   // [2,3] -> low {1,0}, high {0,2}, interior {1,2}: dims 1+0+2+1 = 4 and 0+2+3+4 = 9.
   std::vector<int32_t> in = {1, 2, 3, 4, 5, 6}, out(4 * 9, -99);
-  run("cpc.pad", {ref(in, {2, 3}, DType::I32)}, {ref(out, {4, 9}, DType::I32)},
+  run(OpKind::Pad, {ref(in, {2, 3}, DType::I32)}, {ref(out, {4, 9}, DType::I32)},
       {{"low", {1, 0}}, {"high", {0, 2}}, {"interior", {1, 2}}, {"value", 7.0}});
   std::vector<int32_t> want(4 * 9, 7);
   for (int i = 0; i < 2; ++i)
@@ -121,7 +121,7 @@ TEST(BackwardKernels, PadF32ZeroIsStridedSliceVjp) {
   // Its VJP pads the [2,3] gradient with low {1,0}, interior {0,2}, high {0,0}.
   auto g = randomFloats(6, 1);
   std::vector<float> out(21, 123.f);
-  run("cpc.pad", {ref(g, {2, 3})}, {ref(out, {3, 7})},
+  run(OpKind::Pad, {ref(g, {2, 3})}, {ref(out, {3, 7})},
       {{"low", {1, 0}}, {"high", {0, 0}}, {"interior", {0, 2}}});
   for (int r = 0; r < 3; ++r)
     for (int c = 0; c < 7; ++c) {
@@ -132,25 +132,25 @@ TEST(BackwardKernels, PadF32ZeroIsStridedSliceVjp) {
 
 TEST(BackwardKernels, PadOtherElementTypes) {
   std::vector<uint16_t> h = {0x1111, 0x2222}, ho(5);
-  run("cpc.pad", {ref(h, {2}, DType::F16)}, {ref(ho, {5}, DType::F16)},
+  run(OpKind::Pad, {ref(h, {2}, DType::F16)}, {ref(ho, {5}, DType::F16)},
       {{"low", {1}}, {"high", {1}}, {"interior", {1}}, {"value", 1.0}});
   EXPECT_EQ(ho, (std::vector<uint16_t>{0x3C00, 0x1111, 0x3C00, 0x2222, 0x3C00}));
-  run("cpc.pad", {ref(h, {2}, DType::BF16)}, {ref(ho, {5}, DType::BF16)},
+  run(OpKind::Pad, {ref(h, {2}, DType::BF16)}, {ref(ho, {5}, DType::BF16)},
       {{"low", {0}}, {"high", {3}}, {"interior", {0}}, {"value", -2.0}});
   EXPECT_EQ(ho, (std::vector<uint16_t>{0x1111, 0x2222, 0xC000, 0xC000, 0xC000}));
 
   std::vector<uint8_t> b = {1, 0, 1}, bo(4);
-  run("cpc.pad", {ref(b, {3}, DType::I1)}, {ref(bo, {4}, DType::I1)},
+  run(OpKind::Pad, {ref(b, {3}, DType::I1)}, {ref(bo, {4}, DType::I1)},
       {{"low", {0}}, {"high", {1}}, {"interior", {0}}, {"value", 1.0}});
   EXPECT_EQ(bo, (std::vector<uint8_t>{1, 0, 1, 1}));
 
   std::vector<int8_t> i8 = {5}, i8o(3);
-  run("cpc.pad", {ref(i8, {1}, DType::I8)}, {ref(i8o, {3}, DType::I8)},
+  run(OpKind::Pad, {ref(i8, {1}, DType::I8)}, {ref(i8o, {3}, DType::I8)},
       {{"low", {1}}, {"high", {1}}, {"interior", {0}}, {"value", -1e300}}); // saturates
   EXPECT_EQ(i8o, (std::vector<int8_t>{-128, 5, -128}));
 
   std::vector<double> d = {2.5}, dout(1);
-  run("cpc.pad", {ref(d, {}, DType::F64)}, {ref(dout, {}, DType::F64)},
+  run(OpKind::Pad, {ref(d, {}, DType::F64)}, {ref(dout, {}, DType::F64)},
       {{"low", nlohmann::json::array()}, {"high", nlohmann::json::array()}, {"interior", nlohmann::json::array()}});
   EXPECT_EQ(dout[0], 2.5);
 
@@ -158,7 +158,7 @@ TEST(BackwardKernels, PadOtherElementTypes) {
   std::vector<int64_t> big(20 * 30 * 40), bigOut(22 * 61 * 43);
   for (size_t i = 0; i < big.size(); ++i)
     big[i] = int64_t(i);
-  run("cpc.pad", {ref(big, {20, 30, 40}, DType::I64)}, {ref(bigOut, {22, 61, 43}, DType::I64)},
+  run(OpKind::Pad, {ref(big, {20, 30, 40}, DType::I64)}, {ref(bigOut, {22, 61, 43}, DType::I64)},
       {{"low", {2, 0, 1}}, {"high", {0, 2, 2}}, {"interior", {0, 1, 0}}, {"value", -1.0}}, 4);
   std::vector<int64_t> want(bigOut.size(), -1);
   for (int i = 0; i < 20; ++i)
@@ -168,7 +168,7 @@ TEST(BackwardKernels, PadOtherElementTypes) {
   EXPECT_EQ(bigOut, want);
 
   std::vector<float> x(6), bad(8);
-  EXPECT_THROW(run("cpc.pad", {ref(x, {2, 3})}, {ref(bad, {2, 4})},
+  EXPECT_THROW(run(OpKind::Pad, {ref(x, {2, 3})}, {ref(bad, {2, 4})},
                    {{"low", {0, 0}}, {"high", {0, 0}}, {"interior", {0, 0}}}),
                RuntimeError);
 }
@@ -182,7 +182,7 @@ TEST(BackwardKernels, GeluGradMatchesFiniteDifferences) {
     bool tanhMode = std::string(mode) == "tanh";
     auto x = randomFloats(64, 2, -4.f, 4.f), g = randomFloats(64, 3);
     std::vector<float> dx(64);
-    run("cpc.gelu_grad", {ref(x, {8, 8}), ref(g, {8, 8})}, {ref(dx, {8, 8})}, {{"approximate", mode}});
+    run(OpKind::GeluGrad, {ref(x, {8, 8}), ref(g, {8, 8})}, {ref(dx, {8, 8})}, {{"approximate", mode}});
     auto want = numericGrad(
         [&](const std::vector<double> &xd) {
           double s = 0;
@@ -195,12 +195,12 @@ TEST(BackwardKernels, GeluGradMatchesFiniteDifferences) {
 
     // f64, in place on the grad.
     std::vector<double> xd(x.begin(), x.end()), gd(g.begin(), g.end());
-    run("cpc.gelu_grad", {ref(xd, {64}, DType::F64), ref(gd, {64}, DType::F64)}, {ref(gd, {64}, DType::F64)},
+    run(OpKind::GeluGrad, {ref(xd, {64}, DType::F64), ref(gd, {64}, DType::F64)}, {ref(gd, {64}, DType::F64)},
         {{"approximate", mode}});
     expectClose(gd, want, 1e-7, 1e-8);
   }
   std::vector<float> x(2), dx(2);
-  EXPECT_THROW(run("cpc.gelu_grad", {ref(x, {2}), ref(x, {2})}, {ref(dx, {2})}, {{"approximate", "fast"}}),
+  EXPECT_THROW(run(OpKind::GeluGrad, {ref(x, {2}), ref(x, {2})}, {ref(dx, {2})}, {{"approximate", "fast"}}),
                RuntimeError);
 }
 
@@ -215,13 +215,13 @@ TEST(BackwardKernels, SoftmaxGradMatchesFiniteDifferences) {
     auto x = randomFloats(30, 4 + axis, -2.f, 2.f), G = randomFloats(30, 10 + axis);
     auto yd = softmaxRef(toDouble(x), outer, len, inner);
     std::vector<float> y(yd.begin(), yd.end()), dx(30);
-    run("cpc.softmax_grad", {ref(y, shape), ref(G, shape)}, {ref(dx, shape)}, {{"axis", axis}});
+    run(OpKind::SoftmaxGrad, {ref(y, shape), ref(G, shape)}, {ref(dx, shape)}, {{"axis", axis}});
     auto want = numericGrad([&](const std::vector<double> &xd) { return dot(softmaxRef(xd, outer, len, inner), G); },
                             toDouble(x));
     expectClose(dx, want);
     // In place over the grad gives the same values.
     std::vector<float> g2 = G;
-    run("cpc.softmax_grad", {ref(y, shape), ref(g2, shape)}, {ref(g2, shape)}, {{"axis", axis}});
+    run(OpKind::SoftmaxGrad, {ref(y, shape), ref(g2, shape)}, {ref(g2, shape)}, {{"axis", axis}});
     EXPECT_EQ(g2, dx);
   }
 }
@@ -233,7 +233,7 @@ TEST(BackwardKernels, LayerNormGradMatchesFiniteDifferences) {
   auto x = randomFloats(rows * n, 20, -2.f, 3.f), s = randomFloats(n, 21, 0.5f, 1.5f), b = randomFloats(n, 22),
        G = randomFloats(rows * n, 23);
   std::vector<float> dx(rows * n), ds(n), db(n);
-  run("cpc.layer_norm_grad", {ref(x, {3, 2, 4}), ref(s, {2, 4}), ref(G, {3, 2, 4})},
+  run(OpKind::LayerNormGrad, {ref(x, {3, 2, 4}), ref(s, {2, 4}), ref(G, {3, 2, 4})},
       {ref(dx, {3, 2, 4}), ref(ds, {2, 4}), ref(db, {2, 4})}, {{"axis", 1}, {"epsilon", eps}});
   auto xd = toDouble(x), sd = toDouble(s), bd = toDouble(b);
   expectClose(dx, numericGrad([&](const std::vector<double> &v) { return dot(layerNormRef(v, sd, bd, n, eps), G); },
@@ -249,9 +249,9 @@ TEST(BackwardKernels, LayerNormGradIsDeterministicAndAliasSafe) {
   auto x = randomFloats(rows * n, 30, -1.f, 5.f), s = randomFloats(n, 31), G = randomFloats(rows * n, 32);
   nlohmann::json attrs = {{"axis", 1}, {"epsilon", 1e-5}};
   std::vector<float> dx1(rows * n), ds1(n), db1(n), dx4(rows * n), ds4(n), db4(n);
-  run("cpc.layer_norm_grad", {ref(x, {rows, n}), ref(s, {n}), ref(G, {rows, n})},
+  run(OpKind::LayerNormGrad, {ref(x, {rows, n}), ref(s, {n}), ref(G, {rows, n})},
       {ref(dx1, {rows, n}), ref(ds1, {n}), ref(db1, {n})}, attrs, 1);
-  run("cpc.layer_norm_grad", {ref(x, {rows, n}), ref(s, {n}), ref(G, {rows, n})},
+  run(OpKind::LayerNormGrad, {ref(x, {rows, n}), ref(s, {n}), ref(G, {rows, n})},
       {ref(dx4, {rows, n}), ref(ds4, {n}), ref(db4, {n})}, attrs, 4);
   EXPECT_EQ(dx1, dx4);
   EXPECT_EQ(ds1, ds4);
@@ -265,10 +265,10 @@ TEST(BackwardKernels, LayerNormGradIsDeterministicAndAliasSafe) {
   }
   // input_grad written over grad, then over input.
   std::vector<float> g2 = G, x2 = x;
-  run("cpc.layer_norm_grad", {ref(x, {rows, n}), ref(s, {n}), ref(g2, {rows, n})},
+  run(OpKind::LayerNormGrad, {ref(x, {rows, n}), ref(s, {n}), ref(g2, {rows, n})},
       {ref(g2, {rows, n}), ref(ds4, {n}), ref(db4, {n})}, attrs, 4);
   EXPECT_EQ(g2, dx1);
-  run("cpc.layer_norm_grad", {ref(x2, {rows, n}), ref(s, {n}), ref(G, {rows, n})},
+  run(OpKind::LayerNormGrad, {ref(x2, {rows, n}), ref(s, {n}), ref(G, {rows, n})},
       {ref(x2, {rows, n}), ref(ds4, {n}), ref(db4, {n})}, attrs, 2);
   EXPECT_EQ(x2, dx1);
   EXPECT_EQ(ds4, ds1);
@@ -283,7 +283,7 @@ TEST(BackwardKernels, GatherGradAccumulatesDuplicates) {
   std::vector<int64_t> idx = {4, 1, 4, -1, 0, 1};
   auto G = randomFloats(3 * 6 * 2, 40);
   std::vector<float> dd(3 * 5 * 2);
-  run("cpc.gather_grad", {ref(G, {3, 2, 3, 2}), ref(idx, {2, 3}, DType::I64)}, {ref(dd, {3, 5, 2})},
+  run(OpKind::GatherGrad, {ref(G, {3, 2, 3, 2}), ref(idx, {2, 3}, DType::I64)}, {ref(dd, {3, 5, 2})},
       {{"axis", 1}, {"dim_size", 5}});
   auto gatherRef = [&](const std::vector<double> &data) {
     double s = 0;
@@ -309,9 +309,9 @@ TEST(BackwardKernels, GatherGradAccumulatesDuplicates) {
     tok[t] = int32_t((t * 7) % 13);
   auto Ge = randomFloats(T * D, 41);
   std::vector<float> e1(V * D), e4(V * D);
-  run("cpc.gather_grad", {ref(Ge, {T, D}), ref(tok, {T}, DType::I32)}, {ref(e1, {V, D})},
+  run(OpKind::GatherGrad, {ref(Ge, {T, D}), ref(tok, {T}, DType::I32)}, {ref(e1, {V, D})},
       {{"axis", 0}, {"dim_size", V}}, 1);
-  run("cpc.gather_grad", {ref(Ge, {T, D}), ref(tok, {T}, DType::I32)}, {ref(e4, {V, D})},
+  run(OpKind::GatherGrad, {ref(Ge, {T, D}), ref(tok, {T}, DType::I32)}, {ref(e4, {V, D})},
       {{"axis", 0}, {"dim_size", V}}, 4);
   EXPECT_EQ(e1, e4);
   std::vector<double> want(V * D, 0.0);
@@ -322,7 +322,7 @@ TEST(BackwardKernels, GatherGradAccumulatesDuplicates) {
 
   std::vector<int64_t> badIdx = {5};
   std::vector<float> g1(2), d1(10);
-  EXPECT_THROW(run("cpc.gather_grad", {ref(g1, {1, 2}), ref(badIdx, {1}, DType::I64)}, {ref(d1, {5, 2})},
+  EXPECT_THROW(run(OpKind::GatherGrad, {ref(g1, {1, 2}), ref(badIdx, {1}, DType::I64)}, {ref(d1, {5, 2})},
                    {{"axis", 0}, {"dim_size", 5}}),
                RuntimeError);
 }
@@ -339,7 +339,7 @@ TEST(BackwardKernels, GatherElementsGradMatchesFiniteDifferences) {
     int64_t ne = c.ishape[0] * c.ishape[1];
     auto G = randomFloats(ne, 50 + c.axis);
     std::vector<float> dd(12);
-    run("cpc.gather_elements_grad", {ref(G, c.ishape), ref(c.idx, c.ishape, DType::I64)}, {ref(dd, {3, 4})},
+    run(OpKind::GatherElementsGrad, {ref(G, c.ishape), ref(c.idx, c.ishape, DType::I64)}, {ref(dd, {3, 4})},
         {{"axis", c.axis}});
     auto fwd = [&](const std::vector<double> &data) {
       double s = 0;
@@ -355,7 +355,7 @@ TEST(BackwardKernels, GatherElementsGradMatchesFiniteDifferences) {
   // Row 0, axis 1: indices 3, 3 accumulate into column 3.
   std::vector<int64_t> idx = {3, 3};
   std::vector<float> G = {1.5f, 2.25f}, dd(4);
-  run("cpc.gather_elements_grad", {ref(G, {1, 2}), ref(idx, {1, 2}, DType::I64)}, {ref(dd, {1, 4})}, {{"axis", 1}});
+  run(OpKind::GatherElementsGrad, {ref(G, {1, 2}), ref(idx, {1, 2}, DType::I64)}, {ref(dd, {1, 4})}, {{"axis", 1}});
   EXPECT_EQ(dd, (std::vector<float>{0, 0, 0, 3.75f}));
 }
 
@@ -401,17 +401,17 @@ void checkConvGrads(const ConvCase &p, unsigned seed, int threads = 1) {
                           {"dilations", {p.dh, p.dw}},
                           {"groups", p.G}};
   std::vector<float> dx(x.size(), 7.f), dw(w.size(), 7.f); // garbage: kernels must overwrite
-  run("cpc.conv2d_grad_input", {ref(dy, ys), ref(w, ws)}, {ref(dx, xs)}, attrs, threads);
-  run("cpc.conv2d_grad_weight", {ref(x, xs), ref(dy, ys)}, {ref(dw, ws)}, attrs, threads);
+  run(OpKind::Conv2DGradInput, {ref(dy, ys), ref(w, ws)}, {ref(dx, xs)}, attrs, threads);
+  run(OpKind::Conv2DGradWeight, {ref(x, xs), ref(dy, ys)}, {ref(dw, ws)}, attrs, threads);
   expectClose(dx, dxWant, 1e-4, 1e-5);
   expectClose(dw, dwWant, 1e-4, 1e-5);
 
   // f64 agrees tightly.
   std::vector<double> xd(x.begin(), x.end()), wd(w.begin(), w.end()), dyd(dy.begin(), dy.end()), dxd(x.size()),
       dwd(w.size());
-  run("cpc.conv2d_grad_input", {ref(dyd, ys, DType::F64), ref(wd, ws, DType::F64)}, {ref(dxd, xs, DType::F64)},
+  run(OpKind::Conv2DGradInput, {ref(dyd, ys, DType::F64), ref(wd, ws, DType::F64)}, {ref(dxd, xs, DType::F64)},
       attrs, threads);
-  run("cpc.conv2d_grad_weight", {ref(xd, xs, DType::F64), ref(dyd, ys, DType::F64)}, {ref(dwd, ws, DType::F64)},
+  run(OpKind::Conv2DGradWeight, {ref(xd, xs, DType::F64), ref(dyd, ys, DType::F64)}, {ref(dwd, ws, DType::F64)},
       attrs, threads);
   expectClose(dxd, dxWant, 1e-10, 1e-12);
   expectClose(dwd, dwWant, 1e-10, 1e-12);
@@ -455,14 +455,14 @@ TEST(BackwardKernels, Conv2dGradInputMatchesFiniteDifferences) {
   };
   nlohmann::json attrs = {{"strides", {2, 2}}, {"padding", {1, 1, 1, 1}}, {"dilations", {1, 1}}};
   std::vector<float> dx(x.size()), dw(w.size());
-  run("cpc.conv2d_grad_input", {ref(G, {N, O, OH, OW}), ref(w, {O, C, K, K})}, {ref(dx, {N, C, H, W})}, attrs);
-  run("cpc.conv2d_grad_weight", {ref(x, {N, C, H, W}), ref(G, {N, O, OH, OW})}, {ref(dw, {O, C, K, K})}, attrs);
+  run(OpKind::Conv2DGradInput, {ref(G, {N, O, OH, OW}), ref(w, {O, C, K, K})}, {ref(dx, {N, C, H, W})}, attrs);
+  run(OpKind::Conv2DGradWeight, {ref(x, {N, C, H, W}), ref(G, {N, O, OH, OW})}, {ref(dw, {O, C, K, K})}, attrs);
   auto xd = toDouble(x), wd = toDouble(w);
   expectClose(dx, numericGrad([&](const std::vector<double> &v) { return conv(v, wd); }, xd));
   expectClose(dw, numericGrad([&](const std::vector<double> &v) { return conv(xd, v); }, wd));
 
   std::vector<float> badDx(N * C * H * (W + 2));
-  EXPECT_THROW(run("cpc.conv2d_grad_input", {ref(G, {N, O, OH, OW}), ref(w, {O, C, K, K})},
+  EXPECT_THROW(run(OpKind::Conv2DGradInput, {ref(G, {N, O, OH, OW}), ref(w, {O, C, K, K})},
                    {ref(badDx, {N, C, H, W + 2})}, attrs),
                RuntimeError);
 }

@@ -61,10 +61,10 @@ TEST(Float16Kernels, MatmulAccumulatesInF32) {
   for (DType t : {DType::BF16, DType::F16}) {
     auto a = to16(t, randomFloats(M * K, 1)), b = to16(t, randomFloats(K * N, 2));
     std::vector<uint16_t> c(M * N);
-    run("cpc.matmul", {ref(a, {M, K}, t), ref(b, {K, N}, t)}, {ref(c, {M, N}, t)});
+    run(OpKind::MatMul, {ref(a, {M, K}, t), ref(b, {K, N}, t)}, {ref(c, {M, N}, t)});
     auto af = from16(t, a), bf = from16(t, b);
     std::vector<float> cf(M * N);
-    run("cpc.matmul", {ref(af, {M, K}), ref(bf, {K, N})}, {ref(cf, {M, N})});
+    run(OpKind::MatMul, {ref(af, {M, K}), ref(bf, {K, N})}, {ref(cf, {M, N})});
     EXPECT_EQ(c, to16(t, cf)) << dtypeName(t);
   }
 }
@@ -74,7 +74,7 @@ TEST(Float16Kernels, MatmulAccumulatesInF32) {
 TEST(Float16Kernels, ReductionAccumulatesInF32) {
   for (DType t : {DType::BF16, DType::F16}) {
     std::vector<uint16_t> x(2000, store16(t, 1.0f)), y(1);
-    run("cpc.reduce_sum", {ref(x, {2000}, t)}, {ref(y, {}, t)}, {{"axes", {0}}, {"keepdims", false}});
+    run(OpKind::ReduceSum, {ref(x, {2000}, t)}, {ref(y, {}, t)}, {{"axes", {0}}, {"keepdims", false}});
     EXPECT_EQ(load16(t, y[0]), 2000.f) << dtypeName(t);
   }
 }
@@ -86,13 +86,13 @@ TEST(Float16Kernels, SoftmaxAndLayerNormMatchF32) {
   auto xf = from16(t, x);
   std::vector<uint16_t> y(x.size());
   std::vector<float> yf(x.size());
-  run("cpc.softmax", {ref(x, {4, 64}, t)}, {ref(y, {4, 64}, t)}, {{"axis", 1}});
-  run("cpc.softmax", {ref(xf, {4, 64})}, {ref(yf, {4, 64})}, {{"axis", 1}});
+  run(OpKind::Softmax, {ref(x, {4, 64}, t)}, {ref(y, {4, 64}, t)}, {{"axis", 1}});
+  run(OpKind::Softmax, {ref(xf, {4, 64})}, {ref(yf, {4, 64})}, {{"axis", 1}});
   EXPECT_EQ(y, to16(t, yf));
   std::vector<float> scale(64, 1.5f), bias(64, 0.25f);
-  run("cpc.layer_norm", {ref(x, {4, 64}, t), ref(scale, {64}), ref(bias, {64})}, {ref(y, {4, 64}, t)},
+  run(OpKind::LayerNorm, {ref(x, {4, 64}, t), ref(scale, {64}), ref(bias, {64})}, {ref(y, {4, 64}, t)},
       {{"axis", 1}, {"epsilon", 1e-5}});
-  run("cpc.layer_norm", {ref(xf, {4, 64}), ref(scale, {64}), ref(bias, {64})}, {ref(yf, {4, 64})},
+  run(OpKind::LayerNorm, {ref(xf, {4, 64}), ref(scale, {64}), ref(bias, {64})}, {ref(yf, {4, 64})},
       {{"axis", 1}, {"epsilon", 1e-5}});
   EXPECT_EQ(y, to16(t, yf));
 }
@@ -101,22 +101,22 @@ TEST(Float16Kernels, SoftmaxAndLayerNormMatchF32) {
 TEST(Float16Kernels, Casts) {
   std::vector<float> x = {1.5f, -2.25f, 3.0f + 0x1p-12f, 70000.f};
   std::vector<uint16_t> h(4), b(4);
-  run("cpc.cast", {ref(x, {4})}, {ref(h, {4}, DType::F16)});
-  run("cpc.cast", {ref(x, {4})}, {ref(b, {4}, DType::BF16)});
+  run(OpKind::Cast, {ref(x, {4})}, {ref(h, {4}, DType::F16)});
+  run(OpKind::Cast, {ref(x, {4})}, {ref(b, {4}, DType::BF16)});
   EXPECT_EQ(from16(DType::F16, h)[1], -2.25f);
   EXPECT_TRUE(std::isinf(from16(DType::F16, h)[3]));
   EXPECT_EQ(from16(DType::BF16, b)[2], 3.0f);
   std::vector<uint16_t> hb(4);
-  run("cpc.cast", {ref(b, {4}, DType::BF16)}, {ref(hb, {4}, DType::F16)}); // bf16 -> f16 via f32
+  run(OpKind::Cast, {ref(b, {4}, DType::BF16)}, {ref(hb, {4}, DType::F16)}); // bf16 -> f16 via f32
   EXPECT_EQ(from16(DType::F16, hb)[0], 1.5f);
   std::vector<int64_t> i(4);
-  run("cpc.cast", {ref(b, {4}, DType::BF16)}, {ref(i, {4}, DType::I64)});
+  run(OpKind::Cast, {ref(b, {4}, DType::BF16)}, {ref(i, {4}, DType::I64)});
   EXPECT_EQ(i[1], -2);
   std::vector<float> back(4);
-  run("cpc.cast", {ref(b, {4}, DType::BF16)}, {ref(back, {4})});
+  run(OpKind::Cast, {ref(b, {4}, DType::BF16)}, {ref(back, {4})});
   EXPECT_EQ(back[0], 1.5f);
   std::vector<float> inPlace = x; // narrowing in place (the memory planner may reuse the input)
-  run("cpc.cast", {ref(inPlace, {4})}, {ref(inPlace, {4}, DType::BF16)});
+  run(OpKind::Cast, {ref(inPlace, {4})}, {ref(inPlace, {4}, DType::BF16)});
   std::vector<uint16_t> first(reinterpret_cast<uint16_t *>(inPlace.data()),
                               reinterpret_cast<uint16_t *>(inPlace.data()) + 4);
   EXPECT_EQ(first, b);
@@ -127,10 +127,10 @@ TEST(Float16Kernels, Casts) {
 TEST(Float16Kernels, InPlaceElementwiseAndRandom) {
   const DType t = DType::F16;
   auto a = to16(t, {1, 2, 3, 4}), c = to16(t, {0.5f, 0.5f, 0.5f, 0.5f});
-  run("cpc.add", {ref(a, {4}, t), ref(c, {4}, t)}, {ref(a, {4}, t)});
+  run(OpKind::Add, {ref(a, {4}, t), ref(c, {4}, t)}, {ref(a, {4}, t)});
   EXPECT_EQ(from16(t, a), (std::vector<float>{1.5f, 2.5f, 3.5f, 4.5f}));
   std::vector<uint16_t> r(1000);
-  run("cpc.random_uniform", {}, {ref(r, {1000}, DType::BF16)}, {{"low", -1.0}, {"high", 1.0}, {"seed", 3}});
+  run(OpKind::RandomUniform, {}, {ref(r, {1000}, DType::BF16)}, {{"low", -1.0}, {"high", 1.0}, {"seed", 3}});
   auto rf = from16(DType::BF16, r);
   EXPECT_GE(*std::min_element(rf.begin(), rf.end()), -1.f);
   EXPECT_LE(*std::max_element(rf.begin(), rf.end()), 1.f);
@@ -159,11 +159,11 @@ TEST(Float16Kernels, MatmulPanelsEveryLayout) {
       nlohmann::json attrs = {{"transpose_lhs", k.tA}, {"transpose_rhs", k.tB}};
       auto af = from16(t, a), bf = from16(t, b);
       std::vector<float> cf(numElements(k.c));
-      run("cpc.matmul", {ref(af, k.a), ref(bf, k.b)}, {ref(cf, k.c)}, attrs, 1);
+      run(OpKind::MatMul, {ref(af, k.a), ref(bf, k.b)}, {ref(cf, k.c)}, attrs, 1);
       std::vector<uint16_t> want = to16(t, cf);
       for (int threads : {1, 3}) {
         std::vector<uint16_t> c(numElements(k.c));
-        run("cpc.matmul", {ref(a, k.a, t), ref(b, k.b, t)}, {ref(c, k.c, t)}, attrs, threads);
+        run(OpKind::MatMul, {ref(a, k.a, t), ref(b, k.b, t)}, {ref(c, k.c, t)}, attrs, threads);
         EXPECT_EQ(c, want) << dtypeName(t) << " " << shapeString(k.a) << " x " << shapeString(k.b) << " on "
                            << threads << " threads";
       }
@@ -180,17 +180,17 @@ TEST(Float16Kernels, ElementwiseChunksWithBroadcasts) {
   auto xf = from16(t, x), biasf = from16(t, bias), sf = from16(t, s);
   std::vector<uint16_t> y(x.size()), z(x.size());
   std::vector<float> yf(x.size()), zf(x.size());
-  run("cpc.add", {ref(x, {rows, cols}, t), ref(bias, {cols}, t)}, {ref(y, {rows, cols}, t)});
-  run("cpc.add", {ref(xf, {rows, cols}), ref(biasf, {cols})}, {ref(yf, {rows, cols})});
+  run(OpKind::Add, {ref(x, {rows, cols}, t), ref(bias, {cols}, t)}, {ref(y, {rows, cols}, t)});
+  run(OpKind::Add, {ref(xf, {rows, cols}), ref(biasf, {cols})}, {ref(yf, {rows, cols})});
   EXPECT_EQ(y, to16(t, yf));
-  run("cpc.mul", {ref(s, {}, t), ref(y, {rows, cols}, t)}, {ref(z, {rows, cols}, t)});
+  run(OpKind::Mul, {ref(s, {}, t), ref(y, {rows, cols}, t)}, {ref(z, {rows, cols}, t)});
   std::vector<float> yw = from16(t, y);
-  run("cpc.mul", {ref(sf, {}), ref(yw, {rows, cols})}, {ref(zf, {rows, cols})});
+  run(OpKind::Mul, {ref(sf, {}), ref(yw, {rows, cols})}, {ref(zf, {rows, cols})});
   EXPECT_EQ(z, to16(t, zf));
   std::vector<uint8_t> mask(x.size());
   for (size_t i = 0; i < mask.size(); ++i)
     mask[i] = i % 3 == 0;
-  run("cpc.where", {ref(mask, {rows, cols}, DType::I1), ref(x, {rows, cols}, t), ref(z, {rows, cols}, t)},
+  run(OpKind::Where, {ref(mask, {rows, cols}, DType::I1), ref(x, {rows, cols}, t), ref(z, {rows, cols}, t)},
       {ref(y, {rows, cols}, t)});
   for (size_t i = 0; i < y.size(); i += 997)
     ASSERT_EQ(y[i], mask[i] ? x[i] : z[i]);
@@ -199,11 +199,11 @@ TEST(Float16Kernels, ElementwiseChunksWithBroadcasts) {
   ctx.setAttrs(none);
   ctx.inputs = {TensorRef{nullptr, t, {rows, cols}}, TensorRef{nullptr, t, {cols}}};
   ctx.outputs = {TensorRef{nullptr, t, {rows, cols}}};
-  int64_t bytes = KernelRegistry::cpu().scratchBytes("cpc.add", ctx);
+  int64_t bytes = KernelRegistry::cpu().scratchBytes(OpKind::Add, ctx);
   EXPECT_GT(bytes, 0);
   EXPECT_LE(bytes, 3 * kWidenChunk * 4);
   ctx.inputs[1].shape = {rows, 1}; // broadcast over the trailing dim: whole tensors
-  EXPECT_EQ(KernelRegistry::cpu().scratchBytes("cpc.add", ctx), (2 * rows * cols + rows) * 4);
+  EXPECT_EQ(KernelRegistry::cpu().scratchBytes(OpKind::Add, ctx), (2 * rows * cols + rows) * 4);
 }
 
 } // namespace

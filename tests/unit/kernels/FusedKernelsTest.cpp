@@ -52,16 +52,16 @@ TEST_P(MatMulBias, EqualsTheSeparateKernelsBitForBit) {
   std::vector<int64_t> wShape = c.transposeRhs ? std::vector<int64_t>{c.n, c.k} : std::vector<int64_t>{c.k, c.n};
   nlohmann::json mm = {{"transpose_rhs", c.transposeRhs}};
   nlohmann::json gelu = {{"approximate", c.approximate}};
-  run("cpc.matmul", {ref(x, {c.rows, c.k}, c.dtype), ref(w, wShape, c.dtype)}, {ref(product, {c.rows, c.n}, c.dtype)}, mm);
-  run("cpc.add", {ref(b, {c.n}, c.dtype), ref(product, {c.rows, c.n}, c.dtype)}, {ref(sum, {c.rows, c.n}, c.dtype)});
+  run(OpKind::MatMul, {ref(x, {c.rows, c.k}, c.dtype), ref(w, wShape, c.dtype)}, {ref(product, {c.rows, c.n}, c.dtype)}, mm);
+  run(OpKind::Add, {ref(b, {c.n}, c.dtype), ref(product, {c.rows, c.n}, c.dtype)}, {ref(sum, {c.rows, c.n}, c.dtype)});
   if (c.gelu)
-    run("cpc.gelu", {ref(sum, {c.rows, c.n}, c.dtype)}, {ref(act, {c.rows, c.n}, c.dtype)}, gelu);
+    run(OpKind::Gelu, {ref(sum, {c.rows, c.n}, c.dtype)}, {ref(act, {c.rows, c.n}, c.dtype)}, gelu);
   nlohmann::json attrs = {{"transpose_rhs", c.transposeRhs}, {"activation", c.gelu ? "gelu" : "none"},
                           {"approximate", c.approximate}};
   std::vector<TensorRef> outs{ref(fused, {c.rows, c.n}, c.dtype)};
   if (c.keepSum)
     outs.push_back(ref(fusedSum, {c.rows, c.n}, c.dtype));
-  run("cpc.matmul_bias", {ref(x, {c.rows, c.k}, c.dtype), ref(w, wShape, c.dtype), ref(b, {c.n}, c.dtype)}, outs,
+  run(OpKind::MatMulBias, {ref(x, {c.rows, c.k}, c.dtype), ref(w, wShape, c.dtype), ref(b, {c.n}, c.dtype)}, outs,
       attrs);
   EXPECT_EQ(fused, c.gelu ? act : sum);
   if (c.keepSum)
@@ -78,8 +78,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatMulBias,
 // Tests that the kernel refuses a bias of the wrong length and a pre-activation without GELU.
 TEST(MatMulBiasErrors, RejectsWhatTheVerifierWould) {
   std::vector<float> x(8), w(8), b(3), y(4), y2(4);
-  EXPECT_THROW(run("cpc.matmul_bias", {ref(x, {2, 4}), ref(w, {4, 2}), ref(b, {3})}, {ref(y, {2, 2})}), RuntimeError);
-  EXPECT_THROW(run("cpc.matmul_bias", {ref(x, {2, 4}), ref(w, {4, 2}), ref(b, {2})}, {ref(y, {2, 2}), ref(y2, {2, 2})}),
+  EXPECT_THROW(run(OpKind::MatMulBias, {ref(x, {2, 4}), ref(w, {4, 2}), ref(b, {3})}, {ref(y, {2, 2})}), RuntimeError);
+  EXPECT_THROW(run(OpKind::MatMulBias, {ref(x, {2, 4}), ref(w, {4, 2}), ref(b, {2})}, {ref(y, {2, 2}), ref(y2, {2, 2})}),
                RuntimeError);
 }
 

@@ -30,7 +30,7 @@ struct RankOnMesh {
 
 /// Runs the CPU kernel registered for `op` (failing the test when there is none), as `where`'s
 /// rank when given.
-inline void run(const char *op, std::vector<TensorRef> ins, std::vector<TensorRef> outs,
+inline void run(OpKind op, std::vector<TensorRef> ins, std::vector<TensorRef> outs,
                 const nlohmann::json &attrs = nlohmann::json::object(), int threads = 2,
                 const RankOnMesh *where = nullptr) {
   KernelFn fn = KernelRegistry::cpu().find(op);

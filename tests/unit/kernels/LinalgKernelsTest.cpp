@@ -37,7 +37,7 @@ void naiveMatmul(const float *A, const float *B, float *C, int64_t M, int64_t K,
 TEST(LinalgKernels, MatMulPlain2D) {
   auto a = randomFloats(3 * 4, 1), b = randomFloats(4 * 5, 2);
   std::vector<float> c(15), want(15);
-  run("cpc.matmul", {ref(a, {3, 4}), ref(b, {4, 5})}, {ref(c, {3, 5})});
+  run(OpKind::MatMul, {ref(a, {3, 4}), ref(b, {4, 5})}, {ref(c, {3, 5})});
   naiveMatmul(a.data(), b.data(), want.data(), 3, 4, 5);
   expectNear(c, want, 1e-5);
 }
@@ -45,17 +45,17 @@ TEST(LinalgKernels, MatMulPlain2D) {
 TEST(LinalgKernels, MatMulRank1Operands) {
   auto a = randomFloats(4, 3), b = randomFloats(4 * 5, 4), m = randomFloats(3 * 4, 5);
   std::vector<float> vm(5), want(5);
-  run("cpc.matmul", {ref(a, {4}), ref(b, {4, 5})}, {ref(vm, {5})}); // [4] @ [4,5] -> [5]
+  run(OpKind::MatMul, {ref(a, {4}), ref(b, {4, 5})}, {ref(vm, {5})}); // [4] @ [4,5] -> [5]
   naiveMatmul(a.data(), b.data(), want.data(), 1, 4, 5);
   expectNear(vm, want, 1e-5);
 
   std::vector<float> mv(3), want2(3);
-  run("cpc.matmul", {ref(m, {3, 4}), ref(a, {4})}, {ref(mv, {3})}); // [3,4] @ [4] -> [3]
+  run(OpKind::MatMul, {ref(m, {3, 4}), ref(a, {4})}, {ref(mv, {3})}); // [3,4] @ [4] -> [3]
   naiveMatmul(m.data(), a.data(), want2.data(), 3, 4, 1);
   expectNear(mv, want2, 1e-5);
 
   std::vector<float> dot(1), want3(1);
-  run("cpc.matmul", {ref(a, {4}), ref(a, {4})}, {ref(dot, {})}); // [4] @ [4] -> scalar
+  run(OpKind::MatMul, {ref(a, {4}), ref(a, {4})}, {ref(dot, {})}); // [4] @ [4] -> scalar
   naiveMatmul(a.data(), a.data(), want3.data(), 1, 4, 1);
   expectNear(dot, want3, 1e-5);
 }
@@ -64,7 +64,7 @@ TEST(LinalgKernels, MatMulBroadcastsBatch) {
   // [2,1,3,4] x [5,4,2] -> [2,5,3,2]
   auto a = randomFloats(2 * 3 * 4, 6), b = randomFloats(5 * 4 * 2, 7);
   std::vector<float> c(2 * 5 * 3 * 2), want(c.size());
-  run("cpc.matmul", {ref(a, {2, 1, 3, 4}), ref(b, {5, 4, 2})}, {ref(c, {2, 5, 3, 2})});
+  run(OpKind::MatMul, {ref(a, {2, 1, 3, 4}), ref(b, {5, 4, 2})}, {ref(c, {2, 5, 3, 2})});
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 5; ++j)
       naiveMatmul(a.data() + i * 12, b.data() + j * 8, want.data() + (i * 5 + j) * 6, 3, 4, 2);
@@ -75,14 +75,14 @@ TEST(LinalgKernels, MatMulLhsBatchWithSharedRhs) {
   // x[B,S,K] @ W[K,N]: the single-GEMM path.
   auto a = randomFloats(3 * 7 * 6, 8), b = randomFloats(6 * 5, 9);
   std::vector<float> c(3 * 7 * 5), want(c.size());
-  run("cpc.matmul", {ref(a, {3, 7, 6}), ref(b, {6, 5})}, {ref(c, {3, 7, 5})});
+  run(OpKind::MatMul, {ref(a, {3, 7, 6}), ref(b, {6, 5})}, {ref(c, {3, 7, 5})});
   naiveMatmul(a.data(), b.data(), want.data(), 21, 6, 5);
   expectNear(c, want, 1e-5);
 
   // Lhs without batch dims, rhs batched: lhs is reused for every batch.
   std::vector<float> c2(4 * 7 * 5), want2(c2.size());
   auto rb = randomFloats(4 * 6 * 5, 10);
-  run("cpc.matmul", {ref(a, {7, 6}), ref(rb, {4, 6, 5})}, {ref(c2, {4, 7, 5})});
+  run(OpKind::MatMul, {ref(a, {7, 6}), ref(rb, {4, 6, 5})}, {ref(c2, {4, 7, 5})});
   for (int i = 0; i < 4; ++i)
     naiveMatmul(a.data(), rb.data() + i * 30, want2.data() + i * 35, 7, 6, 5);
   expectNear(c2, want2, 1e-5);
@@ -91,18 +91,18 @@ TEST(LinalgKernels, MatMulLhsBatchWithSharedRhs) {
 TEST(LinalgKernels, MatMulLargeMatchesNaive) {
   auto a = randomFloats(64 * 128, 11), b = randomFloats(128 * 96, 12);
   std::vector<float> c(64 * 96), want(c.size());
-  run("cpc.matmul", {ref(a, {64, 128}), ref(b, {128, 96})}, {ref(c, {64, 96})}, {}, 4);
+  run(OpKind::MatMul, {ref(a, {64, 128}), ref(b, {128, 96})}, {ref(c, {64, 96})}, {}, 4);
   naiveMatmul(a.data(), b.data(), want.data(), 64, 128, 96);
   expectNear(c, want, 1e-4);
 }
 
 TEST(LinalgKernels, MatMulF64AndBadTypes) {
   std::vector<double> a = {1, 2, 3, 4}, b = {5, 6, 7, 8}, c(4);
-  run("cpc.matmul", {ref(a, {2, 2}, DType::F64), ref(b, {2, 2}, DType::F64)}, {ref(c, {2, 2}, DType::F64)});
+  run(OpKind::MatMul, {ref(a, {2, 2}, DType::F64), ref(b, {2, 2}, DType::F64)}, {ref(c, {2, 2}, DType::F64)});
   EXPECT_EQ(c, (std::vector<double>{19, 22, 43, 50}));
 
   std::vector<int32_t> ia(4), ib(4), ic(4);
-  EXPECT_THROW(run("cpc.matmul", {ref(ia, {2, 2}, DType::I32), ref(ib, {2, 2}, DType::I32)},
+  EXPECT_THROW(run(OpKind::MatMul, {ref(ia, {2, 2}, DType::I32), ref(ib, {2, 2}, DType::I32)},
                    {ref(ic, {2, 2}, DType::I32)}),
                RuntimeError);
 }
@@ -145,7 +145,7 @@ void checkConv(const ConvCase &p, unsigned seed) {
   std::vector<TensorRef> ins = {ref(x, {p.N, p.C, p.H, p.W}), ref(w, {p.O, Cg, p.KH, p.KW})};
   if (p.bias)
     ins.push_back(ref(b, {p.O}));
-  run("cpc.conv2d", ins, {ref(y, {p.N, p.O, OH, OW})}, attrs);
+  run(OpKind::Conv2D, ins, {ref(y, {p.N, p.O, OH, OW})}, attrs);
   expectNear(y, want, 1e-4);
 }
 
@@ -185,11 +185,11 @@ TEST(LinalgKernels, MatMulTransposeFlagsMatchExplicitTranspose) {
     w[i] = 0.05f * (float)((i * 5) % 13) - 0.3f;
   nlohmann::json attrs = {{"transpose_lhs", true}, {"transpose_rhs", true}};
   cpc::kernels::KernelContext ctx;
-  ctx.op = "cpc.matmul";
+  ctx.op = OpKind::MatMul;
   ctx.inputs = {{a.data(), cpc::DType::F32, {B, K, M}}, {w.data(), cpc::DType::F32, {N, K}}};
   ctx.outputs = {{out.data(), cpc::DType::F32, {B, M, N}}};
   ctx.setAttrs(attrs);
-  cpc::kernels::KernelRegistry::cpu().find("cpc.matmul")(ctx);
+  cpc::kernels::KernelRegistry::cpu().find(OpKind::MatMul)(ctx);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {

@@ -14,7 +14,7 @@ template <typename T> TensorRef ref(std::vector<T> &v, DType t, std::vector<int6
   return TensorRef{v.data(), t, std::move(shape)};
 }
 
-void run(const char *op, std::vector<TensorRef> ins, TensorRef out, nlohmann::json attrs, int threads = 1) {
+void run(OpKind op, std::vector<TensorRef> ins, TensorRef out, nlohmann::json attrs, int threads = 1) {
   KernelFn fn = KernelRegistry::cpu().find(op);
   ASSERT_NE(fn, nullptr) << op;
   KernelContext ctx;
@@ -55,7 +55,7 @@ TEST(NormalizationKernels, LayerNormLastAxisMatchesDoubleReference) {
     scale[j] = 0.5f + 0.1f * j;
     bias[j] = -0.25f * j;
   }
-  run("cpc.layer_norm", {ref(x, DType::F32, {rows, n}), ref(scale, DType::F32, {n}), ref(bias, DType::F32, {n})},
+  run(OpKind::LayerNorm, {ref(x, DType::F32, {rows, n}), ref(scale, DType::F32, {n}), ref(bias, DType::F32, {n})},
       ref(y, DType::F32, {rows, n}), {{"axis", 1}, {"epsilon", 1e-5}});
   auto expect = layerNormRef(x, scale, bias, n, 1e-5);
   for (size_t i = 0; i < y.size(); ++i)
@@ -72,7 +72,7 @@ TEST(NormalizationKernels, LayerNormMultipleDimsInPlace) {
     bias[j] = 0.5f;
   }
   auto expect = layerNormRef(x, scale, bias, 6, 1e-3);
-  run("cpc.layer_norm", {ref(x, DType::F32, {2, 3, 2}), ref(scale, DType::F32, {3, 2}), ref(bias, DType::F32, {3, 2})},
+  run(OpKind::LayerNorm, {ref(x, DType::F32, {2, 3, 2}), ref(scale, DType::F32, {3, 2}), ref(bias, DType::F32, {3, 2})},
       ref(x, DType::F32, {2, 3, 2}), {{"axis", 1}, {"epsilon", 1e-3}});
   for (int i = 0; i < 12; ++i)
     EXPECT_NEAR(x[i], expect[i], 1e-5) << i;
@@ -80,11 +80,11 @@ TEST(NormalizationKernels, LayerNormMultipleDimsInPlace) {
 
 TEST(NormalizationKernels, LayerNormF64AndBadScaleShape) {
   std::vector<double> x{1, 2, 3, 4}, scale{1, 1}, bias{0, 0}, y(4);
-  run("cpc.layer_norm", {ref(x, DType::F64, {2, 2}), ref(scale, DType::F64, {2}), ref(bias, DType::F64, {2})},
+  run(OpKind::LayerNorm, {ref(x, DType::F64, {2, 2}), ref(scale, DType::F64, {2}), ref(bias, DType::F64, {2})},
       ref(y, DType::F64, {2, 2}), {{"axis", 1}, {"epsilon", 0.0}});
   EXPECT_DOUBLE_EQ(y[0], -1);
   EXPECT_DOUBLE_EQ(y[1], 1);
-  EXPECT_THROW(run("cpc.layer_norm", {ref(x, DType::F64, {2, 2}), ref(scale, DType::F64, {1}),
+  EXPECT_THROW(run(OpKind::LayerNorm, {ref(x, DType::F64, {2, 2}), ref(scale, DType::F64, {1}),
                                       ref(bias, DType::F64, {2})},
                    ref(y, DType::F64, {2, 2}), {{"axis", 1}, {"epsilon", 0.0}}),
                RuntimeError);
@@ -92,7 +92,7 @@ TEST(NormalizationKernels, LayerNormF64AndBadScaleShape) {
 
 TEST(NormalizationKernels, SoftmaxLastAxis) {
   std::vector<float> x{1, 2, 3, 1000, 1000, 1000}, y(6);
-  run("cpc.softmax", {ref(x, DType::F32, {2, 3})}, ref(y, DType::F32, {2, 3}), {{"axis", 1}});
+  run(OpKind::Softmax, {ref(x, DType::F32, {2, 3})}, ref(y, DType::F32, {2, 3}), {{"axis", 1}});
   double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
   for (int j = 0; j < 3; ++j)
     EXPECT_NEAR(y[j], std::exp(1.0 + j) / z, 1e-6);
@@ -103,7 +103,7 @@ TEST(NormalizationKernels, SoftmaxLastAxis) {
 TEST(NormalizationKernels, SoftmaxAxis0AndMiddle) {
   // [3,2] over axis 0: columns sum to one.
   std::vector<double> x{0, 10, 1, 20, 2, 30}, y(6);
-  run("cpc.softmax", {ref(x, DType::F64, {3, 2})}, ref(y, DType::F64, {3, 2}), {{"axis", 0}});
+  run(OpKind::Softmax, {ref(x, DType::F64, {3, 2})}, ref(y, DType::F64, {3, 2}), {{"axis", 0}});
   for (int c = 0; c < 2; ++c) {
     double z = 0;
     for (int r = 0; r < 3; ++r)
@@ -117,7 +117,7 @@ TEST(NormalizationKernels, SoftmaxAxis0AndMiddle) {
   for (size_t i = 0; i < v.size(); ++i)
     v[i] = std::cos(float(i)) * 5;
   orig = v;
-  run("cpc.softmax", {ref(v, DType::F32, {a, len, inner})}, ref(v, DType::F32, {a, len, inner}),
+  run(OpKind::Softmax, {ref(v, DType::F32, {a, len, inner})}, ref(v, DType::F32, {a, len, inner}),
       {{"axis", 1}}, 4);
   for (int64_t o = 0; o < a; ++o)
     for (int64_t i = 0; i < inner; ++i) {
@@ -131,5 +131,5 @@ TEST(NormalizationKernels, SoftmaxAxis0AndMiddle) {
 
 TEST(NormalizationKernels, SoftmaxRejectsBadAxis) {
   std::vector<float> x(4), y(4);
-  EXPECT_THROW(run("cpc.softmax", {ref(x, DType::F32, {4})}, ref(y, DType::F32, {4}), {{"axis", 1}}), RuntimeError);
+  EXPECT_THROW(run(OpKind::Softmax, {ref(x, DType::F32, {4})}, ref(y, DType::F32, {4}), {{"axis", 1}}), RuntimeError);
 }

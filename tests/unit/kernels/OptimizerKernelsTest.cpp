@@ -37,14 +37,14 @@ void runAdamW(std::vector<T> &p, std::vector<T> &g, std::vector<T> &m, std::vect
   std::vector<int64_t> shape = {(int64_t)p.size()};
   float lr = float(h.lr);
   KernelContext ctx;
-  ctx.op = "cpc.adamw";
+  ctx.op = OpKind::AdamW;
   ctx.inputs = {ref(p, shape, t), ref(g, shape, t), ref(m, shape, t), ref(v, shape, t),
                 TensorRef{&lr, DType::F32, {}}, TensorRef{&step, DType::F32, {}}};
   ctx.outputs = {ref(pOut, shape, t), ref(mOut, shape, t), ref(vOut, shape, t)};
   nlohmann::json attrs = {{"beta1", h.beta1}, {"beta2", h.beta2}, {"epsilon", h.eps}, {"weight_decay", h.wd}};
   ctx.setAttrs(attrs);
   ctx.threads = threads;
-  KernelFn fn = KernelRegistry::cpu().find("cpc.adamw");
+  KernelFn fn = KernelRegistry::cpu().find(OpKind::AdamW);
   ASSERT_NE(fn, nullptr);
   fn(ctx);
 }
@@ -185,12 +185,12 @@ TEST(OptimizerKernels, AdamWRejectsBadOperands) {
   float lr = 1e-3f, step = 1.f;
   nlohmann::json attrs = {{"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-8}, {"weight_decay", 0.0}};
   KernelContext ctx;
-  ctx.op = "cpc.adamw";
+  ctx.op = OpKind::AdamW;
   ctx.setAttrs(attrs);
   ctx.inputs = {ref(p, {4}), ref(g, {4}), ref(m, {4}), ref(shortV, {3}), TensorRef{&lr, DType::F32, {}},
                 TensorRef{&step, DType::F32, {}}};
   ctx.outputs = {ref(o1, {4}), ref(o2, {4}), ref(o3, {4})};
-  KernelFn fn = KernelRegistry::cpu().find("cpc.adamw");
+  KernelFn fn = KernelRegistry::cpu().find(OpKind::AdamW);
   EXPECT_THROW(fn(ctx), RuntimeError); // exp_avg_sq's shape differs
   ctx.inputs[3] = ref(v, {4});
   ctx.inputs[4] = ref(o1, {4}); // lr must be a single value
@@ -219,13 +219,13 @@ TEST(OptimizerKernels, AdamWGradScaleEqualsScalingFirst) {
     std::vector<float> p2(n), m2(n), v2(n);
     float lr = float(h.lr), step = 3.f;
     KernelContext ctx;
-    ctx.op = "cpc.adamw";
+    ctx.op = OpKind::AdamW;
     ctx.inputs = {ref(p, {n}), ref(g, {n}), ref(m, {n}), ref(v, {n}), TensorRef{&lr, DType::F32, {}},
                   TensorRef{&step, DType::F32, {}}, TensorRef{&coef, DType::F32, {}}};
     ctx.outputs = {ref(p2, {n}), ref(m2, {n}), ref(v2, {n})};
     ctx.setAttrs({{"beta1", h.beta1}, {"beta2", h.beta2}, {"epsilon", h.eps}, {"weight_decay", h.wd}});
     ctx.threads = threads;
-    KernelFn fn = KernelRegistry::cpu().find("cpc.adamw");
+    KernelFn fn = KernelRegistry::cpu().find(OpKind::AdamW);
     fn(ctx);
     EXPECT_EQ(p1, p2) << threads;
     EXPECT_EQ(m1, m2) << threads;
@@ -260,19 +260,19 @@ TEST(OptimizerKernels, MultiTensorAdamWEqualsOneUpdatePerTensor) {
     for (int r = 0; r < 3; ++r)
       want[r * n + i].resize(sizes[i]);
     KernelContext ctx;
-    ctx.op = "cpc.adamw";
+    ctx.op = OpKind::AdamW;
     ctx.inputs = {ref(p[i], {sizes[i]}), ref(g[i], {sizes[i]}), ref(m[i], {sizes[i]}), ref(v[i], {sizes[i]}),
                   TensorRef{&lr, DType::F32, {}}, TensorRef{&step, DType::F32, {}}, TensorRef{&coef, DType::F32, {}}};
     ctx.outputs = {ref(want[i], {sizes[i]}), ref(want[n + i], {sizes[i]}), ref(want[2 * n + i], {sizes[i]})};
     nlohmann::json attrs = common;
     attrs["weight_decay"] = decays[i];
     ctx.setAttrs(attrs);
-    KernelRegistry::cpu().find("cpc.adamw")(ctx);
+    KernelRegistry::cpu().find(OpKind::AdamW)(ctx);
   }
   for (int threads : {1, 3}) {
     std::vector<std::vector<float>> got(3 * n);
     KernelContext ctx;
-    ctx.op = "cpc.multi_tensor_adamw";
+    ctx.op = OpKind::MultiTensorAdamW;
     ctx.inputs = {TensorRef{&lr, DType::F32, {}}, TensorRef{&step, DType::F32, {}}, TensorRef{&coef, DType::F32, {}}};
     for (auto *group : {&p, &g, &m, &v})
       for (size_t i = 0; i < n; ++i)
@@ -285,7 +285,7 @@ TEST(OptimizerKernels, MultiTensorAdamWEqualsOneUpdatePerTensor) {
     attrs["weight_decays"] = decays;
     ctx.setAttrs(attrs);
     ctx.threads = threads;
-    KernelFn fn = KernelRegistry::cpu().find("cpc.multi_tensor_adamw");
+    KernelFn fn = KernelRegistry::cpu().find(OpKind::MultiTensorAdamW);
     ASSERT_NE(fn, nullptr);
     fn(ctx);
     for (size_t k = 0; k < 3 * n; ++k)

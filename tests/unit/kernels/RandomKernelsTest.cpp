@@ -16,12 +16,12 @@ std::vector<T> uniform(DType dtype, int64_t n, double low, double high, int64_t 
   std::vector<T> y(n);
   nlohmann::json attrs = {{"low", low}, {"high", high}, {"seed", seed}};
   KernelContext ctx;
-  ctx.op = "cpc.random_uniform";
+  ctx.op = OpKind::RandomUniform;
   ctx.outputs = {TensorRef{y.data(), dtype, {n}}};
   ctx.setAttrs(attrs);
   ctx.threads = threads;
   ctx.step = step;
-  KernelFn fn = KernelRegistry::cpu().find("cpc.random_uniform");
+  KernelFn fn = KernelRegistry::cpu().find(OpKind::RandomUniform);
   EXPECT_NE(fn, nullptr);
   if (fn)
     fn(ctx);

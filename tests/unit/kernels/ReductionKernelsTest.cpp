@@ -17,7 +17,7 @@ template <typename T> TensorRef ref(std::vector<T> &v, DType t, std::vector<int6
   return TensorRef{v.data(), t, std::move(shape)};
 }
 
-void run(const char *op, TensorRef in, TensorRef out, std::vector<int64_t> axes, bool keepdims,
+void run(OpKind op, TensorRef in, TensorRef out, std::vector<int64_t> axes, bool keepdims,
          int threads = 1) {
   KernelFn fn = KernelRegistry::cpu().find(op);
   ASSERT_NE(fn, nullptr) << op;
@@ -47,7 +47,7 @@ using D = std::vector<double>;
 
 TEST(ReductionKernels, SumFirstAxis) {
   D x = iota234(), y(12);
-  run("cpc.reduce_sum", ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {3, 4}), {0}, false);
+  run(OpKind::ReduceSum, ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {3, 4}), {0}, false);
   for (int j = 0; j < 3; ++j)
     for (int k = 0; k < 4; ++k)
       EXPECT_EQ(y[j * 4 + k], 100 + 2 * (10 * j + k));
@@ -55,7 +55,7 @@ TEST(ReductionKernels, SumFirstAxis) {
 
 TEST(ReductionKernels, SumMiddleAxisKeepdims) {
   D x = iota234(), y(8);
-  run("cpc.reduce_sum", ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {2, 1, 4}), {1}, true);
+  run(OpKind::ReduceSum, ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {2, 1, 4}), {1}, true);
   for (int i = 0; i < 2; ++i)
     for (int k = 0; k < 4; ++k)
       EXPECT_EQ(y[i * 4 + k], 300 * i + 30 + 3 * k);
@@ -63,7 +63,7 @@ TEST(ReductionKernels, SumMiddleAxisKeepdims) {
 
 TEST(ReductionKernels, MaxLastAxis) {
   D x = iota234(), y(6);
-  run("cpc.reduce_max", ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {2, 3}), {2}, false);
+  run(OpKind::ReduceMax, ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {2, 3}), {2}, false);
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
       EXPECT_EQ(y[i * 3 + j], 100 * i + 10 * j + 3);
@@ -71,31 +71,31 @@ TEST(ReductionKernels, MaxLastAxis) {
 
 TEST(ReductionKernels, MinNonContiguousAxes) {
   D x = iota234(), y(3), yk(3);
-  run("cpc.reduce_min", ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {3}), {0, 2}, false);
+  run(OpKind::ReduceMin, ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {3}), {0, 2}, false);
   EXPECT_EQ(y, (D{0, 10, 20}));
-  run("cpc.reduce_sum", ref(x, DType::F64, {2, 3, 4}), ref(yk, DType::F64, {1, 3, 1}), {0, 2}, true);
+  run(OpKind::ReduceSum, ref(x, DType::F64, {2, 3, 4}), ref(yk, DType::F64, {1, 3, 1}), {0, 2}, true);
   for (int j = 0; j < 3; ++j)
     EXPECT_EQ(yk[j], 4 * 100 + 8 * 10 * j + 2 * 6);
 }
 
 TEST(ReductionKernels, MeanMultipleTrailingAxes) {
   D x = iota234(), y(2);
-  run("cpc.reduce_mean", ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {2}), {1, 2}, false);
+  run(OpKind::ReduceMean, ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {2}), {1, 2}, false);
   EXPECT_DOUBLE_EQ(y[0], 11.5);
   EXPECT_DOUBLE_EQ(y[1], 111.5);
 }
 
 TEST(ReductionKernels, AllAxesWithAndWithoutKeepdims) {
   D x = iota234(), y(1), yk(1);
-  run("cpc.reduce_sum", ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {}), {0, 1, 2}, false);
+  run(OpKind::ReduceSum, ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {}), {0, 1, 2}, false);
   EXPECT_EQ(y[0], 12 * 100 + 8 * 30 + 6 * 6);
-  run("cpc.reduce_max", ref(x, DType::F64, {2, 3, 4}), ref(yk, DType::F64, {1, 1, 1}), {0, 1, 2}, true);
+  run(OpKind::ReduceMax, ref(x, DType::F64, {2, 3, 4}), ref(yk, DType::F64, {1, 1, 1}), {0, 1, 2}, true);
   EXPECT_EQ(yk[0], 123);
 }
 
 TEST(ReductionKernels, EmptyAxesCopies) {
   D x = iota234(), y(24);
-  run("cpc.reduce_sum", ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {2, 3, 4}), {}, false);
+  run(OpKind::ReduceSum, ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {2, 3, 4}), {}, false);
   EXPECT_EQ(y, x);
 }
 
@@ -104,13 +104,13 @@ TEST(ReductionKernels, SizeOneDimsAndRank4General) {
   D x(12), y(6);
   for (int i = 0; i < 12; ++i)
     x[i] = i;
-  run("cpc.reduce_sum", ref(x, DType::F64, {2, 1, 3, 2}), ref(y, DType::F64, {2, 3}), {1, 3}, false);
+  run(OpKind::ReduceSum, ref(x, DType::F64, {2, 1, 3, 2}), ref(y, DType::F64, {2, 3}), {1, 3}, false);
   EXPECT_EQ(y, (D{1, 5, 9, 13, 17, 21}));
   // [2,3,2,2] over {0,2}: kept dims 1 and 3 interleave with reduced ones.
   D z(24), w(6);
   for (int i = 0; i < 24; ++i)
     z[i] = i;
-  run("cpc.reduce_sum", ref(z, DType::F64, {2, 3, 2, 2}), ref(w, DType::F64, {3, 2}), {0, 2}, false);
+  run(OpKind::ReduceSum, ref(z, DType::F64, {2, 3, 2, 2}), ref(w, DType::F64, {3, 2}), {0, 2}, false);
   for (int b = 0; b < 3; ++b)
     for (int d = 0; d < 2; ++d) {
       double expect = 0;
@@ -123,16 +123,16 @@ TEST(ReductionKernels, SizeOneDimsAndRank4General) {
 
 TEST(ReductionKernels, IntSumAndProd) {
   std::vector<int32_t> x{1, 2, 3, 4, 5, 6}, s(2), p(3);
-  run("cpc.reduce_sum", ref(x, DType::I32, {2, 3}), ref(s, DType::I32, {2}), {1}, false);
+  run(OpKind::ReduceSum, ref(x, DType::I32, {2, 3}), ref(s, DType::I32, {2}), {1}, false);
   EXPECT_EQ(s, (std::vector<int32_t>{6, 15}));
-  run("cpc.reduce_prod", ref(x, DType::I32, {2, 3}), ref(p, DType::I32, {3}), {0}, false);
+  run(OpKind::ReduceProd, ref(x, DType::I32, {2, 3}), ref(p, DType::I32, {3}), {0}, false);
   EXPECT_EQ(p, (std::vector<int32_t>{4, 10, 18}));
 }
 
 TEST(ReductionKernels, MaxPropagatesNaN) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> x{1, nan, 3, 4, 5, 6}, y(2);
-  run("cpc.reduce_max", ref(x, DType::F32, {2, 3}), ref(y, DType::F32, {2}), {1}, false);
+  run(OpKind::ReduceMax, ref(x, DType::F32, {2, 3}), ref(y, DType::F32, {2}), {1}, false);
   EXPECT_TRUE(std::isnan(y[0]));
   EXPECT_EQ(y[1], 6);
 }
@@ -141,8 +141,8 @@ TEST(ReductionKernels, LargeF32SumIsAccurateAndThreadIndependent) {
   // 2^20 copies of 0.1f: a float accumulator would drift far from the exact sum.
   const int64_t n = 1 << 20;
   std::vector<float> x(n, 0.1f), y1(1), y8(1);
-  run("cpc.reduce_sum", ref(x, DType::F32, {n}), ref(y1, DType::F32, {}), {0}, false, 1);
-  run("cpc.reduce_sum", ref(x, DType::F32, {n}), ref(y8, DType::F32, {}), {0}, false, 8);
+  run(OpKind::ReduceSum, ref(x, DType::F32, {n}), ref(y1, DType::F32, {}), {0}, false, 1);
+  run(OpKind::ReduceSum, ref(x, DType::F32, {n}), ref(y8, DType::F32, {}), {0}, false, 8);
   EXPECT_NEAR(y1[0], double(0.1f) * n, 1e-2);
   EXPECT_EQ(y1[0], y8[0]);
   // Column sums of a tall matrix, split across threads.
@@ -150,8 +150,8 @@ TEST(ReductionKernels, LargeF32SumIsAccurateAndThreadIndependent) {
   std::vector<float> m(rows * cols), c1(cols), c4(cols);
   for (int64_t i = 0; i < rows * cols; ++i)
     m[i] = float(i % cols);
-  run("cpc.reduce_sum", ref(m, DType::F32, {rows, cols}), ref(c1, DType::F32, {cols}), {0}, false, 1);
-  run("cpc.reduce_sum", ref(m, DType::F32, {rows, cols}), ref(c4, DType::F32, {cols}), {0}, false, 4);
+  run(OpKind::ReduceSum, ref(m, DType::F32, {rows, cols}), ref(c1, DType::F32, {cols}), {0}, false, 1);
+  run(OpKind::ReduceSum, ref(m, DType::F32, {rows, cols}), ref(c4, DType::F32, {cols}), {0}, false, 4);
   EXPECT_EQ(c1, c4);
   EXPECT_EQ(c1[7], 7.f * rows);
 }
@@ -164,8 +164,8 @@ TEST(ReductionKernels, RowSumsOfDistinctValuesAreExactAtAnyLength) {
     std::vector<float> x(rows * len), y1(rows), y2(rows);
     for (int64_t i = 0; i < rows * len; ++i)
       x[i] = float((i * 7919) % 1000) / 64.f - 7.f; // distinct, exactly representable, both signs
-    run("cpc.reduce_sum", ref(x, DType::F32, {rows, len}), ref(y1, DType::F32, {rows}), {1}, false, 1);
-    run("cpc.reduce_sum", ref(x, DType::F32, {rows, len}), ref(y2, DType::F32, {rows}), {1}, false, 2);
+    run(OpKind::ReduceSum, ref(x, DType::F32, {rows, len}), ref(y1, DType::F32, {rows}), {1}, false, 1);
+    run(OpKind::ReduceSum, ref(x, DType::F32, {rows, len}), ref(y2, DType::F32, {rows}), {1}, false, 2);
     EXPECT_EQ(y1, y2) << len;
     for (int64_t r = 0; r < rows; ++r) {
       double want = 0;
@@ -178,13 +178,13 @@ TEST(ReductionKernels, RowSumsOfDistinctValuesAreExactAtAnyLength) {
 
 TEST(ReductionKernels, BadShapeOrDtypeFails) {
   D x = iota234(), y(6);
-  EXPECT_THROW(run("cpc.reduce_sum", ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {2, 3}), {1}, false),
+  EXPECT_THROW(run(OpKind::ReduceSum, ref(x, DType::F64, {2, 3, 4}), ref(y, DType::F64, {2, 3}), {1}, false),
                RuntimeError);
   std::vector<int64_t> i(6), o(2);
-  EXPECT_THROW(run("cpc.reduce_mean", ref(i, DType::I64, {2, 3}), ref(o, DType::I64, {2}), {1}, false),
+  EXPECT_THROW(run(OpKind::ReduceMean, ref(i, DType::I64, {2, 3}), ref(o, DType::I64, {2}), {1}, false),
                RuntimeError);
   std::vector<uint16_t> h(6), ho(3);
-  EXPECT_THROW(run("cpc.reduce_sum", ref(h, DType::BF16, {2, 3}), ref(ho, DType::BF16, {3}), {1}, false),
+  EXPECT_THROW(run(OpKind::ReduceSum, ref(h, DType::BF16, {2, 3}), ref(ho, DType::BF16, {3}), {1}, false),
                RuntimeError);
 }
 
@@ -226,8 +226,8 @@ TEST(ReductionKernels, EveryAxisSubsetMatchesNaiveReference) {
         mx[o] = std::max(mx[o], x[flat]);
       }
       D ys(outN), ym(outN);
-      run("cpc.reduce_sum", ref(x, DType::F64, shape), ref(ys, DType::F64, outShape), axes, keep);
-      run("cpc.reduce_max", ref(x, DType::F64, shape), ref(ym, DType::F64, outShape), axes, keep, 2);
+      run(OpKind::ReduceSum, ref(x, DType::F64, shape), ref(ys, DType::F64, outShape), axes, keep);
+      run(OpKind::ReduceMax, ref(x, DType::F64, shape), ref(ym, DType::F64, outShape), axes, keep, 2);
       for (int64_t o = 0; o < outN; ++o) {
         ASSERT_EQ(ys[o], sum[o]) << mask << " " << keep;
         ASSERT_EQ(ym[o], mx[o]) << mask << " " << keep;
@@ -259,9 +259,9 @@ TEST(ReductionKernels, SumSquaresEqualsMulThenSum) {
         outShape.push_back(reduced ? 1 : c.shape[d]);
     }
     std::vector<float> expected(numElements(outShape)), got(expected.size());
-    run("cpc.reduce_sum", ref(squares, DType::F32, c.shape), ref(expected, DType::F32, outShape), c.axes, c.keepdims);
+    run(OpKind::ReduceSum, ref(squares, DType::F32, c.shape), ref(expected, DType::F32, outShape), c.axes, c.keepdims);
     for (int threads : {1, 3}) {
-      run("cpc.reduce_sum_squares", ref(x, DType::F32, c.shape), ref(got, DType::F32, outShape), c.axes, c.keepdims, threads);
+      run(OpKind::ReduceSumSquares, ref(x, DType::F32, c.shape), ref(got, DType::F32, outShape), c.axes, c.keepdims, threads);
       EXPECT_EQ(got, expected) << shapeString(c.shape) << " threads " << threads;
     }
   }

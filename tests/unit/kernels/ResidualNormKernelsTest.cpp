@@ -30,10 +30,10 @@ template <typename T> void checkForward(const Case &c, DType t, int threads) {
                  bias = uniformValues<T>(k, 4);
   nlohmann::json attrs = {{"axis", c.axis}, {"epsilon", 1e-6}};
   std::vector<T> sum(n), want(n), fusedSum(n), fused(n);
-  run("cpc.add", {ref(a, c.shape, t), ref(b, c.shape, t)}, {ref(sum, c.shape, t)}, nlohmann::json::object(), threads);
-  run("cpc.layer_norm", {ref(sum, c.shape, t), ref(scale, normalizedShape(c), t), ref(bias, normalizedShape(c), t)},
+  run(OpKind::Add, {ref(a, c.shape, t), ref(b, c.shape, t)}, {ref(sum, c.shape, t)}, nlohmann::json::object(), threads);
+  run(OpKind::LayerNorm, {ref(sum, c.shape, t), ref(scale, normalizedShape(c), t), ref(bias, normalizedShape(c), t)},
       {ref(want, c.shape, t)}, attrs, threads);
-  run("cpc.add_layer_norm",
+  run(OpKind::AddLayerNorm,
       {ref(a, c.shape, t), ref(b, c.shape, t), ref(scale, normalizedShape(c), t), ref(bias, normalizedShape(c), t)},
       {ref(fusedSum, c.shape, t), ref(fused, c.shape, t)}, attrs, threads);
   EXPECT_EQ(fusedSum, sum);
@@ -47,11 +47,11 @@ template <typename T> void checkBackward(const Case &c, DType t, int threads) {
   nlohmann::json attrs = {{"axis", c.axis}, {"epsilon", 1e-6}};
   std::vector<T> dx(n), want(n), ds(k), db(k), fused(n), fds(k), fdb(k);
   std::vector<TensorRef> in = {ref(x, c.shape, t), ref(scale, normalizedShape(c), t), ref(g, c.shape, t)};
-  run("cpc.layer_norm_grad", in, {ref(dx, c.shape, t), ref(ds, normalizedShape(c), t), ref(db, normalizedShape(c), t)},
+  run(OpKind::LayerNormGrad, in, {ref(dx, c.shape, t), ref(ds, normalizedShape(c), t), ref(db, normalizedShape(c), t)},
       attrs, threads);
-  run("cpc.add", {ref(dx, c.shape, t), ref(r, c.shape, t)}, {ref(want, c.shape, t)}, nlohmann::json::object(), threads);
+  run(OpKind::Add, {ref(dx, c.shape, t), ref(r, c.shape, t)}, {ref(want, c.shape, t)}, nlohmann::json::object(), threads);
   in.push_back(ref(r, c.shape, t));
-  run("cpc.layer_norm_grad_add", in,
+  run(OpKind::LayerNormGradAdd, in,
       {ref(fused, c.shape, t), ref(fds, normalizedShape(c), t), ref(fdb, normalizedShape(c), t)}, attrs, threads);
   EXPECT_EQ(fused, want);
   EXPECT_EQ(fds, ds);
@@ -89,11 +89,11 @@ TEST(ResidualNormKernels, LayerNormGradAddIsGradThenAdd) {
 TEST(ResidualNormKernels, MismatchedOperandsFailClearly) {
   std::vector<float> a(12), b(8), s(4), out(12), sum(12);
   expectError([&] {
-    run("cpc.add_layer_norm", {ref(a, {3, 4}), ref(b, {2, 4}), ref(s, {4}), ref(s, {4})}, {ref(sum, {3, 4}), ref(out, {3, 4})},
+    run(OpKind::AddLayerNorm, {ref(a, {3, 4}), ref(b, {2, 4}), ref(s, {4}), ref(s, {4})}, {ref(sum, {3, 4}), ref(out, {3, 4})},
         {{"axis", 1}, {"epsilon", 1e-5}});
   }, {"rhs"});
   expectError([&] {
-    run("cpc.layer_norm_grad_add", {ref(a, {3, 4}), ref(s, {4}), ref(a, {3, 4}), ref(b, {2, 4})},
+    run(OpKind::LayerNormGradAdd, {ref(a, {3, 4}), ref(s, {4}), ref(a, {3, 4}), ref(b, {2, 4})},
         {ref(out, {3, 4}), ref(s, {4}), ref(s, {4})}, {{"axis", 1}, {"epsilon", 1e-5}});
   }, {"addend"});
 }

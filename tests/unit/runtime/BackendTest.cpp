@@ -19,24 +19,24 @@ void markAny(kernels::KernelContext &ctx) { ctx.step = 1; }
 // and never another device's.
 TEST(KernelRegistry, DispatchesByOpDeviceAndType) {
   kernels::KernelRegistry r;
-  r.add("cpc.x", DeviceKind::Cuda, DType::F16, markF16);
-  r.add("cpc.x", DeviceKind::Cuda, std::nullopt, markAny);
+  r.add(OpKind::Add, DeviceKind::Cuda, DType::F16, markF16);
+  r.add(OpKind::Add, DeviceKind::Cuda, std::nullopt, markAny);
   kernels::KernelContext ctx;
-  r.find("cpc.x", DeviceKind::Cuda, DType::F16)(ctx);
+  r.find(OpKind::Add, DeviceKind::Cuda, DType::F16)(ctx);
   EXPECT_EQ(ctx.step, 16u);
-  r.find("cpc.x", DeviceKind::Cuda, DType::F32)(ctx);
+  r.find(OpKind::Add, DeviceKind::Cuda, DType::F32)(ctx);
   EXPECT_EQ(ctx.step, 1u);
-  EXPECT_FALSE(r.find("cpc.x", DeviceKind::Cpu, DType::F32));
-  EXPECT_EQ(r.names(DeviceKind::Cuda), std::vector<std::string>{"cpc.x"});
-  EXPECT_EQ(r.dtypes("cpc.x", DeviceKind::Cuda), std::vector<DType>{DType::F16});
+  EXPECT_FALSE(r.find(OpKind::Add, DeviceKind::Cpu, DType::F32));
+  EXPECT_EQ(r.kinds(DeviceKind::Cuda), std::vector<OpKind>{OpKind::Add});
+  EXPECT_EQ(r.dtypes(OpKind::Add, DeviceKind::Cuda), std::vector<DType>{DType::F16});
 }
 
 // Tests that the runtime's registry holds every CPU kernel, and CUDA kernels only when built.
 TEST(KernelRegistry, RuntimeRegistryHasTheCpuKernels) {
   const kernels::KernelRegistry &all = kernelRegistry();
-  EXPECT_EQ(all.names(DeviceKind::Cpu), kernels::KernelRegistry::cpu().names(DeviceKind::Cpu));
+  EXPECT_EQ(all.kinds(DeviceKind::Cpu), kernels::KernelRegistry::cpu().kinds(DeviceKind::Cpu));
   if (!cudaBackendBuilt())
-    EXPECT_TRUE(all.names(DeviceKind::Cuda).empty());
+    EXPECT_TRUE(all.kinds(DeviceKind::Cuda).empty());
 }
 
 // Tests the host device: zeroed memory, accounted bytes, copies (plain and strided), scratch.

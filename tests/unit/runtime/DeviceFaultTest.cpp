@@ -92,7 +92,7 @@ struct PlanFixture : ::testing::Test {
     plan = buildPlan(*module, std::make_shared<test::DoubleWeights>(), "fault-test", PlanOptions{});
   }
   /// The step of the plan's program that runs `op`.
-  int64_t stepOf(const std::string &op) const {
+  int64_t stepOf(OpKind op) const {
     const auto &steps = plan.programs.at(0).steps;
     for (size_t i = 0; i < steps.size(); ++i)
       if (steps[i].op == op)
@@ -105,7 +105,7 @@ struct PlanFixture : ::testing::Test {
 using DeviceFault = PlanFixture;
 
 TEST_F(DeviceFault, TheRunFailsNamingTheStepAndTheCpuMessage) {
-  int64_t gather = stepOf("cpc.gather");
+  int64_t gather = stepOf(OpKind::Gather);
   FaultingDevice device(gather, 1);
   ExecutorOptions options;
   options.device = &device;
@@ -127,7 +127,7 @@ TEST_F(DeviceFault, TheRunFailsNamingTheStepAndTheCpuMessage) {
 }
 
 TEST_F(DeviceFault, AFaultOfWorkStillQueuedFailsTheNextCopyToTheHost) {
-  int64_t gather = stepOf("cpc.gather");
+  int64_t gather = stepOf(OpKind::Gather);
   FaultingDevice device(gather, 2); // not there yet when the run ends
   ExecutorOptions options;
   options.device = &device;

@@ -1,11 +1,15 @@
 //===- KernelCoverageTest.cpp - every op a plan can hold has its kernels ------===//
 //
-// Walks every op the cpc dialect registers and checks that the runtime can run it: a CPU kernel,
-// and a CUDA kernel when the GPU backend is built, or a collective the communicator runs on every
-// device, or an entry below saying why no kernel is needed. A kernel registration removed (or an
-// op added without kernels) fails here, before a plan meets it at run time (issue 30).
+// Walks every op the cpc dialect registers and checks that the runtime knows it as the same op
+// (the generated op table, kernels/OpKind.h), can run it (a CPU kernel, and a CUDA kernel when
+// the GPU backend is built, or a rank-dependent kernel of the communicator on every device, or
+// an entry below saying why no kernel is needed) and can decode every attribute it declares. A
+// kernel registration removed, or an op or attribute added without its runtime half, fails here,
+// before a plan meets it at run time (issue 30).
 //
 #include "dialects/cpc/CpcDialect.h"
+#include "kernels/OpAttrs.h"
+#include "kernels/OpKind.h"
 #include "runtime/CollectiveKernels.h"
 #include "runtime/Device.h"
 
@@ -25,21 +29,21 @@ namespace {
 using namespace cpc;
 
 /// Ops that never reach a kernel, and why.
-const std::map<std::string, std::string> kNoKernel = {
-    {"cpc.constant", "the plan holds its value as a buffer's initial contents"},
-    {"cpc.parameter", "a variable of the plan, bound to its buffer by the plan builder"},
-    {"cpc.state", "a variable of the plan (optimizer and accumulator state), bound by role"},
-    {"cpc.mesh", "a symbol naming the device mesh; no value"},
-    {"cpc.shard", "a sharding annotation that cpc-partition replaces by local shapes and collectives"},
-};
-
-/// Steps the plan builder writes that are no op of the dialect, and why.
-const std::map<std::string, std::string> kPlanOnly = {
-    {"cpc.copy", "keeps a variable's value a function returns before an assign overwrites it"},
+const std::map<OpKind, std::string> kNoKernel = {
+    {OpKind::Constant, "the plan holds its value as a buffer's initial contents"},
+    {OpKind::Parameter, "a variable of the plan, bound to its buffer by the plan builder"},
+    {OpKind::State, "a variable of the plan (optimizer and accumulator state), bound by role"},
+    {OpKind::Mesh, "a symbol naming the device mesh; no value"},
+    {OpKind::Shard, "a sharding annotation that cpc-partition replaces by local shapes and collectives"},
 };
 
 /// Ops with a CPU kernel and, so far, no CUDA kernel, and why.
-const std::map<std::string, std::string> kCpuOnly = {};
+const std::map<OpKind, std::string> kCpuOnly = {};
+
+/// Attributes the plan builder consumes and never writes into a step, and why.
+const std::map<std::pair<OpKind, std::string>, std::string> kBuilderOnlyAttrs = {
+    {{OpKind::Assign, "name"}, "names the variable whose buffer the assign writes; the step holds the buffer"},
+};
 
 std::set<std::string> dialectOps() {
   mlir::MLIRContext context;
@@ -51,22 +55,37 @@ std::set<std::string> dialectOps() {
   return ops;
 }
 
-std::set<std::string> kernelNames(DeviceKind device) {
-  std::vector<std::string> names = kernelRegistry().names(device);
-  return {names.begin(), names.end()};
+std::set<OpKind> kernelKinds(DeviceKind device) {
+  std::vector<OpKind> kinds = kernelRegistry().kinds(device);
+  return {kinds.begin(), kinds.end()};
 }
 
-// Tests that every op of the dialect has a CPU kernel (and a CUDA one where built), is a
-// collective, or is listed with its reason; and that no listed op has a kernel after all.
+// Tests that the generated op table and the registered dialect hold the same ops, by name, so
+// that the runtime's kinds are the dialect's ops.
+TEST(KernelCoverage, OpTableIsTheDialect) {
+  std::set<std::string> ops = dialectOps(), table;
+  for (OpKind kind : allOpKinds()) {
+    table.insert(opName(kind));
+    EXPECT_EQ(findOpKind(opName(kind)), kind) << kind;
+  }
+  EXPECT_EQ(table, ops);
+  EXPECT_FALSE(findOpKind("cpc.no_such_op"));
+  EXPECT_THROW(opKindNamed("cpc.no_such_op"), std::invalid_argument);
+}
+
+// Tests that every op of the dialect has a CPU kernel (and a CUDA one where built), runs through
+// the communicator's kernels, or is listed with its reason; and that no listed op has a kernel.
 TEST(KernelCoverage, EveryDialectOpRunsOnEveryDevice) {
-  std::set<std::string> ops = dialectOps(), cpu = kernelNames(DeviceKind::Cpu), cuda = kernelNames(DeviceKind::Cuda);
-  ASSERT_GT(ops.size(), 50u);
+  std::set<OpKind> cpu = kernelKinds(DeviceKind::Cpu), cuda = kernelKinds(DeviceKind::Cuda);
+  ASSERT_GT(allOpKinds().size(), 50u);
   int checked = 0;
-  for (const std::string &op : ops) {
+  for (OpKind op : allOpKinds()) {
     if (kNoKernel.count(op)) {
       EXPECT_FALSE(cpu.count(op) || findCollectiveKernel(op)) << op << " is listed as needing no kernel but has one";
       continue;
     }
+    EXPECT_EQ(hasTrait(op, PlanTrait::RankDependent), bool(findCollectiveKernel(op)))
+        << op << ": the communicator runs exactly the rank-dependent ops";
     if (findCollectiveKernel(op))
       continue; // runs through the communicator, on the CPU and on GPUs
     ++checked;
@@ -78,30 +97,86 @@ TEST(KernelCoverage, EveryDialectOpRunsOnEveryDevice) {
   EXPECT_GT(checked, 40);
 }
 
-// Tests that the lists above name only ops the dialect has, so that they shrink with it.
-TEST(KernelCoverage, ListsNameDialectOps) {
-  std::set<std::string> ops = dialectOps();
-  for (const auto &[op, why] : kNoKernel)
-    EXPECT_TRUE(ops.count(op)) << op << " (" << why << ") is not an op of the dialect";
-  for (const auto &[op, why] : kCpuOnly)
-    EXPECT_TRUE(ops.count(op)) << op << " (" << why << ") is not an op of the dialect";
+/// A value of the JSON form the plan builder writes for an attribute of ODS class `storage`.
+nlohmann::json sampleValue(const OpAttrSpec &spec) {
+  std::string storage = spec.storage, fallback = spec.defaultValue;
+  if (spec.presence == AttrPresence::Defaulted && storage == "StrAttr") // a closed set: its default is one
+    return fallback.substr(1, fallback.size() - 2);
+  if (storage == "I64Attr")
+    return 1;
+  if (storage == "F64Attr")
+    return 0.5;
+  if (storage == "BoolAttr" || storage == "UnitAttr")
+    return true;
+  if (storage == "DenseI64ArrayAttr")
+    return std::vector<int64_t>{0};
+  if (storage == "DenseF64ArrayAttr")
+    return std::vector<double>{0.5};
+  if (storage == "StrArrayAttr")
+    return std::vector<std::string>{"dp"};
+  if (storage == "StrAttr" || storage == "FlatSymbolRefAttr")
+    return "dp";
+  if (storage == "Cpc_ReductionKindAttr")
+    return "sum";
+  if (storage == "Cpc_ShardingAttr")
+    return {{"mesh", "mesh"}, {"dim_axes", {std::vector<std::string>{"dp"}}}, {"partial", std::vector<std::string>{}}};
+  ADD_FAILURE() << "no sample for attribute '" << spec.name << "' of class " << storage;
+  return nullptr;
 }
 
-// Tests that the runtime registry has no kernel for an op the dialect does not define (a typo in
-// a registration would otherwise leave the real op without its kernel), but for the plan's own
-// steps, which have theirs on every device.
-TEST(KernelCoverage, EveryKernelIsForADialectOp) {
-  std::set<std::string> ops = dialectOps(), cpu = kernelNames(DeviceKind::Cpu), cuda = kernelNames(DeviceKind::Cuda);
-  for (DeviceKind device : {DeviceKind::Cpu, DeviceKind::Cuda})
-    for (const std::string &name : kernelNames(device))
-      EXPECT_TRUE(ops.count(name) || kPlanOnly.count(name)) << name << " has a kernel but is not an op of the dialect";
-  for (const auto &[op, why] : kPlanOnly) {
-    EXPECT_FALSE(ops.count(op)) << op << " is an op of the dialect now: list it nowhere";
-    EXPECT_TRUE(cpu.count(op)) << op << " (" << why << ") has no CPU kernel";
-    if (cudaBackendBuilt()) {
-      EXPECT_TRUE(cuda.count(op)) << op << " (" << why << ") has no CUDA kernel";
+// Tests that the runtime decodes every attribute each op with a kernel declares in ODS (a new
+// attribute without its decoder fails here), and that the table carries ODS's defaults.
+TEST(KernelCoverage, EveryAttributeDecodes) {
+  int decoded = 0;
+  for (OpKind op : allOpKinds()) {
+    if (kNoKernel.count(op))
+      continue;
+    for (const OpAttrSpec &spec : opAttrSpecs(op)) {
+      if (kBuilderOnlyAttrs.count({op, spec.name}))
+        continue;
+      nlohmann::json attrs = {{spec.name, sampleValue(spec)}};
+      EXPECT_NO_THROW(kernels::decodeOpAttrs(attrs)) << op << "'s attribute " << attrs.dump();
+      EXPECT_EQ(spec.presence == AttrPresence::Defaulted, std::string(spec.defaultValue) != "") << op << " " << spec.name;
+      ++decoded;
     }
   }
+  EXPECT_GT(decoded, 80);
+  const std::vector<OpAttrSpec> &groups = opAttrSpecs(OpKind::Conv2D);
+  auto it = std::find_if(groups.begin(), groups.end(), [](const OpAttrSpec &s) { return std::string(s.name) == "groups"; });
+  ASSERT_NE(it, groups.end());
+  EXPECT_STREQ(it->defaultValue, "1");
+  EXPECT_STREQ(it->storage, "I64Attr");
+}
+
+// Tests that the lists above name only ops with the property they excuse, so that they shrink.
+TEST(KernelCoverage, ListsStayNeeded) {
+  for (const auto &[op, why] : kCpuOnly)
+    EXPECT_FALSE(kernelKinds(DeviceKind::Cuda).count(op)) << op << " (" << why << ") has a CUDA kernel now";
+  for (const auto &[key, why] : kBuilderOnlyAttrs) {
+    const std::vector<OpAttrSpec> &specs = opAttrSpecs(key.first);
+    EXPECT_TRUE(std::any_of(specs.begin(), specs.end(), [&](const OpAttrSpec &s) { return key.second == s.name; }))
+        << key.first << " has no attribute " << key.second << " (" << why << ")";
+  }
+}
+
+// Tests the plan traits the runtime reads against the dialect's (op->hasTrait in the compiler).
+TEST(KernelCoverage, PlanTraitsMatchTheDialect) {
+  mlir::MLIRContext context;
+  context.loadDialect<CpcDialect>();
+  for (OpKind op : allOpKinds()) {
+    std::optional<mlir::RegisteredOperationName> name = mlir::RegisteredOperationName::lookup(opName(op), &context);
+    ASSERT_TRUE(name) << op;
+    EXPECT_EQ(name->hasTrait<OpTrait::GroupCollective>(), hasTrait(op, PlanTrait::GroupCollective)) << op;
+    EXPECT_EQ(name->hasTrait<OpTrait::CombiningCollective>(), hasTrait(op, PlanTrait::CombiningCollective)) << op;
+    EXPECT_EQ(name->hasTrait<OpTrait::PointToPoint>(), hasTrait(op, PlanTrait::PointToPoint)) << op;
+    EXPECT_EQ(name->hasTrait<OpTrait::RankDependent>(), hasTrait(op, PlanTrait::RankDependent)) << op;
+    EXPECT_EQ(name->hasTrait<OpTrait::MayRunInPlace>(), hasTrait(op, PlanTrait::MayRunInPlace)) << op;
+  }
+  EXPECT_TRUE(hasTrait(OpKind::AllReduce, PlanTrait::GroupCollective));
+  EXPECT_TRUE(hasTrait(OpKind::Send, PlanTrait::PointToPoint));
+  EXPECT_FALSE(communicates(OpKind::ShardSlice));
+  EXPECT_TRUE(hasTrait(OpKind::ShardSlice, PlanTrait::RankDependent));
+  EXPECT_FALSE(hasTrait(OpKind::Add, PlanTrait::GroupCollective));
 }
 
 } // namespace

@@ -48,15 +48,15 @@ Plan zeroPlan(int stage, int64_t n, int64_t ranks) {
   program.name = "train_step";
   if (sharded && stage == 1) { // ZeRO-1 slices the whole gradient right before the update
     grad = add({"grad.block", DType::F32, {block}, BufferKind::Arena});
-    program.steps.push_back({"cpc.shard_slice", {whole}, {grad}, nlohmann::json::object(), "slice"});
+    program.steps.push_back({OpKind::ShardSlice, {whole}, {grad}, nlohmann::json::object(), "slice"});
   } else if (sharded) { // ZeRO-2/3 reduce-scatter it
     grad = add({"grad.block", DType::F32, {block}, BufferKind::Arena});
-    program.steps.push_back({"cpc.reduce_scatter", {whole}, {grad}, nlohmann::json::object(), "rs"});
+    program.steps.push_back({OpKind::ReduceScatter, {whole}, {grad}, nlohmann::json::object(), "rs"});
   }
-  program.steps.push_back({"cpc.adamw", {p, grad, m, v}, {p, m, v}, nlohmann::json::object(), "adamw"});
+  program.steps.push_back({OpKind::AdamW, {p, grad, m, v}, {p, m, v}, nlohmann::json::object(), "adamw"});
   // A rank counts what its programs use: the frozen parameter is read (by the forward).
   int scaled = add({"scaled", DType::F32, {7}, BufferKind::Arena});
-  program.steps.push_back({"cpc.neg", {frozen}, {scaled}, nlohmann::json::object(), "forward"});
+  program.steps.push_back({OpKind::Neg, {frozen}, {scaled}, nlohmann::json::object(), "forward"});
   plan.programs.push_back(program);
   return plan;
 }
@@ -101,7 +101,7 @@ TEST(ModelStateTest, MixedPrecisionFormulas) {
   plan.training["recipe"] = {{"precision", "bf16"}};
   plan.buffers.push_back({"w.bf16", DType::BF16, {n}, BufferKind::Arena});
   StepDesc cast;
-  cast.op = "cpc.cast";
+  cast.op = OpKind::Cast;
   cast.inputs = {0};
   cast.outputs = {(int)plan.buffers.size() - 1};
   plan.programs[0].steps.push_back(cast);

@@ -124,15 +124,15 @@ Plan twoStagePlan() {
     p.steps = std::move(steps);
     plan.programs.push_back(p);
   };
-  auto p2p = [](const char *op, int64_t peer, int64_t channel, const std::string &loc) {
+  auto p2p = [](OpKind op, int64_t peer, int64_t channel, const std::string &loc) {
     StepDesc s{op, {}, {}, {{"axis", "pp"}, {"peer", peer}, {"channel", channel}}, loc};
-    (std::string(op) == "cpc.send" ? s.inputs : s.outputs).push_back(0);
+    (op == OpKind::Send ? s.inputs : s.outputs).push_back(0);
     return s;
   };
-  program("forward_0", ProgramPhase::Forward, 0, {p2p("cpc.send", 1, 0, "act out")});
-  program("forward_1", ProgramPhase::Forward, 1, {p2p("cpc.recv", 0, 0, "act in")});
-  program("backward_1", ProgramPhase::Backward, 1, {p2p("cpc.send", 0, 1, "grad out")});
-  program("backward_0", ProgramPhase::Backward, 0, {p2p("cpc.recv", 1, 1, "grad in")});
+  program("forward_0", ProgramPhase::Forward, 0, {p2p(OpKind::Send, 1, 0, "act out")});
+  program("forward_1", ProgramPhase::Forward, 1, {p2p(OpKind::Recv, 0, 0, "act in")});
+  program("backward_1", ProgramPhase::Backward, 1, {p2p(OpKind::Send, 0, 1, "grad out")});
+  program("backward_0", ProgramPhase::Backward, 0, {p2p(OpKind::Recv, 1, 1, "grad in")});
   program("apply_0", ProgramPhase::Apply, 0, {});
   program("apply_1", ProgramPhase::Apply, 1, {});
   plan.outputs.push_back({"transfer.2", 1, "forward_1", RuntimeInputKind::None, 2});

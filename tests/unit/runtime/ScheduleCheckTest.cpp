@@ -21,14 +21,14 @@ CommAction send(int peer, int64_t channel, int64_t bytes = 16) {
   a.peer = peer;
   a.channel = channel;
   a.bytes = bytes;
-  a.what = "cpc.send";
+  a.what = opName(OpKind::Send);
   return a;
 }
 
 CommAction recv(int peer, int64_t channel, int64_t bytes = 16) {
   CommAction a = send(peer, channel, bytes);
   a.kind = CommAction::Kind::Recv;
-  a.what = "cpc.recv";
+  a.what = opName(OpKind::Recv);
   return a;
 }
 
@@ -89,8 +89,8 @@ Plan pipelinePlan(int64_t recvChannel) {
   first.rank = 0;
   second.rank = 1;
   first.name = second.name = "train_step";
-  first.steps.push_back({"cpc.send", {0}, {}, {{"axis", "pp"}, {"peer", 1}, {"channel", 0}}, "stage0"});
-  second.steps.push_back({"cpc.recv", {}, {0}, {{"axis", "pp"}, {"peer", 0}, {"channel", recvChannel}}, "stage1"});
+  first.steps.push_back({OpKind::Send, {0}, {}, {{"axis", "pp"}, {"peer", 1}, {"channel", 0}}, "stage0"});
+  second.steps.push_back({OpKind::Recv, {}, {0}, {{"axis", "pp"}, {"peer", 0}, {"channel", recvChannel}}, "stage1"});
   plan.programs = {first, second};
   return plan;
 }
