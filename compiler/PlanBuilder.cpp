@@ -353,7 +353,7 @@ private:
       return checkVariable(it->second, state, name);
     int b = newBuffer(state.getType(), name, BufferKind::State, state);
     // The plan's roles carry the dialect's names (runtime/Plan.h).
-    plan_.buffers[b].role = parseRole<VariableRole>(stringifyStateRole(state.getRole()).str());
+    plan_.buffers[b].role = planRole<VariableRole>(state.getRole());
     if (auto init = state.getInitAttr())
       plan_.buffers[b].init = init.getValueAsDouble();
     setSharding(plan_.buffers[b], state.getGlobalShapeAttr(), state.getShardingAttr());
@@ -394,7 +394,7 @@ private:
     p.desc.name = func.getSymName().str();
     p.desc.rank = spmd_ ? -1 : 0;
     if (auto phase = getPhase(func))
-      p.desc.phase = parseRole<ProgramPhase>(stringifyPhase(*phase).str());
+      p.desc.phase = planRole<ProgramPhase>(*phase);
     if (auto stage = getPipelineRank(func)) // a pipeline stage's program: the ranks at pp = stage
       p.desc.coordinates.push_back({"pp", *stage});
     if (auto chunk = func->getAttrOfType<IntegerAttr>(kPipelineChunkAttrName))
@@ -411,7 +411,7 @@ private:
       p.bufferOf[arg] = b;
       RuntimeInputKind runtime = RuntimeInputKind::None;
       if (auto input = getRuntimeInput(func, arg.getArgNumber()))
-        runtime = parseRole<RuntimeInputKind>(stringifyRuntimeInput(*input).str());
+        runtime = planRole<RuntimeInputKind>(*input);
       plan_.inputs.push_back({n, b, p.desc.name, runtime, transfer ? transfer.getInt() : -1});
     }
     for (Operation &op : func.getBody().front()) {

@@ -160,8 +160,10 @@ const std::map<std::string, Decoder> &decoders() {
        }},
       {"kind",
        [](OpAttrs &a, const Json &v) {
-         a.kind = asEnum<CollectiveReduction>("kind", v,
-                                              {{"sum", CollectiveReduction::Sum}, {"max", CollectiveReduction::Max}});
+         a.kind = asEnum<CollectiveReduction>("kind", v, {
+#define CPC_ENUM_ReductionKind(reduction, name) {name, CollectiveReduction::reduction},
+#include "dialects/cpc/CpcOpTable.h.inc"
+                                              });
        }},
       {"mesh",
        [](OpAttrs &a, const Json &v) {

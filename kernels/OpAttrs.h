@@ -28,8 +28,12 @@ enum class ScatterReduction : uint8_t { None, Add, Mul, Max, Min };
 /// Where attention's heads lie (attribute "layout"): "bhnd" q [..., N, D] (heads among the batch
 /// dims), "bnhd" q [..., N, H, D] (each token's heads side by side).
 enum class AttentionLayout : uint8_t { HeadMajor, TokenMajor };
-/// all_reduce's combination (attribute "kind"); the communicator's ReduceOp has the same order.
-enum class CollectiveReduction : uint8_t { Sum, Max };
+/// all_reduce's combination (attribute "kind"): the dialect's ReductionKind (CpcAttrs.td),
+/// generated; the communicator's ReduceOp has the same order.
+enum class CollectiveReduction : uint8_t {
+#define CPC_ENUM_ReductionKind(reduction, name) reduction,
+#include "dialects/cpc/CpcOpTable.h.inc"
+};
 
 struct OpAttrs {
   // Integer attributes, with the ODS defaults where the op has one.

@@ -53,39 +53,29 @@ const char *bufferKindName(BufferKind kind) {
   return "?";
 }
 
-const char *roleName(VariableRole role) {
-  switch (role) {
-  case VariableRole::None: return "";
-  case VariableRole::GradAccumulator: return "gradient_accumulator";
-  case VariableRole::ExpAvg: return "exp_avg";
-  case VariableRole::ExpAvgSq: return "exp_avg_sq";
-  case VariableRole::LossScale: return "loss_scale";
-  case VariableRole::GrowthTracker: return "growth_tracker";
-  case VariableRole::OverflowTracker: return "overflow_tracker";
-  }
-  return "?";
-}
+namespace {
+// Each role's names by value: "" (None), the dialect's names, then "?" where parseRole stops.
+const char *const kVariableRoleNames[] = {"",
+#define CPC_ENUM_StateRole(role, name) name,
+#include "dialects/cpc/CpcOpTable.h.inc"
+                                          "?"};
+const char *const kRuntimeInputNames[] = {"",
+#define CPC_ENUM_RuntimeInput(input, name) name,
+#include "dialects/cpc/CpcOpTable.h.inc"
+                                          "?"};
+const char *const kProgramPhaseNames[] = {"",
+#define CPC_ENUM_Phase(phase, name) name,
+#include "dialects/cpc/CpcOpTable.h.inc"
+                                          "?"};
 
-const char *roleName(RuntimeInputKind input) {
-  switch (input) {
-  case RuntimeInputKind::None: return "";
-  case RuntimeInputKind::LearningRate: return "learning_rate";
-  case RuntimeInputKind::Step: return "step";
-  }
-  return "?";
+template <size_t N> const char *nameAt(const char *const (&names)[N], size_t index) {
+  return index < N ? names[index] : names[N - 1];
 }
+} // namespace
 
-const char *roleName(ProgramPhase phase) {
-  switch (phase) {
-  case ProgramPhase::None: return "";
-  case ProgramPhase::TrainStep: return "train_step";
-  case ProgramPhase::Accumulate: return "accumulate";
-  case ProgramPhase::Apply: return "apply";
-  case ProgramPhase::Forward: return "forward";
-  case ProgramPhase::Backward: return "backward";
-  }
-  return "?";
-}
+const char *roleName(VariableRole role) { return nameAt(kVariableRoleNames, size_t(role)); }
+const char *roleName(RuntimeInputKind input) { return nameAt(kRuntimeInputNames, size_t(input)); }
+const char *roleName(ProgramPhase phase) { return nameAt(kProgramPhaseNames, size_t(phase)); }
 
 template <typename Role> Role parseRole(const std::string &name) {
   for (int i = 0; std::string(roleName(Role(i))) != "?"; ++i) // each enum's names end in "?"

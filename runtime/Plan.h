@@ -65,14 +65,32 @@ inline int64_t pointToPointTag(int64_t channel, int64_t microbatch, int64_t chan
 enum class BufferKind { Arena, Parameter, State, Constant, Input };
 const char *bufferKindName(BufferKind kind);
 
-// Roles, as the dialect's attributes (StateRole, RuntimeInput, Phase) give them and under the
-// same names; the runtime reads these, never a buffer's or program's name.
+// Roles: None, then the cases of the dialect's StateRole, RuntimeInput and Phase enums
+// (CpcAttrs.td) in their order and under their names, generated from the op table (cpc-tblgen).
+// The runtime reads these, never a buffer's or program's name.
 /// What a state buffer holds.
-enum class VariableRole : uint8_t { None, GradAccumulator, ExpAvg, ExpAvgSq, LossScale, GrowthTracker, OverflowTracker };
+enum class VariableRole : uint8_t {
+  None,
+#define CPC_ENUM_StateRole(role, name) role,
+#include "dialects/cpc/CpcOpTable.h.inc"
+};
 /// An input the runtime computes each step instead of reading user data.
-enum class RuntimeInputKind : uint8_t { None, LearningRate, Step };
+enum class RuntimeInputKind : uint8_t {
+  None,
+#define CPC_ENUM_RuntimeInput(input, name) input,
+#include "dialects/cpc/CpcOpTable.h.inc"
+};
 /// Which part of a training step a program is (None: inference).
-enum class ProgramPhase : uint8_t { None, TrainStep, Accumulate, Apply, Forward, Backward };
+enum class ProgramPhase : uint8_t {
+  None,
+#define CPC_ENUM_Phase(phase, name) phase,
+#include "dialects/cpc/CpcOpTable.h.inc"
+};
+/// The plan's role for the dialect's `role` (one of StateRole, RuntimeInput, Phase): the same
+/// case, after None.
+template <typename PlanRole, typename DialectRole> PlanRole planRole(DialectRole role) {
+  return PlanRole(1 + static_cast<int>(role));
+}
 const char *roleName(VariableRole role);
 const char *roleName(RuntimeInputKind input);
 const char *roleName(ProgramPhase phase);

@@ -12,6 +12,7 @@
 #include "kernels/OpKind.h"
 #include "runtime/CollectiveKernels.h"
 #include "runtime/Device.h"
+#include "runtime/Plan.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
@@ -177,6 +178,22 @@ TEST(KernelCoverage, PlanTraitsMatchTheDialect) {
   EXPECT_FALSE(communicates(OpKind::ShardSlice));
   EXPECT_TRUE(hasTrait(OpKind::ShardSlice, PlanTrait::RankDependent));
   EXPECT_FALSE(hasTrait(OpKind::Add, PlanTrait::GroupCollective));
+}
+
+// Tests that the plan's roles are the dialect's (generated from the same enums): each case keeps
+// its name across the bridge, which PlanBuilder crosses with planRole.
+TEST(KernelCoverage, RolesMatchTheDialect) {
+  for (uint32_t v = 0; v <= getMaxEnumValForStateRole(); ++v)
+    EXPECT_EQ(roleName(planRole<VariableRole>(StateRole(v))), stringifyStateRole(StateRole(v)).str());
+  for (uint32_t v = 0; v <= getMaxEnumValForPhase(); ++v)
+    EXPECT_EQ(roleName(planRole<ProgramPhase>(Phase(v))), stringifyPhase(Phase(v)).str());
+  for (uint32_t v = 0; v <= getMaxEnumValForRuntimeInput(); ++v)
+    EXPECT_EQ(roleName(planRole<RuntimeInputKind>(RuntimeInput(v))), stringifyRuntimeInput(RuntimeInput(v)).str());
+  EXPECT_EQ(std::string(roleName(VariableRole::None)), "");
+  EXPECT_EQ(parseRole<VariableRole>("exp_avg_sq"), VariableRole::ExpAvgSq);
+  EXPECT_EQ(std::string(roleName(VariableRole(getMaxEnumValForStateRole() + 2))), "?");
+  nlohmann::json max = {{"kind", stringifyReductionKind(ReductionKind::Max).str()}};
+  EXPECT_EQ(kernels::decodeOpAttrs(max).kind, kernels::CollectiveReduction::Max);
 }
 
 } // namespace
