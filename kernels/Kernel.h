@@ -2,8 +2,8 @@
 //
 // One kernel per (cpc op, device, element type), registered under the op's kind (OpKind::Add,
 // generated from the dialect's ODS: kernels/OpKind.h). A plan step names its op, its
-// input/output buffers and the op's attributes, which the
-// executor decodes once into an OpAttrs (kernels/OpAttrs.h). CPU kernels register for any
+// input/output buffers and the op's attributes, which the executor decodes once into an
+// OpAttrs (kernels/OpAttrs.h). CPU kernels register for any
 // element type (they dispatch inside, and 16-bit floats are widened around those that compute
 // in f32); CUDA kernels register per element type. A lookup tries the step's element type, then
 // the device's any-type entry.
