@@ -502,11 +502,9 @@ private:
       p.desc.steps.push_back(std::move(step));
       return;
     }
-    if (!llvm::isa<CpcDialect>(op->getDialect()))
-      throw RuntimeError("cannot lower " + op->getName().getStringRef().str() + " at " + name);
-    std::optional<OpKind> kind = findOpKind(op->getName().getStringRef());
+    std::optional<OpKind> kind = findOpKind(op->getName().getStringRef()); // none outside the cpc dialect
     if (!kind)
-      throw RuntimeError("cannot lower " + op->getName().getStringRef().str() + " at " + name + ": no op of the plan");
+      throw RuntimeError("cannot lower " + op->getName().getStringRef().str() + " at " + name);
     step.op = *kind;
     step.attrs = opAttrs(op);
     for (Value v : op->getOperands())
