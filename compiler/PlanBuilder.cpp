@@ -68,8 +68,10 @@ nlohmann::json attrToJson(Attribute attr, Operation *op) {
     return true;
   if (auto sym = llvm::dyn_cast<FlatSymbolRefAttr>(attr))
     return sym.getValue().str();
-  if (auto kind = llvm::dyn_cast<ReductionKindAttr>(attr))
-    return stringifyReductionKind(kind.getValue()).str();
+#define CPC_ENUM_ATTR(AttrClass, Enum)                                                                             \
+  if (auto e = llvm::dyn_cast<AttrClass>(attr))                                                                    \
+    return stringify##Enum(e.getValue()).str();
+#include "dialects/cpc/CpcOpTable.h.inc"
   if (auto sharding = llvm::dyn_cast<ShardingAttr>(attr)) {
     nlohmann::json dims = nlohmann::json::array();
     for (unsigned d = 0; d < sharding.getDimAxes().size(); ++d) {
@@ -266,14 +268,15 @@ private:
       for (const StepDesc &s : p.steps) {
         summing |= hasTrait(s.op, PlanTrait::CombiningCollective);
         bucket |= s.op == OpKind::AllReduce && s.inputs.size() > 1;
-        if (s.op == OpKind::ReduceScatter && s.attrs.value("dim", 0) > 0) // packed blocks of the input
+        const int64_t dim = communicates(s.op) ? kernels::decodeOpAttrs(s.op, s.attrs).dim : 0;
+        if (s.op == OpKind::ReduceScatter && dim > 0) // packed blocks of the input
           interleave = std::max<int64_t>(interleave, plan_.buffers[s.inputs[0]].bytes());
         if (s.op == OpKind::AllToAll) // packed blocks out and in
           interleave = std::max<int64_t>(interleave, 2 * plan_.buffers[s.inputs[0]].bytes());
-        if (s.op == OpKind::AllGather && s.attrs.value("dim", 0) > 0) {
+        if (s.op == OpKind::AllGather && dim > 0) {
           const BufferDesc &out = plan_.buffers[s.outputs[0]];
           int64_t outer = 1;
-          for (int64_t d = 0; d < s.attrs.value("dim", 0); ++d)
+          for (int64_t d = 0; d < dim; ++d)
             outer *= out.shape[d];
           if (outer > 1)
             interleave = std::max<int64_t>(interleave, out.bytes());
@@ -495,6 +498,7 @@ private:
         throw RuntimeError("assign to '" + assign.getName().str() + "', which is no parameter or state read before");
       keepReturnedReads(p, it->second, assign, func);
       step.op = OpKind::Assign;
+      step.attrs = opAttrs(op); // the variable's name, for messages: the step holds its buffer
       step.inputs.push_back(bufferOf(p, assign.getValue()));
       step.outputs.push_back(it->second);
       p.assigns.push_back({(int)p.desc.steps.size(), it->second});

@@ -273,7 +273,7 @@ ConcatOperands checkConcat(const KernelContext &ctx) {
 uint64_t checkPad(const KernelContext &ctx) {
   checkArity(ctx, 1, 1);
   const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
-  const auto &low = ctx.attrs.lowPadding, &high = ctx.attrs.highPadding, &interior = ctx.attrs.interior;
+  const auto &low = ctx.attrs.lowPadding, &high = ctx.attrs.highPadding, &interior = ctx.attrs.interiorPadding;
   int64_t r = in.rank();
   if ((int64_t)low.size() != r || (int64_t)high.size() != r || (int64_t)interior.size() != r)
     ctx.fail("low, high and interior need one entry per input dim");
@@ -287,7 +287,7 @@ uint64_t checkPad(const KernelContext &ctx) {
   if (out.shape != expect || out.dtype != in.dtype)
     ctx.fail("result is " + std::string(dtypeName(out.dtype)) + shapeString(out.shape) + ", expected " +
              dtypeName(in.dtype) + shapeString(expect));
-  return padValueBits(in.dtype, ctx.attrs.hasValue ? ctx.attrs.value : 0.0);
+  return padValueBits(in.dtype, ctx.attrs.value);
 }
 
 uint64_t padValueBits(DType t, double value) {
@@ -341,7 +341,7 @@ int64_t checkGatherGrad(const KernelContext &ctx) {
   checkArity(ctx, 2, 1);
   const TensorRef &grad = ctx.inputs[0], &indices = ctx.inputs[1], &out = ctx.outputs[0];
   int64_t axis = rowAxis(ctx, out.rank(), true);
-  if (ctx.attrs.hasDimSize && ctx.attrs.dimSize != out.shape[axis])
+  if (ctx.attrs.has(AttrId::dimSize) && ctx.attrs.dimSize != out.shape[axis])
     ctx.fail("result dim " + std::to_string(axis) + " is not dim_size " + std::to_string(ctx.attrs.dimSize));
   std::vector<int64_t> expect = gatheredShape(out.shape, axis, indices.shape);
   if (grad.shape != expect || grad.dtype != out.dtype)
@@ -468,7 +468,7 @@ int64_t checkSoftmaxGrad(const KernelContext &ctx) {
 namespace {
 AttentionDims attentionDims(const KernelContext &ctx) {
   const TensorRef &q = ctx.inputs[0], &k = ctx.inputs[1], &v = ctx.inputs[2];
-  const bool tokenMajor = ctx.attrs.attentionLayout == AttentionLayout::TokenMajor;
+  const bool tokenMajor = ctx.attrs.layout == AttentionLayout::TokenMajor;
   const int64_t rank = q.rank(), matrixDims = tokenMajor ? 3 : 2; // [N, D] or [N, H, D]
   if (rank < matrixDims || k.rank() != rank || v.rank() != rank)
     ctx.fail("q, k and v must have one rank >= " + std::to_string(matrixDims));

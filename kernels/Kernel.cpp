@@ -10,7 +10,7 @@ namespace cpc::kernels {
 
 void KernelContext::setAttrs(const nlohmann::json &json) {
   try {
-    attrs = decodeOpAttrs(json);
+    attrs = decodeOpAttrs(op, json);
   } catch (const RuntimeError &e) {
     fail(e.what());
   }
@@ -26,7 +26,7 @@ void KernelContext::fail(const std::string &message) const { throw RuntimeError(
 
 IndexBlock indexBlock(const KernelContext &ctx, int64_t local) {
   IndexBlock block{0, local, local};
-  if (!ctx.attrs.hasBlockAxes)
+  if (!ctx.attrs.has(AttrId::blockAxes))
     return block;
   if (!ctx.meshShape || !ctx.meshAxes || ctx.meshShape->size() != ctx.meshAxes->size())
     ctx.fail("block_axes without a device mesh");

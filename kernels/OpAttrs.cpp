@@ -1,205 +1,118 @@
-//===- OpAttrs.cpp --------------------------------------------------------===//
+//===- OpAttrs.cpp - each op's attributes, decoded by the rules ODS gives --===//
 #include "kernels/OpAttrs.h"
 #include "kernels/Tensor.h"
 
-#include <functional>
-#include <map>
+#include <algorithm>
+#include <iterator>
+#include <type_traits>
 
 namespace cpc::kernels {
 
 namespace {
 
 using Json = nlohmann::json;
-using Decoder = std::function<void(OpAttrs &, const Json &)>;
 
-[[noreturn]] void wrongType(const std::string &name, const char *expected) {
-  throw RuntimeError("attribute '" + name + "' should be " + expected);
+[[noreturn]] void wrongType(const char *name, const char *expected) {
+  throw RuntimeError(std::string("attribute '") + name + "' should be " + expected);
 }
 
-int64_t asInt(const std::string &name, const Json &v) {
+// One decoder per field type; the generated rows pick the one of the field they fill.
+void decode(int64_t &out, const char *name, const Json &v) {
   if (!v.is_number_integer())
     wrongType(name, "an integer");
-  return v.get<int64_t>();
+  out = v.get<int64_t>();
 }
-double asFloat(const std::string &name, const Json &v) {
+void decode(double &out, const char *name, const Json &v) {
   if (!v.is_number())
     wrongType(name, "a number");
-  return v.get<double>();
+  out = v.get<double>();
 }
-bool asBool(const std::string &name, const Json &v) {
+void decode(bool &out, const char *name, const Json &v) {
   if (!v.is_boolean())
     wrongType(name, "true or false");
-  return v.get<bool>();
+  out = v.get<bool>();
 }
-std::vector<int64_t> asInts(const std::string &name, const Json &v) {
-  if (!v.is_array())
-    wrongType(name, "a list of integers");
-  std::vector<int64_t> out;
-  for (const Json &e : v)
-    out.push_back(asInt(name, e));
-  return out;
-}
-std::vector<std::string> asNames(const std::string &name, const Json &v) {
-  if (!v.is_array())
-    wrongType(name, "a list of names");
-  std::vector<std::string> out;
-  for (const Json &e : v) {
-    if (!e.is_string())
-      wrongType(name, "a list of names");
-    out.push_back(e.get<std::string>());
-  }
-  return out;
-}
-template <typename Enum> Enum asEnum(const std::string &name, const Json &v, std::map<std::string, Enum> names) {
+void decode(std::string &out, const char *name, const Json &v) {
   if (!v.is_string())
     wrongType(name, "a name");
-  auto it = names.find(v.get<std::string>());
-  if (it == names.end()) {
-    std::string known;
-    for (auto &[n, e] : names)
-      known += (known.empty() ? "" : ", ") + n;
-    throw RuntimeError("attribute '" + name + "' is '" + v.get<std::string>() + "' (expected " + known + ")");
-  }
-  return it->second;
+  out = v.get<std::string>();
+}
+template <typename T> void decode(std::vector<T> &out, const char *name, const Json &v) {
+  if (!v.is_array())
+    wrongType(name, "a list");
+  out.assign(v.size(), T{});
+  for (size_t i = 0; i < v.size(); ++i)
+    decode(out[i], name, v[i]);
+}
+void decode(Json &out, const char *, const Json &v) { out = v; } // a sharding: its kernel reads it
+template <typename Enum, typename = std::enable_if_t<std::is_enum_v<Enum>>>
+void decode(Enum &out, const char *name, const Json &v) {
+  if (!v.is_string())
+    wrongType(name, "a name");
+  const auto &names = AttrEnumCases<Enum>::names;
+  for (size_t i = 0; i < std::size(names); ++i)
+    if (v.get<std::string>() == names[i]) {
+      out = static_cast<Enum>(i);
+      return;
+    }
+  std::string known;
+  for (const char *n : names)
+    known += (known.empty() ? "" : ", ") + std::string(n);
+  throw RuntimeError(std::string("attribute '") + name + "' is '" + v.get<std::string>() + "' (expected " + known + ")");
 }
 
-#define CPC_INT(field) [](OpAttrs &a, const Json &v) { a.field = asInt(#field, v); }
-#define CPC_INTS(field) [](OpAttrs &a, const Json &v) { a.field = asInts(#field, v); }
-#define CPC_FLOAT(field) [](OpAttrs &a, const Json &v) { a.field = asFloat(#field, v); }
-#define CPC_BOOL(field) [](OpAttrs &a, const Json &v) { a.field = asBool(#field, v); }
+/// How an op declares one attribute, and how a step's value (or its absence) fills the field.
+struct AttrRule {
+  const char *name;
+  AttrId id;
+  AttrPresence presence;
+  void (*decode)(OpAttrs &, const Json &);
+  void (*setDefault)(OpAttrs &) = nullptr; // Defaulted: ODS's default
+};
 
-/// Every attribute name a kernel reads, and where its value goes.
-const std::map<std::string, Decoder> &decoders() {
-  static const std::map<std::string, Decoder> table = {
-      {"axis",
-       [](OpAttrs &a, const Json &v) {
-         if (v.is_string())
-           a.axisName = v.get<std::string>();
-         else
-           a.axis = asInt("axis", v);
-       }},
-      {"k", CPC_INT(k)},
-      {"groups", CPC_INT(groups)},
-      {"dim_size", [](OpAttrs &a, const Json &v) { a.dimSize = asInt("dim_size", v), a.hasDimSize = true; }},
-      {"seed", CPC_INT(seed)},
-      {"root", CPC_INT(root)},
-      {"peer", CPC_INT(peer)},
-      {"channel", CPC_INT(channel)},
-      {"dim", CPC_INT(dim)},
-      {"split_dim", [](OpAttrs &a, const Json &v) { a.splitDim = asInt("split_dim", v); }},
-      {"concat_dim", [](OpAttrs &a, const Json &v) { a.concatDim = asInt("concat_dim", v); }},
-      {"axes",
-       [](OpAttrs &a, const Json &v) {
-         if (v.is_array() && !v.empty() && v[0].is_string())
-           a.meshAxes = asNames("axes", v);
-         else
-           a.axes = asInts("axes", v);
-       }},
-      {"strides", CPC_INTS(strides)},
-      {"padding", CPC_INTS(padding)},
-      {"dilations", CPC_INTS(dilations)},
-      {"starts", CPC_INTS(starts)},
-      {"limits", CPC_INTS(limits)},
-      {"permutation", CPC_INTS(permutation)},
-      {"interior", CPC_INTS(interior)},
-      {"low",
-       [](OpAttrs &a, const Json &v) {
-         if (v.is_array())
-           a.lowPadding = asInts("low", v);
-         else
-           a.low = asFloat("low", v);
-       }},
-      {"high",
-       [](OpAttrs &a, const Json &v) {
-         if (v.is_array())
-           a.highPadding = asInts("high", v);
-         else
-           a.high = asFloat("high", v);
-       }},
-      {"epsilon", CPC_FLOAT(epsilon)},
-      {"beta1", CPC_FLOAT(beta1)},
-      {"scale", CPC_FLOAT(scale)},
-      {"beta2", CPC_FLOAT(beta2)},
-      {"weight_decay", [](OpAttrs &a, const Json &v) { a.weightDecay = asFloat("weight_decay", v); }},
-      {"weight_decays",
-       [](OpAttrs &a, const Json &v) {
-         if (!v.is_array())
-           wrongType("weight_decays", "a list of numbers");
-         for (const Json &x : v)
-           a.weightDecays.push_back(asFloat("weight_decays", x));
-       }},
-      {"value", [](OpAttrs &a, const Json &v) { a.value = asFloat("value", v), a.hasValue = true; }},
-      {"transpose_lhs", [](OpAttrs &a, const Json &v) { a.transposeLhs = asBool("transpose_lhs", v); }},
-      {"transpose_rhs", [](OpAttrs &a, const Json &v) { a.transposeRhs = asBool("transpose_rhs", v); }},
-      {"keepdims", CPC_BOOL(keepdims)},
-      {"largest", CPC_BOOL(largest)},
-      {"sorted", CPC_BOOL(sorted)},
-      {"descending", CPC_BOOL(descending)},
-      {"approximate",
-       [](OpAttrs &a, const Json &v) {
-         a.approximate = asEnum<GeluApproximation>("approximate", v,
-                                                   {{"none", GeluApproximation::None}, {"tanh", GeluApproximation::Tanh}});
-       }},
-      {"activation",
-       [](OpAttrs &a, const Json &v) {
-         a.activation = asEnum<Activation>("activation", v, {{"none", Activation::None}, {"gelu", Activation::Gelu}});
-       }},
-      {"reduction",
-       [](OpAttrs &a, const Json &v) {
-         a.reduction = asEnum<ScatterReduction>("reduction", v,
-                                                {{"none", ScatterReduction::None},
-                                                 {"add", ScatterReduction::Add},
-                                                 {"mul", ScatterReduction::Mul},
-                                                 {"max", ScatterReduction::Max},
-                                                 {"min", ScatterReduction::Min}});
-       }},
-      {"layout",
-       [](OpAttrs &a, const Json &v) {
-         a.attentionLayout = asEnum<AttentionLayout>(
-             "layout", v, {{"bhnd", AttentionLayout::HeadMajor}, {"bnhd", AttentionLayout::TokenMajor}});
-       }},
-      {"kind",
-       [](OpAttrs &a, const Json &v) {
-         a.kind = asEnum<CollectiveReduction>("kind", v, {
-#define CPC_ENUM_ReductionKind(reduction, name) {name, CollectiveReduction::reduction},
+const std::vector<AttrRule> &rulesOf(OpKind op) {
+  static const std::vector<std::vector<AttrRule>> all = [] {
+    std::vector<std::vector<AttrRule>> rules(allOpKinds().size());
+#define CPC_OP_ATTR(kind, field, name, storage, presence, value)                                                  \
+  rules[static_cast<size_t>(OpKind::kind)].push_back(                                                             \
+      {name, AttrId::field, AttrPresence::presence, [](OpAttrs &a, const Json &v) { decode(a.field, name, v); }});
 #include "dialects/cpc/CpcOpTable.h.inc"
-                                              });
-       }},
-      {"mesh",
-       [](OpAttrs &a, const Json &v) {
-         if (!v.is_string())
-           wrongType("mesh", "a name");
-         a.mesh = v.get<std::string>();
-       }},
-      {"block_axes", [](OpAttrs &a, const Json &v) { a.blockAxes = asNames("block_axes", v), a.hasBlockAxes = true; }},
-      {"sharding", [](OpAttrs &a, const Json &v) { a.sharding = v; }},
-  };
-  return table;
+#define CPC_OP_ATTR_DEFAULT(kind, field, value)                                                                    \
+  for (AttrRule & rule : rules[static_cast<size_t>(OpKind::kind)])                                                 \
+    if (rule.id == AttrId::field)                                                                                  \
+      rule.setDefault = [](OpAttrs &a) { a.field = value; };
+#include "dialects/cpc/CpcOpTable.h.inc"
+    return rules;
+  }();
+  return all[static_cast<size_t>(op)];
 }
-
-#undef CPC_INT
-#undef CPC_INTS
-#undef CPC_FLOAT
-#undef CPC_BOOL
 
 } // namespace
 
-OpAttrs decodeOpAttrs(const nlohmann::json &attrs) {
-  OpAttrs out;
-  if (attrs.is_null())
-    return out;
-  if (!attrs.is_object())
+OpAttrs decodeOpAttrs(OpKind op, const nlohmann::json &attrs) {
+  if (!attrs.is_null() && !attrs.is_object())
     throw RuntimeError("a step's attributes should be an object");
-  const auto &table = decoders();
-  for (auto it = attrs.begin(); it != attrs.end(); ++it) {
-    const std::string &name = it.key();
-    if (name.find('.') != std::string::npos)
-      continue; // a discardable annotation (cpc.shardings, pipeline labels): the compiler's
-    auto d = table.find(name);
-    if (d == table.end())
-      throw RuntimeError("unknown attribute '" + name + "'");
-    d->second(out, it.value());
-  }
+  OpAttrs out;
+  const std::vector<AttrRule> &rules = rulesOf(op);
+  for (const AttrRule &rule : rules)
+    if (rule.setDefault) {
+      rule.setDefault(out);
+      out.present.set(static_cast<size_t>(rule.id));
+    }
+  if (attrs.is_object())
+    for (auto it = attrs.begin(); it != attrs.end(); ++it) {
+      const std::string &name = it.key();
+      if (name.find('.') != std::string::npos)
+        continue; // a discardable annotation (cpc.shardings, pipeline labels): the compiler's
+      auto rule = std::find_if(rules.begin(), rules.end(), [&](const AttrRule &r) { return name == r.name; });
+      if (rule == rules.end())
+        throw RuntimeError("unknown attribute '" + name + "'");
+      rule->decode(out, it.value());
+      out.present.set(static_cast<size_t>(rule->id));
+    }
+  for (const AttrRule &rule : rules)
+    if (rule.presence == AttrPresence::Required && !out.has(rule.id))
+      throw RuntimeError(std::string("missing attribute '") + rule.name + "'");
   return out;
 }
 

@@ -2,89 +2,61 @@
 //
 // A plan stores each step's op attributes as JSON under their ODS names. The executor decodes
 // them once, when it loads the plan, into an OpAttrs; kernels (CPU and CUDA alike) read its
-// fields instead of looking names up on every call. A name that two ops use with different types
-// ("axis": an int for softmax, a mesh axis name for send; "low": pad's ints, random_uniform's
-// float) lands in the field of its JSON type. Discardable annotations (names with a dot, such as
-// "cpc.shardings") are the compiler's, not the kernels', and are skipped; any other unknown name
-// is an error, so that a plan from a newer compiler fails clearly instead of running wrong.
+// fields instead of looking names up on every call. The fields, their types, the enums and each
+// op's attributes with their presence and defaults are generated from the ODS definitions
+// (cpc-tblgen, CpcOpTable.h.inc), so that a name and its default exist once: a field is the
+// attribute's name in camelCase ("transpose_lhs" -> transposeLhs), one name has one type across
+// the dialect, and an attribute a step leaves out gets ODS's default. Discardable annotations
+// (names with a dot, such as "cpc.shardings") are the compiler's, not the kernels', and are
+// skipped; an attribute the op does not declare, or a required one missing, is an error, so
+// that a plan from another compiler fails clearly instead of running wrong.
 //
 #ifndef CPC_KERNELS_OPATTRS_H
 #define CPC_KERNELS_OPATTRS_H
 
+#include "kernels/OpKind.h"
+
 #include <nlohmann/json.hpp>
 
+#include <bitset>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace cpc::kernels {
 
-/// The activation a fused GEMM applies after its bias (attribute "activation").
-enum class Activation : uint8_t { None, Gelu };
-/// GELU's form (attribute "approximate").
-enum class GeluApproximation : uint8_t { None, Tanh };
-/// scatter_nd's combination of updates with the data (attribute "reduction").
-enum class ScatterReduction : uint8_t { None, Add, Mul, Max, Min };
-/// Where attention's heads lie (attribute "layout"): "bhnd" q [..., N, D] (heads among the batch
-/// dims), "bnhd" q [..., N, H, D] (each token's heads side by side).
-enum class AttentionLayout : uint8_t { HeadMajor, TokenMajor };
-/// all_reduce's combination (attribute "kind"): the dialect's ReductionKind (CpcAttrs.td),
-/// generated; the communicator's ReduceOp has the same order.
-enum class CollectiveReduction : uint8_t {
-#define CPC_ENUM_ReductionKind(reduction, name) reduction,
+/// The names of an enum attribute's cases, in value order: `names[size_t(e)]` is the case's
+/// name in the dialect and in plans. Specialized by the generated table.
+template <typename Enum> struct AttrEnumCases;
+
+// The enums that attributes are stored as: ReductionKind, GeluApproximation, FusedActivation,
+// ScatterReduction, AttentionLayout, ... (the dialect's, case for case).
+#define CPC_GEN_ATTR_ENUMS
 #include "dialects/cpc/CpcOpTable.h.inc"
+
+/// Every attribute name the dialect's ops declare, by its field's name (AttrId::blockAxes).
+enum class AttrId : uint8_t {
+#define CPC_ATTR(field, name, type) field,
+#include "dialects/cpc/CpcOpTable.h.inc"
+  Count
 };
 
 struct OpAttrs {
-  // Integer attributes, with the ODS defaults where the op has one.
-  int64_t axis = 0;            // softmax, layer_norm, concat, gather, topk, argsort, ...
-  int64_t k = 0;               // topk
-  int64_t groups = 1;          // conv2d and its gradients
-  int64_t dimSize = -1;        // gather_grad: the gathered dim's size (-1: unset)
-  int64_t seed = 0;            // random_uniform
-  int64_t root = 0;            // broadcast_from, reduce_to: the root's position in the group
-  int64_t peer = -1;           // send, recv: the peer's coordinate along `axisName`
-  int64_t channel = 0;         // send, recv
-  int64_t dim = 0;             // all_gather, reduce_scatter: the gathered / scattered dim
-  int64_t splitDim = 0, concatDim = 0; // all_to_all
-  // Integer lists.
-  std::vector<int64_t> axes;   // reductions
-  std::vector<int64_t> strides, padding, dilations; // conv2d, slice (strides)
-  std::vector<int64_t> starts, limits;              // slice
-  std::vector<int64_t> permutation;                 // transpose
-  std::vector<int64_t> lowPadding, highPadding, interior; // pad ("low", "high", "interior")
-  // Floats.
-  double epsilon = 0;          // layer_norm, adamw
-  double beta1 = 0, beta2 = 0, weightDecay = 0; // adamw
-  std::vector<double> weightDecays; // multi_tensor_adamw: one per tensor
-  double value = 0;            // pad
-  double low = 0, high = 1;    // random_uniform
-  double scale = 1;            // attention, attention_grad: the scores' factor
-  // Flags.
-  bool transposeLhs = false, transposeRhs = false; // matmul
-  bool keepdims = false;       // reductions
-  bool largest = true, sorted = true; // topk
-  bool descending = false;     // argsort
-  // Enumerations.
-  GeluApproximation approximate = GeluApproximation::None;
-  Activation activation = Activation::None; // matmul_bias
-  ScatterReduction reduction = ScatterReduction::None;
-  AttentionLayout attentionLayout = AttentionLayout::HeadMajor; // attention, attention_grad ("layout")
-  CollectiveReduction kind = CollectiveReduction::Sum;
-  // Mesh names.
-  std::string mesh;                    // collectives: the mesh symbol
-  std::vector<std::string> meshAxes;   // collectives: "axes" as names
-  std::string axisName;                // send, recv: "axis" as a name
-  std::vector<std::string> blockAxes;  // gather (and its gradient) over a block of the indexed dim
-  nlohmann::json sharding;             // shard_slice: the target sharding (read by its kernel's setup)
+#define CPC_ATTR(field, name, type) type field{};
+#include "dialects/cpc/CpcOpTable.h.inc"
 
-  /// Which of the optional attributes the step has (those whose absence means something).
-  bool hasValue = false, hasDimSize = false, hasBlockAxes = false;
+  /// Whether the step has a value for the attribute: given, or defaulted by ODS. An optional
+  /// attribute left out (block_axes, dim) has none, and its field keeps its zero value.
+  bool has(AttrId id) const { return present[static_cast<size_t>(id)]; }
+  std::bitset<static_cast<size_t>(AttrId::Count)> present;
 };
 
-/// Decodes a step's attributes; throws RuntimeError naming the attribute on an unknown name or
-/// a value of the wrong type.
-OpAttrs decodeOpAttrs(const nlohmann::json &attrs);
+/// Decodes the attributes of a step that runs `op`; throws RuntimeError naming the attribute on
+/// one `op` does not declare, a required one missing or a value of the wrong type.
+OpAttrs decodeOpAttrs(OpKind op, const nlohmann::json &attrs);
+
+/// The name of an enum attribute's case ("tanh" for GeluApproximation::Tanh).
+template <typename Enum> const char *attrEnumName(Enum e) { return AttrEnumCases<Enum>::names[static_cast<size_t>(e)]; }
 
 } // namespace cpc::kernels
 

@@ -66,7 +66,7 @@ const std::vector<OpKind> &allOpKinds() {
 const std::vector<OpAttrSpec> &opAttrSpecs(OpKind kind) {
   static const std::array<std::vector<OpAttrSpec>, kNumOps> specs = [] {
     std::array<std::vector<OpAttrSpec>, kNumOps> all;
-#define CPC_OP_ATTR(kind, name, storage, presence, value)                                                 \
+#define CPC_OP_ATTR(kind, field, name, storage, presence, value)                                          \
   all[static_cast<size_t>(OpKind::kind)].push_back({name, #storage, AttrPresence::presence, value});
 #include "dialects/cpc/CpcOpTable.h.inc"
     return all;

@@ -50,7 +50,7 @@ struct OpAttrSpec {
   const char *name;        // "epsilon"
   const char *storage;     // the ODS attribute class: "F64Attr", "DenseI64ArrayAttr", ...
   AttrPresence presence;
-  const char *defaultValue; // ODS's C++ literal for a Defaulted attribute ("" otherwise)
+  const char *defaultValue; // a Defaulted attribute's: ODS's literal, an enum's case by name ("" otherwise)
 };
 /// The attributes `kind` declares, in ODS order.
 const std::vector<OpAttrSpec> &opAttrSpecs(OpKind kind);

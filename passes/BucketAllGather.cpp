@@ -61,7 +61,7 @@ void mergeBucket(MutableArrayRef<Member> bucket) {
   Value packed = b.create<ConcatOp>(loc, RankedTensorType::get({blockElements}, elementType), blocks,
                                     b.getI64IntegerAttr(0));
   Value gathered = b.create<AllGatherOp>(loc, RankedTensorType::get({ranks * blockElements}, elementType), packed,
-                                         last.getMeshAttr(), last.getAxesAttr());
+                                         last.getMeshAttr(), last.getMeshAxesAttr());
   // Row r of [ranks, blockElements] is rank r's packed blocks; member i is a column range.
   Value byRank = b.create<ReshapeOp>(loc, RankedTensorType::get({ranks, blockElements}, elementType), gathered);
   // Each parameter's slice is followed right away by its assigns, so that it is written into the
@@ -106,7 +106,7 @@ void bucketAllGathers(func::FuncOp func, int64_t limit) {
       continue;
     auto type = op.getType();
     int64_t size = type.getNumElements() * std::max<int64_t>(type.getElementTypeBitWidth() / 8, 1);
-    if (!bucket.empty() && (bytes + size > limit || bucket.front().gather.getAxesAttr() != op.getAxesAttr() ||
+    if (!bucket.empty() && (bytes + size > limit || bucket.front().gather.getMeshAxesAttr() != op.getMeshAxesAttr() ||
                             bucket.front().gather.getMeshAttr() != op.getMeshAttr() ||
                             bucket.front().gather.getType().getElementType() != type.getElementType())) {
       mergeBucket(bucket);

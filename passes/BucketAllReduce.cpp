@@ -27,7 +27,7 @@ void mergeAllReduces(ArrayRef<AllReduceOp> bucket) {
   SmallVector<Value> inputs;
   for (AllReduceOp op : bucket)
     inputs.push_back(op.getInputs().front());
-  auto merged = b.create<AllReduceOp>(last.getLoc(), inputs, last.getMeshAttr(), last.getAxesAttr());
+  auto merged = b.create<AllReduceOp>(last.getLoc(), inputs, last.getMeshAttr(), last.getMeshAxesAttr());
   for (auto [i, member] : llvm::enumerate(bucket)) {
     AllReduceOp op = member;
     op.getResult(0).replaceAllUsesWith(merged.getResult(i));
@@ -58,7 +58,7 @@ void mergeReduceScatters(ArrayRef<ReduceScatterOp> bucket) {
   Value side = b.create<ConcatOp>(loc, RankedTensorType::get({ranks, total}, et), columns, b.getI64IntegerAttr(1));
   Value flat = b.create<ReshapeOp>(loc, RankedTensorType::get({ranks * total}, et), side);
   Value mine = b.create<ReduceScatterOp>(loc, RankedTensorType::get({total}, et), flat, last.getMeshAttr(),
-                                         last.getAxesAttr());
+                                         last.getMeshAxesAttr());
   int64_t offset = 0;
   for (ReduceScatterOp op : bucket) {
     int64_t block = op.getType().getNumElements();
@@ -127,7 +127,7 @@ void bucketReductions(func::FuncOp func, int64_t limit, InputFn input, MergeFn m
       continue;
     auto type = llvm::cast<RankedTensorType>(in.getType());
     int64_t size = type.getNumElements() * std::max<int64_t>(type.getElementTypeBitWidth() / 8, 1);
-    auto key = std::make_tuple(type.getElementType(), Attribute(reduction.getAxesAttr()),
+    auto key = std::make_tuple(type.getElementType(), Attribute(reduction.getMeshAxesAttr()),
                                Attribute(reduction.getMeshAttr()));
     auto it = llvm::find_if(open, [&](const auto &entry) { return entry.first == key; });
     if (it == open.end()) {

@@ -92,7 +92,7 @@ bool fuse(SoftmaxOp softmax) {
   // At the output product: q, k and v dominate it (they dominate the ops before it).
   OpBuilder builder(output);
   auto fused = builder.create<AttentionOp>(output.getLoc(), TypeRange{output.getType(), probabilities.getType()}, q, k,
-                                           v, llvm::APFloat(scaled->second));
+                                           v, llvm::APFloat(scaled->second), AttentionLayout::HeadMajor);
   fused->setDiscardableAttrs(output->getDiscardableAttrDictionary());
   output.getResult().replaceAllUsesWith(fused.getResult());
   Operation *scaleOp = x.getDefiningOp() == scores ? nullptr : x.getDefiningOp();
@@ -178,7 +178,7 @@ bool foldHeadTransposes(AttentionOp attention) {
   Location loc = attention.getLoc();
   Value q = materialize(b, loc, sources[0]), k = materialize(b, loc, sources[1]), v = materialize(b, loc, sources[2]);
   auto fused = b.create<AttentionOp>(loc, TypeRange{back.getType(), attention.getProbabilities().getType()}, q, k, v,
-                                     attention.getScale(), "bnhd");
+                                     attention.getScale(), AttentionLayout::TokenMajor);
   fused->setDiscardableAttrs(attention->getDiscardableAttrDictionary());
   back.getResult().replaceAllUsesWith(fused.getResult());
   attention.getProbabilities().replaceAllUsesWith(fused.getProbabilities());

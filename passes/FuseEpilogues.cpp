@@ -57,7 +57,8 @@ bool fuse(MatMulOp matmul) {
     results.push_back(sum.getType());
   auto fused = builder.create<MatMulBiasOp>(add.getLoc(), results, matmul.getLhs(), matmul.getRhs(), bias,
                                             matmul.getTransposeLhs(), matmul.getTransposeRhs(),
-                                            gelu ? "gelu" : "none", gelu ? gelu.getApproximate() : "none");
+                                            gelu ? FusedActivation::Gelu : FusedActivation::None,
+                                            gelu ? gelu.getApproximate() : GeluApproximation::None);
   fused->setDiscardableAttrs(matmul->getDiscardableAttrDictionary());
   if (gelu) {
     gelu.getResult().replaceAllUsesWith(fused.getResult());

@@ -71,17 +71,17 @@ Value matchTanhOfCubicInput(Value v) {
 
 /// Is `v` == 1 + erf(x / sqrt(2)) (exact GELU) or 1 + tanh(...) (tanh GELU)? Returns x and sets
 /// `approximate`.
-Value matchOnePlusGate(Value v, StringRef &approximate) {
+Value matchOnePlusGate(Value v, GeluApproximation &approximate) {
   Value gate = otherOperandIf(v.getDefiningOp<AddOp>(), [](Value c) { return isSplatFloat(c, 1.0); });
   if (!gate)
     return {};
   if (Value x = matchErfOfScaledInput(gate)) {
-    approximate = "none";
+    approximate = GeluApproximation::None;
     return x;
   }
   Value x = matchTanhOfCubicInput(gate);
   if (x)
-    approximate = "tanh"; // set only on a match: callers try several operand orders
+    approximate = GeluApproximation::Tanh; // set only on a match: callers try several operand orders
   return x;
 }
 
@@ -90,7 +90,7 @@ struct FuseGeluPattern : OpRewritePattern<MulOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(MulOp root, PatternRewriter &rewriter) const override {
     Value x;
-    StringRef approximate;
+    GeluApproximation approximate = GeluApproximation::None;
     // Form A: mul(mul(x, 1+erf), 0.5).
     if (Value inner = otherOperandIf(root, [](Value c) { return isSplatFloat(c, 0.5); })) {
       if (auto mul = inner.getDefiningOp<MulOp>()) {
@@ -109,7 +109,7 @@ struct FuseGeluPattern : OpRewritePattern<MulOp> {
     }
     if (!x || x.getType() != root.getType())
       return failure();
-    rewriter.replaceOpWithNewOp<GeluOp>(root, x.getType(), x, rewriter.getStringAttr(approximate));
+    rewriter.replaceOpWithNewOp<GeluOp>(root, x.getType(), x, GeluApproximationAttr::get(rewriter.getContext(), approximate));
     return success();
   }
 };

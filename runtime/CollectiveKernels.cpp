@@ -69,7 +69,7 @@ uint8_t *scratchBytes(const kernels::KernelContext &ctx, int slot, size_t bytes)
 }
 
 ReduceOp reduceOpOf(const kernels::KernelContext &ctx) {
-  return ctx.attrs.kind == kernels::CollectiveReduction::Max ? ReduceOp::Max : ReduceOp::Sum;
+  return ctx.attrs.kind == kernels::ReductionKind::Max ? ReduceOp::Max : ReduceOp::Sum;
 }
 
 /// Reduces the inputs over the mesh axes (attribute `kind`: sum, the default, or max). One input
@@ -272,7 +272,7 @@ void shardSliceKernel(kernels::KernelContext &ctx) {
 /// The world rank of this rank's peer: its coordinates with the one of `axis` set to `peer`.
 int peerRank(const kernels::KernelContext &ctx) {
   checkMesh(ctx);
-  int64_t axis = axisIndex(ctx, ctx.attrs.axisName), peer = ctx.attrs.peer;
+  int64_t axis = axisIndex(ctx, ctx.attrs.meshAxis), peer = ctx.attrs.peer;
   std::vector<int64_t> coords = meshCoordinates(ctx.rank, *ctx.meshShape);
   if (peer < 0 || peer >= (*ctx.meshShape)[axis])
     ctx.fail("peer " + std::to_string(peer) + " is outside the mesh");

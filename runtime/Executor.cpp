@@ -195,7 +195,7 @@ void Executor::prepareCommunication() {
         continue;
       kernels::OpAttrs attrs;
       try {
-        attrs = kernels::decodeOpAttrs(step.attrs);
+        attrs = kernels::decodeOpAttrs(step.op, step.attrs);
       } catch (const RuntimeError &e) {
         throw RuntimeError("program " + program.name + ", step " + std::to_string(i) + " (" + step.loc + "): " + e.what());
       }
@@ -205,7 +205,7 @@ void Executor::prepareCommunication() {
       }
       if (!plan_.runsOn(program, options_.rank))
         continue;
-      auto axis = std::find(plan_.meshAxes.begin(), plan_.meshAxes.end(), attrs.axisName);
+      auto axis = std::find(plan_.meshAxes.begin(), plan_.meshAxes.end(), attrs.meshAxis);
       if (axis == plan_.meshAxes.end() || attrs.peer < 0 || attrs.peer >= plan_.meshShape[axis - plan_.meshAxes.begin()])
         continue; // the step fails with its message when it runs
       std::vector<int64_t> peer = coords;

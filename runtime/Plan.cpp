@@ -1,5 +1,6 @@
 //===- Plan.cpp - plan (de)serialization and validation -------------------===//
 #include "runtime/Plan.h"
+#include "kernels/OpAttrs.h"
 #include "support/CheckedSize.h"
 
 #include <cmath>
@@ -143,11 +144,8 @@ int64_t Plan::pointToPointChannels() const {
   int64_t channels = 0;
   for (const RankProgram &p : programs)
     for (const StepDesc &s : p.steps)
-      if (hasTrait(s.op, PlanTrait::PointToPoint) && s.attrs.is_object()) {
-        const auto &c = s.attrs.value("channel", nlohmann::json());
-        if (c.is_number_integer())
-          channels = std::max(channels, c.get<int64_t>() + 1);
-      }
+      if (hasTrait(s.op, PlanTrait::PointToPoint))
+        channels = std::max(channels, kernels::decodeOpAttrs(s.op, s.attrs).channel + 1); // validated: decodes
   for (const auto *list : {&inputs, &outputs})
     for (const NamedBuffer &n : *list)
       channels = std::max(channels, n.transfer + 1);
@@ -511,11 +509,16 @@ void Plan::validate() const {
     }
   for (const auto &p : programs)
     for (const auto &s : p.steps)
-      if (hasTrait(s.op, PlanTrait::PointToPoint)) {
-        const auto &channel = s.attrs.is_object() ? s.attrs.value("channel", nlohmann::json()) : nlohmann::json();
-        if (!channel.is_number_integer() || channel.get<int64_t>() < 0 || channel.get<int64_t>() >= kChannelsPerTag)
-          failPlan("step " + std::string(opName(s.op)) + " at " + s.loc + " has no channel in [0, " + std::to_string(kChannelsPerTag) + ")");
+    for (const auto &s : p.steps) {
+      kernels::OpAttrs attrs;
+      try {
+        attrs = kernels::decodeOpAttrs(s.op, s.attrs);
+      } catch (const RuntimeError &e) {
+        failPlan("step " + std::string(opName(s.op)) + " at " + s.loc + ": " + e.what());
       }
+      if (hasTrait(s.op, PlanTrait::PointToPoint) && (attrs.channel < 0 || attrs.channel >= kChannelsPerTag))
+        failPlan("step " + std::string(opName(s.op)) + " at " + s.loc + " has no channel in [0, " + std::to_string(kChannelsPerTag) + ")");
+    }
 }
 
 namespace {

@@ -1,5 +1,6 @@
 //===- ScheduleCheck.cpp --------------------------------------------------===//
 #include "runtime/ScheduleCheck.h"
+#include "kernels/OpAttrs.h"
 
 #include <algorithm>
 #include <deque>
@@ -11,10 +12,13 @@ namespace cpc {
 
 namespace {
 
-/// A step's attributes as an object (a step without any may hold null).
-const nlohmann::json &attrsOf(const StepDesc &step) {
-  static const nlohmann::json empty = nlohmann::json::object();
-  return step.attrs.is_object() ? step.attrs : empty;
+/// A step's attributes, decoded by its op's rules; a step that fails them names itself.
+kernels::OpAttrs attrsOf(const StepDesc &step) {
+  try {
+    return kernels::decodeOpAttrs(step.op, step.attrs);
+  } catch (const RuntimeError &e) {
+    throw RuntimeError(std::string(opName(step.op)) + " at " + step.loc + ": " + e.what());
+  }
 }
 
 std::string shapeText(const BufferDesc &b) {
@@ -27,10 +31,11 @@ std::string shapeText(const BufferDesc &b) {
 /// What every member of a collective must agree on: the op, its axes and reduction, the values.
 std::string describeCollective(const Plan &plan, const StepDesc &step) {
   std::string s = opName(step.op);
-  if (attrsOf(step).contains("kind"))
-    s += " " + attrsOf(step)["kind"].get<std::string>();
-  if (attrsOf(step).contains("root"))
-    s += " root " + std::to_string(attrsOf(step)["root"].get<int64_t>());
+  kernels::OpAttrs attrs = attrsOf(step);
+  if (attrs.has(kernels::AttrId::kind))
+    s += std::string(" ") + kernels::attrEnumName(attrs.kind);
+  if (attrs.has(kernels::AttrId::root))
+    s += " root " + std::to_string(attrs.root);
   for (int in : step.inputs)
     s += " " + shapeText(plan.buffers[in]);
   return s;
@@ -38,8 +43,9 @@ std::string describeCollective(const Plan &plan, const StepDesc &step) {
 
 /// The world rank at `rank`'s coordinates with axis `axis` set to `peer`.
 int peerOf(const Plan &plan, int rank, const StepDesc &step) {
-  const std::string axis = attrsOf(step).value("axis", std::string());
-  int64_t peer = attrsOf(step).value("peer", int64_t(-1));
+  kernels::OpAttrs attrs = attrsOf(step);
+  const std::string &axis = attrs.meshAxis;
+  int64_t peer = attrs.peer;
   auto it = std::find(plan.meshAxes.begin(), plan.meshAxes.end(), axis);
   if (it == plan.meshAxes.end())
     throw RuntimeError(std::string(opName(step.op)) + " at " + step.loc + ": the mesh has no axis '" + axis + "'");
@@ -102,12 +108,11 @@ std::vector<CommAction> programCommActions(const Plan &plan, const RankProgram &
     a.loc = step.loc;
     if (hasTrait(step.op, PlanTrait::GroupCollective)) {
       a.what = describeCollective(plan, step);
-      auto axes = attrsOf(step).value("axes", std::vector<std::string>{});
-      a.group = plan.meshShape.empty() ? std::vector<int>{0} : plan.shardGroup(r, axes);
+      a.group = plan.meshShape.empty() ? std::vector<int>{0} : plan.shardGroup(r, attrsOf(step).meshAxes);
     } else if (hasTrait(step.op, PlanTrait::PointToPoint)) {
       a.kind = step.op == OpKind::Send ? CommAction::Kind::Send : CommAction::Kind::Recv;
       a.peer = peerOf(plan, r, step);
-      a.channel = pointToPointTag(attrsOf(step).value("channel", int64_t(0)), microbatch, channels);
+      a.channel = pointToPointTag(attrsOf(step).channel, microbatch, channels);
       const std::vector<int> &values = a.kind == CommAction::Kind::Send ? step.inputs : step.outputs;
       if (values.size() != 1)
         throw RuntimeError(std::string(opName(step.op)) + " at " + step.loc + " must carry one value");

@@ -107,4 +107,58 @@ def Cpc_ReductionKindAttr : EnumAttr<Cpc_Dialect, Cpc_ReductionKind, "reduction"
   let summary = "The reduction of an all_reduce: sum (partial sums) or max (e.g. a softmax's max)";
 }
 
+//===----------------------------------------------------------------------===//
+// Closed sets of choices an op makes: enums, so that a misspelt choice cannot parse and the
+// runtime's decoders are generated from the same cases (cpc-tblgen).
+//===----------------------------------------------------------------------===//
+
+def Cpc_GeluApproximation : I32EnumAttr<"GeluApproximation", "GELU's form", [
+    I32EnumAttrCase<"None", 0, "none">,
+    I32EnumAttrCase<"Tanh", 1, "tanh">]> {
+  let cppNamespace = "::cpc";
+  let genSpecializedAttr = 0;
+}
+def Cpc_GeluApproximationAttr : EnumAttr<Cpc_Dialect, Cpc_GeluApproximation, "gelu_approximation"> {
+  let assemblyFormat = "`<` $value `>`";
+  let summary = "GELU exact (none: x * Phi(x), by erf) or its tanh approximation";
+}
+
+def Cpc_FusedActivation : I32EnumAttr<"FusedActivation", "the activation a fused GEMM applies after its bias", [
+    I32EnumAttrCase<"None", 0, "none">,
+    I32EnumAttrCase<"Gelu", 1, "gelu">]> {
+  let cppNamespace = "::cpc";
+  let genSpecializedAttr = 0;
+}
+def Cpc_FusedActivationAttr : EnumAttr<Cpc_Dialect, Cpc_FusedActivation, "activation"> {
+  let assemblyFormat = "`<` $value `>`";
+  let summary = "The activation of cpc.matmul_bias: none or gelu";
+}
+
+def Cpc_AttentionLayout : I32EnumAttr<"AttentionLayout", "where attention's heads lie", [
+    // q [..., H, N, D]: heads among the batch dims.
+    I32EnumAttrCase<"HeadMajor", 0, "bhnd">,
+    // q [..., N, H, D]: each token's heads side by side, as a Linear writes them.
+    I32EnumAttrCase<"TokenMajor", 1, "bnhd">]> {
+  let cppNamespace = "::cpc";
+  let genSpecializedAttr = 0;
+}
+def Cpc_AttentionLayoutAttr : EnumAttr<Cpc_Dialect, Cpc_AttentionLayout, "attention_layout"> {
+  let assemblyFormat = "`<` $value `>`";
+  let summary = "The operand layout of cpc.attention: bhnd (head-major) or bnhd (token-major)";
+}
+
+def Cpc_ScatterReduction : I32EnumAttr<"ScatterReduction", "how scatter_nd combines updates with the data", [
+    I32EnumAttrCase<"None", 0, "none">,
+    I32EnumAttrCase<"Add", 1, "add">,
+    I32EnumAttrCase<"Mul", 2, "mul">,
+    I32EnumAttrCase<"Max", 3, "max">,
+    I32EnumAttrCase<"Min", 4, "min">]> {
+  let cppNamespace = "::cpc";
+  let genSpecializedAttr = 0;
+}
+def Cpc_ScatterReductionAttr : EnumAttr<Cpc_Dialect, Cpc_ScatterReduction, "scatter_reduction"> {
+  let assemblyFormat = "`<` $value `>`";
+  let summary = "The combination of cpc.scatter_nd: none (replace), add, mul, max or min";
+}
+
 #endif // CPC_ATTRS_TD

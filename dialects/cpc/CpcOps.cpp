@@ -171,11 +171,6 @@ LogicalResult RandomUniformOp::verify() {
   return success();
 }
 
-LogicalResult GeluOp::verify() {
-  if (getApproximate() != "none" && getApproximate() != "tanh")
-    return emitOpError("approximate must be \"none\" or \"tanh\"");
-  return success();
-}
 
 //===----------------------------------------------------------------------===//
 // Elementwise.
@@ -547,8 +542,8 @@ LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
       upd.getElementType() != data.getElementType())
     return emitShapeError(loc, "updates must have shape " + shapeStr(expected) +
                                    " and the element type of data");
-  StringRef red = adaptor.getReduction();
-  if (red != "none" && red != "add" && red != "mul")
+  ScatterReduction red = adaptor.getReduction();
+  if (red == ScatterReduction::Max || red == ScatterReduction::Min) // no gradient rule yet
     return emitShapeError(loc, "reduction must be none, add or mul");
   inferred.push_back(data);
   return success();
@@ -582,9 +577,9 @@ LogicalResult ArgSortOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locati
 LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
                                       SmallVectorImpl<Type> &inferred) {
   auto in = rankedOrNull(adaptor.getInput().getType());
-  auto low = adaptor.getLow(), high = adaptor.getHigh(), interior = adaptor.getInterior();
+  auto low = adaptor.getLowPadding(), high = adaptor.getHighPadding(), interior = adaptor.getInteriorPadding();
   if (!in || (int64_t)low.size() != in.getRank() || high.size() != low.size() || interior.size() != low.size())
-    return emitShapeError(loc, "low, high and interior need one entry per input dim");
+    return emitShapeError(loc, "low_padding, high_padding and interior_padding need one entry per input dim");
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < in.getRank(); ++d) {
     if (low[d] < 0 || high[d] < 0 || interior[d] < 0)
@@ -749,7 +744,7 @@ LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 }
 
 LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return collectiveGroupSize(*this, getMeshAttr(), getAxes(), symbols);
+  return collectiveGroupSize(*this, getMeshAttr(), getMeshAxes(), symbols);
 }
 
 LogicalResult AllGatherOp::verify() {
@@ -767,7 +762,7 @@ LogicalResult AllGatherOp::verify() {
 }
 
 LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  FailureOr<int64_t> group = collectiveGroupSize(*this, getMeshAttr(), getAxes(), symbols);
+  FailureOr<int64_t> group = collectiveGroupSize(*this, getMeshAttr(), getMeshAxes(), symbols);
   if (failed(group))
     return failure();
   int64_t parts = *group, dim = getGatherDim();
@@ -809,15 +804,15 @@ static LogicalResult verifyPeer(Operation *op, FlatSymbolRefAttr meshRef, String
 }
 
 LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return verifyPeer(*this, getMeshAttr(), getAxis(), getPeer(), getChannel(), symbols);
+  return verifyPeer(*this, getMeshAttr(), getMeshAxis(), getPeer(), getChannel(), symbols);
 }
 
 LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return verifyPeer(*this, getMeshAttr(), getAxis(), getPeer(), getChannel(), symbols);
+  return verifyPeer(*this, getMeshAttr(), getMeshAxis(), getPeer(), getChannel(), symbols);
 }
 
 LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  FailureOr<int64_t> group = collectiveGroupSize(*this, getMeshAttr(), getAxes(), symbols);
+  FailureOr<int64_t> group = collectiveGroupSize(*this, getMeshAttr(), getMeshAxes(), symbols);
   if (failed(group))
     return failure();
   if (getInput().getType().getDimSize(getSplitDim()) != getType().getDimSize(getSplitDim()) * *group)
@@ -827,7 +822,7 @@ LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
 }
 
 LogicalResult ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  FailureOr<int64_t> group = collectiveGroupSize(*this, getMeshAttr(), getAxes(), symbols);
+  FailureOr<int64_t> group = collectiveGroupSize(*this, getMeshAttr(), getMeshAxes(), symbols);
   if (failed(group))
     return failure();
   int64_t parts = *group, dim = getScatterDim();
@@ -855,11 +850,11 @@ static LogicalResult verifyRooted(Operation *op, FlatSymbolRefAttr meshRef, Arra
 }
 
 LogicalResult BroadcastFromOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return verifyRooted(*this, getMeshAttr(), getAxes(), getRoot(), symbols);
+  return verifyRooted(*this, getMeshAttr(), getMeshAxes(), getRoot(), symbols);
 }
 
 LogicalResult ReduceToOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return verifyRooted(*this, getMeshAttr(), getAxes(), getRoot(), symbols);
+  return verifyRooted(*this, getMeshAttr(), getMeshAxes(), getRoot(), symbols);
 }
 
 LogicalResult ShardSliceOp::verifySymbolUses(SymbolTableCollection &symbols) {

@@ -89,10 +89,9 @@ def Cpc_NotOp : Cpc_UnaryOp<"not", Cpc_BoolTensor, [Cpc_ShardingRuleOpInterface]
 
 def Cpc_GeluOp : Cpc_Op<"gelu", [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, Elementwise, SameOperandsAndResultType]> {
   let summary = "GELU: exact (erf) or its tanh approximation";
-  let arguments = (ins Cpc_FloatTensor:$input, DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let arguments = (ins Cpc_FloatTensor:$input, DefaultValuedAttr<Cpc_GeluApproximationAttr, "::cpc::GeluApproximation::None">:$approximate);
   let results = (outs Cpc_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
-  let hasVerifier = 1;
 }
 
 def Cpc_StopGradientOp : Cpc_UnaryOp<"stop_gradient", Cpc_Tensor, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface, ["buildVJP", "hasDerivative"]>]> {
@@ -198,8 +197,8 @@ def Cpc_MatMulBiasOp : Cpc_Op<"matmul_bias", [Pure]> {
   let arguments = (ins Cpc_FloatTensor:$lhs, Cpc_FloatTensor:$rhs, Cpc_FloatTensor:$bias,
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
                        DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs,
-                       DefaultValuedStrAttr<StrAttr, "none">:$activation,
-                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+                       DefaultValuedAttr<Cpc_FusedActivationAttr, "::cpc::FusedActivation::None">:$activation,
+                       DefaultValuedAttr<Cpc_GeluApproximationAttr, "::cpc::GeluApproximation::None">:$approximate);
   let results = (outs Cpc_FloatTensor:$result, Variadic<Cpc_FloatTensor>:$preactivation);
   let assemblyFormat = "$lhs `,` $rhs `,` $bias attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -258,13 +257,13 @@ def Cpc_AttentionOp : Cpc_Op<"attention", [Cpc_AutocastLowPrecision, DeclareOpIn
     so neither transpose is materialised (nor its gradient).
   }];
   let arguments = (ins Cpc_FloatTensor:$q, Cpc_FloatTensor:$k, Cpc_FloatTensor:$v, F64Attr:$scale,
-                       DefaultValuedStrAttr<StrAttr, "bhnd">:$layout);
+                       DefaultValuedAttr<Cpc_AttentionLayoutAttr, "::cpc::AttentionLayout::HeadMajor">:$layout);
   let results = (outs Cpc_FloatTensor:$result, Cpc_FloatTensor:$probabilities);
   let assemblyFormat = "$q `,` $k `,` $v attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// Whether q, k and v are [..., N, H, D] (layout "bnhd") rather than [..., H, N, D].
-    bool isTokenMajor() { return getLayout() == "bnhd"; }
+    bool isTokenMajor() { return getLayout() == ::cpc::AttentionLayout::TokenMajor; }
   }];
 }
 
@@ -277,7 +276,7 @@ def Cpc_AttentionGradOp : Cpc_Op<"attention_grad", [DeclareOpInterfaceMethods<Cp
   }];
   let arguments = (ins Cpc_FloatTensor:$q, Cpc_FloatTensor:$k, Cpc_FloatTensor:$v,
                        Cpc_FloatTensor:$probabilities, Cpc_FloatTensor:$grad, F64Attr:$scale,
-                       DefaultValuedStrAttr<StrAttr, "bhnd">:$layout);
+                       DefaultValuedAttr<Cpc_AttentionLayoutAttr, "::cpc::AttentionLayout::HeadMajor">:$layout);
   let results = (outs Cpc_FloatTensor:$q_grad, Cpc_FloatTensor:$k_grad, Cpc_FloatTensor:$v_grad);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $probabilities `,` $grad attr-dict `:` functional-type(operands, results)
@@ -285,7 +284,7 @@ def Cpc_AttentionGradOp : Cpc_Op<"attention_grad", [DeclareOpInterfaceMethods<Cp
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// Whether q, k and v are [..., N, H, D] (layout "bnhd"), as in the forward op.
-    bool isTokenMajor() { return getLayout() == "bnhd"; }
+    bool isTokenMajor() { return getLayout() == ::cpc::AttentionLayout::TokenMajor; }
   }];
 }
 
@@ -442,7 +441,7 @@ def Cpc_GatherElementsOp : Cpc_Op<"gather_elements", [DeclareOpInterfaceMethods<
 def Cpc_ScatterNDOp : Cpc_Op<"scatter_nd", [DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "ONNX ScatterND: copy of data with slices at indices replaced by updates";
   let arguments = (ins Cpc_Tensor:$data, Cpc_IndexTensor:$indices, Cpc_Tensor:$updates,
-                       DefaultValuedStrAttr<StrAttr, "none">:$reduction);
+                       DefaultValuedAttr<Cpc_ScatterReductionAttr, "::cpc::ScatterReduction::None">:$reduction);
   let results = (outs Cpc_Tensor:$result);
   let assemblyFormat = [{
     $data `,` $indices `,` $updates attr-dict `:` functional-type(operands, results)
@@ -470,13 +469,13 @@ def Cpc_ArgSortOp : Cpc_Op<"argsort", [DeclareOpInterfaceMethods<Cpc_ShardingRul
 }
 
 def Cpc_PadOp : Cpc_Op<"pad", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
-  let summary = "Pad with a constant: `low`/`high` elements at each end, `interior` between elements";
+  let summary = "Pad with a constant: `low_padding`/`high_padding` elements at each end, `interior_padding` between elements";
   let description = [{
     Result dim = low + high + n + (n - 1) * interior. The VJP of a strided slice is a pad of the
     gradient with zeros.
   }];
-  let arguments = (ins Cpc_Tensor:$input, DenseI64ArrayAttr:$low, DenseI64ArrayAttr:$high,
-                       DenseI64ArrayAttr:$interior, DefaultValuedAttr<F64Attr, "0.0">:$value);
+  let arguments = (ins Cpc_Tensor:$input, DenseI64ArrayAttr:$low_padding, DenseI64ArrayAttr:$high_padding,
+                       DenseI64ArrayAttr:$interior_padding, DefaultValuedAttr<F64Attr, "0.0">:$value);
   let results = (outs Cpc_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
@@ -488,7 +487,7 @@ def Cpc_PadOp : Cpc_Op<"pad", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInter
 def Cpc_GeluGradOp : Cpc_Op<"gelu_grad", [Cpc_ShardingRuleOpInterface, Pure, SameOperandsAndResultType]> {
   let summary = "grad * gelu'(input)";
   let arguments = (ins Cpc_FloatTensor:$input, Cpc_FloatTensor:$grad,
-                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+                       DefaultValuedAttr<Cpc_GeluApproximationAttr, "::cpc::GeluApproximation::None">:$approximate);
   let results = (outs Cpc_FloatTensor:$result);
   let assemblyFormat = "$input `,` $grad attr-dict `:` type($input)";
 }
@@ -689,20 +688,20 @@ def Cpc_AllReduceOp : Cpc_Op<"all_reduce", [Cpc_GroupCollective, Cpc_CombiningCo
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Combines values over mesh axes (sum by default, or max) on every rank of a group";
   let description = [{
-    A collective: every rank of a group (the ranks that differ only in `axes`) must issue the
+    A collective: every rank of a group (the ranks that differ only in `mesh_axes`) must issue the
     same all_reduce in the same order. `kind` is the reduction: `sum` turns partial sums into
     full values; `max` gives every rank the element-wise maximum (e.g. the max of a softmax
     split over its reduced dim). Several operands form one bucket, reduced in one call.
     Not Pure, so that it is never reordered or dropped.
     Example: `cpc.all_reduce %m over @mesh ["tp"] {kind = #cpc.reduction<max>} : tensor<8xf32>`
   }];
-  let arguments = (ins Variadic<Cpc_Tensor>:$inputs, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes,
+  let arguments = (ins Variadic<Cpc_Tensor>:$inputs, FlatSymbolRefAttr:$mesh, StrArrayAttr:$mesh_axes,
                        DefaultValuedAttr<Cpc_ReductionKindAttr, "::cpc::ReductionKind::Sum">:$kind);
   let results = (outs Variadic<Cpc_Tensor>:$results);
-  let assemblyFormat = "$inputs `over` $mesh $axes attr-dict `:` type($inputs)";
+  let assemblyFormat = "$inputs `over` $mesh $mesh_axes attr-dict `:` type($inputs)";
   let builders = [OpBuilder<(ins "::mlir::ValueRange":$inputs, "::mlir::FlatSymbolRefAttr":$mesh,
-                                 "::mlir::ArrayAttr":$axes), [{
-    build($_builder, $_state, inputs, mesh, axes,
+                                 "::mlir::ArrayAttr":$mesh_axes), [{
+    build($_builder, $_state, inputs, mesh, mesh_axes,
           ReductionKindAttr::get($_builder.getContext(), ReductionKind::Sum));
   }]>];
 }
@@ -714,16 +713,16 @@ def Cpc_AllGatherOp : Cpc_Op<"all_gather", [Cpc_GroupCollective, Cpc_RankDepende
     value whole along that dim (e.g. ZeRO's parameter shards after the optimizer step, or a
     batch-split value that an op needs whole). A collective.
   }];
-  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes,
+  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$mesh_axes,
                        OptionalAttr<I64Attr>:$dim);
   let results = (outs Cpc_Tensor:$result);
-  let assemblyFormat = "$input `over` $mesh $axes attr-dict `:` type($input) `->` type($result)";
+  let assemblyFormat = "$input `over` $mesh $mesh_axes attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
   let builders = [
     // Along dim 0 (the attribute left unset).
     OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$input, "::mlir::FlatSymbolRefAttr":$mesh,
-                   "::mlir::ArrayAttr":$axes), [{
-      build($_builder, $_state, result, input, mesh, axes, ::mlir::IntegerAttr());
+                   "::mlir::ArrayAttr":$mesh_axes), [{
+      build($_builder, $_state, result, input, mesh, mesh_axes, ::mlir::IntegerAttr());
     }]>,
   ];
   let extraClassDeclaration = [{
@@ -742,10 +741,10 @@ def Cpc_AllToAllOp : Cpc_Op<"all_to_all", [Cpc_GroupCollective, Cpc_RankDependen
     and slicing would receive (n-1) blocks. A collective.
     Example: `cpc.all_to_all %x over @mesh ["tp"] {split_dim = 1 : i64, concat_dim = 0 : i64} : tensor<2x8xf32> -> tensor<4x4xf32>`
   }];
-  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes, I64Attr:$split_dim,
+  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$mesh_axes, I64Attr:$split_dim,
                        I64Attr:$concat_dim);
   let results = (outs Cpc_Tensor:$result);
-  let assemblyFormat = "$input `over` $mesh $axes attr-dict `:` type($input) `->` type($result)";
+  let assemblyFormat = "$input `over` $mesh $mesh_axes attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
 
@@ -756,15 +755,15 @@ def Cpc_ReduceScatterOp : Cpc_Op<"reduce_scatter", [Cpc_GroupCollective, Cpc_Com
     only its share of the sum (ZeRO-2's gradient shards; sequence parallelism's row-parallel
     outputs, split along the sequence). A collective.
   }];
-  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes,
+  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$mesh_axes,
                        OptionalAttr<I64Attr>:$dim);
   let results = (outs Cpc_Tensor:$result);
-  let assemblyFormat = "$input `over` $mesh $axes attr-dict `:` type($input) `->` type($result)";
+  let assemblyFormat = "$input `over` $mesh $mesh_axes attr-dict `:` type($input) `->` type($result)";
   let builders = [
     // Along dim 0 (the attribute left unset).
     OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$input, "::mlir::FlatSymbolRefAttr":$mesh,
-                   "::mlir::ArrayAttr":$axes), [{
-      build($_builder, $_state, result, input, mesh, axes, ::mlir::IntegerAttr());
+                   "::mlir::ArrayAttr":$mesh_axes), [{
+      build($_builder, $_state, result, input, mesh, mesh_axes, ::mlir::IntegerAttr());
     }]>,
   ];
   let extraClassDeclaration = [{
@@ -775,57 +774,57 @@ def Cpc_ReduceScatterOp : Cpc_Op<"reduce_scatter", [Cpc_GroupCollective, Cpc_Com
 
 def Cpc_BroadcastFromOp : Cpc_Op<"broadcast_from", [Cpc_GroupCollective, Cpc_RankDependent, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "Every rank of a group gets the value of the member at coordinate `root` along `axes`";
+  let summary = "Every rank of a group gets the value of the member at coordinate `root` along `mesh_axes`";
   let description = [{
-    A collective over the ranks that differ only along the one mesh axis in `axes`: the member
+    A collective over the ranks that differ only along the one mesh axis in `mesh_axes`: the member
     whose coordinate on it is `root` sends its value, every member (the root too) returns it.
     SUMMA's step t broadcasts block t of a row or column this way, so that no rank holds a whole
     row of blocks. Not Pure: never reordered or dropped.
     Example: `cpc.broadcast_from %x over @mesh ["tp_col"] root 1 : tensor<2x4xf32>`
   }];
-  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes, I64Attr:$root);
+  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$mesh_axes, I64Attr:$root);
   let results = (outs Cpc_Tensor:$result);
-  let assemblyFormat = "$input `over` $mesh $axes `root` $root attr-dict `:` type($input)";
+  let assemblyFormat = "$input `over` $mesh $mesh_axes `root` $root attr-dict `:` type($input)";
 }
 
 def Cpc_ReduceToOp : Cpc_Op<"reduce_to", [Cpc_GroupCollective, Cpc_CombiningCollective, Cpc_RankDependent, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Sums a value over a group into the member at coordinate `root`; the others get zeros";
   let description = [{
-    A collective over the ranks that differ only along the one mesh axis in `axes`: the member
+    A collective over the ranks that differ only along the one mesh axis in `mesh_axes`: the member
     whose coordinate on it is `root` returns the sum of every member's value, the others return
     zeros, so that the results of one reduce_to per root add up to each rank's own sum (SUMMA's
     input and weight gradients: q broadcasts and q reduces). Not Pure.
     Example: `cpc.reduce_to %p over @mesh ["tp_col"] root 0 : tensor<2x4xf32>`
   }];
-  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes, I64Attr:$root);
+  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrArrayAttr:$mesh_axes, I64Attr:$root);
   let results = (outs Cpc_Tensor:$result);
-  let assemblyFormat = "$input `over` $mesh $axes `root` $root attr-dict `:` type($input)";
+  let assemblyFormat = "$input `over` $mesh $mesh_axes `root` $root attr-dict `:` type($input)";
 }
 
 def Cpc_SendOp : Cpc_Op<"send", [Cpc_PointToPoint, Cpc_RankDependent, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "Sends a value to the rank at coordinate `peer` along mesh axis `axis` (pipeline stages)";
+  let summary = "Sends a value to the rank at coordinate `peer` along mesh axis `mesh_axis` (pipeline stages)";
   let description = [{
     Point-to-point: the receiving rank has this rank's coordinates on every other axis and
     issues the cpc.recv of the same `channel` with this rank's coordinate as its `peer`. Not
     Pure: never reordered or dropped.
     Example: `cpc.send %x to @mesh ["pp" = 1] channel 3 : tensor<2x4xf32>`
   }];
-  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrAttr:$axis, I64Attr:$peer,
+  let arguments = (ins Cpc_Tensor:$input, FlatSymbolRefAttr:$mesh, StrAttr:$mesh_axis, I64Attr:$peer,
                        I64Attr:$channel);
-  let assemblyFormat = "$input `to` $mesh ` ` `[` $axis `=` $peer `]` `channel` $channel attr-dict `:` type($input)";
+  let assemblyFormat = "$input `to` $mesh ` ` `[` $mesh_axis `=` $peer `]` `channel` $channel attr-dict `:` type($input)";
 }
 
 def Cpc_RecvOp : Cpc_Op<"recv", [Cpc_PointToPoint, Cpc_RankDependent, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "Receives a value from the rank at coordinate `peer` along mesh axis `axis`";
+  let summary = "Receives a value from the rank at coordinate `peer` along mesh axis `mesh_axis`";
   let description = [{
     The counterpart of cpc.send: the value the rank at `peer` (this rank's coordinates on the
     other axes) sends on `channel`, of the result's type.
     Example: `%x = cpc.recv from @mesh ["pp" = 0] channel 3 : tensor<2x4xf32>`
   }];
-  let arguments = (ins FlatSymbolRefAttr:$mesh, StrAttr:$axis, I64Attr:$peer, I64Attr:$channel);
+  let arguments = (ins FlatSymbolRefAttr:$mesh, StrAttr:$mesh_axis, I64Attr:$peer, I64Attr:$channel);
   let results = (outs Cpc_Tensor:$result);
-  let assemblyFormat = "`from` $mesh ` ` `[` $axis `=` $peer `]` `channel` $channel attr-dict `:` type($result)";
+  let assemblyFormat = "`from` $mesh ` ` `[` $mesh_axis `=` $peer `]` `channel` $channel attr-dict `:` type($result)";
 }
 
 def Cpc_ShardSliceOp : Cpc_Op<"shard_slice", [Cpc_RankDependent, Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {

@@ -29,11 +29,7 @@ LogicalResult MatMulBiasOp::verify() {
     return emitOpError("result shape does not match the operands'");
   if (bias.getRank() != 1 || bias.getDimSize(0) != n)
     return emitOpError("bias must have one element per column (") << n << ")";
-  if (getActivation() != "none" && getActivation() != "gelu")
-    return emitOpError("activation must be \"none\" or \"gelu\"");
-  if (getApproximate() != "none" && getApproximate() != "tanh")
-    return emitOpError("approximate must be \"none\" or \"tanh\"");
-  if (getPreactivation().size() > 1 || (!getPreactivation().empty() && getActivation() != "gelu"))
+  if (getPreactivation().size() > 1 || (!getPreactivation().empty() && getActivation() != FusedActivation::Gelu))
     return emitOpError("has a preactivation result only with activation \"gelu\" (at most one)");
   if (!getPreactivation().empty() && getPreactivation()[0].getType() != result)
     return emitOpError("preactivation must have the result's type");
@@ -47,10 +43,8 @@ int64_t matrixDims(bool tokenMajor) { return tokenMajor ? 3 : 2; }
 
 /// What attention and its gradient check of q [..., N, D], k [..., M, D], v [..., M, Dv] (or
 /// [..., N, H, D], [..., M, H, D], [..., M, H, Dv] token-major).
-LogicalResult verifyAttentionOperands(Operation *op, Value q, Value k, Value v, double scale, StringRef layout) {
-  if (layout != "bhnd" && layout != "bnhd")
-    return op->emitOpError("layout must be \"bhnd\" or \"bnhd\", not \"") << layout << "\"";
-  const int64_t md = matrixDims(layout == "bnhd");
+LogicalResult verifyAttentionOperands(Operation *op, Value q, Value k, Value v, double scale, AttentionLayout layout) {
+  const int64_t md = matrixDims(layout == AttentionLayout::TokenMajor);
   auto qt = llvm::cast<RankedTensorType>(q.getType()), kt = llvm::cast<RankedTensorType>(k.getType()),
        vt = llvm::cast<RankedTensorType>(v.getType());
   int64_t rank = qt.getRank();

@@ -482,7 +482,7 @@ bool SliceOp::propagatesPartial(unsigned, ReductionKind kind) { return movesData
 
 ShardingRule PadOp::getShardingRule() {
   return passThroughDims(*this,
-                         [&](int64_t d) { return getLow()[d] == 0 && getHigh()[d] == 0 && getInterior()[d] == 0; });
+                         [&](int64_t d) { return getLowPadding()[d] == 0 && getHighPadding()[d] == 0 && getInteriorPadding()[d] == 0; });
 }
 bool PadOp::propagatesPartial(unsigned, ReductionKind kind) { return isSum(kind) && getValue().isZero(); }
 

@@ -188,10 +188,10 @@ CPC_UNARY_VJP(PadOp, {
   SmallVector<int64_t> starts, limits, strides;
   auto in = typeOf(x);
   for (int64_t d = 0; d < in.getRank(); ++d) {
-    int64_t step = getInterior()[d] + 1;
-    starts.push_back(getLow()[d]);
+    int64_t step = getInteriorPadding()[d] + 1;
+    starts.push_back(getLowPadding()[d]);
     strides.push_back(step);
-    limits.push_back(getLow()[d] + (in.getDimSize(d) - 1) * step + 1);
+    limits.push_back(getLowPadding()[d] + (in.getDimSize(d) - 1) * step + 1);
   }
   return gb.b.create<SliceOp>(gb.loc, g, gb.b.getDenseI64ArrayAttr(starts), gb.b.getDenseI64ArrayAttr(limits),
                               gb.b.getDenseI64ArrayAttr(strides));
@@ -461,8 +461,8 @@ LogicalResult TopKOp::buildVJP(OpBuilder &b, ArrayRef<Value> rg, ArrayRef<bool> 
 
 LogicalResult ScatterNDOp::buildVJP(OpBuilder &b, ArrayRef<Value> rg, ArrayRef<bool> need, SmallVectorImpl<Value> &grads) {
   Value g = rg[0];
-  if (g && (need[0] || need[2]) && getReduction() != "none")
-    return emitOpError("has no gradient rule for reduction '") << getReduction() << "'";
+  if (g && (need[0] || need[2]) && getReduction() != ScatterReduction::None)
+    return emitOpError("has no gradient rule for reduction '") << stringifyScatterReduction(getReduction()) << "'";
   if (g && need[2])
     return emitOpError("has no gradient rule for its updates operand yet");
   GradBuilder gb{b, getLoc()};

@@ -322,6 +322,14 @@ NamedAttribute NodeImporter::namedStr(const char *name, llvm::StringRef v) {
   return builder().getNamedAttr(name, builder().getStringAttr(v));
 }
 
+NamedAttribute NodeImporter::namedScatterReduction(llvm::StringRef reduction) {
+  std::optional<ScatterReduction> kind = symbolizeScatterReduction(reduction);
+  if (!kind)
+    fail("reduction '" + reduction.str() + "' is not one of none, add, mul, max, min");
+  return builder().getNamedAttr(ScatterNDOp::getReductionAttrName(OperationName(ScatterNDOp::getOperationName(), context())),
+                                ScatterReductionAttr::get(context(), *kind));
+}
+
 LogicalResult NodeImporter::inferWithDiagnostics(
     const std::function<LogicalResult(SmallVectorImpl<Type> &)> &infer, SmallVectorImpl<Type> &types) {
   ScopedDiagnosticHandler handler(context(), [&](Diagnostic &diag) {

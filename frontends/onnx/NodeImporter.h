@@ -114,6 +114,9 @@ public:
   mlir::NamedAttribute namedF64(const char *name, double v);
   mlir::NamedAttribute namedBool(const char *name, bool v);
   mlir::NamedAttribute namedStr(const char *name, llvm::StringRef v);
+  /// ScatterND's `reduction` ("none", "add", ...) as the dialect's enum; fails naming the node on
+  /// a reduction cpc does not know.
+  mlir::NamedAttribute namedScatterReduction(llvm::StringRef reduction);
 
   /// Maps an ONNX element type to MLIR; fails for types cpc does not support.
   mlir::Type elementType(int onnxType);

@@ -108,7 +108,7 @@ void padTyped(const KernelContext &ctx, const TensorRef &in, const TensorRef &ou
 void padKernel(KernelContext &ctx) {
   uint64_t bits = checkPad(ctx);
   const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
-  const auto &low = ctx.attrs.lowPadding, &interior = ctx.attrs.interior;
+  const auto &low = ctx.attrs.lowPadding, &interior = ctx.attrs.interiorPadding;
   switch (dtypeSize(in.dtype)) {
   case 1: return padTyped<uint8_t>(ctx, in, out, bits, low, interior);
   case 2: return padTyped<uint16_t>(ctx, in, out, bits, low, interior);

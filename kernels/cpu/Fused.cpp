@@ -61,7 +61,7 @@ void matmulBiasKernel(KernelContext &ctx) {
                         gelu = registry.find(OpKind::Gelu);
   const TensorRef &result = ctx.outputs[0], &bias = ctx.inputs[2];
   const TensorRef &sum = ctx.outputs.size() > 1 ? ctx.outputs[1] : result;
-  bool activate = ctx.attrs.activation == Activation::Gelu;
+  bool activate = ctx.attrs.activation == FusedActivation::Gelu;
   if (ctx.outputs.size() > 1 && !activate)
     ctx.fail("a preactivation result needs activation \"gelu\"");
   if (result.shape.empty() || bias.rank() != 1 || bias.shape[0] != result.shape.back() || sum.shape != result.shape)

@@ -20,7 +20,7 @@ void matmulBiasKernel(KernelContext &ctx) {
     ctx.fail("expects lhs, rhs, bias and 1 or 2 results");
   const TensorRef &result = ctx.outputs[0], &bias = ctx.inputs[2];
   const TensorRef &sum = ctx.outputs.size() > 1 ? ctx.outputs[1] : result;
-  bool activate = ctx.attrs.activation == Activation::Gelu;
+  bool activate = ctx.attrs.activation == FusedActivation::Gelu;
   if (ctx.outputs.size() > 1 && !activate)
     ctx.fail("a preactivation result needs activation \"gelu\"");
   cuda::launchGemmWithEpilogue(ctx, ctx.inputs[0], ctx.inputs[1], &bias, sum, ctx.attrs.transposeLhs,

@@ -155,7 +155,7 @@ void pad(KernelContext &ctx) {
   uint64_t bits = checkPad(ctx);
   const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
   PadPlan p;
-  if (!planPad(in.shape, out.shape, ctx.attrs.lowPadding, ctx.attrs.interior, p))
+  if (!planPad(in.shape, out.shape, ctx.attrs.lowPadding, ctx.attrs.interiorPadding, p))
     ctx.fail("pad of more than " + std::to_string(kMaxCopyDims) + " dims is not supported on the GPU");
   if (p.total == 0)
     return;

@@ -116,7 +116,8 @@ TEST(OptimizerGpu, VariableCopies) {
         x.bytes[i] = uint8_t(t == DType::I1 ? i % 2 : i * 37 + 11);
     for (OpKind op : {OpKind::Assign, OpKind::Copy, OpKind::StopGradient}) {
       SCOPED_TRACE(std::string(opName(op)) + " " + dtypeName(t));
-      compareWithCpu(device, op, {x}, {Tensor(t, {12, 35})}, nlohmann::json::object(), 0, 0);
+      nlohmann::json attrs = op == OpKind::Assign ? nlohmann::json{{"name", "x"}} : nlohmann::json::object();
+      compareWithCpu(device, op, {x}, {Tensor(t, {12, 35})}, attrs, 0, 0);
     }
     SCOPED_TRACE(std::string("cpc.reshape ") + dtypeName(t));
     compareWithCpu(device, OpKind::Reshape, {x}, {Tensor(t, {7, 5, 12})}, nlohmann::json::object(), 0, 0);

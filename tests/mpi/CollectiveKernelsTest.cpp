@@ -61,7 +61,7 @@ void roundTrip(Communicator &comm, int64_t dim, bool setDim) {
   for (int64_t d = 0; d < 3; ++d)
     dims.push_back(d == dim ? std::vector<std::string>{"dp"} : std::vector<std::string>{});
   runKernel(comm, mesh, OpKind::ShardSlice, ref(whole, shape), ref(mine, block), {{"sharding", {{"dim_axes", dims}}}});
-  nlohmann::json attrs = {{"axes", {"dp"}}};
+  nlohmann::json attrs = {{"mesh", "mesh"}, {"mesh_axes", {"dp"}}};
   if (setDim)
     attrs["dim"] = dim;
   runKernel(comm, mesh, OpKind::AllGather, ref(mine, block), ref(back, shape), attrs);
@@ -80,7 +80,7 @@ void groupAlongInnerDim(Communicator &comm) {
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 2; ++j)
       mine[i * 2 + j] = float(100 * r + 10 * i + j);
-  runKernel(comm, mesh, OpKind::AllGather, ref(mine, {2, 1, 2}), ref(all, {2, tp, 2}), {{"axes", {"tp"}}, {"dim", 1}});
+  runKernel(comm, mesh, OpKind::AllGather, ref(mine, {2, 1, 2}), ref(all, {2, tp, 2}), {{"mesh", "mesh"}, {"mesh_axes", {"tp"}}, {"dim", 1}});
   bool ok = true;
   int dpRow = r / tp;
   for (int i = 0; i < 2; ++i)
@@ -116,13 +116,13 @@ void sendRecvBetweenStages(Communicator &comm) {
   for (int i = 0; i < 6; ++i)
     act[i] = float(100 * row + i);
   if (stage == 0) {
-    runP2p(OpKind::Send, {ref(act, {2, 3})}, {}, {{"axis", "pp"}, {"peer", 1}, {"channel", 0}});
-    runP2p(OpKind::Recv, {}, {ref(got, {2, 3})}, {{"axis", "pp"}, {"peer", 1}, {"channel", 1}});
+    runP2p(OpKind::Send, {ref(act, {2, 3})}, {}, {{"mesh", "mesh"}, {"mesh_axis", "pp"}, {"peer", 1}, {"channel", 0}});
+    runP2p(OpKind::Recv, {}, {ref(got, {2, 3})}, {{"mesh", "mesh"}, {"mesh_axis", "pp"}, {"peer", 1}, {"channel", 1}});
     check(got == act, "stage 0 gets its activation back from stage 1");
   } else {
-    runP2p(OpKind::Recv, {}, {ref(got, {2, 3})}, {{"axis", "pp"}, {"peer", 0}, {"channel", 0}});
+    runP2p(OpKind::Recv, {}, {ref(got, {2, 3})}, {{"mesh", "mesh"}, {"mesh_axis", "pp"}, {"peer", 0}, {"channel", 0}});
     check(got == act, "stage 1 receives its dp row's activation");
-    runP2p(OpKind::Send, {ref(got, {2, 3})}, {}, {{"axis", "pp"}, {"peer", 0}, {"channel", 1}});
+    runP2p(OpKind::Send, {ref(got, {2, 3})}, {}, {{"mesh", "mesh"}, {"mesh_axis", "pp"}, {"peer", 0}, {"channel", 1}});
   }
   // Sends are buffered (a copy goes out; the sender never waits for the receiver): the copies
   // are released at the end of the step.
@@ -133,7 +133,7 @@ void sendRecvBetweenStages(Communicator &comm) {
   int64_t microbatch = 0;
   auto runTagged = [&](OpKind op, std::vector<float> &v, int64_t peer, int64_t mb) {
     kernels::KernelContext ctx;
-    nlohmann::json attrs = {{"axis", "pp"}, {"peer", peer}, {"channel", 5}};
+    nlohmann::json attrs = {{"mesh", "mesh"}, {"mesh_axis", "pp"}, {"peer", peer}, {"channel", 5}};
     ctx.op = op;
     (op == OpKind::Send ? ctx.inputs : ctx.outputs).push_back(ref(v, {2, 3}));
     ctx.setAttrs(attrs);
@@ -157,7 +157,7 @@ void sendRecvBetweenStages(Communicator &comm) {
   comm.completeSends();
   bool threw = false;
   try {
-    runP2p(OpKind::Send, {ref(act, {2, 3})}, {}, {{"axis", "pp"}, {"peer", stage}, {"channel", 2}});
+    runP2p(OpKind::Send, {ref(act, {2, 3})}, {}, {{"mesh", "mesh"}, {"mesh_axis", "pp"}, {"peer", stage}, {"channel", 2}});
   } catch (const RuntimeError &e) {
     threw = std::string(e.what()).find("the peer is this rank") != std::string::npos;
   }
@@ -170,12 +170,12 @@ void allReduceKinds(Communicator &comm) {
   const int n = comm.size(), r = comm.rank();
   Mesh mesh{{n}, {"tp"}};
   std::vector<float> mine = {float(r), float(-r), float(r % 2)}, out(3);
-  runKernel(comm, mesh, OpKind::AllReduce, ref(mine, {3}), ref(out, {3}), {{"axes", {"tp"}}, {"kind", "max"}});
+  runKernel(comm, mesh, OpKind::AllReduce, ref(mine, {3}), ref(out, {3}), {{"mesh", "mesh"}, {"mesh_axes", {"tp"}}, {"kind", "max"}});
   check(out == std::vector<float>{float(n - 1), 0.f, n > 1 ? 1.f : 0.f}, "all_reduce kind max");
-  runKernel(comm, mesh, OpKind::AllReduce, ref(mine, {3}), ref(out, {3}), {{"axes", {"tp"}}});
+  runKernel(comm, mesh, OpKind::AllReduce, ref(mine, {3}), ref(out, {3}), {{"mesh", "mesh"}, {"mesh_axes", {"tp"}}});
   check(out[0] == float(n * (n - 1) / 2) && out[1] == -out[0], "all_reduce without kind sums");
   try {
-    runKernel(comm, mesh, OpKind::AllReduce, ref(mine, {3}), ref(out, {3}), {{"axes", {"tp"}}, {"kind", "mean"}});
+    runKernel(comm, mesh, OpKind::AllReduce, ref(mine, {3}), ref(out, {3}), {{"mesh", "mesh"}, {"mesh_axes", {"tp"}}, {"kind", "mean"}});
     check(false, "all_reduce kind mean: no error");
   } catch (const RuntimeError &e) {
     check(std::string(e.what()).find("mean") != std::string::npos, std::string("bad kind message '") + e.what() + "'");
@@ -204,10 +204,10 @@ void allToAllMovesSplit(Communicator &comm) {
   };
   std::vector<float> rows = slice(0), cols = slice(2), moved(rows.size(), -1), back(rows.size(), -1);
   runKernel(comm, mesh, OpKind::AllToAll, ref(rows, {2, 3, 2 * n}), ref(moved, {2 * n, 3, 2}),
-            {{"axes", {"tp"}}, {"split_dim", 2}, {"concat_dim", 0}});
+            {{"mesh", "mesh"}, {"mesh_axes", {"tp"}}, {"split_dim", 2}, {"concat_dim", 0}});
   check(moved == cols, "all_to_all moves the split from dim 0 to dim 2");
   runKernel(comm, mesh, OpKind::AllToAll, ref(moved, {2 * n, 3, 2}), ref(back, {2, 3, 2 * n}),
-            {{"axes", {"tp"}}, {"split_dim", 0}, {"concat_dim", 2}});
+            {{"mesh", "mesh"}, {"mesh_axes", {"tp"}}, {"split_dim", 0}, {"concat_dim", 2}});
   check(back == rows, "all_to_all moves it back");
 }
 
@@ -219,7 +219,7 @@ void reduceScatterInnerDim(Communicator &comm) {
   for (int64_t i = 0; i < 2; ++i)
     for (int64_t j = 0; j < 2 * n; ++j)
       mine[i * 2 * n + j] = float(100 * i + j + r);
-  runKernel(comm, mesh, OpKind::ReduceScatter, ref(mine, {2, 2 * n}), ref(out, {2, 2}), {{"axes", {"tp"}}, {"dim", 1}});
+  runKernel(comm, mesh, OpKind::ReduceScatter, ref(mine, {2, 2 * n}), ref(out, {2, 2}), {{"mesh", "mesh"}, {"mesh_axes", {"tp"}}, {"dim", 1}});
   bool ok = true;
   float ranks = float(n * (n - 1) / 2);
   for (int64_t i = 0; i < 2; ++i)
@@ -232,7 +232,7 @@ void badDim(Communicator &comm) {
   Mesh mesh{{comm.size()}, {"dp"}};
   std::vector<float> in(2), out(2 * comm.size());
   try {
-    runKernel(comm, mesh, OpKind::AllGather, ref(in, {2}), ref(out, {2 * comm.size()}), {{"axes", {"dp"}}, {"dim", 1}});
+    runKernel(comm, mesh, OpKind::AllGather, ref(in, {2}), ref(out, {2 * comm.size()}), {{"mesh", "mesh"}, {"mesh_axes", {"dp"}}, {"dim", 1}});
     check(false, "gather along a dim the tensor lacks: no error");
   } catch (const RuntimeError &e) {
     check(std::string(e.what()).find("cannot gather along dim 1") != std::string::npos,

@@ -134,7 +134,7 @@ Case binary(const std::string &op, double low = -1.0, double high = 1.0) {
 const Case kCases[] = {
     unary("neg"), unary("abs"), unary("exp"), unary("log", 0.5, 2.0), unary("sqrt", 0.5, 2.0),
     unary("rsqrt", 0.5, 2.0), unary("reciprocal", 0.5, 2.0), unary("erf"), unary("tanh"), unary("sigmoid"),
-    unary("relu"), unary("gelu"), unary("gelu", -1.0, 1.0, "{approximate = \"tanh\"}"),
+    unary("relu"), unary("gelu"), unary("gelu", -1.0, 1.0, "{approximate = #cpc.gelu_approximation<tanh>}"),
     unary("softmax", -1.0, 1.0, "{axis = 1 : i64}"), unary("softmax", -1.0, 1.0, "{axis = 0 : i64}"),
     binary("add"), binary("sub"), binary("mul"), binary("div", 0.5, 2.0), binary("pow", 0.5, 2.0), binary("max"),
     binary("min"),
@@ -189,7 +189,7 @@ const Case kCases[] = {
      "  %y = cpc.slice %x {starts = array<i64: 1, 0>, limits = array<i64: 5, 5>, strides = array<i64: 2, 2>} : "
      "tensor<5x6xf64> -> tensor<2x3xf64>\n", {2, 3}},
     {"pad", {{"x", {2, 3}}},
-     "  %y = cpc.pad %x {low = array<i64: 1, 0>, high = array<i64: 0, 2>, interior = array<i64: 1, 1>} : "
+     "  %y = cpc.pad %x {low_padding = array<i64: 1, 0>, high_padding = array<i64: 0, 2>, interior_padding = array<i64: 1, 1>} : "
      "tensor<2x3xf64> -> tensor<4x7xf64>\n", {4, 7}},
     {"concat", {{"a", {2, 1}}, {"b", {2, 3}}},
      "  %y = cpc.concat %a, %b {axis = 1 : i64} : (tensor<2x1xf64>, tensor<2x3xf64>) -> tensor<2x4xf64>\n", {2, 4}},

@@ -8,15 +8,32 @@
 //   CPC_OP(Kind, "cpc.name", traits)        each op; traits is 0 or CPC_TRAIT_BIT(T) | ...
 //   CPC_ENUM_<Enum>(Case, "name")          each case of each cpc enum (EnumAttrInfo in the
 //                                           ::cpc namespace), in value order 0, 1, ...
-//   CPC_OP_ATTR(Kind, "name", Storage, Presence, "default")
+//   CPC_ATTR(field, "name", CppType)       each attribute name the ops declare, once, with the
+//                                           C++ type the runtime decodes it into (field is the
+//                                           name in camelCase); one name has one type
+//   CPC_OP_ATTR(Kind, field, "name", Storage, Presence, "default")
 //                                           each attribute an op declares, in ODS order:
 //                                           Storage is the ODS attribute class (I64Attr, ...),
 //                                           Presence Required, Optional or Defaulted, and the
-//                                           default is ODS's C++ literal ("" without one)
+//                                           default is ODS's literal (an enum's case by name;
+//                                           "" without one)
+//   CPC_OP_ATTR_DEFAULT(Kind, field, value)  each defaulted attribute's default as a C++
+//                                           expression of the field's type
+//   CPC_ENUM_ATTR(AttrClass, Enum)         each enum attribute of the dialect (for code that
+//                                           links MLIR: the plan builder writes their cases)
+//   CPC_GEN_ATTR_ENUMS                      (a section, not a macro) the enums attributes are
+//                                           stored as, declared as `enum class E : uint8_t`,
+//                                           with `AttrEnumCases<E>::names` (a template the
+//                                           includer declares)
+//
+// Attributes whose class has no plan form (ElementsAttr: a constant's value lives in a buffer)
+// are left out of the attribute macros.
 //
 // A user defines the macros it needs before including the generated file; the others expand to
 // nothing. The file is #include-d several times, so it has no include guard.
 //
+#include "mlir/TableGen/AttrOrTypeDef.h"
+#include "mlir/TableGen/Dialect.h"
 #include "mlir/TableGen/GenInfo.h"
 #include "mlir/TableGen/Operator.h"
 #include "mlir/TableGen/Trait.h"
@@ -26,7 +43,12 @@
 #include "llvm/TableGen/Error.h"
 #include "llvm/TableGen/Record.h"
 
+#include <cctype>
+#include <map>
+#include <optional>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -99,18 +121,144 @@ void emitOps(const std::vector<mlir::tblgen::Operator> &ops, llvm::raw_ostream &
 /// The ODS class an attribute is stored as, seen through OptionalAttr / DefaultValuedAttr.
 std::string storageClass(const mlir::tblgen::Attribute &attr) { return attr.getBaseAttr().getDefName().str(); }
 
-void emitAttributes(const std::vector<mlir::tblgen::Operator> &ops, llvm::raw_ostream &os) {
-  os << "#ifdef CPC_OP_ATTR\n";
+/// The enum an attribute is stored as (an EnumAttr of the dialect), if it is one.
+std::optional<mlir::tblgen::EnumAttr> storedEnum(const mlir::tblgen::Attribute &attr) {
+  const Record &def = attr.getBaseAttr().getDef();
+  if (!def.isSubClassOf("EnumAttr"))
+    return std::nullopt;
+  return mlir::tblgen::EnumAttr(def.getValueAsDef("enum"));
+}
+
+/// The C++ type the runtime decodes an attribute into; "" for a class with no plan form.
+std::string runtimeType(const mlir::tblgen::Attribute &attr) {
+  if (std::optional<mlir::tblgen::EnumAttr> info = storedEnum(attr))
+    return info->getEnumClassName().str();
+  static const std::map<std::string, std::string> types = {
+      {"I64Attr", "int64_t"},
+      {"F64Attr", "double"},
+      {"BoolAttr", "bool"},
+      {"UnitAttr", "bool"},
+      {"DenseI64ArrayAttr", "std::vector<int64_t>"},
+      {"DenseF64ArrayAttr", "std::vector<double>"},
+      {"StrArrayAttr", "std::vector<std::string>"},
+      {"StrAttr", "std::string"},
+      {"FlatSymbolRefAttr", "std::string"},
+      {"SymbolNameAttr", "std::string"},
+      {"Cpc_ShardingAttr", "nlohmann::json"}, // decoded by the kernel that reads it
+      {"ElementsAttr", ""},
+  };
+  auto it = types.find(storageClass(attr));
+  if (it == types.end())
+    llvm::PrintFatalError("cpc-tblgen: no runtime type for attribute class " + storageClass(attr) +
+                          " (add it to runtimeType)");
+  return it->second;
+}
+
+/// snake_case -> camelCase: the field an attribute is decoded into (transpose_lhs -> transposeLhs).
+std::string fieldName(StringRef name) {
+  std::string out;
+  bool upper = false;
+  for (char c : name) {
+    if (c == '_') {
+      upper = true;
+      continue;
+    }
+    out += upper ? char(std::toupper(c)) : c;
+    upper = false;
+  }
+  return out;
+}
+
+/// An enum attribute's default, the case ODS names in C++ (::cpc::E::Case): its string ("none")
+/// and its runtime expression (E::Case).
+std::pair<std::string, std::string> defaultCase(const mlir::tblgen::EnumAttr &info, StringRef literal) {
+  StringRef symbol = literal.rsplit("::").second;
+  for (const mlir::tblgen::EnumAttrCase &c : info.getAllCases())
+    if (c.getSymbol() == symbol)
+      return {c.getStr().str(), (info.getEnumClassName() + "::" + symbol).str()};
+  llvm::PrintFatalError("cpc-tblgen: default " + literal + " is no case of " + info.getEnumClassName());
+}
+
+/// One CPC_ATTR per attribute name; a name declared with two runtime types is an error, since
+/// the runtime keeps one field per name.
+bool emitAttributeFields(const std::vector<mlir::tblgen::Operator> &ops, llvm::raw_ostream &os) {
+  std::map<std::string, std::pair<std::string, std::string>> fields; // name -> (type, first op)
+  std::vector<std::string> order;
   for (const mlir::tblgen::Operator &op : ops)
     for (const mlir::tblgen::NamedAttribute &named : op.getAttributes()) {
-      if (named.attr.isDerivedAttr())
+      std::string type = named.attr.isDerivedAttr() ? "" : runtimeType(named.attr);
+      if (type.empty())
+        continue;
+      auto [it, added] = fields.insert({named.name.str(), {type, op.getOperationName()}});
+      if (added)
+        order.push_back(named.name.str());
+      else if (it->second.first != type) {
+        llvm::PrintError(op.getLoc().front(), "cpc-tblgen: attribute '" + named.name + "' of " + op.getOperationName() +
+                                                  " is " + type + ", but " + it->second.second + "'s is " +
+                                                  it->second.first + ": rename one (the runtime keeps one field per name)");
+        return true;
+      }
+    }
+  os << "#ifdef CPC_ATTR\n";
+  for (const std::string &name : order)
+    os << llvm::formatv("CPC_ATTR({0}, {1}, {2})\n", fieldName(name), quoted(name), fields[name].first);
+  os << "#undef CPC_ATTR\n#endif\n\n";
+  return false;
+}
+
+/// The enums attributes are stored as, declared for the runtime (which does not link MLIR).
+void emitAttributeEnums(const std::vector<mlir::tblgen::Operator> &ops, llvm::raw_ostream &os) {
+  os << "#ifdef CPC_GEN_ATTR_ENUMS\n#undef CPC_GEN_ATTR_ENUMS\n";
+  std::set<std::string> seen;
+  for (const mlir::tblgen::Operator &op : ops)
+    for (const mlir::tblgen::NamedAttribute &named : op.getAttributes()) {
+      std::optional<mlir::tblgen::EnumAttr> info = named.attr.isDerivedAttr() ? std::nullopt : storedEnum(named.attr);
+      if (!info || !seen.insert(info->getEnumClassName().str()).second)
+        continue;
+      std::string cases, names;
+      for (const mlir::tblgen::EnumAttrCase &c : info->getAllCases()) {
+        cases += (cases.empty() ? "" : ", ") + c.getSymbol().str();
+        names += (names.empty() ? "" : ", ") + quoted(c.getStr());
+      }
+      os << llvm::formatv("/// {0}\nenum class {1} : uint8_t { {2} };\n", info->getSummary(), info->getEnumClassName(), cases);
+      os << llvm::formatv("template <> struct AttrEnumCases<{0}> {\n"
+                          "  static constexpr const char *names[] = { {1} };\n};\n",
+                          info->getEnumClassName(), names);
+    }
+  os << "#endif\n\n";
+}
+
+void emitEnumAttrClasses(const RecordKeeper &records, llvm::raw_ostream &os) {
+  os << "#ifdef CPC_ENUM_ATTR\n";
+  for (const Record *def : records.getAllDerivedDefinitionsIfDefined("EnumAttr")) {
+    mlir::tblgen::AttrDef attr(def);
+    if (attr.getDialect().getName() == kDialect)
+      os << llvm::formatv("CPC_ENUM_ATTR({0}, {1})\n", attr.getCppClassName(),
+                          mlir::tblgen::EnumAttr(def->getValueAsDef("enum")).getEnumClassName());
+  }
+  os << "#undef CPC_ENUM_ATTR\n#endif\n\n";
+}
+
+void emitAttributes(const std::vector<mlir::tblgen::Operator> &ops, llvm::raw_ostream &os) {
+  std::string rows, defaults;
+  llvm::raw_string_ostream rowsOs(rows), defaultsOs(defaults);
+  for (const mlir::tblgen::Operator &op : ops)
+    for (const mlir::tblgen::NamedAttribute &named : op.getAttributes()) {
+      if (named.attr.isDerivedAttr() || runtimeType(named.attr).empty())
         continue;
       const char *presence = named.attr.hasDefaultValue() ? "Defaulted" : named.attr.isOptional() ? "Optional" : "Required";
-      StringRef value = named.attr.hasDefaultValue() ? named.attr.getDefaultValue() : StringRef();
-      os << llvm::formatv("CPC_OP_ATTR({0}, {1}, {2}, {3}, {4})\n", kindName(op), quoted(named.name),
-                          storageClass(named.attr), presence, quoted(value));
+      std::string literal = named.attr.hasDefaultValue() ? named.attr.getDefaultValue().str() : "", cpp = literal;
+      if (std::optional<mlir::tblgen::EnumAttr> info = storedEnum(named.attr); info && !literal.empty()) {
+        std::tie(literal, cpp) = defaultCase(*info, literal);
+      }
+      std::string field = fieldName(named.name);
+      rowsOs << llvm::formatv("CPC_OP_ATTR({0}, {1}, {2}, {3}, {4}, {5})\n", kindName(op), field, quoted(named.name),
+                              storageClass(named.attr), presence, quoted(literal));
+      if (named.attr.hasDefaultValue())
+        defaultsOs << llvm::formatv("CPC_OP_ATTR_DEFAULT({0}, {1}, {2})\n", kindName(op), field, cpp);
     }
-  os << "#undef CPC_OP_ATTR\n#endif\n";
+  os << "#ifdef CPC_OP_ATTR\n" << rows << "#undef CPC_OP_ATTR\n#endif\n\n";
+  os << "#ifdef CPC_OP_ATTR_DEFAULT\n" << defaults << "#undef CPC_OP_ATTR_DEFAULT\n#endif\n";
 }
 
 /// The dialect's enums (roles, phases, reductions): the runtime's own enums are built from their
@@ -147,6 +295,10 @@ bool emitOpTable(const RecordKeeper &records, llvm::raw_ostream &os) {
   if (emitEnums(records, os))
     return true;
   emitOps(ops, os);
+  if (emitAttributeFields(ops, os))
+    return true;
+  emitAttributeEnums(ops, os);
+  emitEnumAttrClasses(records, os);
   emitAttributes(ops, os);
   return false;
 }

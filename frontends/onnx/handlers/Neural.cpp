@@ -333,7 +333,7 @@ void importScatterND(NodeImporter &n) {
   std::string reduction = n.attrString("reduction", "none");
   if ((reduction == "none" || reduction == "add" || reduction == "mul") && foldScatterND(n, reduction))
     return;
-  n.setOutput(0, n.emit1<ScatterNDOp>({n.input(0), n.input(1), n.input(2)}, {n.namedStr("reduction", reduction)}));
+  n.setOutput(0, n.emit1<ScatterNDOp>({n.input(0), n.input(1), n.input(2)}, {n.namedScatterReduction(reduction)}));
 }
 
 void emitRandomUniform(NodeImporter &n, const std::vector<int64_t> &shape, int dtype) {

@@ -466,7 +466,7 @@ void importScatterElements(NodeImporter &n) {
   }
   Value ndIndices = n.emit1<ConcatOp>(coords, {n.namedI64("axis", rank)});
   std::string reduction = n.attrString("reduction", "none");
-  n.setOutput(0, n.emit1<ScatterNDOp>({n.input(0), ndIndices, n.input(2)}, {n.namedStr("reduction", reduction)}));
+  n.setOutput(0, n.emit1<ScatterNDOp>({n.input(0), ndIndices, n.input(2)}, {n.namedScatterReduction(reduction)}));
 }
 
 } // namespace

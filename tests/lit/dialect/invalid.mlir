@@ -306,8 +306,18 @@ func.func @constant_type_mismatch() {
 
 // Tests that gelu rejects an unknown approximation.
 func.func @gelu_bad_approximate(%x: tensor<4xf32>) {
-  // expected-error @+1 {{'cpc.gelu' op approximate must be "none" or "tanh"}}
-  %0 = cpc.gelu %x {approximate = "sigmoid"} : tensor<4xf32>
+  // expected-error @+2 {{expected ::cpc::GeluApproximation to be one of: none, tanh}}
+  // expected-error @+1 {{failed to parse Cpc_GeluApproximationAttr parameter 'value'}}
+  %0 = cpc.gelu %x {approximate = #cpc.gelu_approximation<sigmoid>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that a closed set of choices is an enum, not a string that happens to spell a case.
+func.func @gelu_approximate_as_string(%x: tensor<4xf32>) {
+  // expected-error @+1 {{attribute 'approximate' failed to satisfy constraint: GELU exact}}
+  %0 = cpc.gelu %x {approximate = "tanh"} : tensor<4xf32>
   return
 }
 
@@ -1007,7 +1017,7 @@ func.func @scatter_nd_index_too_long(%d: tensor<4x5xf32>, %i: tensor<3x3xi64>, %
 func.func @scatter_nd_reduction(%d: tensor<4x5xf32>, %i: tensor<3x2xi64>, %u: tensor<3xf32>) {
   // expected-error @+2 {{reduction must be none, add or mul}}
   // expected-error @+1 {{'cpc.scatter_nd' op failed to infer returned types}}
-  %0 = cpc.scatter_nd %d, %i, %u {reduction = "max"} : (tensor<4x5xf32>, tensor<3x2xi64>, tensor<3xf32>) -> tensor<4x5xf32>
+  %0 = cpc.scatter_nd %d, %i, %u {reduction = #cpc.scatter_reduction<max>} : (tensor<4x5xf32>, tensor<3x2xi64>, tensor<3xf32>) -> tensor<4x5xf32>
   return
 }
 
@@ -1153,7 +1163,7 @@ cpc.mesh @mesh shape = [4294967296, 4294967296] axes = ["dp", "tp"]
 func.func @pad_overflows(%a: tensor<4xf32>) {
   // expected-error @+2 {{padded size of dim 0 overflows 64 bits}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = cpc.pad %a {low = array<i64: 9223372036854775807>, high = array<i64: 9223372036854775807>, interior = array<i64: 0>} : tensor<4xf32> -> tensor<4xf32>
+  %0 = cpc.pad %a {low_padding = array<i64: 9223372036854775807>, high_padding = array<i64: 9223372036854775807>, interior_padding = array<i64: 0>} : tensor<4xf32> -> tensor<4xf32>
   return
 }
 
@@ -1263,8 +1273,9 @@ func.func @attention_scale_not_finite(%q: tensor<2x5x8xf32>) {
 // -----
 
 func.func @attention_unknown_layout(%q: tensor<2x5x8xf32>) {
-  // expected-error @+1 {{layout must be "bhnd" or "bnhd", not "bnd"}}
-  %o, %p = cpc.attention %q, %q, %q {layout = "bnd", scale = 1.0 : f64} : (tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>) -> (tensor<2x5x8xf32>, tensor<2x5x5xf32>)
+  // expected-error @+2 {{expected ::cpc::AttentionLayout to be one of: bhnd, bnhd}}
+  // expected-error @+1 {{failed to parse Cpc_AttentionLayoutAttr parameter 'value'}}
+  %o, %p = cpc.attention %q, %q, %q {layout = #cpc.attention_layout<bnd>, scale = 1.0 : f64} : (tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>) -> (tensor<2x5x8xf32>, tensor<2x5x5xf32>)
   return
 }
 
@@ -1272,7 +1283,7 @@ func.func @attention_unknown_layout(%q: tensor<2x5x8xf32>) {
 
 func.func @attention_token_major_heads_differ(%q: tensor<2x5x4x8xf32>, %k: tensor<2x7x2x8xf32>) {
   // expected-error @+1 {{q, k and v must have as many heads (dim -2)}}
-  %o, %p = cpc.attention %q, %k, %k {layout = "bnhd", scale = 1.0 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x2x8xf32>, tensor<2x7x2x8xf32>) -> (tensor<2x5x4x8xf32>, tensor<2x4x5x7xf32>)
+  %o, %p = cpc.attention %q, %k, %k {layout = #cpc.attention_layout<bnhd>, scale = 1.0 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x2x8xf32>, tensor<2x7x2x8xf32>) -> (tensor<2x5x4x8xf32>, tensor<2x4x5x7xf32>)
   return
 }
 
@@ -1280,7 +1291,7 @@ func.func @attention_token_major_heads_differ(%q: tensor<2x5x4x8xf32>, %k: tenso
 
 func.func @attention_token_major_probabilities(%q: tensor<2x5x4x8xf32>, %k: tensor<2x7x4x8xf32>) {
   // expected-error @+1 {{probabilities must be 'tensor<2x4x5x7xf32>'}}
-  %o, %p = cpc.attention %q, %k, %k {layout = "bnhd", scale = 1.0 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x8xf32>) -> (tensor<2x5x4x8xf32>, tensor<2x5x4x7xf32>)
+  %o, %p = cpc.attention %q, %k, %k {layout = #cpc.attention_layout<bnhd>, scale = 1.0 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x8xf32>) -> (tensor<2x5x4x8xf32>, tensor<2x5x4x7xf32>)
   return
 }
 
@@ -1288,7 +1299,7 @@ func.func @attention_token_major_probabilities(%q: tensor<2x5x4x8xf32>, %k: tens
 
 func.func @attention_token_major_rank(%q: tensor<5x8xf32>) {
   // expected-error @+1 {{needs q, k and v of one rank >= 3}}
-  %o, %p = cpc.attention %q, %q, %q {layout = "bnhd", scale = 1.0 : f64} : (tensor<5x8xf32>, tensor<5x8xf32>, tensor<5x8xf32>) -> (tensor<5x8xf32>, tensor<5x5xf32>)
+  %o, %p = cpc.attention %q, %q, %q {layout = #cpc.attention_layout<bnhd>, scale = 1.0 : f64} : (tensor<5x8xf32>, tensor<5x8xf32>, tensor<5x8xf32>) -> (tensor<5x8xf32>, tensor<5x5xf32>)
   return
 }
 

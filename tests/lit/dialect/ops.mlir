@@ -85,14 +85,14 @@ func.func @unary_int(%x: tensor<4xi32>) -> tensor<4xi32> {
   return %1 : tensor<4xi32>
 }
 
-// Tests that gelu elides the default approximate = "none" and keeps "tanh".
+// Tests that gelu elides the default approximate = #cpc.gelu_approximation<none> and keeps "tanh".
 // CHECK-LABEL: func.func @gelu
 // CHECK: cpc.gelu %{{.*}} : tensor<2x8xbf16>
-// CHECK-NOT: approximate = "none"
-// CHECK: cpc.gelu %{{.*}} {approximate = "tanh"} : tensor<2x8xbf16>
+// CHECK-NOT: approximate = #cpc.gelu_approximation<none>
+// CHECK: cpc.gelu %{{.*}} {approximate = #cpc.gelu_approximation<tanh>} : tensor<2x8xbf16>
 func.func @gelu(%x: tensor<2x8xbf16>) -> (tensor<2x8xbf16>, tensor<2x8xbf16>) {
   %0 = cpc.gelu %x : tensor<2x8xbf16>
-  %1 = cpc.gelu %x {approximate = "tanh"} : tensor<2x8xbf16>
+  %1 = cpc.gelu %x {approximate = #cpc.gelu_approximation<tanh>} : tensor<2x8xbf16>
   return %0, %1 : tensor<2x8xbf16>, tensor<2x8xbf16>
 }
 
@@ -322,11 +322,11 @@ func.func @gather_elements(%x: tensor<2x196x768xf32>, %keep: tensor<2x49x768xi64
 // explicit reduction.
 // CHECK-LABEL: func.func @scatter_nd
 // CHECK: cpc.scatter_nd %{{.*}}, %{{.*}}, %{{[^ ]*}} : (tensor<4x5x6xf32>, tensor<3x2xi64>, tensor<3x6xf32>) -> tensor<4x5x6xf32>
-// CHECK: cpc.scatter_nd %{{.*}}, %{{.*}}, %{{.*}} {reduction = "add"} : (tensor<4x5x6xf32>, tensor<2x1xi64>, tensor<2x5x6xf32>) -> tensor<4x5x6xf32>
+// CHECK: cpc.scatter_nd %{{.*}}, %{{.*}}, %{{.*}} {reduction = #cpc.scatter_reduction<add>} : (tensor<4x5x6xf32>, tensor<2x1xi64>, tensor<2x5x6xf32>) -> tensor<4x5x6xf32>
 func.func @scatter_nd(%data: tensor<4x5x6xf32>, %idx: tensor<3x2xi64>, %upd: tensor<3x6xf32>,
                       %idx1: tensor<2x1xi64>, %upd1: tensor<2x5x6xf32>) -> (tensor<4x5x6xf32>, tensor<4x5x6xf32>) {
   %0 = cpc.scatter_nd %data, %idx, %upd : (tensor<4x5x6xf32>, tensor<3x2xi64>, tensor<3x6xf32>) -> tensor<4x5x6xf32>
-  %1 = cpc.scatter_nd %data, %idx1, %upd1 {reduction = "add"} : (tensor<4x5x6xf32>, tensor<2x1xi64>, tensor<2x5x6xf32>) -> tensor<4x5x6xf32>
+  %1 = cpc.scatter_nd %data, %idx1, %upd1 {reduction = #cpc.scatter_reduction<add>} : (tensor<4x5x6xf32>, tensor<2x1xi64>, tensor<2x5x6xf32>) -> tensor<4x5x6xf32>
   return %0, %1 : tensor<4x5x6xf32>, tensor<4x5x6xf32>
 }
 
@@ -442,11 +442,11 @@ func.func @attention(%q: tensor<2x4x5x8xf32>, %k: tensor<2x4x7x8xf32>, %v: tenso
 // Tests that token-major attention and its gradient round-trip: q [B, N, H, D], probabilities
 // [B, H, N, M].
 // CHECK-LABEL: func.func @attention_token_major
-// CHECK: %[[O:.*]], %[[P:.*]] = cpc.attention %{{.*}}, %{{.*}}, %{{.*}} {layout = "bnhd", scale = 1.250000e-01 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>) -> (tensor<2x5x4x3xf32>, tensor<2x4x5x7xf32>)
-// CHECK: cpc.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[P]], %[[O]] {layout = "bnhd", scale = 1.250000e-01 : f64}
+// CHECK: %[[O:.*]], %[[P:.*]] = cpc.attention %{{.*}}, %{{.*}}, %{{.*}} {layout = #cpc.attention_layout<bnhd>, scale = 1.250000e-01 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>) -> (tensor<2x5x4x3xf32>, tensor<2x4x5x7xf32>)
+// CHECK: cpc.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %[[P]], %[[O]] {layout = #cpc.attention_layout<bnhd>, scale = 1.250000e-01 : f64}
 func.func @attention_token_major(%q: tensor<2x5x4x8xf32>, %k: tensor<2x7x4x8xf32>, %v: tensor<2x7x4x3xf32>) -> tensor<2x5x4x8xf32> {
-  %o, %p = cpc.attention %q, %k, %v {layout = "bnhd", scale = 0.125 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>) -> (tensor<2x5x4x3xf32>, tensor<2x4x5x7xf32>)
-  %dq, %dk, %dv = cpc.attention_grad %q, %k, %v, %p, %o {layout = "bnhd", scale = 0.125 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>, tensor<2x4x5x7xf32>, tensor<2x5x4x3xf32>) -> (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>)
+  %o, %p = cpc.attention %q, %k, %v {layout = #cpc.attention_layout<bnhd>, scale = 0.125 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>) -> (tensor<2x5x4x3xf32>, tensor<2x4x5x7xf32>)
+  %dq, %dk, %dv = cpc.attention_grad %q, %k, %v, %p, %o {layout = #cpc.attention_layout<bnhd>, scale = 0.125 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>, tensor<2x4x5x7xf32>, tensor<2x5x4x3xf32>) -> (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>)
   return %dq : tensor<2x5x4x8xf32>
 }
 

@@ -97,7 +97,7 @@ func.func @infinite_scale(%q: tensor<2x5x4xf32>, %k: tensor<2x5x4xf32>, %v: tens
 // CHECK-LABEL: func.func @token_major
 // CHECK-SAME: (%[[Q:.*]]: tensor<2x5x4x8xf32>, %[[K:.*]]: tensor<2x7x4x8xf32>, %[[V:.*]]: tensor<2x7x4x3xf32>)
 // CHECK-NOT: cpc.transpose
-// CHECK: %[[O:.*]], %{{.*}} = cpc.attention %[[Q]], %[[K]], %[[V]] {layout = "bnhd", scale = 2.500000e-01 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>) -> (tensor<2x5x4x3xf32>, tensor<2x4x5x7xf32>)
+// CHECK: %[[O:.*]], %{{.*}} = cpc.attention %[[Q]], %[[K]], %[[V]] {layout = #cpc.attention_layout<bnhd>, scale = 2.500000e-01 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>) -> (tensor<2x5x4x3xf32>, tensor<2x4x5x7xf32>)
 // CHECK-NOT: cpc.transpose
 // CHECK: return %[[O]]
 func.func @token_major(%q: tensor<2x5x4x8xf32>, %k: tensor<2x7x4x8xf32>, %v: tensor<2x7x4x3xf32>) -> tensor<2x5x4x3xf32> {
@@ -126,7 +126,7 @@ func.func @token_major(%q: tensor<2x5x4x8xf32>, %k: tensor<2x7x4x8xf32>, %v: ten
 // CHECK-DAG: %[[Q:.*]] = cpc.gather %[[R]], %{{.*}} {axis = 2 : i64} : (tensor<2x5x3x2x4xf32>, tensor<i64>) -> tensor<2x5x2x4xf32>
 // CHECK-DAG: %[[K:.*]] = cpc.gather %[[R]], %{{.*}} {axis = 2 : i64} : (tensor<2x5x3x2x4xf32>, tensor<i64>) -> tensor<2x5x2x4xf32>
 // CHECK-DAG: %[[V:.*]] = cpc.gather %[[R]], %{{.*}} {axis = 2 : i64} : (tensor<2x5x3x2x4xf32>, tensor<i64>) -> tensor<2x5x2x4xf32>
-// CHECK: %[[O:.*]], %{{.*}} = cpc.attention %[[Q]], %[[K]], %[[V]] {layout = "bnhd", scale = 5.000000e-01 : f64}
+// CHECK: %[[O:.*]], %{{.*}} = cpc.attention %[[Q]], %[[K]], %[[V]] {layout = #cpc.attention_layout<bnhd>, scale = 5.000000e-01 : f64}
 // CHECK-NEXT: %[[M:.*]] = cpc.reshape %[[O]] : tensor<2x5x2x4xf32> -> tensor<2x5x8xf32>
 // CHECK-NEXT: return %[[M]]
 func.func @fused_qkv(%qkv: tensor<2x5x24xf32>) -> tensor<2x5x8xf32> {
@@ -180,7 +180,7 @@ func.func @stays_head_major(%a: tensor<2x5x4x8xf32>, %b: tensor<4x5x2x8xf32>) ->
 // the shared transpose is erased once.
 // CHECK-LABEL: func.func @shared_operands
 // CHECK-SAME: (%[[X:.*]]: tensor<2x5x4x8xf32>)
-// CHECK-NEXT: %[[O:.*]], %{{.*}} = cpc.attention %[[X]], %[[X]], %[[X]] {layout = "bnhd", scale = 1.000000e+00 : f64}
+// CHECK-NEXT: %[[O:.*]], %{{.*}} = cpc.attention %[[X]], %[[X]], %[[X]] {layout = #cpc.attention_layout<bnhd>, scale = 1.000000e+00 : f64}
 // CHECK-NEXT: return %[[O]]
 func.func @shared_operands(%x: tensor<2x5x4x8xf32>) -> tensor<2x5x4x8xf32> {
   %h = cpc.transpose %x {permutation = array<i64: 0, 2, 1, 3>} : tensor<2x5x4x8xf32> -> tensor<2x4x5x8xf32>

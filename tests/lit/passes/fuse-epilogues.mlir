@@ -17,7 +17,7 @@ func.func @linear(%x: tensor<2x5x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32
 // Tests that the GELU after the bias joins, and that the sum stays a result (preactivation)
 // for gelu_grad, the backward's other reader.
 // CHECK-LABEL: func.func @linear_gelu_training
-// CHECK-NEXT: %[[Y:.*]], %[[P:.*]] = cpc.matmul_bias %{{.*}}, %{{.*}}, %{{.*}} {activation = "gelu"} : (tensor<10x8xbf16>, tensor<8x32xbf16>, tensor<32xbf16>) -> (tensor<10x32xbf16>, tensor<10x32xbf16>)
+// CHECK-NEXT: %[[Y:.*]], %[[P:.*]] = cpc.matmul_bias %{{.*}}, %{{.*}}, %{{.*}} {activation = #cpc.activation<gelu>} : (tensor<10x8xbf16>, tensor<8x32xbf16>, tensor<32xbf16>) -> (tensor<10x32xbf16>, tensor<10x32xbf16>)
 // CHECK-NEXT: %[[G:.*]] = cpc.gelu_grad %[[P]], %{{.*}} : tensor<10x32xbf16>
 // CHECK-NEXT: return %[[Y]], %[[G]]
 func.func @linear_gelu_training(%x: tensor<10x8xbf16>, %w: tensor<8x32xbf16>, %b: tensor<32xbf16>,
@@ -34,12 +34,12 @@ func.func @linear_gelu_training(%x: tensor<10x8xbf16>, %w: tensor<8x32xbf16>, %b
 // Tests that an inference GELU (nothing else reads the sum) has no preactivation result, and
 // that the tanh form is kept.
 // CHECK-LABEL: func.func @linear_gelu_inference
-// CHECK-NEXT: %[[Y:.*]] = cpc.matmul_bias %{{.*}}, %{{.*}}, %{{.*}} {activation = "gelu", approximate = "tanh"} : (tensor<10x8xf32>, tensor<8x32xf32>, tensor<32xf32>) -> tensor<10x32xf32>
+// CHECK-NEXT: %[[Y:.*]] = cpc.matmul_bias %{{.*}}, %{{.*}}, %{{.*}} {activation = #cpc.activation<gelu>, approximate = #cpc.gelu_approximation<tanh>} : (tensor<10x8xf32>, tensor<8x32xf32>, tensor<32xf32>) -> tensor<10x32xf32>
 // CHECK-NEXT: return %[[Y]]
 func.func @linear_gelu_inference(%x: tensor<10x8xf32>, %w: tensor<8x32xf32>, %b: tensor<32xf32>) -> tensor<10x32xf32> {
   %0 = cpc.matmul %x, %w : (tensor<10x8xf32>, tensor<8x32xf32>) -> tensor<10x32xf32>
   %1 = cpc.add %0, %b : (tensor<10x32xf32>, tensor<32xf32>) -> tensor<10x32xf32>
-  %2 = cpc.gelu %1 {approximate = "tanh"} : tensor<10x32xf32>
+  %2 = cpc.gelu %1 {approximate = #cpc.gelu_approximation<tanh>} : tensor<10x32xf32>
   return %2 : tensor<10x32xf32>
 }
 

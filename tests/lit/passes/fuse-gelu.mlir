@@ -221,9 +221,9 @@ func.func @gelu_bf16(%x: tensor<4xbf16>) -> tensor<4xbf16> {
 }
 
 // Tests that torch's tanh-approximate GELU (x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))),
-// with the cube written x * (x * x)) becomes cpc.gelu with approximate = "tanh".
+// with the cube written x * (x * x)) becomes cpc.gelu with approximate = #cpc.gelu_approximation<tanh>.
 // CHECK-LABEL: func.func @gelu_tanh
-// CHECK: cpc.gelu %{{.*}} {approximate = "tanh"}
+// CHECK: cpc.gelu %{{.*}} {approximate = #cpc.gelu_approximation<tanh>}
 // CHECK-NOT: cpc.tanh
 func.func @gelu_tanh(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %c = cpc.constant dense<0.044715> : tensor<f32>

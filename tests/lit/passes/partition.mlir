@@ -250,7 +250,7 @@ func.func @fused_grads(%x: tensor<4x3x8xf32> {cpc.sharding = #batch3}, %g: tenso
 // CHECK: cpc.pad %[[DCLS]] {{.*}} : tensor<2x1x6xf32> -> tensor<2x3x6xf32>
 // CHECK: %[[SUM:.*]] = cpc.reduce_sum %[[DCLS]] {{.*}} : tensor<2x1x6xf32> -> tensor<1x1x6xf32>
 // CHECK-NEXT: %[[SUMALL:.*]] = cpc.all_reduce %[[SUM]] over @mesh ["dp"] : tensor<1x1x6xf32>
-// CHECK-NEXT: %[[DPOS:.*]] = cpc.pad %[[SUMALL]] {high = {{.*}} : tensor<1x1x6xf32> -> tensor<1x3x6xf32>
+// CHECK-NEXT: %[[DPOS:.*]] = cpc.pad %[[SUMALL]] {high_padding = {{.*}} : tensor<1x1x6xf32> -> tensor<1x3x6xf32>
 // CHECK-NOT: cpc.all_reduce
 #batch3 = #cpc.sharding<@mesh, [["dp"], [], []]>
 #batch4 = #cpc.sharding<@mesh, [["dp"], [], [], []]>
@@ -262,9 +262,9 @@ func.func @scatter_grads(%dq: tensor<4x2x3x4xf32> {cpc.sharding = #batch4}, %dt:
   %dqkv = cpc.gather_grad %dq, %i0 {cpc.shardings = [#dim1of5], axis = 0 : i64, dim_size = 3 : i64} : (tensor<4x2x3x4xf32>, tensor<i64>) -> tensor<3x4x2x3x4xf32>
   %dx = cpc.gather_elements_grad %dt, %idx {cpc.shardings = [#batch3], axis = 1 : i64} : (tensor<4x2x6xf32>, tensor<4x2x6xi64>) -> tensor<4x8x6xf32>
   %dcls = cpc.slice %dtok {cpc.shardings = [#batch3], starts = array<i64: 0, 0, 0>, limits = array<i64: 4, 1, 6>, strides = array<i64: 1, 1, 1>} : tensor<4x3x6xf32> -> tensor<4x1x6xf32>
-  %padded = cpc.pad %dcls {cpc.shardings = [#batch3], low = array<i64: 0, 0, 0>, high = array<i64: 0, 2, 0>, interior = array<i64: 0, 0, 0>} : tensor<4x1x6xf32> -> tensor<4x3x6xf32>
+  %padded = cpc.pad %dcls {cpc.shardings = [#batch3], low_padding = array<i64: 0, 0, 0>, high_padding = array<i64: 0, 2, 0>, interior_padding = array<i64: 0, 0, 0>} : tensor<4x1x6xf32> -> tensor<4x3x6xf32>
   %dpos1 = cpc.reduce_sum %dcls {cpc.shardings = [#partial3], axes = array<i64: 0>, keepdims = true} : tensor<4x1x6xf32> -> tensor<1x1x6xf32>
-  %dpos = cpc.pad %dpos1 {cpc.shardings = [#partial3], low = array<i64: 0, 0, 0>, high = array<i64: 0, 2, 0>, interior = array<i64: 0, 0, 0>} : tensor<1x1x6xf32> -> tensor<1x3x6xf32>
+  %dpos = cpc.pad %dpos1 {cpc.shardings = [#partial3], low_padding = array<i64: 0, 0, 0>, high_padding = array<i64: 0, 2, 0>, interior_padding = array<i64: 0, 0, 0>} : tensor<1x1x6xf32> -> tensor<1x3x6xf32>
   return %dqkv, %dx, %padded, %dpos : tensor<3x4x2x3x4xf32>, tensor<4x8x6xf32>, tensor<4x3x6xf32>, tensor<1x3x6xf32>
 }
 

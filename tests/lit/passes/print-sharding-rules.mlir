@@ -74,7 +74,7 @@ func.func @attention(%q: tensor<2x4x5x8xf32>, %k: tensor<2x4x7x8xf32>, %v: tenso
 // CHECK: cpc.attention_grad {{.*}}cpc.sharding_rule = "([i, k, j, l], [i, m, j, n], [i, o, j, p], [i, j, q, r], [i, s, j, t]) -> ([i, u, j, v], [i, w, j, x], [i, y, j, z]) {i=2, j=4, k=5, l=8, m=7, n=8, o=7, p=3, q=5, r=7, s=5, t=3, u=5, v=8, w=7, x=8, y=7, z=3} need_replication={k, l, m, n, o, p, q, r, s, t, u, v, w, x, y, z}"
 func.func @attention_token_major(%q: tensor<2x5x4x8xf32>, %k: tensor<2x7x4x8xf32>, %v: tensor<2x7x4x3xf32>, %g: tensor<2x5x4x3xf32>)
     -> tensor<2x5x4x8xf32> {
-  %o, %p = cpc.attention %q, %k, %v {layout = "bnhd", scale = 0.25 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>) -> (tensor<2x5x4x3xf32>, tensor<2x4x5x7xf32>)
-  %dq, %dk, %dv = cpc.attention_grad %q, %k, %v, %p, %g {layout = "bnhd", scale = 0.25 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>, tensor<2x4x5x7xf32>, tensor<2x5x4x3xf32>) -> (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>)
+  %o, %p = cpc.attention %q, %k, %v {layout = #cpc.attention_layout<bnhd>, scale = 0.25 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>) -> (tensor<2x5x4x3xf32>, tensor<2x4x5x7xf32>)
+  %dq, %dk, %dv = cpc.attention_grad %q, %k, %v, %p, %g {layout = #cpc.attention_layout<bnhd>, scale = 0.25 : f64} : (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>, tensor<2x4x5x7xf32>, tensor<2x5x4x3xf32>) -> (tensor<2x5x4x8xf32>, tensor<2x7x4x8xf32>, tensor<2x7x4x3xf32>)
   return %dq : tensor<2x5x4x8xf32>
 }

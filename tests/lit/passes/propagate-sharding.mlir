@@ -207,9 +207,9 @@ func.func @scatter_grads(%dq: tensor<4x2x3x4xf32> {cpc.sharding = #cpc.sharding<
   %dqkv = cpc.gather_grad %dq, %i0 {axis = 0 : i64, dim_size = 3 : i64} : (tensor<4x2x3x4xf32>, tensor<i64>) -> tensor<3x4x2x3x4xf32>
   %dx = cpc.gather_elements_grad %dt, %idx {axis = 1 : i64} : (tensor<4x2x6xf32>, tensor<4x2x6xi64>) -> tensor<4x8x6xf32>
   %dcls = cpc.slice %dtok {starts = array<i64: 0, 0, 0>, limits = array<i64: 4, 1, 6>, strides = array<i64: 1, 1, 1>} : tensor<4x3x6xf32> -> tensor<4x1x6xf32>
-  %padded = cpc.pad %dcls {low = array<i64: 0, 0, 0>, high = array<i64: 0, 2, 0>, interior = array<i64: 0, 0, 0>} : tensor<4x1x6xf32> -> tensor<4x3x6xf32>
+  %padded = cpc.pad %dcls {low_padding = array<i64: 0, 0, 0>, high_padding = array<i64: 0, 2, 0>, interior_padding = array<i64: 0, 0, 0>} : tensor<4x1x6xf32> -> tensor<4x3x6xf32>
   %dpos1 = cpc.reduce_sum %dcls {axes = array<i64: 0>, keepdims = true} : tensor<4x1x6xf32> -> tensor<1x1x6xf32>
-  %dpos = cpc.pad %dpos1 {low = array<i64: 0, 0, 0>, high = array<i64: 0, 2, 0>, interior = array<i64: 0, 0, 0>} : tensor<1x1x6xf32> -> tensor<1x3x6xf32>
+  %dpos = cpc.pad %dpos1 {low_padding = array<i64: 0, 0, 0>, high_padding = array<i64: 0, 2, 0>, interior_padding = array<i64: 0, 0, 0>} : tensor<1x1x6xf32> -> tensor<1x3x6xf32>
   return %dqkv, %dx, %padded, %dpos : tensor<3x4x2x3x4xf32>, tensor<4x8x6xf32>, tensor<4x3x6xf32>, tensor<1x3x6xf32>
 }
 

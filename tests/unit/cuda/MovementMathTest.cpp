@@ -150,7 +150,7 @@ void checkPad(DType t, std::vector<int64_t> shape, std::vector<int64_t> low, std
   for (size_t d = 0; d < shape.size(); ++d)
     outShape[d] = low[d] + high[d] + shape[d] + std::max<int64_t>(shape[d] - 1, 0) * interior[d];
   HostTensor in = randomBytes(t, shape, 7), cpu(t, outShape), emu(t, outShape);
-  runCpuKernel(OpKind::Pad, {&in}, {&cpu}, {{"low", low}, {"high", high}, {"interior", interior}, {"value", value}});
+  runCpuKernel(OpKind::Pad, {&in}, {&cpu}, {{"low_padding", low}, {"high_padding", high}, {"interior_padding", interior}, {"value", value}});
   PadPlan p;
   ASSERT_TRUE(planPad(shape, outShape, low, interior, p));
   uint64_t fill = padValueBits(t, value);

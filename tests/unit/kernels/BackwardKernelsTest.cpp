@@ -108,7 +108,7 @@ TEST(BackwardKernels, PadLowHighInteriorI32) {
   // [2,3] -> low {1,0}, high {0,2}, interior {1,2}: dims 1+0+2+1 = 4 and 0+2+3+4 = 9.
   std::vector<int32_t> in = {1, 2, 3, 4, 5, 6}, out(4 * 9, -99);
   run(OpKind::Pad, {ref(in, {2, 3}, DType::I32)}, {ref(out, {4, 9}, DType::I32)},
-      {{"low", {1, 0}}, {"high", {0, 2}}, {"interior", {1, 2}}, {"value", 7.0}});
+      {{"low_padding", {1, 0}}, {"high_padding", {0, 2}}, {"interior_padding", {1, 2}}, {"value", 7.0}});
   std::vector<int32_t> want(4 * 9, 7);
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
@@ -122,7 +122,7 @@ TEST(BackwardKernels, PadF32ZeroIsStridedSliceVjp) {
   auto g = randomFloats(6, 1);
   std::vector<float> out(21, 123.f);
   run(OpKind::Pad, {ref(g, {2, 3})}, {ref(out, {3, 7})},
-      {{"low", {1, 0}}, {"high", {0, 0}}, {"interior", {0, 2}}});
+      {{"low_padding", {1, 0}}, {"high_padding", {0, 0}}, {"interior_padding", {0, 2}}});
   for (int r = 0; r < 3; ++r)
     for (int c = 0; c < 7; ++c) {
       float want = (r >= 1 && c % 3 == 0) ? g[(r - 1) * 3 + c / 3] : 0.f;
@@ -133,25 +133,25 @@ TEST(BackwardKernels, PadF32ZeroIsStridedSliceVjp) {
 TEST(BackwardKernels, PadOtherElementTypes) {
   std::vector<uint16_t> h = {0x1111, 0x2222}, ho(5);
   run(OpKind::Pad, {ref(h, {2}, DType::F16)}, {ref(ho, {5}, DType::F16)},
-      {{"low", {1}}, {"high", {1}}, {"interior", {1}}, {"value", 1.0}});
+      {{"low_padding", {1}}, {"high_padding", {1}}, {"interior_padding", {1}}, {"value", 1.0}});
   EXPECT_EQ(ho, (std::vector<uint16_t>{0x3C00, 0x1111, 0x3C00, 0x2222, 0x3C00}));
   run(OpKind::Pad, {ref(h, {2}, DType::BF16)}, {ref(ho, {5}, DType::BF16)},
-      {{"low", {0}}, {"high", {3}}, {"interior", {0}}, {"value", -2.0}});
+      {{"low_padding", {0}}, {"high_padding", {3}}, {"interior_padding", {0}}, {"value", -2.0}});
   EXPECT_EQ(ho, (std::vector<uint16_t>{0x1111, 0x2222, 0xC000, 0xC000, 0xC000}));
 
   std::vector<uint8_t> b = {1, 0, 1}, bo(4);
   run(OpKind::Pad, {ref(b, {3}, DType::I1)}, {ref(bo, {4}, DType::I1)},
-      {{"low", {0}}, {"high", {1}}, {"interior", {0}}, {"value", 1.0}});
+      {{"low_padding", {0}}, {"high_padding", {1}}, {"interior_padding", {0}}, {"value", 1.0}});
   EXPECT_EQ(bo, (std::vector<uint8_t>{1, 0, 1, 1}));
 
   std::vector<int8_t> i8 = {5}, i8o(3);
   run(OpKind::Pad, {ref(i8, {1}, DType::I8)}, {ref(i8o, {3}, DType::I8)},
-      {{"low", {1}}, {"high", {1}}, {"interior", {0}}, {"value", -1e300}}); // saturates
+      {{"low_padding", {1}}, {"high_padding", {1}}, {"interior_padding", {0}}, {"value", -1e300}}); // saturates
   EXPECT_EQ(i8o, (std::vector<int8_t>{-128, 5, -128}));
 
   std::vector<double> d = {2.5}, dout(1);
   run(OpKind::Pad, {ref(d, {}, DType::F64)}, {ref(dout, {}, DType::F64)},
-      {{"low", nlohmann::json::array()}, {"high", nlohmann::json::array()}, {"interior", nlohmann::json::array()}});
+      {{"low_padding", nlohmann::json::array()}, {"high_padding", nlohmann::json::array()}, {"interior_padding", nlohmann::json::array()}});
   EXPECT_EQ(dout[0], 2.5);
 
   // A 3-d pad large enough to take the parallel path, against a direct placement.
@@ -159,7 +159,7 @@ TEST(BackwardKernels, PadOtherElementTypes) {
   for (size_t i = 0; i < big.size(); ++i)
     big[i] = int64_t(i);
   run(OpKind::Pad, {ref(big, {20, 30, 40}, DType::I64)}, {ref(bigOut, {22, 61, 43}, DType::I64)},
-      {{"low", {2, 0, 1}}, {"high", {0, 2, 2}}, {"interior", {0, 1, 0}}, {"value", -1.0}}, 4);
+      {{"low_padding", {2, 0, 1}}, {"high_padding", {0, 2, 2}}, {"interior_padding", {0, 1, 0}}, {"value", -1.0}}, 4);
   std::vector<int64_t> want(bigOut.size(), -1);
   for (int i = 0; i < 20; ++i)
     for (int j = 0; j < 30; ++j)
@@ -169,7 +169,7 @@ TEST(BackwardKernels, PadOtherElementTypes) {
 
   std::vector<float> x(6), bad(8);
   EXPECT_THROW(run(OpKind::Pad, {ref(x, {2, 3})}, {ref(bad, {2, 4})},
-                   {{"low", {0, 0}}, {"high", {0, 0}}, {"interior", {0, 0}}}),
+                   {{"low_padding", {0, 0}}, {"high_padding", {0, 0}}, {"interior_padding", {0, 0}}}),
                RuntimeError);
 }
 

@@ -41,10 +41,9 @@ const std::map<OpKind, std::string> kNoKernel = {
 /// Ops with a CPU kernel and, so far, no CUDA kernel, and why.
 const std::map<OpKind, std::string> kCpuOnly = {};
 
-/// Attributes the plan builder consumes and never writes into a step, and why.
-const std::map<std::pair<OpKind, std::string>, std::string> kBuilderOnlyAttrs = {
-    {{OpKind::Assign, "name"}, "names the variable whose buffer the assign writes; the step holds the buffer"},
-};
+/// Attributes the plan builder consumes and never writes into a step, and why (none today: an
+/// assign's step keeps its variable's name, for messages).
+const std::map<std::pair<OpKind, std::string>, std::string> kBuilderOnlyAttrs = {};
 
 std::set<std::string> dialectOps() {
   mlir::MLIRContext context;
@@ -98,11 +97,14 @@ TEST(KernelCoverage, EveryDialectOpRunsOnEveryDevice) {
   EXPECT_GT(checked, 40);
 }
 
-/// A value of the JSON form the plan builder writes for an attribute of ODS class `storage`.
+/// A value of the JSON form the plan builder writes for an attribute of ODS class `storage`:
+/// for a defaulted one its default (an enum's by its case name), which every kernel accepts.
 nlohmann::json sampleValue(const OpAttrSpec &spec) {
-  std::string storage = spec.storage, fallback = spec.defaultValue;
-  if (spec.presence == AttrPresence::Defaulted && storage == "StrAttr") // a closed set: its default is one
-    return fallback.substr(1, fallback.size() - 2);
+  std::string storage = spec.storage;
+  if (spec.presence == AttrPresence::Defaulted) {
+    nlohmann::json value = nlohmann::json::parse(spec.defaultValue, nullptr, /*allow_exceptions=*/false);
+    return value.is_discarded() ? nlohmann::json(spec.defaultValue) : value; // a case name: "none", "sum"
+  }
   if (storage == "I64Attr")
     return 1;
   if (storage == "F64Attr")
@@ -117,29 +119,50 @@ nlohmann::json sampleValue(const OpAttrSpec &spec) {
     return std::vector<std::string>{"dp"};
   if (storage == "StrAttr" || storage == "FlatSymbolRefAttr")
     return "dp";
-  if (storage == "Cpc_ReductionKindAttr")
-    return "sum";
   if (storage == "Cpc_ShardingAttr")
     return {{"mesh", "mesh"}, {"dim_axes", {std::vector<std::string>{"dp"}}}, {"partial", std::vector<std::string>{}}};
   ADD_FAILURE() << "no sample for attribute '" << spec.name << "' of class " << storage;
   return nullptr;
 }
 
-// Tests that the runtime decodes every attribute each op with a kernel declares in ODS (a new
-// attribute without its decoder fails here), and that the table carries ODS's defaults.
+std::string decodeError(OpKind op, const nlohmann::json &attrs) {
+  try {
+    kernels::decodeOpAttrs(op, attrs);
+  } catch (const std::exception &e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Tests that the runtime decodes every attribute each op with a kernel declares in ODS, by the
+// op's own rules: all of them together decode; without a required one the step fails naming
+// it; a defaulted or optional one may be left out; a name the op lacks is refused.
 TEST(KernelCoverage, EveryAttributeDecodes) {
   int decoded = 0;
   for (OpKind op : allOpKinds()) {
     if (kNoKernel.count(op))
       continue;
+    nlohmann::json all = nlohmann::json::object();
+    for (const OpAttrSpec &spec : opAttrSpecs(op))
+      if (!kBuilderOnlyAttrs.count({op, spec.name}))
+        all[spec.name] = sampleValue(spec);
+    EXPECT_EQ(decodeError(op, all), "") << op << " " << all.dump();
     for (const OpAttrSpec &spec : opAttrSpecs(op)) {
       if (kBuilderOnlyAttrs.count({op, spec.name}))
         continue;
-      nlohmann::json attrs = {{spec.name, sampleValue(spec)}};
-      EXPECT_NO_THROW(kernels::decodeOpAttrs(attrs)) << op << "'s attribute " << attrs.dump();
       EXPECT_EQ(spec.presence == AttrPresence::Defaulted, std::string(spec.defaultValue) != "") << op << " " << spec.name;
+      nlohmann::json without = all;
+      without.erase(spec.name);
+      std::string error = decodeError(op, without);
+      if (spec.presence == AttrPresence::Required)
+        EXPECT_NE(error.find("missing attribute '" + std::string(spec.name) + "'"), std::string::npos) << op << ": " << error;
+      else
+        EXPECT_EQ(error, "") << op << " without " << spec.name;
       ++decoded;
     }
+    nlohmann::json extra = all;
+    extra["no_such_attribute"] = 1;
+    EXPECT_NE(decodeError(op, extra).find("unknown attribute 'no_such_attribute'"), std::string::npos) << op;
   }
   EXPECT_GT(decoded, 80);
   const std::vector<OpAttrSpec> &groups = opAttrSpecs(OpKind::Conv2D);
@@ -147,6 +170,7 @@ TEST(KernelCoverage, EveryAttributeDecodes) {
   ASSERT_NE(it, groups.end());
   EXPECT_STREQ(it->defaultValue, "1");
   EXPECT_STREQ(it->storage, "I64Attr");
+  EXPECT_EQ(kernels::decodeOpAttrs(OpKind::Conv2D, {{"strides", {1, 1}}, {"padding", {0, 0, 0, 0}}, {"dilations", {1, 1}}}).groups, 1);
 }
 
 // Tests that the lists above name only ops with the property they excuse, so that they shrink.
@@ -180,8 +204,8 @@ TEST(KernelCoverage, PlanTraitsMatchTheDialect) {
   EXPECT_FALSE(hasTrait(OpKind::Add, PlanTrait::GroupCollective));
 }
 
-// Tests that the plan's roles are the dialect's (generated from the same enums): each case keeps
-// its name across the bridge, which PlanBuilder crosses with planRole.
+// Tests that the plan's roles and the attributes' enums are the dialect's (generated from the
+// same ODS enums): each case keeps its value and name across the bridge (PlanBuilder's planRole).
 TEST(KernelCoverage, RolesMatchTheDialect) {
   for (uint32_t v = 0; v <= getMaxEnumValForStateRole(); ++v)
     EXPECT_EQ(roleName(planRole<VariableRole>(StateRole(v))), stringifyStateRole(StateRole(v)).str());
@@ -192,8 +216,16 @@ TEST(KernelCoverage, RolesMatchTheDialect) {
   EXPECT_EQ(std::string(roleName(VariableRole::None)), "");
   EXPECT_EQ(parseRole<VariableRole>("exp_avg_sq"), VariableRole::ExpAvgSq);
   EXPECT_EQ(std::string(roleName(VariableRole(getMaxEnumValForStateRole() + 2))), "?");
-  nlohmann::json max = {{"kind", stringifyReductionKind(ReductionKind::Max).str()}};
-  EXPECT_EQ(kernels::decodeOpAttrs(max).kind, kernels::CollectiveReduction::Max);
+  for (uint32_t v = 0; v <= getMaxEnumValForReductionKind(); ++v) {
+    nlohmann::json attrs = {{"mesh", "mesh"}, {"mesh_axes", {"dp"}}, {"kind", stringifyReductionKind(ReductionKind(v)).str()}};
+    EXPECT_EQ(uint32_t(kernels::decodeOpAttrs(OpKind::AllReduce, attrs).kind), v);
+  }
+  for (uint32_t v = 0; v <= getMaxEnumValForGeluApproximation(); ++v)
+    EXPECT_EQ(kernels::attrEnumName(kernels::GeluApproximation(v)), stringifyGeluApproximation(GeluApproximation(v)).str());
+  for (uint32_t v = 0; v <= getMaxEnumValForAttentionLayout(); ++v)
+    EXPECT_EQ(kernels::attrEnumName(kernels::AttentionLayout(v)), stringifyAttentionLayout(AttentionLayout(v)).str());
+  for (uint32_t v = 0; v <= getMaxEnumValForScatterReduction(); ++v)
+    EXPECT_EQ(kernels::attrEnumName(kernels::ScatterReduction(v)), stringifyScatterReduction(ScatterReduction(v)).str());
 }
 
 } // namespace

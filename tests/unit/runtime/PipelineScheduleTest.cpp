@@ -125,7 +125,7 @@ Plan twoStagePlan() {
     plan.programs.push_back(p);
   };
   auto p2p = [](OpKind op, int64_t peer, int64_t channel, const std::string &loc) {
-    StepDesc s{op, {}, {}, {{"axis", "pp"}, {"peer", peer}, {"channel", channel}}, loc};
+    StepDesc s{op, {}, {}, {{"mesh", "mesh"}, {"mesh_axis", "pp"}, {"peer", peer}, {"channel", channel}}, loc};
     (op == OpKind::Send ? s.inputs : s.outputs).push_back(0);
     return s;
   };

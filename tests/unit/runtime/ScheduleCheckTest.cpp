@@ -89,8 +89,8 @@ Plan pipelinePlan(int64_t recvChannel) {
   first.rank = 0;
   second.rank = 1;
   first.name = second.name = "train_step";
-  first.steps.push_back({OpKind::Send, {0}, {}, {{"axis", "pp"}, {"peer", 1}, {"channel", 0}}, "stage0"});
-  second.steps.push_back({OpKind::Recv, {}, {0}, {{"axis", "pp"}, {"peer", 0}, {"channel", recvChannel}}, "stage1"});
+  first.steps.push_back({OpKind::Send, {0}, {}, {{"mesh", "mesh"}, {"mesh_axis", "pp"}, {"peer", 1}, {"channel", 0}}, "stage0"});
+  second.steps.push_back({OpKind::Recv, {}, {0}, {{"mesh", "mesh"}, {"mesh_axis", "pp"}, {"peer", 0}, {"channel", recvChannel}}, "stage1"});
   plan.programs = {first, second};
   return plan;
 }
