@@ -10,7 +10,7 @@
 namespace cpc {
 
 struct PlanOptions {
-  std::string mode = "infer";
+  PlanMode mode = PlanMode::Infer;
   /// What the plan runs on: its buffers live in that device's memory (cpc-run binds each rank to
   /// a GPU for cuda).
   DeviceKind device = DeviceKind::Cpu;

@@ -167,14 +167,10 @@ struct CpcMixedPrecisionPass : cpc::impl::CpcMixedPrecisionBase<CpcMixedPrecisio
   using CpcMixedPrecisionBase::CpcMixedPrecisionBase;
 
   void runOnOperation() override {
-    if (precision == "fp32")
+    if (precision == Precision::FP32)
       return;
     Builder b(&getContext());
-    Type low = precision == "bf16" ? Type(b.getBF16Type()) : precision == "fp16" ? Type(b.getF16Type()) : Type();
-    if (!low) {
-      getOperation().emitError() << "unknown precision '" << precision << "' (expected fp32, bf16 or fp16)";
-      return signalPassFailure();
-    }
+    Type low = precision == Precision::BF16 ? Type(b.getBF16Type()) : Type(b.getF16Type());
     auto func = getOperation().lookupSymbol<func::FuncOp>(funcName);
     if (!func || func.isExternal()) {
       getOperation().emitError() << "no function @" << funcName << " to cast";

@@ -8,6 +8,18 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassOptions.h"
 
+// The cases of the option enums (the dialect's, CpcAttrs.td) for llvm::cl, shared by the passes'
+// options, the pipelines' and the tools'.
+#define CPC_PRECISION_VALUES                                                                             \
+  clEnumValN(::cpc::Precision::FP32, "fp32", "f32 throughout"),                                        \
+      clEnumValN(::cpc::Precision::BF16, "bf16", "bf16 matmuls and convolutions, f32 master weights"),   \
+      clEnumValN(::cpc::Precision::FP16, "fp16", "fp16 the same, with dynamic loss scaling")
+#define CPC_TENSOR_PARALLEL_MODE_VALUES                                                                  \
+  clEnumValN(::cpc::TensorParallelMode::OneD, "1d", "Megatron: one tp axis"),                           \
+      clEnumValN(::cpc::TensorParallelMode::TwoD, "2d", "Optimus: tp = q*q"),                           \
+      clEnumValN(::cpc::TensorParallelMode::TwoHalfD, "2.5d", "Tesseract: tp = depth*q*q"),             \
+      clEnumValN(::cpc::TensorParallelMode::ThreeD, "3d", "tp = q*q*q")
+
 namespace cpc {
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
@@ -33,9 +45,9 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
   Option<int64_t> dataParallel{*this, "dp", llvm::cl::desc("Data-parallel ranks"), llvm::cl::init(1)};
   Option<int64_t> zeroStage{*this, "zero", llvm::cl::desc("ZeRO stage over dp (0-3)"), llvm::cl::init(0)};
   Option<int64_t> tensorParallel{*this, "tp", llvm::cl::desc("Tensor-parallel ranks (Megatron 1D)"), llvm::cl::init(1)};
-  Option<std::string> tensorParallelMode{*this, "tp-mode",
-                                         llvm::cl::desc("Tensor parallelism: 1d (Megatron), 2d or 2.5d"),
-                                         llvm::cl::init("1d")};
+  Option<TensorParallelMode> tensorParallelMode{*this, "tp-mode", llvm::cl::desc("Tensor parallelism: 1d, 2d, 2.5d or 3d"),
+                                                llvm::cl::init(TensorParallelMode::OneD),
+                                                llvm::cl::values(CPC_TENSOR_PARALLEL_MODE_VALUES)};
   Option<int64_t> tensorParallelDepth{*this, "tp-depth", llvm::cl::desc("2.5d: the depth"), llvm::cl::init(1)};
   ListOption<std::string> shard{*this, "shard", llvm::cl::desc("Manual parameter splits: REGEX=SPEC")};
   Option<int64_t> pipelineStages{*this, "pp", llvm::cl::desc("Pipeline ranks"), llvm::cl::init(1)};
@@ -43,8 +55,8 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
                                 llvm::cl::init(1)};
   ListOption<std::string> pipelineSplit{*this, "pp-split",
                                         llvm::cl::desc("Hand cut points: the first op of each chunk but the first")};
-  Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32, bf16 or fp16 (mixed precision)"),
-                                llvm::cl::init("fp32")};
+  Option<Precision> precision{*this, "precision", llvm::cl::desc("fp32, bf16 or fp16 (mixed precision)"),
+                              llvm::cl::init(Precision::FP32), llvm::cl::values(CPC_PRECISION_VALUES)};
   // fp16's dynamic loss scaling (torch GradScaler's defaults; Colossal's naive AMP: interval
   // 1000, hysteresis 2).
   Option<double> lossScale{*this, "loss-scale", llvm::cl::desc("fp16: the initial loss scale"),
@@ -62,7 +74,7 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
 
 /// The side q of the grid a tensor-parallel mode makes of `tp` ranks: 2d q*q, 2.5d depth*q*q,
 /// 3d q*q*q (1d: tp); 0 when `tp` is no such number with q >= 2.
-int64_t tensorParallelSide(llvm::StringRef mode, int64_t tp, int64_t depth);
+int64_t tensorParallelSide(TensorParallelMode mode, int64_t tp, int64_t depth);
 
 /// The passes `cpc compile` runs on an imported model in training mode, registered as
 /// `cpc-training-pipeline` so that `cpc-opt` reproduces the IR a plan is built from.

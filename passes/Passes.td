@@ -118,7 +118,8 @@ def CpcMixedPrecision : Pass<"cpc-mixed-precision", "::mlir::ModuleOp"> {
     function keeps its signature (results are cast back). Runs before cpc-autodiff.
   }];
   let options = [
-    Option<"precision", "precision", "std::string", /*default=*/"\"bf16\"", "fp32 (no change), bf16 or fp16">,
+    Option<"precision", "precision", "::cpc::Precision", /*default=*/"::cpc::Precision::BF16", "fp32 (no change), bf16 or fp16",
+           [{::llvm::cl::values(CPC_PRECISION_VALUES)}]>,
     Option<"funcName", "func", "std::string", /*default=*/"\"main\"", "The loss function">,
   ];
   let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
@@ -284,9 +285,10 @@ def CpcTensorParallel : Pass<"cpc-tensor-parallel", "::mlir::ModuleOp"> {
   let options = [
     Option<"dp", "dp", "int64_t", /*default=*/"1", "Data-parallel ranks (the mesh's first axis)">,
     Option<"tp", "tp", "int64_t", /*default=*/"1", "Tensor-parallel ranks (the mesh's second axis)">,
-    Option<"mode", "mode", "std::string", /*default=*/"\"1d\"",
+    Option<"mode", "mode", "::cpc::TensorParallelMode", /*default=*/"::cpc::TensorParallelMode::OneD",
            "1d (Megatron), 2d (Optimus: tp = q*q, mesh axes tp_row x tp_col), 2.5d (Tesseract: "
-           "tp = d*q*q, axes tp_dep x tp_row x tp_col) or 3d (tp = q*q*q, axes tp_wt x tp_in x tp_out)">,
+           "tp = d*q*q, axes tp_dep x tp_row x tp_col) or 3d (tp = q*q*q, axes tp_wt x tp_in x tp_out)",
+           [{::llvm::cl::values(CPC_TENSOR_PARALLEL_MODE_VALUES)}]>,
     Option<"depth", "depth", "int64_t", /*default=*/"1", "2.5d: the depth d">,
     Option<"megatron", "megatron", "bool", /*default=*/"true", "Split MLPs as Megatron does">,
     Option<"sp", "sp", "bool", /*default=*/"false",

@@ -23,7 +23,7 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     stages.split = options.pipelineSplit;
     pm.addPass(createCpcPipelineStages(stages));
   }
-  bool summa = options.tensorParallel > 1 && options.tensorParallelMode != "1d";
+  bool summa = options.tensorParallel > 1 && options.tensorParallelMode != TensorParallelMode::OneD;
   if (options.tensorParallel > 1) { // before autodiff: gradients then come in the stored order
     CpcHeadMajorQkvOptions heads;
     heads.tp = summa ? std::max<int64_t>(tensorParallelSide(options.tensorParallelMode, options.tensorParallel,
@@ -31,14 +31,14 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
                      : options.tensorParallel; // 2D / 3D split heads over q ranks
     pm.addPass(createCpcHeadMajorQkv(heads));
   }
-  if (options.precision != "fp32") { // after the rewrites that match parameter uses, before gradients
+  if (options.precision != Precision::FP32) { // after the rewrites that match parameter uses, before gradients
     CpcMixedPrecisionOptions mixed;
     mixed.precision = options.precision;
     pm.addPass(createCpcMixedPrecision(mixed));
   }
   if (summa) // the hidden dim is split (2D, 3D): LayerNorm as its statistics (f32 ones, after autocast)
     pm.addPass(createCpcExpandLayerNorm());
-  bool lossScaling = options.precision == "fp16"; // bf16 has f32's range: no scaling
+  bool lossScaling = options.precision == Precision::FP16; // bf16 has f32's range: no scaling
   CpcAutodiffOptions autodiff;
   autodiff.lossScale = lossScaling ? options.lossScale : 0.0;
   pm.addPass(createCpcAutodiff(autodiff));

@@ -139,10 +139,10 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       return signalPassFailure();
     // Decisions by parameter name: every function reads its own cpc.parameter ops.
     llvm::StringMap<std::pair<Layout, int64_t>> decisions; // layout, priority
-    if (mode == "3d")
+    if (mode == TensorParallelMode::ThreeD)
       for (func::FuncOp func : *funcs)
         seed3D(func, mesh, decisions);
-    else if (mode != "1d")
+    else if (mode != TensorParallelMode::OneD)
       for (func::FuncOp func : *funcs)
         seedSumma(func, mesh, decisions);
     else if (megatron && tp > 1)
@@ -170,21 +170,20 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
   /// dp x tp_dep x tp_row x tp_col (2.5d, d x q x q) or dp x tp_wt x tp_in x tp_out (3d, q^3).
   FailureOr<SmallVector<std::pair<StringRef, int64_t>>> meshAxes() {
     ModuleOp module = getOperation();
-    if (mode == "1d")
+    if (mode == TensorParallelMode::OneD)
       return SmallVector<std::pair<StringRef, int64_t>>{{"dp", dp}, {"tp", tp}};
-    if (mode != "2d" && mode != "2.5d" && mode != "3d")
-      return module.emitError("tensor-parallel mode '") << mode << "' is not 1d, 2d, 2.5d or 3d", failure();
-    int64_t d = mode == "2.5d" ? (int64_t)depth : 1, q = tensorParallelSide(mode, tp, d);
+    int64_t d = mode == TensorParallelMode::TwoHalfD ? (int64_t)depth : 1, q = tensorParallelSide(mode, tp, d);
     if (q == 0)
       return module.emitError("tensor-parallel mode ")
-                 << mode << " needs tp = " << (mode == "3d" ? "q * q * q" : d > 1 ? "depth * q * q" : "q * q")
+                 << stringifyTensorParallelMode(mode) << " needs tp = "
+                 << (mode == TensorParallelMode::ThreeD ? "q * q * q" : d > 1 ? "depth * q * q" : "q * q")
                  << " ranks (q >= 2), got tp=" << (int64_t)tp << (d > 1 ? " and depth " + std::to_string(d) : std::string()),
              failure();
-    if (mode == "3d")
+    if (mode == TensorParallelMode::ThreeD)
       return SmallVector<std::pair<StringRef, int64_t>>{
           {"dp", dp}, {kTpWeightAxis, q}, {kTpInputAxis, q}, {kTpOutputAxis, q}};
     SmallVector<std::pair<StringRef, int64_t>> axes{{"dp", dp}};
-    if (mode == "2.5d")
+    if (mode == TensorParallelMode::TwoHalfD)
       axes.push_back({kTpDepthAxis, d});
     axes.push_back({kTpRowAxis, q});
     axes.push_back({kTpColAxis, q});
@@ -537,10 +536,11 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
 
 } // namespace
 
-int64_t cpc::tensorParallelSide(llvm::StringRef mode, int64_t tp, int64_t depth) {
-  if (mode == "1d")
+int64_t cpc::tensorParallelSide(TensorParallelMode mode, int64_t tp, int64_t depth) {
+  if (mode == TensorParallelMode::OneD)
     return tp;
-  int64_t power = mode == "3d" ? 3 : 2, factor = mode == "2.5d" ? depth : 1, q = 1;
+  int64_t power = mode == TensorParallelMode::ThreeD ? 3 : 2, factor = mode == TensorParallelMode::TwoHalfD ? depth : 1,
+          q = 1;
   auto ranks = [&](int64_t side) { return (power == 3 ? side * side * side : side * side) * factor; };
   if (factor < 1)
     return 0;

@@ -102,7 +102,7 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
       // Kernels never write constants, nor parameters at inference: those run straight from a
       // plan held in memory. Training updates parameters in place, so they get memory of their own.
       if (!b.sharded() && !b.synthetic && plan.blobInMemory() && b.space == MemorySpace::Host &&
-          (b.kind == BufferKind::Constant || plan.mode != "train")) {
+          (b.kind == BufferKind::Constant || plan.mode != PlanMode::Train)) {
         views_[i].data = const_cast<uint8_t *>(plan.blob.data()) + b.offset;
         memory_.inPlanBytes += b.bytes();
         break;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <fstream>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -52,6 +53,19 @@ const char *bufferKindName(BufferKind kind) {
   case BufferKind::Input: return "input";
   }
   return "?";
+}
+
+namespace {
+constexpr const char *kPlanModeNames[] = {"train", "infer"}; // by PlanMode's value
+} // namespace
+
+const char *planModeName(PlanMode mode) { return kPlanModeNames[static_cast<size_t>(mode)]; }
+
+std::optional<PlanMode> findPlanMode(std::string_view name) {
+  for (size_t i = 0; i < std::size(kPlanModeNames); ++i)
+    if (name == kPlanModeNames[i])
+      return static_cast<PlanMode>(i);
+  return std::nullopt;
 }
 
 namespace {
@@ -194,7 +208,7 @@ nlohmann::json Plan::metadata() const {
   using nlohmann::json;
   json j;
   j["version"] = version;
-  j["mode"] = mode;
+  j["mode"] = planModeName(mode);
   j["source"] = source;
   j["world_size"] = worldSize;
   j["device"] = deviceKindName(device);
@@ -732,7 +746,10 @@ Plan readPlan(const std::string &path, PlanBlob blobMode) {
     json j = json::from_cbor(head.begin(), head.begin() + h.metadataSize);
     (void)j.dump(); // CBOR does not check that strings are UTF-8; everything that prints them does
     plan.version = j.at("version");
-    plan.mode = j.at("mode");
+    std::optional<PlanMode> mode = findPlanMode(j.at("mode").get<std::string>());
+    if (!mode)
+      throw RuntimeError("unknown mode '" + j.at("mode").get<std::string>() + "' (expected train or infer)");
+    plan.mode = *mode;
     plan.source = j.at("source");
     plan.worldSize = j.at("world_size");
     auto device = parseDeviceKind(j.at("device").get<std::string>());

@@ -23,7 +23,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cpc {
@@ -176,9 +178,16 @@ struct BlobPiece {
   std::function<void(uint8_t *dst)> fill; // writes exactly `bytes` bytes at dst
 };
 
+/// What a plan runs: the training step (and its optimizer) or the forward pass alone. Plans
+/// store its name ("train", "infer").
+enum class PlanMode : uint8_t { Train, Infer };
+const char *planModeName(PlanMode mode);
+/// The mode named `name`, or nullopt for a name that is neither.
+std::optional<PlanMode> findPlanMode(std::string_view name);
+
 struct Plan {
   uint32_t version = kPlanVersion;
-  std::string mode = "infer";
+  PlanMode mode = PlanMode::Infer;
   std::string source;           // the model it was compiled from
   int worldSize = 1;
   DeviceKind device = DeviceKind::Cpu; // what every rank runs on (one GPU per rank for cuda)

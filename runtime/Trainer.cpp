@@ -26,8 +26,8 @@ nlohmann::json StepMetrics::toJson() const {
 
 Trainer::Trainer(const Plan &plan, Executor &executor, int rank, Communicator *comm, Communicator *control)
     : plan_(plan), exec_(executor), control_(control ? control : comm), rank_(rank), comm_(comm) {
-  if (plan.mode != "train")
-    throw RuntimeError("not a training plan (mode '" + plan.mode + "')");
+  if (plan.mode != PlanMode::Train)
+    throw RuntimeError(std::string("not a training plan (mode '") + planModeName(plan.mode) + "')");
   recipe_ = TrainRecipe::fromJson(plan.training.at("recipe"));
   microbatch_ = plan.training.at("microbatch");
   batchBlocks_ = plan.batchBlocks();

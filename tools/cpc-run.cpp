@@ -329,7 +329,7 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
   cpc::Executor executor(plan, options);
   if (!outputDir.empty())
     prepareOutputDir(outputDir);
-  if (plan.mode == "train") {
+  if (plan.mode == cpc::PlanMode::Train) {
     int rc = train(plan, executor, comm, inputs, steps, outputDir, saveParameters, metricsPath, quiet, profile, probe);
     if (trace)
       finishTrace(plan, *trace, comm, quiet);

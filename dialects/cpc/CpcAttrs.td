@@ -161,4 +161,27 @@ def Cpc_ScatterReductionAttr : EnumAttr<Cpc_Dialect, Cpc_ScatterReduction, "scat
   let summary = "The combination of cpc.scatter_nd: none (replace), add, mul, max or min";
 }
 
+//===----------------------------------------------------------------------===//
+// Choices of a compilation: pass and pipeline options (clEnumValN lists of the same cases).
+//===----------------------------------------------------------------------===//
+
+def Cpc_Precision : I32EnumAttr<"Precision", "the arithmetic of training", [
+    I32EnumAttrCase<"FP32", 0, "fp32">,
+    // 16-bit matmuls and convolutions, f32 master weights (bf16: f32's range, no loss scaling).
+    I32EnumAttrCase<"BF16", 1, "bf16">,
+    // The same in f16, with dynamic loss scaling.
+    I32EnumAttrCase<"FP16", 2, "fp16">]> {
+  let cppNamespace = "::cpc";
+  let genSpecializedAttr = 0;
+}
+
+def Cpc_TensorParallelMode : I32EnumAttr<"TensorParallelMode", "how tensor parallelism lays the tp ranks out", [
+    I32EnumAttrCase<"OneD", 0, "1d">,        // Megatron: one tp axis
+    I32EnumAttrCase<"TwoD", 1, "2d">,        // Optimus: tp = q*q, tp_row x tp_col
+    I32EnumAttrCase<"TwoHalfD", 2, "2.5d">,  // Tesseract: tp = d*q*q, tp_dep x tp_row x tp_col
+    I32EnumAttrCase<"ThreeD", 3, "3d">]> {   // tp = q*q*q, tp_wt x tp_in x tp_out
+  let cppNamespace = "::cpc";
+  let genSpecializedAttr = 0;
+}
+
 #endif // CPC_ATTRS_TD

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """End-to-end: the passes `cpc compile` runs are one registered pipeline. For each layout, the IR a
 plan is built from (`cpc compile --dump-ir`) equals what `cpc-opt --cpc-training-pipeline=...`
-(as `cpc compile --print-pipeline` prints it) makes of `cpc import`'s output, byte for byte.
+(as `cpc compile --print-pipeline` prints it) makes of `cpc import`'s output, byte for byte; and
+an inference plan's IR is `cpc-opt --cpc-inference-pipeline`'s.
 """
 import json
 import os
@@ -17,7 +18,9 @@ RECIPE = {"TOTAL_BATCH_SIZE": 8, "LR": 0.05, "WEIGHT_DECAY": 0.05, "clip_grad_no
 LAYOUTS = [("one rank", []), ("dp2 zero1", ["--dp", "2", "--zero", "1"]),
            ("dp2 zero3", ["--dp", "2", "--zero", "3"]),
            ("accumulation 2 dp2", ["--dp", "2", "--set", "gradient_accumulation=2", "--set", "TOTAL_BATCH_SIZE=8"]),
-           ("dp2 tp2 with a --shard override", ["--dp", "2", "--tp", "2", "--shard", r"blocks\.0\.mlp\.fc2\.bias=tp"])]
+           ("dp2 tp2 with a --shard override", ["--dp", "2", "--tp", "2", "--shard", r"blocks\.0\.mlp\.fc2\.bias=tp"]),
+           # enum options (tp-mode, precision) print as their names and parse back
+           ("tp4 2d bf16", ["--tp", "4", "--tp-mode", "2d", "--precision", "bf16"])]
 
 
 def main():
@@ -32,15 +35,19 @@ def main():
         for name, flags in LAYOUTS:
             def check(flags=flags):
                 dumped, reproduced = os.path.join(work, "dumped.mlir"), os.path.join(work, "reproduced.mlir")
-                proc = run([tool("cpc"), "compile", model, "--config", config, "--set", "TOTAL_BATCH_SIZE=4", *flags, "--print-pipeline", "--dump-ir", dumped,
+                infer = "infer" in flags
+                recipe = [] if infer else ["--config", config, "--set", "TOTAL_BATCH_SIZE=4"]
+                proc = run([tool("cpc"), "compile", model, *recipe, *flags, "--print-pipeline", "--dump-ir", dumped,
                             "-o", os.path.join(work, "p.plan")])
-                m = re.search(r"^pipeline: (--cpc-training-pipeline='[^']*')$", proc.stdout, re.M)
+                pipeline = "inference" if infer else "training"
+                m = re.search(r"^pipeline: (--cpc-%s-pipeline(='[^']*')?)$" % pipeline, proc.stdout, re.M)
                 assert m, "no pipeline line in:\n" + proc.stdout
                 option = m.group(1).replace("'", "")
                 run([tool("cpc-opt"), imported, option, "-o", reproduced])
                 a, b = open(dumped).read(), open(reproduced).read()
                 assert a == b, "cpc-opt %s differs from the plan's IR (%d vs %d bytes)" % (option, len(b), len(a))
-                assert "cpc.phase = #cpc.phase<" in a, "no training phase in the IR"
+                assert infer or "cpc.phase = #cpc.phase<" in a, "no training phase in the IR"
+                assert not infer or "cpc.matmul_bias" in a, "the inference pipeline fused no epilogue"
             results.check("%s: cpc-opt reproduces the plan's IR" % name, check)
 
         def timing():

@@ -64,7 +64,7 @@ TEST(MultiTensorAdamWPlan, AGradientThatIsAnotherParameterIsReadBeforeItsUpdate)
   for (const char *name : {"b", "b2"})
     weights->values[name] = {-0.5, 0.75, 1.5, -2.0};
   cpc::PlanOptions options;
-  options.mode = "train";
+  options.mode = cpc::PlanMode::Train;
   options.functions = {"grouped", "separate"};
   cpc::Plan plan = cpc::buildPlan(*module, weights, "multi-tensor-test", options);
   cpc::Executor exec(plan, {});

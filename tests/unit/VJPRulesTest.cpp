@@ -89,7 +89,7 @@ TEST_P(VJPRules, MatchesFiniteDifferences) {
     x = wdist(rng);
 
   cpc::PlanOptions options;
-  options.mode = "train"; // parameters get their own, writable memory
+  options.mode = cpc::PlanMode::Train; // parameters get their own, writable memory
   options.functions = {"main", "main_grad"};
   cpc::Plan plan = cpc::buildPlan(*module, weightStore, "vjp-test", options);
   cpc::Executor exec(plan, {});

@@ -135,6 +135,20 @@ Options:
   --no-inplace               Never let an op write its result over an input
 )";
 
+/// The option enums by their names, which the flags and the config have checked.
+TensorParallelMode tensorModeNamed(const std::string &name) {
+  std::optional<TensorParallelMode> mode = symbolizeTensorParallelMode(name);
+  if (!mode)
+    throw UsageError("tensor-parallel mode '" + name + "' is not 1d, 2d, 2.5d or 3d");
+  return *mode;
+}
+Precision precisionNamed(const std::string &name) {
+  std::optional<Precision> precision = symbolizePrecision(name);
+  if (!precision)
+    throw UsageError("precision '" + name + "' is not fp32, bf16 or fp16");
+  return *precision;
+}
+
 /// The tensor-parallel mode and depth from the flags, else the config; checks that tp fits the
 /// mode (2d: q*q, 2.5d: depth*q*q, 3d: q*q*q, with q >= 2) in one line naming the flags or the config's
 /// keys. Returns q (1 for 1d).
@@ -163,7 +177,7 @@ int64_t resolveTensorMode(std::string &mode, int64_t &depth, int64_t tp, bool tp
   std::string modeAt = where(modeFromFlag, "--tp-mode " + mode, "parallel.tensor.mode");
   if (mode == "2.5d" && depth == 0)
     throw UsageError(modeAt + ": 2.5d needs a depth (--tp-depth D or parallel.tensor.depth)");
-  int64_t d = std::max<int64_t>(depth, 1), q = tensorParallelSide(mode, tp, d);
+  int64_t d = std::max<int64_t>(depth, 1), q = tensorParallelSide(tensorModeNamed(mode), tp, d);
   if (q == 0 && mode == "3d")
     throw UsageError(modeAt + ": 3d needs " + std::string(tpFromFlag ? "--tp" : "parallel.tensor.size") +
                      " = q*q*q with q >= 2 (8, 27, 64, ...), got " + std::to_string(tp));
@@ -267,7 +281,7 @@ void setPipelineOptions(TrainingPipelineOptions &options, const TrainRecipe &rec
   options.noWeightDecay = recipe.noWeightDecay;
   options.dataParallel = dataParallel;
   options.zeroStage = zeroStage;
-  options.precision = recipe.precision;
+  options.precision = precisionNamed(recipe.precision);
   options.lossScale = recipe.initialScale;
   options.growthFactor = recipe.growthFactor;
   options.backoffFactor = recipe.backoffFactor;
@@ -556,7 +570,7 @@ int runCompile(int argc, char **argv) {
   clock.mark("import");
   if (mode.empty())
     mode = returnsScalarLoss(*model.module) ? "train" : "infer";
-  planOptions.mode = mode;
+  planOptions.mode = *findPlanMode(mode); // checked with the flags
   nlohmann::json training;
   if (mode == "train") {
     if (!returnsScalarLoss(*model.module))
@@ -610,7 +624,7 @@ int runCompile(int argc, char **argv) {
     TrainingPipelineOptions pipeline;
     setPipelineOptions(pipeline, recipe, dataParallel, zeroStage);
     pipeline.tensorParallel = tensorParallel;
-    pipeline.tensorParallelMode = tensorMode;
+    pipeline.tensorParallelMode = tensorModeNamed(tensorMode);
     pipeline.tensorParallelDepth = tensorDepth;
     std::vector<std::string> rules = recipe.shardRules; // the config's policy first: --shard overrides it
     rules.insert(rules.end(), shardRules.begin(), shardRules.end());

@@ -133,7 +133,7 @@ int runInspect(int argc, char **argv) {
                     {"parameter_bytes", plan.bytesOfKind(BufferKind::Parameter)},
                     {"constant_bytes", plan.bytesOfKind(BufferKind::Constant)},
                     {"trainable_parameters", trainable}};
-    if (plan.mode == "train")
+    if (plan.mode == PlanMode::Train)
       j["summary"]["model_states"] = modelStateBytes(plan).toJson();
     j["summary"]["missing_kernels"] = missingKernels(plan);
     j["summary"]["cuda_built"] = cudaBackendBuilt();
@@ -145,7 +145,7 @@ int runInspect(int argc, char **argv) {
     return n.name + ": " + dtypeName(b.dtype) + shapeString(b.shape);
   };
   std::cout << "plan " << path << " (format version " << plan.version << ")\n"
-            << "  source: " << plan.source << "\n  mode: " << plan.mode << "\n  device: " << deviceKindName(plan.device)
+            << "  source: " << plan.source << "\n  mode: " << planModeName(plan.mode) << "\n  device: " << deviceKindName(plan.device)
             << (plan.device == DeviceKind::Cuda ? " (one GPU per rank, tensors in GPU memory)" : "")
             << "\n  ranks: " << plan.worldSize << "\n";
   // Each name once (pipeline programs each bind their own copy); hand-overs between a rank's
@@ -173,12 +173,12 @@ int runInspect(int argc, char **argv) {
     std::cout << ", program " << program.name << ": " << program.steps.size() << " steps, arena "
               << mib(program.arenaBytes) << "\n";
   }
-  if (plan.mode == "train" && plan.training.contains("pipeline")) {
+  if (plan.mode == PlanMode::Train && plan.training.contains("pipeline")) {
     PipelineSchedule s = PipelineSchedule::fromJson(plan.training["pipeline"]);
     std::cout << "  pipeline: " << s.stages << " stages x " << s.virtualStages << " chunks, " << s.microbatches
               << " microbatches, schedule " << scheduleName(s.kind) << " (cpc inspect --schedule lists it)\n";
   }
-  if (plan.mode == "train" && plan.training.contains("recipe")) {
+  if (plan.mode == PlanMode::Train && plan.training.contains("recipe")) {
     const nlohmann::json &recipe = plan.training["recipe"];
     std::string precision = recipe.value("precision", "fp32");
     if (precision != "fp32") {
@@ -224,7 +224,7 @@ int runInspect(int argc, char **argv) {
             << "\n  optimizer and accumulator state: " << mib(plan.bytesOfKind(BufferKind::State))
             << "\n  constants: " << mib(plan.bytesOfKind(BufferKind::Constant))
             << "\n  predicted peak memory per rank: " << mib(plan.predictedPeakBytes) << "\n";
-  if (plan.mode == "train") {
+  if (plan.mode == PlanMode::Train) {
     ModelStateBytes states = modelStateBytes(plan);
     int64_t tensorParallel = plan.training.value("tensor_parallel", 1);
     std::cout << "  data parallel: " << states.ranks << " rank" << (states.ranks > 1 ? "s" : "") << ", ZeRO stage "

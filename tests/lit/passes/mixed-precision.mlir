@@ -1,6 +1,11 @@
 // RUN: cpc-opt %s --split-input-file --cpc-mixed-precision='precision=bf16' | FileCheck %s
 // RUN: cpc-opt %s --split-input-file --cpc-mixed-precision='precision=fp16' | FileCheck %s --check-prefix=F16
 // RUN: cpc-opt %s --split-input-file --cpc-mixed-precision='precision=fp32' | FileCheck %s --check-prefix=F32
+// RUN: not cpc-opt %s --split-input-file --cpc-mixed-precision='precision=int8' 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not cpc-opt %s --split-input-file --cpc-training-pipeline='precision=int8' 2>&1 | FileCheck %s --check-prefix=BAD
+
+// Tests that a precision is one of the enum's cases (clEnumValN), named where parsed.
+// BAD: for the --precision option: Cannot find option named 'int8'!
 
 // Tests that a Linear computes in bf16: the f32 master weight and the input are cast once,
 // right after their definitions, the bias (parameter-only) joins the 16-bit result without

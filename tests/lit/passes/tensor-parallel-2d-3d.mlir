@@ -1,6 +1,11 @@
 // RUN: cpc-opt %s -split-input-file -verify-diagnostics --cpc-tensor-parallel="tp=4 mode=2d" | FileCheck %s
 // RUN: cpc-opt %s -split-input-file --cpc-tensor-parallel="tp=8 mode=2.5d depth=2" 2>/dev/null | FileCheck %s --check-prefix=DEPTH
 // RUN: cpc-opt %s -split-input-file --cpc-tensor-parallel="tp=8 mode=3d" 2>/dev/null | FileCheck %s --check-prefix=CUBE
+// RUN: not cpc-opt %s --split-input-file --cpc-tensor-parallel="tp=4 mode=5d" 2>&1 | FileCheck %s --check-prefix=BADMODE
+// RUN: not cpc-opt %s --split-input-file --cpc-training-pipeline="tp=4 tp-mode=5d" 2>&1 | FileCheck %s --check-prefix=BADMODE
+
+// Tests that a tensor-parallel mode is one of the enum's cases.
+// BADMODE: option: Cannot find option named '5d'!
 
 // Tests the seeds of 2D tensor parallelism (Optimus, q = 2): the mesh is dp x tp_row x tp_col, every
 // Linear's weight is split [in over tp_row, out over tp_col] (torch's [out, in] and the

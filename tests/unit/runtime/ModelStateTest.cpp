@@ -11,7 +11,7 @@ namespace {
 /// `stage` would: its (block of) parameter, moments, and one adamw step reading a gradient.
 Plan zeroPlan(int stage, int64_t n, int64_t ranks) {
   Plan plan;
-  plan.mode = "train";
+  plan.mode = PlanMode::Train;
   plan.worldSize = ranks;
   plan.meshShape = {ranks};
   plan.meshAxes = {"dp"};

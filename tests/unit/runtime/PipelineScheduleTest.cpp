@@ -108,7 +108,7 @@ TEST(PipelineSchedule, JsonRoundTripAndValidation) {
 /// also hands a saved value to backward_1; backward_1 sends the gradient (channel 1) back.
 Plan twoStagePlan() {
   Plan plan;
-  plan.mode = "train";
+  plan.mode = PlanMode::Train;
   plan.worldSize = 2;
   plan.meshShape = {2};
   plan.meshAxes = {"pp"};

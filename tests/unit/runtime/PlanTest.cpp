@@ -22,7 +22,7 @@ namespace {
 /// A one-program plan over a 2 x 2 mesh (dp x tp) with one parameter of 8 floats.
 Plan meshPlan() {
   Plan plan;
-  plan.mode = "train";
+  plan.mode = PlanMode::Train;
   plan.worldSize = 4;
   plan.meshShape = {2, 2};
   plan.meshAxes = {"dp", "tp"};

@@ -80,7 +80,7 @@ TEST(ScheduleCheck, MismatchesAreCaught) {
 /// A plan on a dp=1 x pp=2 mesh whose two ranks run their own program "train_step".
 Plan pipelinePlan(int64_t recvChannel) {
   Plan plan;
-  plan.mode = "train";
+  plan.mode = PlanMode::Train;
   plan.worldSize = 2;
   plan.meshShape = {1, 2};
   plan.meshAxes = {"dp", "pp"};
