@@ -27,8 +27,13 @@ namespace cpc {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
-/// Adds the import clean-up pipeline that `cpc import` runs: fusions, then canonicalization.
+/// Adds the import clean-up pipeline that `cpc import` runs: fusions, then canonicalization
+/// (registered as `cpc-import-pipeline`).
 void addImportCleanupPasses(mlir::OpPassManager &pm);
+
+/// The passes `cpc compile` runs on an imported model in inference mode: the kernel fusions the
+/// training pipeline ends with (registered as `cpc-inference-pipeline`).
+void buildInferencePipeline(mlir::OpPassManager &pm);
 
 /// Options of the training pipeline: the recipe's optimizer keys and the parallel layout. The
 /// names are those of the passes' options.

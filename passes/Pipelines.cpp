@@ -15,6 +15,16 @@ void cpc::addImportCleanupPasses(OpPassManager &pm) {
   pm.addPass(mlir::createCSEPass());
 }
 
+namespace {
+/// The fusions both pipelines end with, on the shapes the kernels run.
+void addKernelFusions(OpPassManager &pm) {
+  pm.addPass(cpc::createCpcFuseResidualNorm());
+  pm.addPass(cpc::createCpcFuseEpilogues());
+}
+} // namespace
+
+void cpc::buildInferencePipeline(OpPassManager &pm) { addKernelFusions(pm); }
+
 void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &options) {
   int64_t chunks = options.pipelineStages * options.virtualStages;
   if (chunks > 1) { // labels the forward ops; autodiff carries the labels onto their gradients
@@ -63,8 +73,7 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   if (!sharded && chunks == 1) {
     pm.addPass(createCpcFuseOptimizer());
     pm.addPass(createCpcGroupAdamW());
-    pm.addPass(createCpcFuseResidualNorm());
-    pm.addPass(createCpcFuseEpilogues());
+    addKernelFusions(pm);
     return;
   }
   if (sharded)
@@ -79,8 +88,7 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   pm.addPass(createCpcBucketAllGather());
   pm.addPass(createCpcFuseOptimizer()); // last: on per-rank shapes, what the kernels run
   pm.addPass(createCpcGroupAdamW());
-  pm.addPass(createCpcFuseResidualNorm());
-  pm.addPass(createCpcFuseEpilogues());
+  addKernelFusions(pm);
 }
 
 void cpc::addShardingPasses(OpPassManager &pm, const TrainingPipelineOptions &options) {
@@ -112,4 +120,12 @@ void cpc::registerCpcPipelines() {
       "The passes `cpc compile` runs on an imported model in training mode: autodiff, the "
       "training step (accumulation, clipping, AdamW), then tensor and data parallelism and ZeRO",
       buildTrainingPipeline);
+  PassPipelineRegistration<>("cpc-inference-pipeline",
+                             "The passes `cpc compile` runs on an imported model in inference mode: the "
+                             "residual LayerNorm and Linear epilogue fusions",
+                             buildInferencePipeline);
+  PassPipelineRegistration<>("cpc-import-pipeline",
+                             "The clean-up `cpc import` runs on the imported graph: LayerNorm, GELU and "
+                             "attention fusions, canonicalization, CSE",
+                             addImportCleanupPasses);
 }

@@ -2,7 +2,8 @@
 """End-to-end: the passes `cpc compile` runs are one registered pipeline. For each layout, the IR a
 plan is built from (`cpc compile --dump-ir`) equals what `cpc-opt --cpc-training-pipeline=...`
 (as `cpc compile --print-pipeline` prints it) makes of `cpc import`'s output, byte for byte; and
-an inference plan's IR is `cpc-opt --cpc-inference-pipeline`'s.
+an inference plan's IR is `cpc-opt --cpc-inference-pipeline`'s, and `cpc import`'s clean-up is
+`cpc-opt --cpc-import-pipeline`.
 """
 import json
 import os
@@ -20,7 +21,8 @@ LAYOUTS = [("one rank", []), ("dp2 zero1", ["--dp", "2", "--zero", "1"]),
            ("accumulation 2 dp2", ["--dp", "2", "--set", "gradient_accumulation=2", "--set", "TOTAL_BATCH_SIZE=8"]),
            ("dp2 tp2 with a --shard override", ["--dp", "2", "--tp", "2", "--shard", r"blocks\.0\.mlp\.fc2\.bias=tp"]),
            # enum options (tp-mode, precision) print as their names and parse back
-           ("tp4 2d bf16", ["--tp", "4", "--tp-mode", "2d", "--precision", "bf16"])]
+           ("tp4 2d bf16", ["--tp", "4", "--tp-mode", "2d", "--precision", "bf16"]),
+           ("infer", ["--mode", "infer"])]
 
 
 def main():
@@ -49,6 +51,15 @@ def main():
                 assert infer or "cpc.phase = #cpc.phase<" in a, "no training phase in the IR"
                 assert not infer or "cpc.matmul_bias" in a, "the inference pipeline fused no epilogue"
             results.check("%s: cpc-opt reproduces the plan's IR" % name, check)
+
+        def import_pipeline():
+            raw, cleaned = os.path.join(work, "raw.mlir"), os.path.join(work, "cleaned.mlir")
+            run([tool("cpc"), "import", model, "--no-cleanup", "-o", raw])
+            run([tool("cpc-opt"), raw, "--cpc-import-pipeline", "-o", cleaned])
+            a, b = open(imported).read(), open(cleaned).read()
+            assert a == b, "cpc-opt --cpc-import-pipeline differs from cpc import (%d vs %d bytes)" % (len(b), len(a))
+            assert a != open(raw).read(), "the clean-up changed nothing"
+        results.check("cpc import's clean-up is cpc-opt --cpc-import-pipeline", import_pipeline)
 
         def timing():
             proc = run([tool("cpc"), "compile", model, "--config", config, "--set", "TOTAL_BATCH_SIZE=4", "--timing",

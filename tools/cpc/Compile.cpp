@@ -91,8 +91,8 @@ Options:
                              deterministic pseudo-random values (std 0.02), the same for every
                              layout. For benchmarks of models too large to move with their weights
   --dump-sharding            Print each split or partial value: global shape, sharding, local shape
-  --print-pipeline           Print the pass pipeline run on the imported model (training): with
-                             `cpc import`, `cpc-opt --pass-pipeline=...` reproduces the plan's IR
+  --print-pipeline           Print the registered pipeline run on the imported model (training or
+                             inference): with `cpc import`, cpc-opt reproduces the plan's IR
   --dump-ir FILE             Write the IR the plan is built from
   --timing                   Print the wall time of each phase (import, pipeline, plan, write) and
                              MLIR's per-pass timing of the training pipeline to stderr
@@ -233,24 +233,12 @@ int64_t graphBatch(mlir::ModuleOp module) {
   return batch;
 }
 
-/// Runs the registered training pipeline (what `cpc-opt --cpc-training-pipeline=...` runs) on
-/// the imported model; returns the cpc-opt flags that reproduce it: the named pipeline with its
-/// options, and the passes it expands to.
-std::string runTrainingPipeline(mlir::MLIRContext &context, mlir::ModuleOp module,
-                                TrainingPipelineOptions &options, bool timing) {
-  mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
-  buildTrainingPipeline(pm, options);
+/// Runs a registered pipeline, built into `pm`, on `module`; its passes' notes go to stderr, one
+/// line each, and a failure throws with the first diagnostic.
+void runPipeline(mlir::MLIRContext &context, mlir::ModuleOp module, mlir::PassManager &pm, const char *what,
+                 bool timing) {
   if (timing)
     pm.enableTiming();
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << "--cpc-training-pipeline='";
-  std::string named;
-  llvm::raw_string_ostream namedOs(named);
-  options.print(namedOs); // "{key=value ...}"
-  os << llvm::StringRef(namedOs.str()).trim().drop_front().drop_back().trim() << "'\n  passes: --pass-pipeline='";
-  pm.printAsTextualPipeline(os);
-  os << "'";
   std::string diagnostic;
   mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
     if (diag.getSeverity() == mlir::DiagnosticSeverity::Remark) { // the passes' notes: one line each
@@ -265,8 +253,41 @@ std::string runTrainingPipeline(mlir::MLIRContext &context, mlir::ModuleOp modul
     return mlir::success();
   });
   if (mlir::failed(pm.run(module)))
-    throw std::runtime_error("the training pipeline failed: " + diagnostic);
+    throw std::runtime_error(std::string("the ") + what + " pipeline failed: " + diagnostic);
+}
+
+/// What cpc-opt runs to reproduce a pipeline: the registered pipeline with its options, then
+/// the passes it expands to.
+std::string pipelineText(const std::string &registered, mlir::PassManager &pm) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << registered << "\n  passes: --pass-pipeline='";
+  pm.printAsTextualPipeline(os);
+  os << "'";
   return os.str();
+}
+
+/// Runs the training pipeline; returns its text (see pipelineText).
+std::string runTrainingPipeline(mlir::MLIRContext &context, mlir::ModuleOp module,
+                                TrainingPipelineOptions &options, bool timing) {
+  mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
+  buildTrainingPipeline(pm, options);
+  std::string named;
+  llvm::raw_string_ostream namedOs(named);
+  options.print(namedOs); // "{key=value ...}"
+  std::string text = pipelineText(
+      "--cpc-training-pipeline='" + llvm::StringRef(namedOs.str()).trim().drop_front().drop_back().trim().str() + "'", pm);
+  runPipeline(context, module, pm, "training", timing);
+  return text;
+}
+
+/// Runs the inference pipeline; returns its text.
+std::string runInferencePipeline(mlir::MLIRContext &context, mlir::ModuleOp module, bool timing) {
+  mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
+  buildInferencePipeline(pm);
+  std::string text = pipelineText("--cpc-inference-pipeline", pm);
+  runPipeline(context, module, pm, "inference", timing);
+  return text;
 }
 
 /// The training pipeline's options from the recipe and the parallel flags.
@@ -677,12 +698,10 @@ int runCompile(int argc, char **argv) {
   } else if (!configPath.empty() || !overrides.empty()) {
     throw UsageError("--config and --set describe training; they do not apply to --mode infer");
   }
-  if (mode != "train") { // the training pipeline ends with the same fusion
-    mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
-    pm.addPass(createCpcFuseResidualNorm());
-    pm.addPass(createCpcFuseEpilogues());
-    if (mlir::failed(pm.run(*model.module)))
-      throw std::runtime_error("fusing the residual LayerNorms and the Linear layers' epilogues failed");
+  if (mode != "train") { // the training pipeline ends with the same fusions
+    std::string pipelineText = runInferencePipeline(context, *model.module, timing);
+    if (printPipeline)
+      std::cout << "pipeline: " << pipelineText << "\n";
   }
   if (dumpSharding)
     printShardingTable(*model.module, planOptions.functions);
