@@ -41,7 +41,7 @@ void exercise(const cpc::Plan &plan) {
   for (auto kind : {cpc::BufferKind::Arena, cpc::BufferKind::Parameter, cpc::BufferKind::State,
                     cpc::BufferKind::Constant, cpc::BufferKind::Input})
     (void)plan.bytesOfKind(kind);
-  if (plan.mode == "train") {
+  if (plan.mode == cpc::PlanMode::Train) {
     for (int rank = 0; rank < std::min(plan.worldSize, 8); ++rank)
       (void)cpc::modelStateBytes(plan, rank).toJson();
     // What the Trainer reads back (runtime/Trainer.cpp).
