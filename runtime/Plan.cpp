@@ -522,8 +522,7 @@ void Plan::validate() const {
         failPlan("input/output '" + n.name + "' has a hand-over channel out of range");
     }
   for (const auto &p : programs)
-    for (const auto &s : p.steps)
-    for (const auto &s : p.steps) {
+    for (const auto &s : p.steps) { // every step's attributes decode by its op's rules
       kernels::OpAttrs attrs;
       try {
         attrs = kernels::decodeOpAttrs(s.op, s.attrs);
