@@ -5,6 +5,9 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
+#include <algorithm>
+#include <string>
+
 using namespace mlir;
 
 void cpc::addImportCleanupPasses(OpPassManager &pm) {
@@ -114,12 +117,59 @@ void cpc::addShardingPasses(OpPassManager &pm, const TrainingPipelineOptions &op
   pm.addPass(createCpcDataParallel(dp));
 }
 
+namespace {
+
+/// The option combinations the training pipeline cannot build, in the words of its options;
+/// "" when they fit. (cpc compile checks the same combinations on its flags before it builds
+/// the pipeline.)
+std::string trainingOptionsProblem(const cpc::TrainingPipelineOptions &o) {
+  auto n = [](int64_t v) { return std::to_string(v); };
+  if (o.accumulation < 1)
+    return "accumulation must be >= 1, got " + n(o.accumulation);
+  if (o.dataParallel < 1 || o.tensorParallel < 1 || o.pipelineStages < 1 || o.virtualStages < 1)
+    return "dp, tp, pp and virtual-stages must be >= 1";
+  if (o.zeroStage < 0 || o.zeroStage > 3)
+    return "zero must be 0, 1, 2 or 3, got " + n(o.zeroStage);
+  if (o.zeroStage > 0 && o.dataParallel < 2)
+    return "zero=" + n(o.zeroStage) + " shards over data-parallel ranks: it needs dp > 1";
+  cpc::TensorParallelMode mode = o.tensorParallelMode;
+  std::string modeName = cpc::stringifyTensorParallelMode(mode).str();
+  if (o.tensorParallelDepth > 1 && mode != cpc::TensorParallelMode::TwoHalfD)
+    return "tp-depth belongs to tp-mode=2.5d, not to tp-mode=" + modeName;
+  if (o.tensorParallel > 1 && mode != cpc::TensorParallelMode::OneD &&
+      cpc::tensorParallelSide(mode, o.tensorParallel, std::max<int64_t>(o.tensorParallelDepth, 1)) == 0)
+    return "tp-mode=" + modeName + " needs tp = " +
+           (mode == cpc::TensorParallelMode::ThreeD ? "q*q*q"
+            : mode == cpc::TensorParallelMode::TwoD ? "q*q"
+                                                    : "tp-depth*q*q") +
+           " ranks with q >= 2, got tp=" + n(o.tensorParallel);
+  if (o.sequenceParallel && mode != cpc::TensorParallelMode::OneD)
+    return "sp is Megatron's sequence parallelism: it needs tp-mode=1d";
+  if (o.sequenceParallel && o.tensorParallel < 2)
+    return "sp splits the sequence over the tensor-parallel ranks: it needs tp > 1";
+  if (o.sequenceParallel && o.accumulation > 1)
+    return "sp with accumulation > 1 is not available yet (the gradient accumulators would be split two ways)";
+  return "";
+}
+
+} // namespace
+
 void cpc::registerCpcPipelines() {
-  PassPipelineRegistration<TrainingPipelineOptions>(
+  // As PassPipelineRegistration<TrainingPipelineOptions>, and the options are checked together.
+  registerPassPipeline(
       "cpc-training-pipeline",
       "The passes `cpc compile` runs on an imported model in training mode: autodiff, the "
       "training step (accumulation, clipping, AdamW), then tensor and data parallelism and ZeRO",
-      buildTrainingPipeline);
+      [](OpPassManager &pm, StringRef text, function_ref<LogicalResult(const Twine &)> errorHandler) {
+        TrainingPipelineOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        if (std::string problem = trainingOptionsProblem(options); !problem.empty())
+          return errorHandler("cpc-training-pipeline: " + problem);
+        buildTrainingPipeline(pm, options);
+        return success();
+      },
+      [](function_ref<void(const mlir::detail::PassOptions &)> handler) { handler(TrainingPipelineOptions()); });
   PassPipelineRegistration<>("cpc-inference-pipeline",
                              "The passes `cpc compile` runs on an imported model in inference mode: the "
                              "residual LayerNorm and Linear epilogue fusions",
