@@ -29,9 +29,8 @@ std::string shapeText(const BufferDesc &b) {
 }
 
 /// What every member of a collective must agree on: the op, its axes and reduction, the values.
-std::string describeCollective(const Plan &plan, const StepDesc &step) {
+std::string describeCollective(const Plan &plan, const StepDesc &step, const kernels::OpAttrs &attrs) {
   std::string s = opName(step.op);
-  kernels::OpAttrs attrs = attrsOf(step);
   if (attrs.has(kernels::AttrId::kind))
     s += std::string(" ") + kernels::attrEnumName(attrs.kind);
   if (attrs.has(kernels::AttrId::root))
@@ -42,8 +41,7 @@ std::string describeCollective(const Plan &plan, const StepDesc &step) {
 }
 
 /// The world rank at `rank`'s coordinates with axis `axis` set to `peer`.
-int peerOf(const Plan &plan, int rank, const StepDesc &step) {
-  kernels::OpAttrs attrs = attrsOf(step);
+int peerOf(const Plan &plan, int rank, const StepDesc &step, const kernels::OpAttrs &attrs) {
   const std::string &axis = attrs.meshAxis;
   int64_t peer = attrs.peer;
   auto it = std::find(plan.meshAxes.begin(), plan.meshAxes.end(), axis);
@@ -104,23 +102,24 @@ std::vector<CommAction> programCommActions(const Plan &plan, const RankProgram &
   };
   handOvers(plan.inputs, CommAction::Kind::Recv);
   for (const StepDesc &step : program.steps) {
+    if (!communicates(step.op))
+      continue;
     CommAction a;
     a.loc = step.loc;
+    const kernels::OpAttrs attrs = attrsOf(step); // once per step: the check runs per rank and microbatch
     if (hasTrait(step.op, PlanTrait::GroupCollective)) {
-      a.what = describeCollective(plan, step);
-      a.group = plan.meshShape.empty() ? std::vector<int>{0} : plan.shardGroup(r, attrsOf(step).meshAxes);
-    } else if (hasTrait(step.op, PlanTrait::PointToPoint)) {
+      a.what = describeCollective(plan, step, attrs);
+      a.group = plan.meshShape.empty() ? std::vector<int>{0} : plan.shardGroup(r, attrs.meshAxes);
+    } else { // point-to-point
       a.kind = step.op == OpKind::Send ? CommAction::Kind::Send : CommAction::Kind::Recv;
-      a.peer = peerOf(plan, r, step);
-      a.channel = pointToPointTag(attrsOf(step).channel, microbatch, channels);
+      a.peer = peerOf(plan, r, step, attrs);
+      a.channel = pointToPointTag(attrs.channel, microbatch, channels);
       const std::vector<int> &values = a.kind == CommAction::Kind::Send ? step.inputs : step.outputs;
       if (values.size() != 1)
         throw RuntimeError(std::string(opName(step.op)) + " at " + step.loc + " must carry one value");
       int buffer = values[0];
       a.bytes = plan.buffers[buffer].bytes();
       a.what = std::string(opName(step.op)) + " " + shapeText(plan.buffers[buffer]);
-    } else {
-      continue;
     }
     list.push_back(std::move(a));
   }
