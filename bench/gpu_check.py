@@ -35,11 +35,21 @@ from cpctest import MAE_RECIPE  # noqa: E402
 PEAK_BF16 = {"A100": 312e12, "H100": 989e12, "H200": 989e12, "H800": 989e12, "A800": 312e12}
 
 
+# A command that runs longer has hung (a GPU run here takes seconds): it must not spend a lent GPU's minutes.
+COMMAND_LIMIT_S = float(os.environ.get("CPC_GPU_CHECK_COMMAND_LIMIT", "240"))
+
+
 def sh(args, **kw):
-    """Runs a command; its output goes to stderr and RuntimeError(its last line) is raised when it fails."""
+    """Runs a command; its output goes to stderr and RuntimeError(its last line) is raised when it
+    fails or outlives COMMAND_LIMIT_S."""
     if os.environ.get("CPC_LIBRARY_PATH") and "env" not in kw:  # a bundle's libraries, for cpc's programs only
         kw["env"] = dict(os.environ, LD_LIBRARY_PATH=os.environ["CPC_LIBRARY_PATH"])
-    r = subprocess.run(args, capture_output=True, text=True, **kw)
+    try:
+        r = subprocess.run(args, capture_output=True, text=True, timeout=COMMAND_LIMIT_S, **kw)
+    except subprocess.TimeoutExpired as e:
+        sys.stderr.write((e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""))
+        sys.stderr.write((e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or ""))
+        raise RuntimeError("%s ran past %.0f s" % (os.path.basename(args[0]), COMMAND_LIMIT_S))
     if r.returncode != 0:
         sys.stderr.write(r.stdout + r.stderr)
         lines = (r.stderr or r.stdout).strip().splitlines()
@@ -209,7 +219,7 @@ def prepare_speed(out):
         os.rmdir(os.path.join(out, size))
 
 
-def speed(work, gpu_name, prepared=None):
+def speed(work, gpu_name, prepared=None, log_dir=None):
     """Prints each size's step time and MFU; returns how many could not run."""
     peak = next((v for k, v in PEAK_BF16.items() if k in gpu_name), None)
     failed = 0
@@ -233,7 +243,21 @@ def speed(work, gpu_name, prepared=None):
         mfu = "%.1f%%" % (100 * flops / step / peak) if peak else "n/a (unknown GPU peak)"
         line = "MAE-%s bf16 batch %d: cpc %.1f ms/step, %.1f TFLOP/s of matmul+attention+conv, MFU %s (compile %.1f s)" % (
             size, batch, step * 1e3, flops / step / 1e12, mfu, compile_s)
-        torch_ms = torch_step(size, batch)
+        if log_dir:  # where the step's time goes, op by op (each op synchronized), for later tuning:
+            # 1 and 4 steps, so that (4 - 1) / 3 is a steady step without the first one's loading
+            try:
+                for steps in (1, 4):
+                    out = sh([os.path.join(BIN, "cpc-run"), plan, "--steps", str(steps), "--quiet",
+                              "--profile-shapes"]).stdout
+                    with open(os.path.join(log_dir, "%s-bf16-profile-%d.txt" % (size, steps)), "w") as f:
+                        f.write(out)
+            except RuntimeError as e:
+                print("MAE-%s profile: %s" % (size, e), flush=True)
+        try:
+            torch_ms = torch_step(size, batch)
+        except Exception as e:  # noqa: BLE001 - PyTorch's side is a comparison, not the check
+            print("PyTorch's step: failed (%s: %s)" % (type(e).__name__, e), flush=True)
+            torch_ms = None
         if torch_ms:
             line += "; PyTorch %.1f ms/step (cpc/torch %.2f)" % (torch_ms, step * 1e3 / torch_ms)
         print(line, flush=True)
@@ -279,6 +303,7 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--prepare", metavar="DIR", help="make the parity half's plans and cpu run in DIR, and stop")
     parser.add_argument("--prepared", metavar="DIR", help="run the parity half from DIR (made by --prepare)")
+    parser.add_argument("--log-dir", metavar="DIR", help="keep the speed plans' per-op profiles there")
     args = parser.parse_args()
     if args.prepare:
         prepare(os.path.abspath(args.prepare), args.steps)
@@ -288,7 +313,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="cpc-gpu-check-") as work:
         failed = parity(work, args.steps, len(names), args.prepared and os.path.abspath(args.prepared))
         if not args.quick:
-            failed += speed(work, names[0], args.prepared and os.path.abspath(args.prepared))
+            failed += speed(work, names[0], args.prepared and os.path.abspath(args.prepared), args.log_dir)
     sys.exit(1 if failed else 0)
 
 

@@ -10,15 +10,19 @@
 # Usage: bench/gpu_check.sh [--skip-build] [--quick]   (--quick: steps 2-3 only)
 #        bench/gpu_check.sh --bundle FILE.tar.xz         (steps 2-4 from bench/gpu_bundle.sh's file, on a
 #                                                        GPU machine that cannot build cpc; --quick: 2-3)
+#        --log-dir DIR   keeps the gpu tests' log and the speed plans' op profiles there (with --bundle)
+# With --bundle every step runs under a time limit and a failing step does not stop the next: GPU
+# time is lent by the minute, so one call reports everything it can. The exit code is 1 if any failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-skip_build=0 quick=0 bundle=""
+skip_build=0 quick=0 bundle="" log_dir=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --skip-build) skip_build=1 ;;
     --quick) quick=1 ;;
     --bundle) bundle=${2:?"gpu_check: --bundle needs a file"}; shift ;;
+    --log-dir) log_dir=${2:?"gpu_check: --log-dir needs a folder"}; shift ;;
     *) echo "gpu_check: unknown option $1" >&2; exit 1 ;;
   esac
   shift
@@ -47,18 +51,39 @@ if [ -n "$bundle" ]; then
     echo "gpu_check: the libraries above are missing (searched $libs)" >&2
     exit 1
   fi
+  log_dir=${log_dir:-$dir}
+  mkdir -p "$log_dir"
+  failed=0
   echo "== gpu tests (CUDA kernels against the CPU kernels, device, NCCL on one rank)"
-  log="$dir/gpu-tests.log"
-  LD_LIBRARY_PATH="$libs" "$dir/bin/cpc-gpu-tests" --gtest_brief=1 2>&1 | tee "$log"
-  if grep -q "SKIPPED" "$log"; then
-    echo "gpu_check: some gpu tests were skipped on a GPU machine" >&2
-    exit 1
-  fi
+  log="$log_dir/gpu-tests.log"
+  : >"$log"
+  # Suite by suite, each under a time limit: a kernel that faults or hangs costs its suite, not the
+  # rest of the run (a CUDA fault poisons the process's context, so later tests would fail too).
+  suites=$(LD_LIBRARY_PATH="$libs" "$dir/bin/cpc-gpu-tests" --gtest_list_tests | awk '/^[^ ]/ && $1 ~ /[.]$/ {print $1}')
+  for suite in $suites; do
+    set +e
+    LD_LIBRARY_PATH="$libs" timeout -k 5 "${CPC_GPU_SUITE_LIMIT:-120}" "$dir/bin/cpc-gpu-tests" --gtest_brief=1 \
+      --gtest_filter="$suite*" >"$log.suite" 2>&1
+    rc=$?
+    set -e
+    cat "$log.suite" >>"$log"
+    summary=$(grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$log.suite" | tr '\n' ' ')
+    echo "$suite ${summary:-no summary} (exit $rc$([ "$rc" = 124 ] && echo ", over the time limit"))"
+    if [ "$rc" != 0 ]; then
+      grep -E "^\[  FAILED  \]|Failure|error" "$log.suite" | head -20 || true
+      failed=1
+    elif grep -q "SKIPPED" "$log.suite"; then
+      grep -B2 "SKIPPED" "$log.suite" | head -10 || true
+      echo "gpu_check: $suite has tests skipped on a GPU machine" >&2
+      failed=1
+    fi
+  done
+  rm -f "$log.suite"
   echo "== MAE training: cuda plans against the cpu plan's run (made with the bundle)"
-  python_args=(--prepared "$dir/mae")
+  python_args=(--prepared "$dir/mae" --log-dir "$log_dir")
   [ "$quick" = 1 ] && python_args+=(--quick)
-  CPC_BIN="$dir/bin" CPC_LIBRARY_PATH="$libs" python3 bench/gpu_check.py "${python_args[@]}"
-  exit
+  CPC_BIN="$dir/bin" CPC_LIBRARY_PATH="$libs" python3 bench/gpu_check.py "${python_args[@]}" || failed=1
+  exit "$failed"
 fi
 if [ "$skip_build" = 0 ]; then
   CPC_JOBS=${CPC_JOBS:-$(nproc)} scripts/build

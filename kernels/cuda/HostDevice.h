@@ -13,4 +13,23 @@
 #define CPC_HD inline
 #endif
 
+/// a * b rounded to the type before it is used: nvcc contracts `a * b - c` into one fma, which
+/// skips that rounding. Where the CPU's result depends on it (g * scale - mean(g * scale) is
+/// exactly 0 for a LayerNorm row of one element, and rstd = 1/sqrt(eps) magnifies any residue),
+/// the device must round as the host does.
+CPC_HD float roundedProduct(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+CPC_HD double roundedProduct(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
 #endif

@@ -73,7 +73,7 @@ __device__ RowMoments<Acc> rowMomentsOf(const T *x, int64_t base, int64_t len, i
   double squares = 0;
   for (int64_t j = lane; j < len; j += threadsPerRow) {
     double d = wideDeviation(load(x, base + j), mean);
-    squares += d * d;
+    squares += roundedProduct(d, d);
   }
   return rowMoments(mean, groupAllReduce(squares, SumOp{}, 0.0, threadsPerRow, shared.wide), len, eps);
 }
@@ -81,7 +81,7 @@ __device__ RowMoments<Acc> rowMomentsOf(const T *x, int64_t base, int64_t len, i
 /// With `residual` (cpc.add_layer_norm), x + residual is first stored to `sum` and normalized
 /// from there: every thread reads back only the elements it wrote (the same lanes in each loop).
 template <typename T>
-__global__ void layerNormRows(const T *x, const T *scale, const T *bias, T *y, int64_t rows, int64_t len,
+__global__ void __launch_bounds__(kMaxThreadsPerBlock) layerNormRows(const T *x, const T *scale, const T *bias, T *y, int64_t rows, int64_t len,
                               int threadsPerRow, double eps, const T *residual = nullptr, T *sum = nullptr) {
   using Acc = ComputeT<T>;
   __shared__ RowShared<Acc> shared;
@@ -99,7 +99,7 @@ __global__ void layerNormRows(const T *x, const T *scale, const T *bias, T *y, i
 
 /// softmax(scale * x) along rows (scale 1 for cpc.softmax; attention's factor for its scores).
 template <typename T>
-__global__ void softmaxRows(const T *x, T *y, RowShape shape, int threadsPerRow, ComputeT<T> scale) {
+__global__ void __launch_bounds__(kMaxThreadsPerBlock) softmaxRows(const T *x, T *y, RowShape shape, int threadsPerRow, ComputeT<T> scale) {
   using Acc = ComputeT<T>;
   __shared__ Acc shared[kWarpSize];
   forEachRow(shape.rows, threadsPerRow, [&](int64_t row, int lane) {
@@ -121,7 +121,7 @@ __global__ void softmaxRows(const T *x, T *y, RowShape shape, int threadsPerRow,
 
 /// softmax's VJP times `scale` (1 for cpc.softmax_grad; attention's factor for its scores).
 template <typename T>
-__global__ void softmaxGradRows(const T *y, const T *g, T *out, RowShape shape, int threadsPerRow, ComputeT<T> scale) {
+__global__ void __launch_bounds__(kMaxThreadsPerBlock) softmaxGradRows(const T *y, const T *g, T *out, RowShape shape, int threadsPerRow, ComputeT<T> scale) {
   using Acc = ComputeT<T>;
   __shared__ Acc shared[kWarpSize];
   forEachRow(shape.rows, threadsPerRow, [&](int64_t row, int lane) {
@@ -139,22 +139,22 @@ __global__ void softmaxGradRows(const T *y, const T *g, T *out, RowShape shape, 
 
 /// layer_norm_grad, first pass: each row's statistics and its means of g*scale and g*scale*xhat.
 template <typename T, typename Acc>
-__global__ void layerNormGradRows(const T *x, const T *scale, const T *g, LayerNormGradRow<Acc> *stats, int64_t rows,
+__global__ void __launch_bounds__(kMaxThreadsPerBlock) layerNormGradRows(const T *x, const T *scale, const T *g, LayerNormGradRow<Acc> *stats, int64_t rows,
                                   int64_t len, int threadsPerRow, double eps) {
   __shared__ RowShared<Acc> shared;
   forEachRow(rows, threadsPerRow, [&](int64_t row, int lane) {
     int64_t base = row * len;
     RowMoments<Acc> m = rowMomentsOf(x, base, len, lane, threadsPerRow, eps, shared);
-    Acc sumGs = 0, sumGsXhat = 0;
+    double sumGs = 0, sumGsXhat = 0;
     for (int64_t j = lane; j < len; j += threadsPerRow) {
-      Acc gs = load(g, base + j) * load(scale, j);
+      double gs = layerNormGradGs<Acc>(load(g, base + j), load(scale, j));
       sumGs += gs;
-      sumGsXhat += gs * (deviation(load(x, base + j), m.mean) * m.rstd);
+      sumGsXhat += roundedProduct(gs, layerNormGradXhat<Acc>(load(x, base + j), m));
     }
-    sumGs = groupAllReduce(sumGs, SumOp{}, Acc(0), threadsPerRow, shared.acc);
-    sumGsXhat = groupAllReduce(sumGsXhat, SumOp{}, Acc(0), threadsPerRow, shared.acc);
+    sumGs = groupAllReduce(sumGs, SumOp{}, 0.0, threadsPerRow, shared.wide);
+    sumGsXhat = groupAllReduce(sumGsXhat, SumOp{}, 0.0, threadsPerRow, shared.wide);
     if (lane == 0)
-      stats[row] = {m, sumGs / Acc(len), sumGsXhat / Acc(len)};
+      stats[row] = {m, sumGs / double(len), sumGsXhat / double(len)};
   });
 }
 

@@ -85,22 +85,31 @@ template <typename Acc> CPC_HD RowMoments<Acc> rowMoments(const RowMean<Acc> &me
 /// LayerNorm's output element, in the CPU kernel's order of operations (it subtracts the mean
 /// rounded to the element type).
 template <typename Acc> CPC_HD Acc layerNormValue(Acc x, const RowMoments<Acc> &m, Acc scale, Acc bias) {
-  return (x - m.mean.hi) * m.rstd * scale + bias;
+  return roundedProduct((x - m.mean.hi) * m.rstd, scale) + bias;
 }
 
 /// softmax_grad's element: y * (g - sum(g * y)).
 template <typename Acc> CPC_HD Acc softmaxGradValue(Acc y, Acc g, Acc dot) { return y * (g - dot); }
 
-/// What layer_norm_grad needs of a row: its moments and the means of g*scale and g*scale*xhat.
+/// What layer_norm_grad needs of a row: its moments and the means of g*scale and g*scale*xhat,
+/// in f64 as the CPU kernel computes them: the input gradient is a difference of three terms
+/// that cancel (exactly so for rows of one or two elements), so f32 terms would leave their
+/// rounding, magnified by rstd, where the CPU leaves almost nothing.
 template <typename Acc> struct LayerNormGradRow {
   RowMoments<Acc> m;
-  Acc meanGs, meanGsXhat;
+  double meanGs, meanGsXhat;
 };
 
-/// layer_norm_grad's input gradient element.
+/// An element's g * scale and xhat, in f64.
+template <typename Acc> CPC_HD double layerNormGradGs(Acc g, Acc scale) { return roundedProduct(double(g), double(scale)); }
+template <typename Acc> CPC_HD double layerNormGradXhat(Acc x, const RowMoments<Acc> &m) {
+  return wideDeviation(x, m.mean) * m.rstdWide;
+}
+
+/// layer_norm_grad's input gradient element, computed in f64 and rounded once.
 template <typename Acc> CPC_HD Acc layerNormGradInput(Acc x, Acc g, Acc scale, const LayerNormGradRow<Acc> &r) {
-  Acc xhat = deviation(x, r.m.mean) * r.m.rstd;
-  return r.m.rstd * (g * scale - r.meanGs - xhat * r.meanGsXhat);
+  double xhat = layerNormGradXhat(x, r.m);
+  return Acc(r.m.rstdWide * (layerNormGradGs(g, scale) - r.meanGs - roundedProduct(xhat, r.meanGsXhat)));
 }
 
 /// The contribution of one element to the scale gradient (g * xhat; the bias gradient's is g).

@@ -27,14 +27,8 @@ __device__ double readScalar(const void *p, DType t) {
   }
 }
 
-/// x rounded to the storage type T, as a store and a load would.
-template <typename T> __device__ ComputeT<T> roundTo(ComputeT<T> x) {
-  T stored;
-  store(&stored, 0, x);
-  return load(&stored, 0);
-}
-
-// gradScale (null: none) multiplies g first, rounded to T as cpc.mul's result would be.
+// gradScale (null: none) multiplies g first, in the compute type: a 16-bit gradient is widened
+// and scaled in f32, as the CPU kernel (which runs 16-bit tensors widened) does.
 template <typename T>
 __global__ void adamwKernel(const T *p, const T *g, const T *m, const T *v, T *pOut, T *mOut, T *vOut, int64_t n,
                             const void *lr, DType lrType, const void *step, DType stepType, const T *gradScale,
@@ -47,7 +41,7 @@ __global__ void adamwKernel(const T *p, const T *g, const T *m, const T *v, T *p
   const AdamWScalars<C> s = shared;
   const C scale = gradScale ? load(gradScale, 0) : C(1);
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    C pi = load(p, i), gi = gradScale ? roundTo<T>(fmath::mulRn(load(g, i), scale)) : load(g, i), mi = load(m, i),
+    C pi = load(p, i), gi = gradScale ? fmath::mulRn(load(g, i), scale) : load(g, i), mi = load(m, i),
       vi = load(v, i);
     adamwUpdate(s, pi, gi, mi, vi);
     store(pOut, i, pi);
@@ -114,7 +108,7 @@ __global__ void multiTensorAdamWKernel(const __grid_constant__ MultiTensorArgs<T
   const int64_t begin = (blockIdx.x - a.blockStart[t]) * kElementsPerBlock;
   const int64_t end = begin + kElementsPerBlock < a.n[t] ? begin + kElementsPerBlock : a.n[t];
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    C pi = load(a.p[t], i), gi = roundTo<T>(fmath::mulRn(load(a.g[t], i), scale)), mi = load(a.m[t], i),
+    C pi = load(a.p[t], i), gi = fmath::mulRn(load(a.g[t], i), scale), mi = load(a.m[t], i),
       vi = load(a.v[t], i);
     adamwUpdate(s, pi, gi, mi, vi);
     store(a.pOut[t], i, pi);

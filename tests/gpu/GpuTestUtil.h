@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -169,21 +170,34 @@ inline std::vector<Tensor> runKernel(Device *device, OpKind op, std::vector<Tens
   return outputs;
 }
 
+/// What an element's relative tolerance is relative to: the element itself (elementwise ops),
+/// or at least the output's root mean square (ops that sum many products: a matmul or
+/// convolution output that cancels to near 0 carries the rounding of its terms, not of itself).
+enum class ToleranceScale { Element, OutputRms };
+
 /// Runs `op` on the CPU and on `device` with the same inputs; every output element must agree
-/// within `rtol` relative (and `atol` absolute) difference; integer and bool outputs exactly.
+/// within `rtol` relative (and `atol` absolute) difference, or be equal (infinities, of the same
+/// sign), or both be NaN; integer and bool outputs exactly.
 inline void compareWithCpu(Device *device, OpKind op, std::vector<Tensor> inputs,
                            std::vector<Tensor> outputs, const nlohmann::json &attrs = nlohmann::json::object(),
-                           double rtol = 1e-5, double atol = 1e-6) {
+                           double rtol = 1e-5, double atol = 1e-6,
+                           ToleranceScale scale = ToleranceScale::Element) {
   std::vector<Tensor> cpu = runKernel(nullptr, op, inputs, outputs, attrs);
   std::vector<Tensor> gpu = runKernel(device, op, inputs, outputs, attrs);
   for (size_t o = 0; o < outputs.size(); ++o) {
     DType t = outputs[o].dtype;
     std::vector<double> w = toDoubles(t, cpu[o].bytes), h = toDoubles(t, gpu[o].bytes);
+    double floor = 0;
+    if (scale == ToleranceScale::OutputRms && !w.empty()) {
+      for (double v : w)
+        floor += std::isfinite(v) ? v * v : 0;
+      floor = std::sqrt(floor / double(w.size()));
+    }
     int64_t bad = 0;
     for (size_t i = 0; i < w.size(); ++i) {
-      bool ok = isFloatDType(t) ? std::fabs(w[i] - h[i]) <= atol + rtol * std::fabs(w[i]) ||
-                                      (std::isnan(w[i]) && std::isnan(h[i]))
-                                : w[i] == h[i];
+      bool ok = w[i] == h[i] ||
+                (isFloatDType(t) && (std::fabs(w[i] - h[i]) <= atol + rtol * std::max(std::fabs(w[i]), floor) ||
+                                     (std::isnan(w[i]) && std::isnan(h[i]))));
       if (!ok && bad++ < 5)
         ADD_FAILURE() << op << " output " << o << " element " << i << ": cpu " << w[i] << ", gpu " << h[i];
     }

@@ -32,7 +32,8 @@ void checkMatmul(Device *device, DType t, std::vector<int64_t> lhs, std::vector<
                (tr ? "^T" : ""));
   Tolerance tol = toleranceFor(t);
   compareWithCpu(device, OpKind::MatMul, {filled(t, lhs, 1), filled(t, rhs, 2)}, {Tensor(t, out)},
-                 {{"transpose_lhs", tl}, {"transpose_rhs", tr}}, tol.rtol, tol.atol);
+                 {{"transpose_lhs", tl}, {"transpose_rhs", tr}}, tol.rtol, tol.atol,
+                 ToleranceScale::OutputRms);
 }
 
 struct ConvCase {
@@ -50,10 +51,14 @@ void checkConv(Device *device, DType t, const ConvCase &c) {
                shapeString(c.padding) + " strides " + shapeString(c.strides));
   Tolerance tol = toleranceFor(t);
   Tensor x = filled(t, c.x, 3), w = filled(t, c.w, 4), dy = filled(t, c.y, 5), bias = filled(t, {c.w[0]}, 6);
-  compareWithCpu(device, OpKind::Conv2D, {x, w, bias}, {Tensor(t, c.y)}, c.attrs(), tol.rtol, tol.atol);
-  compareWithCpu(device, OpKind::Conv2D, {x, w}, {Tensor(t, c.y)}, c.attrs(), tol.rtol, tol.atol);
-  compareWithCpu(device, OpKind::Conv2DGradInput, {dy, w}, {Tensor(t, c.x)}, c.attrs(), tol.rtol, tol.atol);
-  compareWithCpu(device, OpKind::Conv2DGradWeight, {x, dy}, {Tensor(t, c.w)}, c.attrs(), tol.rtol, tol.atol);
+  compareWithCpu(device, OpKind::Conv2D, {x, w, bias}, {Tensor(t, c.y)}, c.attrs(), tol.rtol, tol.atol,
+                 ToleranceScale::OutputRms);
+  compareWithCpu(device, OpKind::Conv2D, {x, w}, {Tensor(t, c.y)}, c.attrs(), tol.rtol, tol.atol,
+                 ToleranceScale::OutputRms);
+  compareWithCpu(device, OpKind::Conv2DGradInput, {dy, w}, {Tensor(t, c.x)}, c.attrs(), tol.rtol, tol.atol,
+                 ToleranceScale::OutputRms);
+  compareWithCpu(device, OpKind::Conv2DGradWeight, {x, dy}, {Tensor(t, c.w)}, c.attrs(), tol.rtol, tol.atol,
+                 ToleranceScale::OutputRms);
 }
 
 const ConvCase kMaePatchEmbedding{{2, 3, 32, 32}, {192, 3, 16, 16}, {2, 192, 2, 2}, {16, 16}};

@@ -89,7 +89,7 @@ TEST(MovementGpu, Concat) {
     for (int64_t axis : {0, 1, 2}) {
       std::vector<int64_t> a = {2, 3, 4}, b = {2, 3, 4}, out = {2, 3, 4};
       b[axis] = 5;
-      out[axis] = 9;
+      out[axis] = a[axis] + 5;
       exact(device, OpKind::Concat, {values(t, a, 10), values(t, b, 11)}, Tensor(t, out), {{"axis", axis}});
     }
 }
@@ -102,7 +102,7 @@ TEST(MovementGpu, Pad) {
     for (size_t d = 0; d < shape.size(); ++d)
       outShape[d] = low[d] + high[d] + shape[d] + std::max<int64_t>(shape[d] - 1, 0) * interior[d];
     exact(device, OpKind::Pad, {values(t, shape, 12)}, Tensor(t, outShape),
-          {{"low", low}, {"high", high}, {"interior", interior}, {"value", value}});
+          {{"low_padding", low}, {"high_padding", high}, {"interior_padding", interior}, {"value", value}});
   };
   pad(DType::F32, {8, 3, 32, 32}, {0, 0, 1, 1}, {0, 0, 1, 1}, {0, 0, 0, 0}, 0.0); // conv padding
   pad(DType::F32, {2, 3, 4}, {0, 1, 3}, {1, 0, 2}, {2, 0, 1}, -1.5);
