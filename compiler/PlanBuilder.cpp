@@ -526,6 +526,8 @@ private:
     p.desc.steps.push_back(std::move(step));
   }
 
+  // Over 80 lines: lifetimes, direct writes, in-place reuse and the layout read and update one table of
+  // buffer intervals in order; splitting waits for variables as symbols (issue 30, item 3).
   /// Lifetimes, direct writes into variables, in-place reuse, then the arena layout.
   void finishMemory(Program &p) {
     auto &steps = p.desc.steps;

@@ -169,6 +169,8 @@ public:
 struct CpcBuildTrainStepPass : cpc::impl::CpcBuildTrainStepBase<CpcBuildTrainStepPass> {
   using CpcBuildTrainStepBase::CpcBuildTrainStepBase;
 
+  // Over 80 lines: the train step's parts (accumulation, clip, AdamW, assigns) built in order on one
+  // builder; to be split when the pass becomes a function-level pass (issue 30, item 5).
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto grad = module.lookupSymbol<func::FuncOp>("main_grad");

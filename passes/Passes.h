@@ -81,6 +81,27 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
 /// 3d q*q*q (1d: tp); 0 when `tp` is no such number with q >= 2.
 int64_t tensorParallelSide(TensorParallelMode mode, int64_t tp, int64_t depth);
 
+/// The training pipeline's options that can refuse one another.
+enum class TrainingOption { Accumulation, DataParallel, Zero, TensorParallel, TensorParallelMode, TensorParallelDepth,
+                            SequenceParallel };
+
+/// How a caller names the options it was given, so that one check words its refusals in the
+/// caller's terms: the pipeline's own (`tp`, `tp=6`: cpc-opt), or a tool's (`--tp`, `--tp 6`,
+/// or the config key a value came from: cpc compile).
+class OptionSpelling {
+public:
+  virtual ~OptionSpelling() = default;
+  /// The option's name: "tp".
+  virtual std::string name(TrainingOption option) const;
+  /// The option set to `value`: "tp=6".
+  virtual std::string setting(TrainingOption option, const std::string &value) const;
+};
+
+/// The option combinations the training pipeline cannot build, in one line spelled by
+/// `spelling`; "" when they fit. cpc-opt's registered pipeline and cpc compile both refuse
+/// through it.
+std::string trainingOptionsProblem(const TrainingPipelineOptions &options, const OptionSpelling &spelling);
+
 /// The passes `cpc compile` runs on an imported model in training mode, registered as
 /// `cpc-training-pipeline` so that `cpc-opt` reproduces the IR a plan is built from.
 void buildTrainingPipeline(mlir::OpPassManager &pm, const TrainingPipelineOptions &options);

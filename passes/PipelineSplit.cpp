@@ -223,6 +223,7 @@ void Splitter::placeAccumulate(func::FuncOp func) {
   });
 }
 
+// Over 80 lines: one rewrite of two functions whose operand and result lists must change together.
 void Splitter::splitSharedAccumulators(func::FuncOp accumulate, func::FuncOp apply) {
   SmallVector<AssignOp> assigns;
   accumulate.walk([&](AssignOp a) { assigns.push_back(a); });

@@ -4,6 +4,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/ErrorHandling.h"
 
 #include <algorithm>
 #include <string>
@@ -117,42 +118,61 @@ void cpc::addShardingPasses(OpPassManager &pm, const TrainingPipelineOptions &op
   pm.addPass(createCpcDataParallel(dp));
 }
 
-namespace {
+std::string cpc::OptionSpelling::name(TrainingOption option) const {
+  switch (option) {
+  case TrainingOption::Accumulation: return "accumulation";
+  case TrainingOption::DataParallel: return "dp";
+  case TrainingOption::Zero: return "zero";
+  case TrainingOption::TensorParallel: return "tp";
+  case TrainingOption::TensorParallelMode: return "tp-mode";
+  case TrainingOption::TensorParallelDepth: return "tp-depth";
+  case TrainingOption::SequenceParallel: return "sp";
+  }
+  llvm_unreachable("a training option without a name");
+}
 
-/// The option combinations the training pipeline cannot build, in the words of its options;
-/// "" when they fit. (cpc compile checks the same combinations on its flags before it builds
-/// the pipeline.)
-std::string trainingOptionsProblem(const cpc::TrainingPipelineOptions &o) {
+std::string cpc::OptionSpelling::setting(TrainingOption option, const std::string &value) const {
+  return name(option) + "=" + value;
+}
+
+std::string cpc::trainingOptionsProblem(const TrainingPipelineOptions &o, const OptionSpelling &spelling) {
+  using O = TrainingOption;
   auto n = [](int64_t v) { return std::to_string(v); };
+  auto name = [&](O option) { return spelling.name(option); };
+  auto set = [&](O option, const std::string &value) { return spelling.setting(option, value); };
   if (o.accumulation < 1)
-    return "accumulation must be >= 1, got " + n(o.accumulation);
+    return name(O::Accumulation) + " must be >= 1, got " + n(o.accumulation);
   if (o.dataParallel < 1 || o.tensorParallel < 1 || o.pipelineStages < 1 || o.virtualStages < 1)
     return "dp, tp, pp and virtual-stages must be >= 1";
   if (o.zeroStage < 0 || o.zeroStage > 3)
-    return "zero must be 0, 1, 2 or 3, got " + n(o.zeroStage);
+    return name(O::Zero) + " must be 0, 1, 2 or 3, got " + n(o.zeroStage);
   if (o.zeroStage > 0 && o.dataParallel < 2)
-    return "zero=" + n(o.zeroStage) + " shards over data-parallel ranks: it needs dp > 1";
-  cpc::TensorParallelMode mode = o.tensorParallelMode;
-  std::string modeName = cpc::stringifyTensorParallelMode(mode).str();
-  if (o.tensorParallelDepth > 1 && mode != cpc::TensorParallelMode::TwoHalfD)
-    return "tp-depth belongs to tp-mode=2.5d, not to tp-mode=" + modeName;
-  if (o.tensorParallel > 1 && mode != cpc::TensorParallelMode::OneD &&
-      cpc::tensorParallelSide(mode, o.tensorParallel, std::max<int64_t>(o.tensorParallelDepth, 1)) == 0)
-    return "tp-mode=" + modeName + " needs tp = " +
-           (mode == cpc::TensorParallelMode::ThreeD ? "q*q*q"
-            : mode == cpc::TensorParallelMode::TwoD ? "q*q"
-                                                    : "tp-depth*q*q") +
-           " ranks with q >= 2, got tp=" + n(o.tensorParallel);
-  if (o.sequenceParallel && mode != cpc::TensorParallelMode::OneD)
-    return "sp is Megatron's sequence parallelism: it needs tp-mode=1d";
+    return set(O::Zero, n(o.zeroStage)) + " shards over data-parallel ranks: it needs " + name(O::DataParallel) +
+           " > 1";
+  TensorParallelMode mode = o.tensorParallelMode;
+  std::string modeName = stringifyTensorParallelMode(mode).str();
+  if (o.tensorParallelDepth > 1 && mode != TensorParallelMode::TwoHalfD)
+    return name(O::TensorParallelDepth) + " belongs to " + set(O::TensorParallelMode, "2.5d") + ", not to " +
+           set(O::TensorParallelMode, modeName);
+  int64_t depth = std::max<int64_t>(o.tensorParallelDepth, 1);
+  if (o.tensorParallel > 1 && mode != TensorParallelMode::OneD &&
+      tensorParallelSide(mode, o.tensorParallel, depth) == 0)
+    return set(O::TensorParallelMode, modeName) + " needs " + name(O::TensorParallel) + " = " +
+           (mode == TensorParallelMode::ThreeD ? "q*q*q"
+            : mode == TensorParallelMode::TwoD ? "q*q"
+                                               : n(depth) + "*q*q") +
+           " ranks with q >= 2, got " + set(O::TensorParallel, n(o.tensorParallel));
+  if (o.sequenceParallel && mode != TensorParallelMode::OneD)
+    return name(O::SequenceParallel) + " is Megatron's sequence parallelism: it needs " +
+           set(O::TensorParallelMode, "1d");
   if (o.sequenceParallel && o.tensorParallel < 2)
-    return "sp splits the sequence over the tensor-parallel ranks: it needs tp > 1";
+    return name(O::SequenceParallel) + " splits the sequence over the tensor-parallel ranks: it needs " +
+           name(O::TensorParallel) + " > 1";
   if (o.sequenceParallel && o.accumulation > 1)
-    return "sp with accumulation > 1 is not available yet (the gradient accumulators would be split two ways)";
+    return name(O::SequenceParallel) + " with " + name(O::Accumulation) + " > 1 is not available yet (the gradient "
+           "accumulators would be split two ways)";
   return "";
 }
-
-} // namespace
 
 void cpc::registerCpcPipelines() {
   // As PassPipelineRegistration<TrainingPipelineOptions>, and the options are checked together.
@@ -164,7 +184,7 @@ void cpc::registerCpcPipelines() {
         TrainingPipelineOptions options;
         if (failed(options.parseFromString(text)))
           return failure();
-        if (std::string problem = trainingOptionsProblem(options); !problem.empty())
+        if (std::string problem = trainingOptionsProblem(options, OptionSpelling()); !problem.empty())
           return errorHandler("cpc-training-pipeline: " + problem);
         buildTrainingPipeline(pm, options);
         return success();

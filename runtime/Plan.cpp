@@ -1,4 +1,6 @@
 //===- Plan.cpp - plan (de)serialization and validation -------------------===//
+// Over 800 lines: the plan format's reader, writer and validation share its layout constants and
+// checks; readPlan and writePlan are each other's mirror.
 #include "runtime/Plan.h"
 #include "kernels/OpAttrs.h"
 #include "support/CheckedSize.h"
@@ -688,6 +690,8 @@ void Plan::readBlob(size_t offset, size_t bytes, void *dst) const {
   ::close(fd);
 }
 
+// Over 80 lines: the file's sections checked in order against the bytes read so far (header, checksum,
+// metadata, buffers, blob), each refusal naming the file; one reader keeps the offsets in one place.
 Plan readPlan(const std::string &path, PlanBlob blobMode) {
   auto fail = [&](const std::string &m) -> RuntimeError { return RuntimeError(path + ": " + m); };
   std::ifstream in(path, std::ios::binary);

@@ -135,6 +135,7 @@ void TrainRecipe::loadFile(const std::string &path) {
   apply(config, path);
 }
 
+// Over 80 lines: one case per config key, each a line or two, in the order the README lists them.
 void TrainRecipe::apply(const nlohmann::json &config, const std::string &origin) {
   if (!config.is_object())
     fail(origin, "", "the config must be a JSON object");

@@ -294,6 +294,8 @@ int selfTest(cpc::Communicator &comm, int steps, int failRank, int failStep, con
   return 0;
 }
 
+// Over 80 lines: to move into the runtime library with cpc-run's flags on llvm::cl, as cpc's did
+// (issue 30, item 5).
 /// Runs a plan on this process's rank: training or inference, printing from rank 0 only.
 int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<std::pair<std::string, std::string>> &inputs,
             int threads, int steps, std::string outputDir, const std::string &metricsPath, bool quiet, bool profile) {
@@ -382,6 +384,7 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
   return 0;
 }
 
+// Over 80 lines: cpc-run's hand parser; to move to llvm::cl as cpc's subcommands did (issue 30, item 5).
 int run(int argc, char **argv) {
   std::string planPath, outputDir, metricsPath, pidFile;
   std::vector<std::pair<std::string, std::string>> inputs;

@@ -1,4 +1,6 @@
 //===- CpcOps.cpp - shape rules and verifiers of cpc ops ------------------===//
+// Over 800 lines: the verifiers and shape functions of the ops in CpcOps.td, section by section as
+// the .td; split when a section grows (the fused ops already live in FusedOps.cpp).
 //
 // Each op's static shape rule is here, in its inferReturnTypes (checked against the declared
 // result type by InferTypeOpInterface) or verify() when the result type is given explicitly.

@@ -614,8 +614,9 @@ def Cpc_AdamWOp : Cpc_Op<"adamw", [Cpc_ShardingRuleOpInterface, Pure, InferTypeO
     With t = step (>= 1): m' = b1 m + (1-b1) g; v' = b2 v + (1-b2) g^2;
     p' = p - lr * (m'/(1-b1^t) / (sqrt(v'/(1-b2^t)) + eps) + weight_decay * p), as torch.optim.AdamW.
     `lr` and `step` are rank-0 f32 values computed by the runtime each step. The optional
-    rank-0 `grad_scale` (the gradient's type) multiplies g first, rounded as cpc.mul would:
-    cpc-fuse-optimizer moves the clip's scaling there, saving a pass over every gradient.
+    rank-0 `grad_scale` (the gradient's type) multiplies g first, rounded as cpc.mul would (in f32
+    for 16-bit tensors, which update widened): cpc-fuse-optimizer moves the clip's scaling there,
+    saving a pass over every gradient.
   }];
   let arguments = (ins Cpc_FloatTensor:$param, Cpc_FloatTensor:$grad, Cpc_FloatTensor:$exp_avg,
                        Cpc_FloatTensor:$exp_avg_sq, Cpc_FloatTensor:$lr, Cpc_FloatTensor:$step,

@@ -460,6 +460,8 @@ void parseInputShapeFlag(const std::string &flag, ImportOptions &options) {
   options.inputShapes[flag.substr(0, eq)] = dims;
 }
 
+// Over 80 lines: the import phases in order (read, check, infer shapes, fold, convert, clean up), each a
+// few lines over shared state; to become a registered import pipeline of passes (issue 30, item 5).
 ImportedModel importOnnxFile(MLIRContext &context, const std::string &path, const ImportOptions &options) {
   registerImporterDialects(context);
   LoadedModel model = parseModel(path);

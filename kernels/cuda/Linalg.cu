@@ -175,6 +175,8 @@ bool chooseAlgorithm(const std::vector<Perf> &ranked, DType t, cudnnConvolutionD
   return false;
 }
 
+// Over 80 lines: cuDNN's descriptors, the algorithm search and its workspace must be made and checked
+// in this order, each call with its own refusal.
 std::shared_ptr<const DnnConv> makeConv(const KernelContext &ctx, CudaDevice &device, ConvOp op, const ConvPlan &p,
                                         DType t) {
   auto c = std::make_shared<DnnConv>();

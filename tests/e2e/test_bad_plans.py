@@ -77,7 +77,7 @@ with tempdir() as work:
         expect_error([tool("cpc-run"), plan, "--bogus"], "unknown option")
         expect_error([tool("cpc-run")], "plan")
         expect_error([tool("cpc"), "compile", model], "-o")
-        expect_error([tool("cpc"), "compile", model, "-o", plan, "--mode", "warp"], "--mode warp")
+        expect_error([tool("cpc"), "compile", model, "-o", plan, "--mode", "warp"], "--mode", "'warp'")
         expect_error([tool("cpc"), "inspect"], "plan")
 
     def good_plan_still_runs():

@@ -64,7 +64,7 @@ with tempdir() as work:
 
     def bad_device_flag():
         expect_error([tool("cpc"), "compile", model, "--device", "tpu", "-o", os.path.join(work, "x.plan")],
-                     "--device expects cpu or cuda", "tpu")
+                     "for the --device option: expects cpu or cuda", "tpu")
 
     results.check("the cuda plan is the cpu plan's programs with every tensor in GPU memory", same_programs)
     results.check("cpc-run refuses a cuda plan on a machine without GPUs in one line", no_gpu_is_one_line)

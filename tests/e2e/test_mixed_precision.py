@@ -228,7 +228,7 @@ with tempdir() as work:
     def bad_input():
         plan = os.path.join(work, "bad.plan")
         config = os.path.join(work, "fp32.json")
-        for flags, expected in [(["--precision", "fp8"], "--precision expects fp32, bf16 or fp16"),
+        for flags, expected in [(["--precision", "fp8"], "for the --precision option: expects fp32, bf16 or fp16"),
                                 (["--precision", "bf16", "--mode", "infer"], "--precision applies to training"),
                                 (["--set", 'fp16={"mode": "apex"}'], "fp16.mode"),
                                 (["--set", 'fp16={"mode": "torch", "backoff_factor": 2}'], "fp16.backoff_factor"),

@@ -113,8 +113,8 @@ with tempdir() as work:
         bad_config = os.path.join(work, "bad-pipeline.json")
         with open(bad_config, "w") as f:
             json.dump(dict(MAE_RECIPE, parallel={"pipeline": 0}), f)
-        for flags, expected in [(["--pp", "0"], "--pp expects a positive number"),
-                                (["--pp", "2", "--schedule", "zigzag"], "--schedule expects gpipe, 1f1b or interleaved"),
+        for flags, expected in [(["--pp", "0"], "for the --pp option: expects a positive number"),
+                                (["--pp", "2", "--schedule", "zigzag"], "for the --schedule option: expects gpipe, 1f1b or interleaved"),
                                 (["--pp", "3", "--schedule", "interleaved", "--microbatches", "4"],
                                  "multiple of --pp 3"),
                                 (["--pp", "2", "--virtual-stages", "2", "--microbatches", "4"],

@@ -195,7 +195,7 @@ with tempdir() as work:
     def bad_flags():
         model = os.path.join(work, "mlp.onnx")
         for flags, expected in [
-                (["--tp", "0"], "--tp expects a positive number of ranks"),
+                (["--tp", "0"], "for the --tp option: expects a positive number"),
                 (["--shard", "fc1"], "--shard expects REGEX=SPEC"),
                 (["--tp", "2", "--shard", "onnx::MatMul_61=tp"], "has 1 entries for a parameter of rank 2"),
                 (["--tp", "2", "--shard", "onnx::MatMul_61=pp,-"], "'pp', which is not a mesh axis"),

@@ -211,12 +211,12 @@ with tempdir() as work:
                   config_equals_flags)
 
     def bad_flags():
-        for flags, needle in [(["--tp", "6", "--tp-mode", "2d"], "--tp-mode 2d: 2d needs --tp = q*q"),
-                              (["--tp", "4", "--tp-mode", "3d"], "--tp-mode 3d: 3d needs --tp = q*q*q"),
-                              (["--tp", "4", "--tp-mode", "4d"], "--tp-mode expects 1d, 2d, 2.5d or 3d"),
+        for flags, needle in [(["--tp", "6", "--tp-mode", "2d"], "--tp-mode 2d needs --tp = q*q"),
+                              (["--tp", "4", "--tp-mode", "3d"], "--tp-mode 3d needs --tp = q*q*q"),
+                              (["--tp", "4", "--tp-mode", "4d"], "for the --tp-mode option: expects 1d, 2d, 2.5d or 3d"),
                               (["--tp", "8", "--tp-mode", "2.5d"], "2.5d needs a depth"),
                               (["--tp", "8", "--tp-mode", "2.5d", "--tp-depth", "3"], "needs --tp = 3*q*q"),
-                              (["--tp", "4", "--tp-depth", "2"], "--tp-depth: a depth belongs to the 2.5d mode"),
+                              (["--tp", "4", "--tp-depth", "2"], "--tp-depth belongs to --tp-mode 2.5d, not to --tp-mode 1d"),
                               (["--tp", "4", "--tp-mode", "2d", "--sp"], "--sp is Megatron's"),
                               (["--tp", "9", "--tp-mode", "2d"], "do not divide its 8 samples")]:
             out = run([tool("cpc"), "compile", model, "-o", os.path.join(work, "bad.plan"), *flags], check=False)

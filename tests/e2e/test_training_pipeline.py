@@ -3,7 +3,7 @@
 plan is built from (`cpc compile --dump-ir`) equals what `cpc-opt --cpc-training-pipeline=...`
 (as `cpc compile --print-pipeline` prints it) makes of `cpc import`'s output, byte for byte; and
 an inference plan's IR is `cpc-opt --cpc-inference-pipeline`'s, and `cpc import`'s clean-up is
-`cpc-opt --cpc-import-pipeline`.
+`cpc-opt --cpc-import-pipeline`. Both tools refuse the same option combinations in the same words.
 """
 import json
 import os
@@ -60,6 +60,28 @@ def main():
             assert a == b, "cpc-opt --cpc-import-pipeline differs from cpc import (%d vs %d bytes)" % (len(b), len(a))
             assert a != open(raw).read(), "the clean-up changed nothing"
         results.check("cpc import's clean-up is cpc-opt --cpc-import-pipeline", import_pipeline)
+
+        def same_refusals():
+            # Each combination as cpc compile's flags and as the registered pipeline's options: one
+            # check refuses both, in one sentence spelled as each tool takes its options.
+            for flags, options in [(["--zero", "1"], "zero=1"), (["--tp", "6", "--tp-mode", "2d"], "tp=6 tp-mode=2d"),
+                                   (["--tp", "4", "--tp-mode", "3d"], "tp=4 tp-mode=3d"),
+                                   (["--tp", "4", "--tp-mode", "2d", "--tp-depth", "2"], "tp=4 tp-mode=2d tp-depth=2"),
+                                   (["--tp", "4", "--tp-mode", "2d", "--sp"], "tp=4 tp-mode=2d sp=true"),
+                                   (["--sp"], "sp=true")]:
+                compiled = run([tool("cpc"), "compile", model, "--config", config, "--set", "TOTAL_BATCH_SIZE=4",
+                                *flags, "-o", os.path.join(work, "refused.plan")], check=False)
+                piped = run([tool("cpc-opt"), imported, "--cpc-training-pipeline=%s" % options], check=False)
+                assert compiled.returncode == 1 and piped.returncode != 0, (flags, compiled.stderr, piped.stderr)
+                ours = compiled.stderr.strip().splitlines()
+                assert len(ours) == 1 and ours[0].startswith("cpc: error: "), compiled.stderr
+                theirs = next(l for l in piped.stderr.splitlines() if "cpc-training-pipeline: " in l)
+                theirs = theirs.split("cpc-training-pipeline: ", 1)[1].strip()
+                # The pipeline's spelling (tp=6, tp) turned into the flags' (--tp 6, --tp).
+                spelled = re.sub(r"\b(zero|tp-mode|tp-depth|tp|sp|dp)=(\S+)", r"--\1 \2", theirs)
+                spelled = re.sub(r"(?<![-\w])(zero|tp-mode|tp-depth|tp|sp|dp)\b(?!-)", r"--\1", spelled)
+                assert ours[0] == "cpc: error: " + spelled, "cpc compile: %r\ncpc-opt:     %r" % (ours[0], theirs)
+        results.check("cpc compile and cpc-opt's pipeline refuse the same options in the same words", same_refusals)
 
         def timing():
             proc = run([tool("cpc"), "compile", model, "--config", config, "--set", "TOTAL_BATCH_SIZE=4", "--timing",

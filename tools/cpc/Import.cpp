@@ -2,6 +2,7 @@
 #include "dialects/cpc/CpcDialect.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "tools/cpc/Commands.h"
+#include "tools/cpc/Flags.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -18,28 +19,6 @@
 #include <vector>
 
 namespace cpc::tools {
-
-std::string takeValue(int argc, char **argv, int &i) {
-  std::string flag = argv[i];
-  if (i + 1 >= argc)
-    throw UsageError(flag + " needs a value");
-  return argv[++i];
-}
-
-bool parseImportOption(int argc, char **argv, int &i, ImportOptions &options) {
-  std::string arg = argv[i];
-  if (arg == "--input-shape")
-    parseInputShapeFlag(takeValue(argc, argv, i), options);
-  else if (arg.rfind("--input-shape=", 0) == 0)
-    parseInputShapeFlag(arg.substr(strlen("--input-shape=")), options);
-  else if (arg == "--frozen")
-    options.frozenPatterns.push_back(takeValue(argc, argv, i));
-  else if (arg.rfind("--frozen=", 0) == 0)
-    options.frozenPatterns.push_back(arg.substr(strlen("--frozen=")));
-  else
-    return false;
-  return true;
-}
 
 namespace {
 
@@ -94,33 +73,22 @@ void printSummary(mlir::ModuleOp module, double seconds) {
 } // namespace
 
 int runImport(int argc, char **argv) {
-  std::string input, output;
-  bool summary = false, debugInfo = false;
+  if (printedHelp(argc, argv, kImportUsage))
+    return 0;
+  namespace cl = llvm::cl;
+  static cl::SubCommand sub("import", "Import an ONNX model into the cpc dialect");
+  auto in = cl::sub(sub); // the flags, for this subcommand only (see Flags.h); kImportUsage describes them
+  cl::list<std::string> positionals(cl::Positional, in, cl::desc("MODEL.onnx"));
+  cl::opt<std::string> output("o", in);
+  cl::list<std::string> inputShapes("input-shape", in), frozen("frozen", in);
+  cl::opt<bool> noCleanup("no-cleanup", in), summary("summary", in), debugInfo("print-debuginfo", in);
+  parseSubcommandFlags(argc, argv, sub);
+  std::string input = onePositional(positionals, "import", "model");
   cpc::ImportOptions options;
-  for (int i = 2; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::cout << kImportUsage;
-      return 0;
-    } else if (arg == "-o") {
-      output = takeValue(argc, argv, i);
-    } else if (parseImportOption(argc, argv, i, options)) {
-    } else if (arg == "--no-cleanup") {
-      options.cleanup = false;
-    } else if (arg == "--summary") {
-      summary = true;
-    } else if (arg == "--print-debuginfo") {
-      debugInfo = true;
-    } else if (!arg.empty() && arg[0] == '-') {
-      throw UsageError("unknown option '" + arg + "' for 'cpc import' (see cpc import --help)");
-    } else if (input.empty()) {
-      input = arg;
-    } else {
-      throw UsageError("more than one model given ('" + input + "' and '" + arg + "')");
-    }
-  }
-  if (input.empty())
-    throw UsageError("'cpc import' needs a model file (see cpc import --help)");
+  for (const std::string &shape : inputShapes)
+    parseInputShapeFlag(shape, options);
+  options.frozenPatterns.assign(frozen.begin(), frozen.end());
+  options.cleanup = !noCleanup;
 
   mlir::MLIRContext context;
   context.disableMultithreading(); // deterministic output, and no thread pool for one import

@@ -5,8 +5,10 @@
 #include "runtime/PipelineSchedule.h"
 #include "runtime/ScheduleCheck.h"
 #include "tools/cpc/Commands.h"
+#include "tools/cpc/Flags.h"
 
 #include <algorithm>
+#include <cstring>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -74,76 +76,53 @@ int printSchedule(const Plan &plan) {
   return problem.empty() ? 0 : 1;
 }
 
-} // namespace
+/// What the summary counts: ops and buffers by kind, and how parameters are stored.
+struct PlanCounts {
+  std::map<std::string, int> ops, buffers;
+  int64_t trainable = 0, parameters = 0;
+  int64_t overBatch = 0, overModel = 0; // stored as blocks over the batch axes (ZeRO-3), over others (tp)
+};
 
-int runInspect(int argc, char **argv) {
-  std::string path;
-  bool json = false, schedule = false;
-  for (int i = 2; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::cout << kInspectUsage;
-      return 0;
-    } else if (arg == "--json") {
-      json = true;
-    } else if (arg == "--schedule") {
-      schedule = true;
-    } else if (!arg.empty() && arg[0] == '-') {
-      throw UsageError("unknown option '" + arg + "' for 'cpc inspect'");
-    } else if (path.empty()) {
-      path = arg;
-    } else {
-      throw UsageError("more than one plan given");
-    }
-  }
-  if (path.empty())
-    throw UsageError("'cpc inspect' needs a plan file");
-  Plan plan = readPlan(path);
-  if (schedule)
-    return printSchedule(plan);
-
-  std::map<std::string, int> opCounts;
+PlanCounts countPlan(const Plan &plan) {
+  PlanCounts c;
   for (const auto &program : plan.programs)
     for (const auto &step : program.steps)
-      opCounts[opName(step.op)]++;
-  std::map<std::string, int> bufferCounts;
+      c.ops[opName(step.op)]++;
   for (const auto &b : plan.buffers)
-    bufferCounts[b.aliasOf >= 0 ? "view" : bufferKindName(b.kind)]++;
-  // Parameters stored as blocks: over the batch (data-parallel) axes (ZeRO-3), over others
-  // (tensor parallelism); one may be both.
+    c.buffers[b.aliasOf >= 0 ? "view" : bufferKindName(b.kind)]++;
   std::vector<std::string> batchAxes = plan.zeroAxes();
-  int64_t trainable = 0, overBatch = 0, overModel = 0, parameterCount = 0;
   for (const auto &b : plan.buffers)
     if (b.kind == BufferKind::Parameter && b.aliasOf < 0) {
-      parameterCount++;
-      bool batch = false, model = false;
+      c.parameters++;
+      bool batch = false, model = false; // a parameter may be both
       for (const auto &axes : b.shardDims)
         for (const std::string &axis : axes)
           (std::find(batchAxes.begin(), batchAxes.end(), axis) != batchAxes.end() ? batch : model) = true;
-      overBatch += batch;
-      overModel += model;
+      c.overBatch += batch;
+      c.overModel += model;
       if (b.trainable)
-        trainable += numElements(b.sharded() ? b.globalShape : b.shape);
+        c.trainable += numElements(b.sharded() ? b.globalShape : b.shape);
     }
+  return c;
+}
 
-  if (json) {
-    nlohmann::json j = plan.metadata();
-    j["summary"] = {{"ops", opCounts},
-                    {"buffers", bufferCounts},
-                    {"parameter_bytes", plan.bytesOfKind(BufferKind::Parameter)},
-                    {"constant_bytes", plan.bytesOfKind(BufferKind::Constant)},
-                    {"trainable_parameters", trainable}};
-    if (plan.mode == PlanMode::Train)
-      j["summary"]["model_states"] = modelStateBytes(plan).toJson();
-    j["summary"]["missing_kernels"] = missingKernels(plan);
-    j["summary"]["cuda_built"] = cudaBackendBuilt();
-    std::cout << j.dump(1) << "\n";
-    return 0;
-  }
-  auto describe = [&](const NamedBuffer &n) {
-    const BufferDesc &b = plan.buffers[n.buffer];
-    return n.name + ": " + dtypeName(b.dtype) + shapeString(b.shape);
-  };
+/// --json: the plan's metadata with the summary.
+void printJson(const Plan &plan, const PlanCounts &c) {
+  nlohmann::json j = plan.metadata();
+  j["summary"] = {{"ops", c.ops},
+                  {"buffers", c.buffers},
+                  {"parameter_bytes", plan.bytesOfKind(BufferKind::Parameter)},
+                  {"constant_bytes", plan.bytesOfKind(BufferKind::Constant)},
+                  {"trainable_parameters", c.trainable}};
+  if (plan.mode == PlanMode::Train)
+    j["summary"]["model_states"] = modelStateBytes(plan).toJson();
+  j["summary"]["missing_kernels"] = missingKernels(plan);
+  j["summary"]["cuda_built"] = cudaBackendBuilt();
+  std::cout << j.dump(1) << "\n";
+}
+
+/// The plan's header: source, mode, device, ranks, inputs and outputs, programs.
+void printHeader(const Plan &plan, const std::string &path) {
   std::cout << "plan " << path << " (format version " << plan.version << ")\n"
             << "  source: " << plan.source << "\n  mode: " << planModeName(plan.mode) << "\n  device: " << deviceKindName(plan.device)
             << (plan.device == DeviceKind::Cuda ? " (one GPU per rank, tensors in GPU memory)" : "")
@@ -159,7 +138,8 @@ int runInspect(int argc, char **argv) {
         ++handOvers;
         handOverBytes += plan.buffers[n.buffer].bytes();
       } else if (shown.insert(n.name).second) {
-        std::cout << "    " << describe(n) << "\n";
+        const BufferDesc &b = plan.buffers[n.buffer];
+        std::cout << "    " << n.name << ": " << dtypeName(b.dtype) << shapeString(b.shape) << "\n";
       }
     }
     if (handOvers)
@@ -173,35 +153,49 @@ int runInspect(int argc, char **argv) {
     std::cout << ", program " << program.name << ": " << program.steps.size() << " steps, arena "
               << mib(program.arenaBytes) << "\n";
   }
-  if (plan.mode == PlanMode::Train && plan.training.contains("pipeline")) {
+}
+
+/// A mixed-precision plan's element types and loss scaling.
+void printPrecision(const Plan &plan, const nlohmann::json &recipe) {
+  std::string precision = recipe.value("precision", "fp32");
+  if (precision == "fp32")
+    return;
+  std::cout << "  precision: " << precision << " mixed precision (16-bit matmul/conv, f32 master weights and "
+            << "optimizer states)\n    values the programs compute, by element type:";
+  // Element types of the arena's values: what the ops compute in (all of them, not live at once).
+  std::map<std::string, int64_t> computed;
+  for (const BufferDesc &b : plan.buffers)
+    if (b.kind == BufferKind::Arena && b.aliasOf < 0)
+      computed[dtypeName(b.dtype)] += b.bytes();
+  for (const auto &[type, bytes] : computed)
+    std::cout << " " << type << " " << mib(bytes);
+  std::cout << "\n";
+  if (precision == "fp16" && recipe.contains("fp16")) {
+    const nlohmann::json &f = recipe["fp16"];
+    std::cout << "  loss scaling: initial " << f.value("initial_scale", 0.0) << ", x" << f.value("growth_factor", 0.0)
+              << " after " << f.value("growth_interval", 0) << " clean steps, x" << f.value("backoff_factor", 0.0)
+              << " on an overflow (hysteresis " << f.value("hysteresis", 0) << "); an overflowing step is skipped\n";
+  }
+}
+
+/// A training plan's pipeline, precision and recipe.
+void printTraining(const Plan &plan) {
+  if (plan.mode != PlanMode::Train)
+    return;
+  if (plan.training.contains("pipeline")) {
     PipelineSchedule s = PipelineSchedule::fromJson(plan.training["pipeline"]);
     std::cout << "  pipeline: " << s.stages << " stages x " << s.virtualStages << " chunks, " << s.microbatches
               << " microbatches, schedule " << scheduleName(s.kind) << " (cpc inspect --schedule lists it)\n";
   }
-  if (plan.mode == PlanMode::Train && plan.training.contains("recipe")) {
-    const nlohmann::json &recipe = plan.training["recipe"];
-    std::string precision = recipe.value("precision", "fp32");
-    if (precision != "fp32") {
-      std::cout << "  precision: " << precision << " mixed precision (16-bit matmul/conv, f32 master weights and "
-                << "optimizer states)\n    values the programs compute, by element type:";
-      // Element types of the arena's values: what the ops compute in (all of them, not live at once).
-      std::map<std::string, int64_t> computed;
-      for (const BufferDesc &b : plan.buffers)
-        if (b.kind == BufferKind::Arena && b.aliasOf < 0)
-          computed[dtypeName(b.dtype)] += b.bytes();
-      for (const auto &[type, bytes] : computed)
-        std::cout << " " << type << " " << mib(bytes);
-      std::cout << "\n";
-      if (precision == "fp16" && recipe.contains("fp16")) {
-        const nlohmann::json &f = recipe["fp16"];
-        std::cout << "  loss scaling: initial " << f.value("initial_scale", 0.0) << ", x" << f.value("growth_factor", 0.0)
-                  << " after " << f.value("growth_interval", 0) << " clean steps, x" << f.value("backoff_factor", 0.0)
-                  << " on an overflow (hysteresis " << f.value("hysteresis", 0) << "); an overflowing step is skipped\n";
-      }
-    }
+  if (plan.training.contains("recipe")) {
+    printPrecision(plan, plan.training["recipe"]);
     std::cout << "  training: microbatch " << plan.training.value("microbatch", 0) << ", recipe "
               << plan.training["recipe"].dump() << "\n";
   }
+}
+
+/// Kernels (missing ones named), ops by kind, buffers, memory.
+void printContents(const Plan &plan, const PlanCounts &c) {
   std::vector<std::string> missing = missingKernels(plan);
   if (plan.device == DeviceKind::Cuda && !cudaBackendBuilt())
     std::cout << "  kernels: this cpc was built without CUDA (it cannot run or check this plan's kernels)\n";
@@ -214,29 +208,58 @@ int runInspect(int argc, char **argv) {
     std::cout << "\n";
   }
   std::cout << "  ops by kind:\n";
-  for (const auto &[op, count] : opCounts)
+  for (const auto &[op, count] : c.ops)
     std::cout << "    " << op << ": " << count << "\n";
   std::cout << "  buffers:";
-  for (const auto &[kind, count] : bufferCounts)
+  for (const auto &[kind, count] : c.buffers)
     std::cout << " " << kind << " " << count;
-  std::cout << "\n  parameters: " << mib(plan.bytesOfKind(BufferKind::Parameter)) << ", " << trainable
+  std::cout << "\n  parameters: " << mib(plan.bytesOfKind(BufferKind::Parameter)) << ", " << c.trainable
             << " trainable elements" << (plan.hasSyntheticParameters() ? " (synthetic: values made by cpc-run, none in the plan)" : "")
             << "\n  optimizer and accumulator state: " << mib(plan.bytesOfKind(BufferKind::State))
             << "\n  constants: " << mib(plan.bytesOfKind(BufferKind::Constant))
             << "\n  predicted peak memory per rank: " << mib(plan.predictedPeakBytes) << "\n";
-  if (plan.mode == PlanMode::Train) {
-    ModelStateBytes states = modelStateBytes(plan);
-    int64_t tensorParallel = plan.training.value("tensor_parallel", 1);
-    std::cout << "  data parallel: " << states.ranks << " rank" << (states.ranks > 1 ? "s" : "") << ", ZeRO stage "
-              << states.zeroStage;
-    if (overBatch)
-      std::cout << " (" << overBatch << " of " << parameterCount
-                << " parameters stored as per-rank blocks, gathered before use)";
-    if (overModel && tensorParallel > 1)
-      std::cout << "\n  tensor parallel: " << tensorParallel << " ranks (" << overModel << " of " << parameterCount
-                << " parameters split over tp: each rank stores and updates its block)";
-    std::cout << "\n  " << states.summary() << "\n";
+}
+
+/// A training plan's data and tensor parallelism, and its model-state bytes.
+void printParallelism(const Plan &plan, const PlanCounts &c) {
+  if (plan.mode != PlanMode::Train)
+    return;
+  ModelStateBytes states = modelStateBytes(plan);
+  int64_t tensorParallel = plan.training.value("tensor_parallel", 1);
+  std::cout << "  data parallel: " << states.ranks << " rank" << (states.ranks > 1 ? "s" : "") << ", ZeRO stage "
+            << states.zeroStage;
+  if (c.overBatch)
+    std::cout << " (" << c.overBatch << " of " << c.parameters
+              << " parameters stored as per-rank blocks, gathered before use)";
+  if (c.overModel && tensorParallel > 1)
+    std::cout << "\n  tensor parallel: " << tensorParallel << " ranks (" << c.overModel << " of " << c.parameters
+              << " parameters split over tp: each rank stores and updates its block)";
+  std::cout << "\n  " << states.summary() << "\n";
+}
+
+} // namespace
+
+int runInspect(int argc, char **argv) {
+  if (printedHelp(argc, argv, kInspectUsage))
+    return 0;
+  static llvm::cl::SubCommand sub("inspect", "Describe a plan");
+  auto in = llvm::cl::sub(sub); // the flags, for this subcommand only (see Flags.h)
+  llvm::cl::list<std::string> positionals(llvm::cl::Positional, in, llvm::cl::desc("PLAN.bin"));
+  llvm::cl::opt<bool> json("json", in), schedule("schedule", in);
+  parseSubcommandFlags(argc, argv, sub);
+  std::string path = onePositional(positionals, "inspect", "plan");
+  Plan plan = readPlan(path);
+  if (schedule)
+    return printSchedule(plan);
+  PlanCounts counts = countPlan(plan);
+  if (json) {
+    printJson(plan, counts);
+    return 0;
   }
+  printHeader(plan, path);
+  printTraining(plan);
+  printContents(plan, counts);
+  printParallelism(plan, counts);
   return 0;
 }
 

@@ -1,0 +1,69 @@
+//===- CompileDriver.h - a model file to a plan file: what `cpc compile` does -===//
+//
+// The tool parses its flags into a CompileRequest; everything after that lives here: the
+// training recipe from the config file and the flags, the registered pipeline and its options
+// (checked by the pipeline's own check, spelled as the flags and keys the user gave), the
+// pipeline schedule, the plan, its reports.
+//
+#ifndef CPC_COMPILER_COMPILEDRIVER_H
+#define CPC_COMPILER_COMPILEDRIVER_H
+
+#include "compiler/PlanBuilder.h"
+#include "dialects/cpc/CpcDialect.h"
+#include "frontends/onnx/OnnxImporter.h"
+#include "runtime/PipelineSchedule.h"
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace cpc {
+
+/// A request that cannot be compiled as asked (flags that contradict each other or the config,
+/// a layout the model does not fit): one line, exit code 1.
+struct CompileRequestError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// What `cpc compile` was asked for, as given: an option left unset (nullopt, empty) is taken
+/// from the config file, else its default.
+struct CompileRequest {
+  std::string model, output;
+  std::optional<PlanMode> mode;            // unset: train when the graph returns a scalar loss
+  std::string configPath;                  // --config
+  std::vector<std::string> overrides;      // --set KEY=VALUE, in order
+  int64_t dataParallel = 1;                // --dp
+  int64_t zeroStage = 0;                   // --zero
+  std::optional<int64_t> tensorParallel;   // --tp (parallel.tensor.size)
+  std::optional<TensorParallelMode> tensorMode; // --tp-mode (parallel.tensor.mode)
+  std::optional<int64_t> tensorDepth;      // --tp-depth (parallel.tensor.depth)
+  bool sequenceParallel = false;           // --sp
+  std::vector<std::string> shardRules;     // --shard REGEX=SPEC
+  std::optional<int64_t> pipelineStages;   // --pp (parallel.pipeline)
+  std::optional<int64_t> microbatches;     // --microbatches (NUM_MICRO_BATCHES)
+  std::optional<int64_t> virtualStages;    // --virtual-stages
+  PipelineScheduleKind schedule = PipelineScheduleKind::OneFOneB;
+  std::string pipelineSplit, debugSchedule; // --pp-split, --debug-schedule
+  std::optional<Precision> precision;      // --precision (fp16.mode / precision)
+  ImportOptions import;
+  PlanOptions plan; // device, inPlace, checkSchedule, syntheticParameters; the rest is derived
+  // Reports.
+  bool dumpSharding = false, printPipeline = false, timing = false;
+  std::string dumpIrPath;
+};
+
+/// Compiles `request.model` into the plan file `request.output`, printing the reports asked
+/// for and a summary to `out` (the per-pass notes and --timing go to stderr). Throws
+/// CompileRequestError for a request that cannot be compiled, other exceptions for bad files.
+void compileModel(const CompileRequest &request, std::ostream &out);
+
+/// Parses --debug-schedule's "R=F0.0,B0.0;R2=..." into `schedule` (rank R's action list
+/// replaced), then re-validates it.
+void replaceScheduleActions(PipelineSchedule &schedule, const std::string &spec);
+
+} // namespace cpc
+
+#endif
