@@ -294,51 +294,24 @@ int selfTest(cpc::Communicator &comm, int steps, int failRank, int failStep, con
   return 0;
 }
 
-// Over 80 lines: to move into the runtime library with cpc-run's flags on llvm::cl, as cpc's did
-// (issue 30, item 5).
-/// Runs a plan on this process's rank: training or inference, printing from rank 0 only.
-int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<std::pair<std::string, std::string>> &inputs,
-            int threads, int steps, std::string outputDir, const std::string &metricsPath, bool quiet, bool profile) {
-  bool saveParameters = !outputDir.empty(); // every rank takes part in gathering sharded ones
-  cpc::MemoryProbe probe;
-  probe.start();
-  if (comm.rank() != 0) {
-    quiet = true;
-    outputDir.clear();
-  }
-  std::unique_ptr<cpc::TraceRecorder> trace;
-  if (!tracePath.empty())
-    trace = std::make_unique<cpc::TraceRecorder>(comm.rank());
-  // The device of this rank (GPU r for local rank r on a cuda plan) and the communicator its
-  // steps use: NCCL between GPUs; `comm` (MPI) stays for values the host exchanges.
-  std::unique_ptr<cpc::Device> device = cpc::makeDevice(plan.device, cpc::localRank());
-  if (plan.device == cpc::DeviceKind::Cpu && cpc::localRank() == 0) {
-    std::string crowded = cpc::oversubscriptionWarning(cpc::localRanks(), threads,
-                                                       std::max(1u, std::thread::hardware_concurrency()),
-                                                       cpc::availableCores());
-    if (!crowded.empty())
-      std::cerr << "cpc-run: warning: " << crowded << "\n";
-    std::string gemmNote = cpc::gemmThreadsNote(threads);
-    if (!gemmNote.empty())
-      std::cerr << "cpc-run: note: " << gemmNote << "\n";
-  }
-  std::unique_ptr<cpc::Communicator> deviceComm;
-  if (plan.device == cpc::DeviceKind::Cuda)
-    deviceComm = cpc::makeNcclCommunicator(*device, comm);
-  cpc::ExecutorOptions options{comm.rank(), threads, profile, deviceComm ? deviceComm.get() : &comm};
-  options.trace = trace.get();
-  options.device = device.get();
-  cpc::Executor executor(plan, options);
-  if (!outputDir.empty())
-    prepareOutputDir(outputDir);
-  if (plan.mode == cpc::PlanMode::Train) {
-    int rc = train(plan, executor, comm, inputs, steps, outputDir, saveParameters, metricsPath, quiet, profile, probe);
-    if (trace)
-      finishTrace(plan, *trace, comm, quiet);
-    return rc;
-  }
-  if (!metricsPath.empty())
-    throw UsageError("--metrics records training steps; this plan is for inference");
+/// The CPU-threads warnings of one machine (from local rank 0 only).
+void warnAboutThreads(const cpc::Plan &plan, int threads) {
+  if (plan.device != cpc::DeviceKind::Cpu || cpc::localRank() != 0)
+    return;
+  std::string crowded = cpc::oversubscriptionWarning(cpc::localRanks(), threads,
+                                                     std::max(1u, std::thread::hardware_concurrency()),
+                                                     cpc::availableCores());
+  if (!crowded.empty())
+    std::cerr << "cpc-run: warning: " << crowded << "\n";
+  std::string gemmNote = cpc::gemmThreadsNote(threads);
+  if (!gemmNote.empty())
+    std::cerr << "cpc-run: note: " << gemmNote << "\n";
+}
+
+/// Inference: `steps` runs of the plan on the bound (or synthetic) inputs, the outputs printed
+/// and written to `outputDir`, the mean time and the memory.
+void infer(const cpc::Plan &plan, cpc::Executor &executor, const std::vector<std::pair<std::string, std::string>> &inputs,
+           int threads, int steps, const std::string &outputDir, bool quiet, const cpc::MemoryProbe &probe) {
   for (const auto &[name, file] : inputs)
     executor.bindInput(name, cpc::readTensorFile(file));
   std::vector<std::string> synthetic = executor.unboundInputs();
@@ -349,13 +322,11 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
       std::cout << " " << n;
     std::cout << "\n";
   }
-
   auto start = std::chrono::steady_clock::now();
   for (int s = 0; s < steps; ++s)
     executor.run();
   executor.synchronize(); // the time of the work, not of queueing it (and its faults)
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
   for (const auto &out : executor.outputs()) {
     cpc::HostTensor host = executor.readOutput(out.name);
     cpc::TensorRef t = host.ref();
@@ -365,100 +336,176 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
     if (!outputDir.empty())
       cpc::writeNpy(outputDir + "/" + out.name + ".npy", t);
   }
-  if (!quiet) {
-    struct rusage usage;
-    getrusage(RUSAGE_SELF, &usage);
-    cpc::MemoryStats mem = executor.memoryStats();
-    std::cout << "time: " << seconds / steps * 1e3 << " ms per run (" << steps << " run" << (steps > 1 ? "s" : "")
-              << ", " << threads << " thread" << (threads > 1 ? "s" : "") << ")\n"
-              << memoryLine(plan, executor, probe) << "\n"
-              << "memory: predicted peak " << plan.predictedPeakBytes << " B, allocated " << mem.total()
-              << " B (arena " << mem.arenaBytes << ", parameters " << mem.parameterBytes << ", constants "
-              << mem.constantBytes << ", inputs " << mem.inputBytes << "), max RSS " << usage.ru_maxrss * 1024
-              << " B\n";
-  }
-  if (profile)
-    printProfile(executor);
-  if (trace)
-    finishTrace(plan, *trace, comm, quiet);
-  return 0;
+  if (quiet)
+    return;
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  cpc::MemoryStats mem = executor.memoryStats();
+  std::cout << "time: " << seconds / steps * 1e3 << " ms per run (" << steps << " run" << (steps > 1 ? "s" : "")
+            << ", " << threads << " thread" << (threads > 1 ? "s" : "") << ")\n"
+            << memoryLine(plan, executor, probe) << "\n"
+            << "memory: predicted peak " << plan.predictedPeakBytes << " B, allocated " << mem.total()
+            << " B (arena " << mem.arenaBytes << ", parameters " << mem.parameterBytes << ", constants "
+            << mem.constantBytes << ", inputs " << mem.inputBytes << "), max RSS " << usage.ru_maxrss * 1024 << " B\n";
 }
 
-// Over 80 lines: cpc-run's hand parser; to move to llvm::cl as cpc's subcommands did (issue 30, item 5).
-int run(int argc, char **argv) {
+/// Runs a plan on this process's rank: training or inference, printing from rank 0 only.
+int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<std::pair<std::string, std::string>> &inputs,
+            int threads, int steps, std::string outputDir, const std::string &metricsPath, bool quiet, bool profile) {
+  bool saveParameters = !outputDir.empty(); // every rank takes part in gathering sharded ones
+  cpc::MemoryProbe probe;
+  probe.start();
+  if (comm.rank() != 0) {
+    quiet = true;
+    outputDir.clear();
+  }
+  if (plan.mode != cpc::PlanMode::Train && !metricsPath.empty())
+    throw UsageError("--metrics records training steps; this plan is for inference");
+  std::unique_ptr<cpc::TraceRecorder> trace;
+  if (!tracePath.empty())
+    trace = std::make_unique<cpc::TraceRecorder>(comm.rank());
+  // The device of this rank (GPU r for local rank r on a cuda plan) and the communicator its
+  // steps use: NCCL between GPUs; `comm` (MPI) stays for values the host exchanges.
+  std::unique_ptr<cpc::Device> device = cpc::makeDevice(plan.device, cpc::localRank());
+  warnAboutThreads(plan, threads);
+  std::unique_ptr<cpc::Communicator> deviceComm;
+  if (plan.device == cpc::DeviceKind::Cuda)
+    deviceComm = cpc::makeNcclCommunicator(*device, comm);
+  cpc::ExecutorOptions options{comm.rank(), threads, profile, deviceComm ? deviceComm.get() : &comm};
+  options.trace = trace.get();
+  options.device = device.get();
+  cpc::Executor executor(plan, options);
+  if (!outputDir.empty())
+    prepareOutputDir(outputDir);
+  int rc = 0;
+  if (plan.mode == cpc::PlanMode::Train) {
+    rc = train(plan, executor, comm, inputs, steps, outputDir, saveParameters, metricsPath, quiet, profile, probe);
+  } else {
+    infer(plan, executor, inputs, threads, steps, outputDir, quiet, probe);
+    if (profile)
+      printProfile(executor);
+  }
+  if (trace)
+    finishTrace(plan, *trace, comm, quiet);
+  return rc;
+}
+
+/// cpc-run's flags. cpc-run is the runtime's tool and links no LLVM (the GPU bundle carries it
+/// without libLLVM), so it parses by hand rather than with llvm::cl as cpc does.
+struct RunFlags {
   std::string planPath, outputDir, metricsPath, pidFile;
   std::vector<std::pair<std::string, std::string>> inputs;
   int threads = 1, steps = 1, selfTestWorld = 0, failRank = -1, failStep = 0;
-  bool quiet = false, profile = false, verbose = false;
+  bool quiet = false, profile = false, verbose = false, help = false;
+};
+
+/// --input NAME=FILE, each name once.
+void addInput(RunFlags &flags, const std::string &spec) {
+  size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+    throw UsageError("--input expects NAME=FILE, got '" + spec + "'");
+  for (const auto &[name, file] : flags.inputs)
+    if (name == spec.substr(0, eq))
+      throw UsageError("--input " + name + " is given twice ('" + file + "' and '" + spec.substr(eq + 1) + "')");
+  flags.inputs.push_back({spec.substr(0, eq), spec.substr(eq + 1)});
+}
+
+int positiveFlag(const std::string &flag, const std::string &v) {
+  char *end = nullptr;
+  long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end || n < 1 || n > 1 << 20)
+    throw UsageError(flag + " expects a positive integer, got '" + v + "'");
+  return (int)n;
+}
+
+RunFlags parseRunFlags(int argc, char **argv) {
+  RunFlags f;
   auto value = [&](int &i) -> std::string {
     if (i + 1 >= argc)
       throw UsageError(std::string(argv[i]) + " needs a value");
     return argv[++i];
   };
-  auto positive = [](const std::string &flag, const std::string &v) {
-    char *end = nullptr;
-    long n = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end || n < 1 || n > 1 << 20)
-      throw UsageError(flag + " expects a positive integer, got '" + v + "'");
-    return (int)n;
-  };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::cout << kUsage;
-      return 0;
-    } else if (arg == "--input") {
-      std::string spec = value(i);
-      size_t eq = spec.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-        throw UsageError("--input expects NAME=FILE, got '" + spec + "'");
-      for (const auto &[name, file] : inputs)
-        if (name == spec.substr(0, eq))
-          throw UsageError("--input " + name + " is given twice ('" + file + "' and '" + spec.substr(eq + 1) + "')");
-      inputs.push_back({spec.substr(0, eq), spec.substr(eq + 1)});
-    } else if (arg == "--output-dir") {
-      outputDir = value(i);
-    } else if (arg == "--metrics") {
-      metricsPath = value(i);
-    } else if (arg == "--trace") {
+    if (arg == "--help" || arg == "-h")
+      f.help = true;
+    else if (arg == "--input")
+      addInput(f, value(i));
+    else if (arg == "--output-dir")
+      f.outputDir = value(i);
+    else if (arg == "--metrics")
+      f.metricsPath = value(i);
+    else if (arg == "--trace")
       tracePath = value(i);
-    } else if (arg == "--threads") {
-      threads = positive(arg, value(i));
-    } else if (arg == "--steps") {
-      steps = positive(arg, value(i));
-    } else if (arg == "--profile") {
-      profile = true;
-    } else if (arg == "--profile-shapes") {
-      profile = byShape = true;
-    } else if (arg == "--quiet") {
-      quiet = true;
-    } else if (arg == "--verbose") {
-      verbose = true;
-    } else if (arg == "--self-test-world") {
-      selfTestWorld = positive(arg, value(i));
-    } else if (arg == "--self-test-fail-rank") {
+    else if (arg == "--threads")
+      f.threads = positiveFlag(arg, value(i));
+    else if (arg == "--steps")
+      f.steps = positiveFlag(arg, value(i));
+    else if (arg == "--profile")
+      f.profile = true;
+    else if (arg == "--profile-shapes")
+      f.profile = byShape = true;
+    else if (arg == "--quiet")
+      f.quiet = true;
+    else if (arg == "--verbose")
+      f.verbose = true;
+    else if (arg == "--self-test-world")
+      f.selfTestWorld = positiveFlag(arg, value(i));
+    else if (arg == "--self-test-fail-step")
+      f.failStep = positiveFlag(arg, value(i));
+    else if (arg == "--self-test-fail-rank") {
       std::string v = value(i);
-      failRank = v == "0" ? 0 : positive(arg, v);
-    } else if (arg == "--self-test-fail-step") {
-      failStep = positive(arg, value(i));
-    } else if (arg == "--self-test-pid-file") {
-      pidFile = value(i);
-    } else if (!arg.empty() && arg[0] == '-') {
+      f.failRank = v == "0" ? 0 : positiveFlag(arg, v);
+    } else if (arg == "--self-test-pid-file")
+      f.pidFile = value(i);
+    else if (!arg.empty() && arg[0] == '-')
       throw UsageError("unknown option '" + arg + "' (see cpc-run --help)");
-    } else if (planPath.empty()) {
-      planPath = arg;
-    } else {
+    else if (f.planPath.empty())
+      f.planPath = arg;
+    else
       throw UsageError("more than one plan given");
-    }
   }
-  if (planPath.empty())
+  if (f.planPath.empty() && !f.help)
     throw UsageError("needs a plan file (see cpc-run --help)");
+  return f;
+}
 
+/// Refuses, once and before any rank starts, a plan that would hang or needs GPUs this machine
+/// lacks.
+void checkBeforeLaunch(const cpc::Plan &plan, const std::string &planPath) {
+  if (cpc::launchedByMpi())
+    return;
+  // Whoever wrote it, a plan in which some rank would wait forever does not start (cpc compile
+  // runs the same check; this covers plans from elsewhere).
+  if (std::string problem = cpc::checkPlanSchedule(plan); !problem.empty())
+    throw cpc::RuntimeError(planPath + ": the plan would hang, " + problem);
+  if (plan.device != cpc::DeviceKind::Cuda)
+    return;
+  std::string why;
+  int gpus = cpc::cudaDeviceCount(&why);
+  if (gpus == 0)
+    throw cpc::RuntimeError(planPath + ": this plan runs on CUDA GPUs and this machine has none (" + why + ")");
+  if (gpus < plan.worldSize)
+    throw cpc::RuntimeError(planPath + ": this plan runs " + std::to_string(plan.worldSize) +
+                            " ranks, one per GPU, and this machine has " + std::to_string(gpus) +
+                            " GPUs (start the ranks on several machines with mpirun -H)");
+}
+
+int run(int argc, char **argv) {
+  RunFlags flags = parseRunFlags(argc, argv);
+  if (flags.help) {
+    std::cout << kUsage;
+    return 0;
+  }
+  const std::string &planPath = flags.planPath, &outputDir = flags.outputDir, &metricsPath = flags.metricsPath;
+  const auto &inputs = flags.inputs;
+  int threads = flags.threads, steps = flags.steps, selfTestWorld = flags.selfTestWorld;
+  bool quiet = flags.quiet, profile = flags.profile, verbose = flags.verbose;
   if (selfTestWorld > 0) {
     if (!cpc::launchedByMpi())
       return cpc::launchUnderMpi(selfTestWorld, argc, argv, verbose);
     return cpc::runRank(selfTestWorld, planPath, [&](cpc::Communicator &comm) {
-      return selfTest(comm, steps, failRank, failStep, pidFile, quiet);
+      return selfTest(comm, steps, flags.failRank, flags.failStep, flags.pidFile, quiet);
     });
   }
 
@@ -466,20 +513,7 @@ int run(int argc, char **argv) {
   // The tensors stay in the file: each rank copies out only what it keeps (its parameter blocks).
   auto plan = std::make_unique<cpc::Plan>(cpc::readPlan(planPath, cpc::PlanBlob::InFile));
   const int world = plan->worldSize;
-  // Whoever wrote it, a plan in which some rank would wait forever does not start (cpc compile
-  // runs the same check; this covers plans from elsewhere). Once, before the ranks start.
-  if (!cpc::launchedByMpi())
-    if (std::string problem = cpc::checkPlanSchedule(*plan); !problem.empty())
-      throw cpc::RuntimeError(planPath + ": the plan would hang, " + problem);
-  if (plan->device == cpc::DeviceKind::Cuda && !cpc::launchedByMpi()) { // once, before the ranks start
-    std::string why;
-    int gpus = cpc::cudaDeviceCount(&why);
-    if (gpus == 0)
-      throw cpc::RuntimeError(planPath + ": this plan runs on CUDA GPUs and this machine has none (" + why + ")");
-    if (gpus < world)
-      throw cpc::RuntimeError(planPath + ": this plan runs " + std::to_string(world) + " ranks, one per GPU, and this machine has " +
-                              std::to_string(gpus) + " GPUs (start the ranks on several machines with mpirun -H)");
-  }
+  checkBeforeLaunch(*plan, planPath);
   if (!outputDir.empty() && !cpc::launchedByMpi())
     prepareOutputDir(outputDir); // before any rank starts
   if (cpc::needsMpiLaunch(world)) {
