@@ -19,8 +19,8 @@ ReduceOp parseReduceOp(const std::string &name) {
 
 namespace {
 
-/// One rank: every collective is an identity, but calls are still counted (0 bytes) so that a
-/// single-rank run reports the same collective calls as a multi-rank one.
+/// One rank: every collective is an identity; the counting decorator still counts its calls (0
+/// bytes), so that a single-rank run reports the same collective calls as a multi-rank one.
 class SingleRankCommunicator final : public Communicator {
 public:
   int rank() const override { return 0; }
@@ -28,32 +28,27 @@ public:
 
   void allReduce(void *data, int64_t count, DType type, ReduceOp op, const std::vector<int> &group) override {
     check("all_reduce", count, type, group);
-    Communicator::count("all_reduce", 0);
   }
   void allGather(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
     check("all_gather", count, type, group);
     if (send != recv && count > 0)
       std::memmove(recv, send, count * dtypeSize(type));
-    Communicator::count("all_gather", 0);
   }
   void reduceScatterSum(const void *send, void *recv, int64_t count, DType type,
                         const std::vector<int> &group) override {
     check("reduce_scatter", count, type, group);
     if (send != recv && count > 0)
       std::memmove(recv, send, count * dtypeSize(type));
-    Communicator::count("reduce_scatter", 0);
   }
   void allToAll(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
     check("all_to_all", count, type, group);
     if (send != recv && count > 0)
       std::memmove(recv, send, count * dtypeSize(type));
-    Communicator::count("all_to_all", 0);
   }
   void broadcastFrom(void *data, int64_t count, DType type, int root, const std::vector<int> &group) override {
     check("broadcast_from", count, type, group);
     if (root != 0)
       throw RuntimeError("rank 0: broadcast_from: root " + std::to_string(root) + " outside a group of 1");
-    Communicator::count("broadcast_from", 0);
   }
   void reduceSumTo(const void *send, void *recv, int64_t count, DType type, int root,
                    const std::vector<int> &group) override {
@@ -62,15 +57,13 @@ public:
       throw RuntimeError("rank 0: reduce_to: root " + std::to_string(root) + " outside a group of 1");
     if (send != recv && count > 0)
       std::memmove(recv, send, count * dtypeSize(type));
-    Communicator::count("reduce_to", 0);
   }
   void broadcast(void *data, int64_t bytes, int root) override {
     if (root != 0 || bytes < 0)
       throw RuntimeError("rank 0: broadcast: invalid root " + std::to_string(root) + " or size " +
                          std::to_string(bytes) + " (world size 1)");
-    Communicator::count("broadcast", 0);
   }
-  void barrier() override { Communicator::count("barrier", 0); }
+  void barrier() override {}
 
   // On one rank a stage can only talk to itself: a send is copied (so it completes at once) and
   // kept until a receive of its channel takes it; a receive completes when a send meets it.
@@ -86,7 +79,6 @@ public:
       queued_.push_back({channel, std::vector<uint8_t>(b, b + bytes)});
     }
     transfers_.push_back({channel, true, true, nullptr, bytes});
-    Communicator::count("send", bytes);
     return transfers_.size() - 1;
   }
   Transfer postRecv(void *data, int64_t bytes, int peer, int64_t channel) override {
@@ -97,7 +89,6 @@ public:
       deliver(transfers_.back(), sent->data.data(), sent->data.size());
       queued_.erase(sent);
     }
-    Communicator::count("recv", 0);
     return transfers_.size() - 1;
   }
   bool test(Transfer t) override {
@@ -171,7 +162,9 @@ std::string humanBytes(int64_t bytes) {
 
 } // namespace
 
-std::unique_ptr<Communicator> makeSingleRankCommunicator() { return std::make_unique<SingleRankCommunicator>(); }
+std::unique_ptr<Communicator> makeSingleRankCommunicator() {
+  return countingCommunicator(std::make_unique<SingleRankCommunicator>());
+}
 
 bool launchedByMpi() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
 

@@ -1,9 +1,9 @@
 //===- Communicator.h - collectives between the ranks of a plan ----------===//
 //
-// The executor runs collective steps through this interface: MPI between CPU processes now,
-// NCCL between GPUs later. Every call is counted (calls and bytes sent per rank, per kind) so
-// that cpc-run can report communication per step and tests can check it against the analytical
-// volume.
+// The executor runs collective steps through this interface: MPI between CPU processes, NCCL
+// between GPUs. Every call is counted (calls and bytes sent per rank, per kind), in one place
+// (countingCommunicator), so that cpc-run can report communication per step and tests can check
+// it against the analytical volume.
 //
 #ifndef CPC_RUNTIME_COMMUNICATOR_H
 #define CPC_RUNTIME_COMMUNICATOR_H
@@ -122,6 +122,26 @@ private:
   std::vector<std::pair<Transfer, std::vector<uint8_t>>> buffered_;
   int64_t bufferedBytes_ = 0;
 };
+
+/// What each collective sends from this rank, as a ring (or chain) implementation would: the one
+/// formula set the counting decorator counts with (n members; `position` is this rank's in the
+/// group, `root` the root's).
+namespace traffic {
+/// all_reduce: 2(n-1)/n of the buffer.
+int64_t allReduce(int64_t bufferBytes, int n);
+/// all_gather, reduce_scatter and all_to_all: (n-1) blocks.
+int64_t blockExchange(int64_t blockBytes, int n);
+/// broadcast_from: every member of the chain from the root passes the buffer on but the last.
+int64_t broadcastFrom(int64_t bufferBytes, int n, int position, int root);
+/// reduce_to: every member but the root (the end of the chain) passes its running sum on.
+int64_t reduceTo(int64_t bufferBytes, int n, int position, int root);
+/// broadcast over a world of n: the root sends the buffer (to someone when n > 1).
+int64_t broadcast(int64_t bytes, int n, int rank, int root);
+} // namespace traffic
+
+/// `inner` with each call counted (counts()) after it returns, by the traffic formulas: the
+/// MPI, NCCL and single-rank communicators count nothing themselves, their factories wrap them.
+std::unique_ptr<Communicator> countingCommunicator(std::unique_ptr<Communicator> inner);
 
 /// A communicator over a single rank (collectives are identities); used without MPI.
 std::unique_ptr<Communicator> makeSingleRankCommunicator();

@@ -105,13 +105,11 @@ public:
 
   Transfer postSend(const void *data, int64_t bytes, int peer, int64_t channel) override {
     Transfer t = post("send", const_cast<void *>(data), bytes, peer, channel);
-    Communicator::count("send", bytes);
     return t;
   }
 
   Transfer postRecv(void *data, int64_t bytes, int peer, int64_t channel) override {
     Transfer t = post("recv", data, bytes, peer, channel);
-    Communicator::count("recv", 0);
     return t;
   }
 
@@ -168,7 +166,6 @@ public:
         exchange(bytes + begin(out) * es, size(out), bytes + begin(in) * es, size(in), type, g, "all_reduce", group);
       }
     }
-    Communicator::count("all_reduce", 2 * (g.size - 1) * (count * es) / g.size);
   }
 
   void allGather(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
@@ -184,7 +181,6 @@ public:
         exchange(block(g.rank - k) + done * es, piece, block(g.rank - k - 1) + done * es, piece, type, g,
                  "all_gather", group);
     }
-    Communicator::count("all_gather", (g.size - 1) * count * es);
   }
 
   void reduceScatterSum(const void *send, void *recv, int64_t count, DType type,
@@ -208,7 +204,6 @@ public:
         combine(target, incoming, block(g.rank - k - 2) + done * es, piece, type, ReduceOp::Sum);
       }
     }
-    Communicator::count("reduce_scatter", (g.size - 1) * count * (int64_t)dtypeSize(type));
   }
 
   void allToAll(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
@@ -231,7 +226,6 @@ public:
               "all_to_all", group);
       }
     }
-    Communicator::count("all_to_all", (n - 1) * blockBytes);
   }
 
   // Rooted collectives are chains: the value (or the running sum) passes from member to member
@@ -254,7 +248,6 @@ public:
         check(MPI_Send(bytes + done * es, piece, mpiType(type), (g.rank + 1) % n, kRingTag, g.comm),
               "broadcast_from", group);
     }
-    Communicator::count("broadcast_from", position + 1 < n ? count * es : 0);
   }
 
   void reduceSumTo(const void *send, void *recv, int64_t count, DType type, int root,
@@ -282,7 +275,6 @@ public:
       if (position + 1 < n)
         check(MPI_Send(partial, piece, mpiType(type), (g.rank + 1) % n, kRingTag, g.comm), "reduce_to", group);
     }
-    Communicator::count("reduce_to", position + 1 < n ? count * es : 0);
   }
 
   void broadcast(void *data, int64_t bytes, int root) override {
@@ -293,12 +285,10 @@ public:
     for (int64_t done = 0; done < bytes; done += chunk)
       check(MPI_Bcast(static_cast<char *>(data) + done, (int)std::min(chunk, bytes - done), MPI_BYTE, root, world_),
             "broadcast", {});
-    Communicator::count("broadcast", rank_ == root ? bytes : 0);
   }
 
   void barrier() override {
     check(MPI_Barrier(world_), "barrier", {});
-    Communicator::count("barrier", 0);
   }
 
 private:
@@ -469,7 +459,7 @@ private:
 std::unique_ptr<Communicator> makeMpiCommunicator() {
   if (!launchedByMpi())
     throw RuntimeError("this process was not started by mpirun (OMPI_COMM_WORLD_SIZE is not set)");
-  return std::make_unique<MpiCommunicator>();
+  return countingCommunicator(std::make_unique<MpiCommunicator>());
 }
 
 void abortMpiJob(int code) {

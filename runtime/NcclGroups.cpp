@@ -132,22 +132,6 @@ std::vector<SplitCall> splitCalls(int rank, int worldSize, const std::vector<int
   return calls;
 }
 
-int64_t allReduceBytes(int64_t bufferBytes, int n) { return n > 0 ? 2 * (n - 1) * bufferBytes / n : 0; }
-
-int64_t blockExchangeBytes(int64_t blockBytes, int n) { return (n - 1) * blockBytes; }
-
-int64_t broadcastFromBytes(int64_t bufferBytes, int n, int position, int root) {
-  int chain = (position - root + n) % n; // distance from the root along the chain
-  return chain + 1 < n ? bufferBytes : 0;
-}
-
-int64_t reduceToBytes(int64_t bufferBytes, int n, int position, int root) {
-  int chain = (position - root - 1 + 2 * n) % n; // the chain starts after the root and ends at it
-  return chain + 1 < n ? bufferBytes : 0;
-}
-
-int64_t broadcastBytes(int64_t bytes, int rank, int root) { return rank == root ? bytes : 0; }
-
 std::string headerMismatch(const MessageHeader &got, int64_t channel, int64_t bytes, int peer) {
   if (got.channel == channel && got.bytes == bytes)
     return "";

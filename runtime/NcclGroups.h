@@ -7,8 +7,6 @@
 //   over the whole parent (world) communicator, so every rank must make the same calls in the same
 //   order: splitCalls derives them from the mesh and the axis sets alone, never from the rank;
 // - validation and the messages of failed calls (the same words as the MPI communicator's);
-// - the bytes each collective counts (the MPI communicator's ring formulas, so that cpc-run's
-//   reports compare across backends);
 // - point-to-point message headers (NCCL matches messages in posting order, not by channel);
 // - the watchdog's policy (timeouts, when an operation counts as stuck, the line it prints).
 //
@@ -79,19 +77,6 @@ struct SplitCall {
 std::vector<SplitCall> splitCalls(int rank, int worldSize, const std::vector<int64_t> &meshShape,
                                   const std::vector<std::string> &meshAxes,
                                   const std::vector<std::vector<std::string>> &axisSets);
-
-// --- Bytes counted (what this rank sends in a ring / chain implementation) -----------------------
-
-/// all_reduce: 2(n-1)/n of the buffer.
-int64_t allReduceBytes(int64_t bufferBytes, int n);
-/// all_gather, reduce_scatter and all_to_all: (n-1) blocks.
-int64_t blockExchangeBytes(int64_t blockBytes, int n);
-/// broadcast_from: every member of the chain from the root passes the buffer on but the last.
-int64_t broadcastFromBytes(int64_t bufferBytes, int n, int position, int root);
-/// reduce_to: every member but the root (the end of the chain) passes its running sum on.
-int64_t reduceToBytes(int64_t bufferBytes, int n, int position, int root);
-/// broadcast over the world: the root sends the buffer.
-int64_t broadcastBytes(int64_t bytes, int rank, int root);
 
 // --- Point-to-point ------------------------------------------------------------------------------
 

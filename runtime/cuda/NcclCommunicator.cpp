@@ -295,7 +295,6 @@ void NcclCommunicator::allReduce(void *data, int64_t count, DType type, ReduceOp
                              comm_);
       }, true);
   }
-  Communicator::count(kind, nccl::allReduceBytes(count * dtypeSize(type), nccl::groupSize(group, size_)));
 }
 
 ncclResult_t NcclCommunicator::maxKeepingNaN(void *data, int64_t count, DType type, ncclComm_t comm) {
@@ -333,7 +332,6 @@ void NcclCommunicator::allGather(const void *send, void *recv, int64_t count, DT
       launch(kind, g.text, comm_, g.comm, where,
              [&] { return ncclAllGather(send, recv, count, ncclTypeOf(type), g.comm, comm_); }, true);
   }
-  Communicator::count(kind, nccl::blockExchangeBytes(count * dtypeSize(type), nccl::groupSize(group, size_)));
 }
 
 void NcclCommunicator::reduceScatterSum(const void *send, void *recv, int64_t count, DType type,
@@ -349,7 +347,6 @@ void NcclCommunicator::reduceScatterSum(const void *send, void *recv, int64_t co
       launch(kind, g.text, comm_, g.comm, where,
              [&] { return ncclReduceScatter(send, recv, count, ncclTypeOf(type), ncclSum, g.comm, comm_); }, true);
   }
-  Communicator::count(kind, nccl::blockExchangeBytes(count * dtypeSize(type), nccl::groupSize(group, size_)));
 }
 
 void NcclCommunicator::allToAll(const void *send, void *recv, int64_t count, DType type,
@@ -386,7 +383,6 @@ void NcclCommunicator::allToAll(const void *send, void *recv, int64_t count, DTy
         return rc != ncclSuccess ? rc : end;
       }, true);
   }
-  Communicator::count(kind, nccl::blockExchangeBytes(count * dtypeSize(type), nccl::groupSize(group, size_)));
 }
 
 void NcclCommunicator::broadcastFrom(void *data, int64_t count, DType type, int root, const std::vector<int> &group) {
@@ -402,8 +398,7 @@ void NcclCommunicator::broadcastFrom(void *data, int64_t count, DType type, int 
       launch(kind, g.text, comm_, g.comm, where,
              [&] { return ncclBroadcast(data, data, count, ncclTypeOf(type), ncclRoot, g.comm, comm_); }, true);
   }
-  int n = nccl::groupSize(group, size_), position = nccl::memberPosition(kind, group, rank_, size_);
-  Communicator::count(kind, nccl::broadcastFromBytes(count * dtypeSize(type), n, position, root));
+  (void)nccl::memberPosition(kind, group, rank_, size_); // refuses a rank outside the group
 }
 
 void NcclCommunicator::reduceSumTo(const void *send, void *recv, int64_t count, DType type, int root,
@@ -420,8 +415,7 @@ void NcclCommunicator::reduceSumTo(const void *send, void *recv, int64_t count, 
       launch(kind, g.text, comm_, g.comm, where,
              [&] { return ncclReduce(send, recv, count, ncclTypeOf(type), ncclSum, ncclRoot, g.comm, comm_); }, true);
   }
-  int n = nccl::groupSize(group, size_), position = nccl::memberPosition(kind, group, rank_, size_);
-  Communicator::count(kind, nccl::reduceToBytes(count * dtypeSize(type), n, position, root));
+  (void)nccl::memberPosition(kind, group, rank_, size_); // refuses a rank outside the group
 }
 
 void NcclCommunicator::broadcast(void *data, int64_t bytes, int root) {
@@ -434,7 +428,6 @@ void NcclCommunicator::broadcast(void *data, int64_t bytes, int root) {
   else if (bytes > 0)
     launch("broadcast", "world", comm_, worldComm_, where,
            [&] { return ncclBroadcast(data, data, bytes, ncclInt8, root, worldComm_, comm_); }, true);
-  Communicator::count("broadcast", nccl::broadcastBytes(bytes, rank_, root));
 }
 
 void NcclCommunicator::barrier() {
@@ -442,7 +435,6 @@ void NcclCommunicator::barrier() {
     return ncclAllReduce(barrierValue_, barrierValue_, 1, ncclFloat32, ncclSum, worldComm_, comm_);
   }, true);
   checkCuda(cudaStreamSynchronize(compute_), "cudaStreamSynchronize");
-  Communicator::count("barrier", 0);
 }
 
 // --- Point-to-point ------------------------------------------------------------------------------
@@ -581,7 +573,6 @@ NcclCommunicator::Transfer NcclCommunicator::postTransfer(bool send, void *data,
       throw;
     }
   }
-  Communicator::count(kind, send ? bytes : 0);
   transfers_[nextTransfer_] = std::move(record);
   return nextTransfer_++;
 }
@@ -617,7 +608,6 @@ NcclCommunicator::Transfer NcclCommunicator::postSelf(bool send, void *data, int
       selfQueue_.push_back({channel, staging, bytes});
     }
     record.done = true;
-    Communicator::count("send", bytes);
   } else {
     auto sent = std::find_if(selfQueue_.begin(), selfQueue_.end(),
                              [&](const SelfMessage &m) { return m.channel == channel; });
@@ -626,7 +616,6 @@ NcclCommunicator::Transfer NcclCommunicator::postSelf(bool send, void *data, int
       releaseStaging(sent->staging, sent->bytes); // reused by later copies on the same stream
       selfQueue_.erase(sent);
     }
-    Communicator::count("recv", 0);
   }
   transfers_[nextTransfer_] = record;
   return nextTransfer_++;
@@ -809,7 +798,7 @@ std::unique_ptr<Communicator> makeNcclCommunicator(Device &device, Communicator 
   auto *cuda = dynamic_cast<CudaDevice *>(&device);
   if (!cuda)
     throw RuntimeError("the NCCL communicator needs a CUDA device, not " + device.name());
-  return std::make_unique<NcclCommunicator>(*cuda, world);
+  return countingCommunicator(std::make_unique<NcclCommunicator>(*cuda, world));
 }
 
 } // namespace cpc

@@ -183,29 +183,6 @@ TEST(NcclGroupsTest, InvalidCallsFailWithTheMpiWords) {
   EXPECT_EQ(rootRank("broadcast_from", 1, {3, 1}, 3, 4), 1);
 }
 
-TEST(NcclGroupsTest, BytesFollowTheMpiRingFormulas) {
-  for (int n = 1; n <= 8; ++n) {
-    const int64_t bytes = 4 * 1000003; // not a multiple of n
-    EXPECT_EQ(allReduceBytes(bytes, n), 2 * (n - 1) * bytes / n) << n;
-    EXPECT_EQ(blockExchangeBytes(bytes, n), (n - 1) * bytes) << n;
-    for (int root = 0; root < n; ++root) {
-      int64_t broadcastTotal = 0, reduceTotal = 0;
-      for (int position = 0; position < n; ++position) {
-        broadcastTotal += broadcastFromBytes(bytes, n, position, root);
-        reduceTotal += reduceToBytes(bytes, n, position, root);
-        // The MPI chain: the member before the root is the broadcast's last; the root is the reduce's.
-        EXPECT_EQ(broadcastFromBytes(bytes, n, position, root), n > 1 && position != (root + n - 1) % n ? bytes : 0);
-        EXPECT_EQ(reduceToBytes(bytes, n, position, root), position != root ? bytes : 0);
-      }
-      EXPECT_EQ(broadcastTotal, (n - 1) * bytes);
-      EXPECT_EQ(reduceTotal, (n - 1) * bytes);
-    }
-  }
-  EXPECT_EQ(allReduceBytes(8, 2), 8);
-  EXPECT_EQ(broadcastBytes(24, 3, 3), 24);
-  EXPECT_EQ(broadcastBytes(24, 2, 3), 0);
-}
-
 TEST(NcclGroupsTest, HeadersCatchMessagesPostedInDifferentOrders) {
   EXPECT_EQ(headerMismatch({5, 4096}, 5, 4096, 1), "");
   std::string swapped = headerMismatch({7, 4096}, 5, 4096, 1);

@@ -1,0 +1,126 @@
+//===- CountingCommunicator.cpp - every call counted in one place ---------===//
+//
+// The MPI, NCCL and single-rank communicators count nothing themselves: each factory wraps its
+// communicator in this decorator, which forwards every call and, once it has returned, counts
+// it with the bytes this rank sends in a ring (or chain) implementation (the traffic formulas
+// of Communicator.h). A call that throws is not counted.
+//
+#include "runtime/Communicator.h"
+
+#include <algorithm>
+
+namespace cpc {
+
+namespace traffic {
+
+int64_t allReduce(int64_t bufferBytes, int n) { return n > 0 ? 2 * (n - 1) * bufferBytes / n : 0; }
+
+int64_t blockExchange(int64_t blockBytes, int n) { return n > 0 ? (n - 1) * blockBytes : 0; }
+
+int64_t broadcastFrom(int64_t bufferBytes, int n, int position, int root) {
+  int chain = (position - root + n) % n; // distance from the root along the chain
+  return chain + 1 < n ? bufferBytes : 0;
+}
+
+int64_t reduceTo(int64_t bufferBytes, int n, int position, int root) {
+  int chain = (position - root - 1 + 2 * n) % n; // the chain starts after the root and ends at it
+  return chain + 1 < n ? bufferBytes : 0;
+}
+
+int64_t broadcast(int64_t bytes, int n, int rank, int root) { return n > 1 && rank == root ? bytes : 0; }
+
+} // namespace traffic
+
+namespace {
+
+class CountingCommunicator final : public Communicator {
+public:
+  explicit CountingCommunicator(std::unique_ptr<Communicator> inner) : inner_(std::move(inner)) {}
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+
+  void allReduce(void *data, int64_t count, DType type, ReduceOp op, const std::vector<int> &group) override {
+    inner_->allReduce(data, count, type, op, group);
+    Communicator::count("all_reduce", traffic::allReduce(count * dtypeSize(type), members(group)));
+  }
+  void allGather(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
+    inner_->allGather(send, recv, count, type, group);
+    Communicator::count("all_gather", traffic::blockExchange(count * dtypeSize(type), members(group)));
+  }
+  void reduceScatterSum(const void *send, void *recv, int64_t count, DType type,
+                        const std::vector<int> &group) override {
+    inner_->reduceScatterSum(send, recv, count, type, group);
+    Communicator::count("reduce_scatter", traffic::blockExchange(count * dtypeSize(type), members(group)));
+  }
+  void allToAll(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
+    inner_->allToAll(send, recv, count, type, group);
+    Communicator::count("all_to_all", traffic::blockExchange(count * dtypeSize(type), members(group)));
+  }
+  void broadcast(void *data, int64_t bytes, int root) override {
+    inner_->broadcast(data, bytes, root);
+    Communicator::count("broadcast", traffic::broadcast(bytes, size(), rank(), root));
+  }
+  void broadcastFrom(void *data, int64_t count, DType type, int root, const std::vector<int> &group) override {
+    inner_->broadcastFrom(data, count, type, root, group);
+    Communicator::count("broadcast_from",
+                        traffic::broadcastFrom(count * dtypeSize(type), members(group), position(group), root));
+  }
+  void reduceSumTo(const void *send, void *recv, int64_t count, DType type, int root,
+                   const std::vector<int> &group) override {
+    inner_->reduceSumTo(send, recv, count, type, root, group);
+    Communicator::count("reduce_to",
+                        traffic::reduceTo(count * dtypeSize(type), members(group), position(group), root));
+  }
+  void barrier() override {
+    inner_->barrier();
+    Communicator::count("barrier", 0);
+  }
+
+  Transfer postSend(const void *data, int64_t bytes, int peer, int64_t channel) override {
+    Transfer t = inner_->postSend(data, bytes, peer, channel);
+    Communicator::count("send", bytes);
+    return t;
+  }
+  Transfer postRecv(void *data, int64_t bytes, int peer, int64_t channel) override {
+    Transfer t = inner_->postRecv(data, bytes, peer, channel);
+    Communicator::count("recv", 0); // the peer sent the bytes
+    return t;
+  }
+  void wait(Transfer transfer) override { inner_->wait(transfer); }
+  bool test(Transfer transfer) override { return inner_->test(transfer); }
+  int64_t maxTag() const override { return inner_->maxTag(); }
+  void sendBuffered(const void *data, int64_t bytes, int peer, int64_t channel) override {
+    inner_->sendBuffered(data, bytes, peer, channel);
+    Communicator::count("send", bytes);
+  }
+  void completeSends() override { inner_->completeSends(); }
+  void reapSends() override { inner_->reapSends(); }
+  int64_t bufferedSendBytes() const override { return inner_->bufferedSendBytes(); }
+
+  void prepareGroups(const std::vector<std::vector<std::string>> &axisSets, const std::vector<int64_t> &meshShape,
+                     const std::vector<std::string> &meshAxes) override {
+    inner_->prepareGroups(axisSets, meshShape, meshAxes);
+  }
+  void preparePeers(const std::vector<int> &peers) override { inner_->preparePeers(peers); }
+
+private:
+  /// The members of `group` (the world when empty) and this rank's position among them; the
+  /// inner communicator has checked the group.
+  int members(const std::vector<int> &group) const { return group.empty() ? size() : (int)group.size(); }
+  int position(const std::vector<int> &group) const {
+    if (group.empty())
+      return rank();
+    return (int)(std::find(group.begin(), group.end(), rank()) - group.begin());
+  }
+
+  std::unique_ptr<Communicator> inner_;
+};
+
+} // namespace
+
+std::unique_ptr<Communicator> countingCommunicator(std::unique_ptr<Communicator> inner) {
+  return std::make_unique<CountingCommunicator>(std::move(inner));
+}
+
+} // namespace cpc
