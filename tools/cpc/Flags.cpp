@@ -39,6 +39,16 @@ std::string captureStderr(const std::function<void()> &run) {
   return text;
 }
 
+
+/// The name of a top-level option the command line set ("" when none). (These are libLLVM's
+/// objects, built without RTTI: the sanitizer build compiles this file without UBSan's vptr check.)
+std::string givenTopLevelOption() {
+  for (const auto &entry : llvm::cl::getRegisteredOptions(llvm::cl::SubCommand::getTopLevel()))
+    if (entry.second->getNumOccurrences())
+      return entry.first().str();
+  return "";
+}
+
 } // namespace
 
 bool printedHelp(int argc, char **argv, const char *usage) {
@@ -61,9 +71,8 @@ void parseSubcommandFlags(int argc, char **argv, llvm::cl::SubCommand &subcomman
   if (parsed && errors.empty()) {
     // llvm::cl falls back to the top level's options, where LLVM's libraries register theirs
     // (--crel, ...): none is a flag of cpc's.
-    for (const auto &entry : llvm::cl::getRegisteredOptions(llvm::cl::SubCommand::getTopLevel()))
-      if (entry.second->getNumOccurrences())
-        throw UsageError("Unknown command line argument '--" + entry.first().str() + "' (see " + help + ")");
+    if (std::string given = givenTopLevelOption(); !given.empty())
+      throw UsageError("Unknown command line argument '--" + given + "' (see " + help + ")");
     return;
   }
   // One line: llvm::cl starts each complaint with the program's name and puts a suggestion
