@@ -13,23 +13,85 @@
 #define CPC_HD inline
 #endif
 
-/// a * b rounded to the type before it is used: nvcc contracts `a * b - c` into one fma, which
-/// skips that rounding. Where the CPU's result depends on it (g * scale - mean(g * scale) is
-/// exactly 0 for a LayerNorm row of one element, and rstd = 1/sqrt(eps) magnifies any residue),
-/// the device must round as the host does.
-CPC_HD float roundedProduct(float a, float b) {
+#include <cmath>
+
+namespace cpc::kernels::cuda::fmath {
+
+// Exactly rounded single operations that nvcc may not fuse into an FMA (it contracts a * b + c
+// by default; the CPU kernels are built without contraction): for results that must match the
+// CPU kernels to the bit (AdamW, random_uniform) or where rounding is magnified (LayerNorm rows of
+// one element: g * scale - mean(g * scale) must be exactly 0).
+CPC_HD float mulRn(float a, float b) {
 #ifdef __CUDA_ARCH__
   return __fmul_rn(a, b);
 #else
   return a * b;
 #endif
 }
-CPC_HD double roundedProduct(double a, double b) {
+CPC_HD double mulRn(double a, double b) {
 #ifdef __CUDA_ARCH__
   return __dmul_rn(a, b);
 #else
   return a * b;
 #endif
 }
+CPC_HD float addRn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+CPC_HD double addRn(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+CPC_HD float subRn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+CPC_HD double subRn(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+CPC_HD float divRn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+CPC_HD double divRn(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+CPC_HD float sqrtRn(float x) {
+#ifdef __CUDA_ARCH__
+  return __fsqrt_rn(x);
+#else
+  return ::sqrtf(x);
+#endif
+}
+CPC_HD double sqrtRn(double x) {
+#ifdef __CUDA_ARCH__
+  return __dsqrt_rn(x);
+#else
+  return ::sqrt(x);
+#endif
+}
+
+} // namespace cpc::kernels::cuda::fmath
 
 #endif

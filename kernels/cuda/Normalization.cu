@@ -73,7 +73,7 @@ __device__ RowMoments<Acc> rowMomentsOf(const T *x, int64_t base, int64_t len, i
   double squares = 0;
   for (int64_t j = lane; j < len; j += threadsPerRow) {
     double d = wideDeviation(load(x, base + j), mean);
-    squares += roundedProduct(d, d);
+    squares += fmath::mulRn(d, d);
   }
   return rowMoments(mean, groupAllReduce(squares, SumOp{}, 0.0, threadsPerRow, shared.wide), len, eps);
 }
@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerBlock) layerNormGradRows(const T
     for (int64_t j = lane; j < len; j += threadsPerRow) {
       double gs = layerNormGradGs<Acc>(load(g, base + j), load(scale, j));
       sumGs += gs;
-      sumGsXhat += roundedProduct(gs, layerNormGradXhat<Acc>(load(x, base + j), m));
+      sumGsXhat += fmath::mulRn(gs, layerNormGradXhat<Acc>(load(x, base + j), m));
     }
     sumGs = groupAllReduce(sumGs, SumOp{}, 0.0, threadsPerRow, shared.wide);
     sumGsXhat = groupAllReduce(sumGsXhat, SumOp{}, 0.0, threadsPerRow, shared.wide);

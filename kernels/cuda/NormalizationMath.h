@@ -85,7 +85,7 @@ template <typename Acc> CPC_HD RowMoments<Acc> rowMoments(const RowMean<Acc> &me
 /// LayerNorm's output element, in the CPU kernel's order of operations (it subtracts the mean
 /// rounded to the element type).
 template <typename Acc> CPC_HD Acc layerNormValue(Acc x, const RowMoments<Acc> &m, Acc scale, Acc bias) {
-  return roundedProduct((x - m.mean.hi) * m.rstd, scale) + bias;
+  return fmath::mulRn((x - m.mean.hi) * m.rstd, scale) + bias;
 }
 
 /// softmax_grad's element: y * (g - sum(g * y)).
@@ -101,7 +101,9 @@ template <typename Acc> struct LayerNormGradRow {
 };
 
 /// An element's g * scale and xhat, in f64.
-template <typename Acc> CPC_HD double layerNormGradGs(Acc g, Acc scale) { return roundedProduct(double(g), double(scale)); }
+template <typename Acc> CPC_HD double layerNormGradGs(Acc g, Acc scale) {
+  return fmath::mulRn(double(g), double(scale));
+}
 template <typename Acc> CPC_HD double layerNormGradXhat(Acc x, const RowMoments<Acc> &m) {
   return wideDeviation(x, m.mean) * m.rstdWide;
 }
@@ -109,7 +111,7 @@ template <typename Acc> CPC_HD double layerNormGradXhat(Acc x, const RowMoments<
 /// layer_norm_grad's input gradient element, computed in f64 and rounded once.
 template <typename Acc> CPC_HD Acc layerNormGradInput(Acc x, Acc g, Acc scale, const LayerNormGradRow<Acc> &r) {
   double xhat = layerNormGradXhat(x, r.m);
-  return Acc(r.m.rstdWide * (layerNormGradGs(g, scale) - r.meanGs - roundedProduct(xhat, r.meanGsXhat)));
+  return Acc(r.m.rstdWide * (layerNormGradGs(g, scale) - r.meanGs - fmath::mulRn(xhat, r.meanGsXhat)));
 }
 
 /// The contribution of one element to the scale gradient (g * xhat; the bias gradient's is g).
