@@ -262,12 +262,11 @@ private:
 
   /// The fixed scratch of the runtime's collectives (see kCollectiveChunkBytes).
   int64_t collectiveScratchBytes() const {
-    bool summing = false, bucket = false;
+    bool summing = false;
     int64_t interleave = 0; // an all-gather along an inner dim stacks the blocks in a temporary first
     for (const RankProgram &p : plan_.programs)
       for (const StepDesc &s : p.steps) {
         summing |= hasTrait(s.op, PlanTrait::CombiningCollective);
-        bucket |= s.op == OpKind::AllReduce && s.inputs.size() > 1;
         const int64_t dim = communicates(s.op) ? kernels::decodeOpAttrs(s.op, s.attrs).dim : 0;
         if (s.op == OpKind::ReduceScatter && dim > 0) // packed blocks of the input
           interleave = std::max<int64_t>(interleave, plan_.buffers[s.inputs[0]].bytes());
@@ -282,7 +281,7 @@ private:
             interleave = std::max<int64_t>(interleave, out.bytes());
         }
       }
-    return (summing ? 2 * kCollectiveChunkBytes : 0) + (bucket ? kBucketPieceBytes : 0) + interleave;
+    return (summing ? 2 * kCollectiveChunkBytes : 0) + interleave;
   }
 
   int newBuffer(Type t, const std::string &name, BufferKind kind, Operation *where) {

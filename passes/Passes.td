@@ -399,10 +399,12 @@ def CpcBucketAllReduce : Pass<"cpc-bucket-all-reduce", "::mlir::ModuleOp"> {
     member's block is sliced out of this rank's part.
   }];
   let options = [
-    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400", "Largest bucket (0: no merging)">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"4194304",
+           "Largest all-reduce bucket (0: no merging). Small enough that the buckets before the last "
+           "one go out while backward still runs">,
     Option<"scatterBucketBytes", "scatter-bucket-bytes", "int64_t", /*default=*/"4194304",
-           "Largest reduce-scatter bucket (0: no merging). Smaller than all-reduce buckets: the members "
-           "live until their bucket goes out and are copied side by side, which ZeRO-2/3 pay in peak memory">,
+           "Largest reduce-scatter bucket (0: no merging). Kept small: the members live until their "
+           "bucket goes out and are copied side by side, which ZeRO-2/3 pay in peak memory">,
   ];
   let dependentDialects = ["::cpc::CpcDialect"];
 }

@@ -62,8 +62,9 @@ void reorderBlocks(const kernels::KernelContext &ctx, const void *src, void *dst
   }
 }
 
-// Temporaries of the collectives, in the device's tensor memory (grow-only scratch slots).
-constexpr int kBlocksSlot = 0, kReceivedSlot = 1, kBucketSlot = 2;
+// Temporaries of the collectives, in the device's tensor memory (grow-only scratch slots). Only
+// the collectives that finish before they return use them: one left running uses none.
+constexpr int kBlocksSlot = 0, kReceivedSlot = 1;
 uint8_t *scratchBytes(const kernels::KernelContext &ctx, int slot, size_t bytes) {
   return static_cast<uint8_t *>(tensorScratch(ctx.device, slot, bytes));
 }
@@ -72,63 +73,31 @@ ReduceOp reduceOpOf(const kernels::KernelContext &ctx) {
   return ctx.attrs.kind == kernels::ReductionKind::Max ? ReduceOp::Max : ReduceOp::Sum;
 }
 
-/// Reduces the inputs over the mesh axes (attribute `kind`: sum, the default, or max). One input
-/// is reduced in place in its output buffer; a bucket of several is packed into one buffer so
-/// that it costs one collective call.
-void allReduceKernel(kernels::KernelContext &ctx) {
+/// Reduces the inputs over the mesh axes (attribute `kind`: sum, the default, or max), each in
+/// its output buffer; a bucket of several is one collective call. Left running.
+std::unique_ptr<Work> allReduceKernel(kernels::KernelContext &ctx) {
   if (!ctx.comm)
     ctx.fail("needs a communicator (run the plan with cpc-run)");
   checkMesh(ctx);
   if (ctx.inputs.empty() || ctx.inputs.size() != ctx.outputs.size())
     ctx.fail("needs one output per input");
-  std::vector<int> group = groupOf(ctx, ctx.attrs.meshAxes);
-  ReduceOp op = reduceOpOf(ctx);
   DType type = ctx.inputs[0].dtype;
-  if (ctx.inputs.size() == 1) {
-    const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
+  std::vector<BufferRange> buffers;
+  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+    const TensorRef &in = ctx.inputs[i], &out = ctx.outputs[i];
+    if (in.dtype != type)
+      ctx.fail("a bucket must hold one element type");
     if (in.data != out.data)
       copyTensorBytes(ctx.device, out.data, in.data, in.bytes());
-    ctx.comm->allReduce(out.data, out.numel(), type, op, group);
-    return;
+    buffers.push_back({out.data, out.numel()});
   }
-  int64_t count = 0;
-  for (const TensorRef &t : ctx.inputs) {
-    if (t.dtype != type)
-      ctx.fail("a bucket must hold one element type");
-    count += t.numel();
-  }
-  // The bucket is the concatenation of its members, reduced piece by piece through one packing
-  // buffer of fixed size (the plan's predicted peak counts it). An output may be its input's
-  // memory: a piece is written back only over bytes that were already packed.
-  uint8_t *packed = scratchBytes(ctx, kBucketSlot, kBucketPieceBytes);
-  const int64_t es = dtypeSize(type), pieceElements = kBucketPieceBytes / es;
-  auto copyRange = [&](int64_t begin, int64_t end, bool pack) {
-    int64_t offset = 0;
-    for (size_t i = 0; i < ctx.inputs.size(); ++i) {
-      int64_t n = ctx.inputs[i].numel(), from = std::max(begin, offset), to = std::min(end, offset + n);
-      if (from < to) {
-        uint8_t *piece = packed + (from - begin) * es;
-        if (pack)
-          copyTensorBytes(ctx.device, piece, static_cast<const uint8_t *>(ctx.inputs[i].data) + (from - offset) * es,
-                          (to - from) * es);
-        else
-          copyTensorBytes(ctx.device, static_cast<uint8_t *>(ctx.outputs[i].data) + (from - offset) * es, piece,
-                          (to - from) * es);
-      }
-      offset += n;
-    }
-  };
-  for (int64_t begin = 0; begin < count; begin += pieceElements) {
-    int64_t end = std::min(count, begin + pieceElements);
-    copyRange(begin, end, true);
-    ctx.comm->allReduce(packed, end - begin, type, op, group);
-    copyRange(begin, end, false);
-  }
+  return ctx.comm->postAllReduce(buffers, type, groupOf(ctx, ctx.attrs.meshAxes), {reduceOpOf(ctx)});
 }
 
 /// Concatenates every group member's input along attribute `dim` (default 0), in the group's rank
-/// order. The communicator stacks whole blocks; along an inner dim they are interleaved after.
-void allGatherKernel(kernels::KernelContext &ctx) {
+/// order. The communicator stacks whole blocks: along dim 0 that is the result, left running;
+/// along an inner dim they are interleaved after.
+std::unique_ptr<Work> allGatherKernel(kernels::KernelContext &ctx) {
   const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
   if (!ctx.comm)
     ctx.fail("needs a communicator (run the plan with cpc-run)");
@@ -138,18 +107,18 @@ void allGatherKernel(kernels::KernelContext &ctx) {
     ctx.fail("cannot gather along dim " + std::to_string(dim));
   std::vector<int> group = groupOf(ctx, ctx.attrs.meshAxes);
   int64_t outer = outerOf(in.shape, dim);
-  if (outer == 1 || in.numel() == 0) { // every rank has the same shapes: all skip the same steps
-    ctx.comm->allGather(in.data, out.data, in.numel(), in.dtype, group);
-    return;
-  }
+  if (outer == 1 || in.numel() == 0) // every rank has the same shapes: all skip the same steps
+    return ctx.comm->postAllGather(in.data, out.data, in.numel(), in.dtype, group, {});
   uint8_t *blocks = scratchBytes(ctx, kBlocksSlot, out.bytes());
   ctx.comm->allGather(in.data, blocks, in.numel(), in.dtype, group);
   reorderBlocks(ctx, blocks, out.data, out.shape[dim] / in.shape[dim], outer, in.bytes() / outer, false);
+  return nullptr;
 }
 
-/// Sums the input over the group; this rank keeps block (its index in the group) of attribute
-/// `dim` (default 0). Along an inner dim the blocks are packed one after another first.
-void reduceScatterKernel(kernels::KernelContext &ctx) {
+/// Reduces the input over the group (attribute `kind`); this rank keeps block (its index in the
+/// group) of attribute `dim` (default 0): left running. Along an inner dim the blocks are packed
+/// one after another first, and the call finishes before it returns.
+std::unique_ptr<Work> reduceScatterKernel(kernels::KernelContext &ctx) {
   const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
   if (!ctx.comm)
     ctx.fail("needs a communicator (run the plan with cpc-run)");
@@ -160,20 +129,19 @@ void reduceScatterKernel(kernels::KernelContext &ctx) {
     ctx.fail("cannot scatter along dim " + std::to_string(dim));
   std::vector<int> group = groupOf(ctx, ctx.attrs.meshAxes);
   int64_t outer = outerOf(in.shape, dim);
-  if (outer == 1 || in.numel() == 0) {
-    ctx.comm->reduceScatterSum(in.data, out.data, out.numel(), in.dtype, group);
-    return;
-  }
-  // Block j of the sum is then contiguous.
+  if (outer == 1 || in.numel() == 0)
+    return ctx.comm->postReduceScatter(in.data, out.data, out.numel(), in.dtype, group, {reduceOpOf(ctx)});
+  // Block j of the reduction is then contiguous.
   uint8_t *packed = scratchBytes(ctx, kBlocksSlot, in.bytes());
   reorderBlocks(ctx, in.data, packed, in.shape[dim] / out.shape[dim], outer, out.bytes() / outer, true);
-  ctx.comm->reduceScatterSum(packed, out.data, out.numel(), in.dtype, group);
+  ctx.comm->reduceScatter(packed, out.data, out.numel(), in.dtype, reduceOpOf(ctx), group);
+  return nullptr;
 }
 
 /// Moves the split of the group's axes from `concat_dim` to `split_dim`: this rank's value is
 /// cut into one block per member along split_dim (packed one after another), the blocks are
 /// exchanged, and the received ones are joined along concat_dim in the group's order.
-void allToAllKernel(kernels::KernelContext &ctx) {
+std::unique_ptr<Work> allToAllKernel(kernels::KernelContext &ctx) {
   const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
   if (!ctx.comm)
     ctx.fail("needs a communicator (run the plan with cpc-run)");
@@ -186,13 +154,14 @@ void allToAllKernel(kernels::KernelContext &ctx) {
     ctx.fail("cannot move a split from dim " + std::to_string(concat) + " to dim " + std::to_string(split) +
              " among " + std::to_string(n) + " ranks");
   if (in.numel() == 0)
-    return; // the same on every rank: nothing to exchange
+    return nullptr; // the same on every rank: nothing to exchange
   uint8_t *packed = scratchBytes(ctx, kBlocksSlot, in.bytes()), *received = scratchBytes(ctx, kReceivedSlot, in.bytes());
   int64_t outer = outerOf(in.shape, split);
   reorderBlocks(ctx, in.data, packed, n, outer, in.bytes() / outer / n, true);
   ctx.comm->allToAll(packed, received, in.numel() / n, in.dtype, group);
   outer = outerOf(out.shape, concat);
   reorderBlocks(ctx, received, out.data, n, outer, out.bytes() / outer / n, false);
+  return nullptr;
 }
 
 /// The group of a rooted collective (one axis) and its root's position in it (its coordinate).
@@ -210,26 +179,28 @@ std::pair<std::vector<int>, int> rootedGroup(const kernels::KernelContext &ctx) 
 }
 
 /// Every member of the group returns the value of the member at coordinate `root`.
-void broadcastFromKernel(kernels::KernelContext &ctx) {
+std::unique_ptr<Work> broadcastFromKernel(kernels::KernelContext &ctx) {
   const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
   auto [group, root] = rootedGroup(ctx);
   if (in.data != out.data)
     copyTensorBytes(ctx.device, out.data, in.data, in.bytes());
   ctx.comm->broadcastFrom(out.data, out.numel(), out.dtype, root, group);
+  return nullptr;
 }
 
-/// The member at coordinate `root` returns the group's sum, the others zeros.
-void reduceToKernel(kernels::KernelContext &ctx) {
+/// The member at coordinate `root` returns the group's reduction (attribute `kind`), the others zeros.
+std::unique_ptr<Work> reduceToKernel(kernels::KernelContext &ctx) {
   const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
   auto [group, root] = rootedGroup(ctx);
   if (in.data == out.data)
     ctx.fail("needs an output apart from its input");
   zeroTensorBytes(ctx.device, out.data, out.bytes()); // zeros of every float type are all-zero bits
-  ctx.comm->reduceSumTo(in.data, out.data, in.numel(), in.dtype, root, group);
+  ctx.comm->reduceTo(in.data, out.data, in.numel(), in.dtype, reduceOpOf(ctx), root, group);
+  return nullptr;
 }
 
 /// Copies this rank's block: dim d is split into the product of its axes' sizes.
-void shardSliceKernel(kernels::KernelContext &ctx) {
+std::unique_ptr<Work> shardSliceKernel(kernels::KernelContext &ctx) {
   const TensorRef &in = ctx.inputs.at(0), &out = ctx.outputs.at(0);
   checkMesh(ctx);
   std::vector<std::vector<std::string>> dimAxes;
@@ -241,14 +212,14 @@ void shardSliceKernel(kernels::KernelContext &ctx) {
   std::vector<int64_t> starts = blockStarts(*ctx.meshShape, *ctx.meshAxes, ctx.rank, dimAxes, out.shape);
   if (!ctx.device || ctx.device->kind() == DeviceKind::Cpu) {
     copyBlock(in.data, in.shape, out.data, out.shape, starts, dtypeSize(in.dtype), true);
-    return;
+    return nullptr;
   }
   // On a device: one strided copy per block of the two innermost dims.
   const size_t es = dtypeSize(in.dtype);
   const int64_t rank = out.rank();
   if (rank == 0) {
     copyTensorBytes(ctx.device, out.data, in.data, es);
-    return;
+    return nullptr;
   }
   std::vector<int64_t> strides(rank, 1);
   for (int64_t d = rank - 2; d >= 0; --d)
@@ -267,6 +238,7 @@ void shardSliceKernel(kernels::KernelContext &ctx) {
                    static_cast<const uint8_t *>(in.data) + offset * es, (rank >= 2 ? strides[rank - 2] : inner) * es,
                    inner * es, height);
   }
+  return nullptr;
 }
 
 /// The world rank of this rank's peer: its coordinates with the one of `axis` set to `peer`.
@@ -291,24 +263,26 @@ int64_t tagOf(const kernels::KernelContext &ctx) {
   return pointToPointTag(channel, microbatch, std::max<int64_t>(ctx.channels, channel + 1));
 }
 
-void sendKernel(kernels::KernelContext &ctx) {
+std::unique_ptr<Work> sendKernel(kernels::KernelContext &ctx) {
   if (!ctx.comm)
     ctx.fail("needs a communicator (run the plan with cpc-run)");
   const TensorRef &in = ctx.inputs.at(0);
   ctx.comm->sendBuffered(in.data, in.bytes(), peerRank(ctx), tagOf(ctx));
+  return nullptr;
 }
 
-void recvKernel(kernels::KernelContext &ctx) {
+std::unique_ptr<Work> recvKernel(kernels::KernelContext &ctx) {
   if (!ctx.comm)
     ctx.fail("needs a communicator (run the plan with cpc-run)");
   const TensorRef &out = ctx.outputs.at(0);
   ctx.comm->recv(out.data, out.bytes(), peerRank(ctx), tagOf(ctx));
+  return nullptr;
 }
 
 } // namespace
 
-kernels::KernelFn findCollectiveKernel(OpKind op) {
-  static const std::map<OpKind, kernels::KernelPtr> kernels = {
+CollectiveKernelFn findCollectiveKernel(OpKind op) {
+  static const std::map<OpKind, CollectiveKernelFn> kernels = {
       {OpKind::Send, sendKernel},
       {OpKind::Recv, recvKernel},
       {OpKind::AllReduce, allReduceKernel},
@@ -320,7 +294,7 @@ kernels::KernelFn findCollectiveKernel(OpKind op) {
       {OpKind::ReduceTo, reduceToKernel},
   };
   auto it = kernels.find(op);
-  return it == kernels.end() ? nullptr : kernels::KernelFn(it->second);
+  return it == kernels.end() ? nullptr : it->second;
 }
 
 } // namespace cpc

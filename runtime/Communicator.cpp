@@ -34,8 +34,8 @@ public:
     if (send != recv && count > 0)
       std::memmove(recv, send, count * dtypeSize(type));
   }
-  void reduceScatterSum(const void *send, void *recv, int64_t count, DType type,
-                        const std::vector<int> &group) override {
+  void reduceScatter(const void *send, void *recv, int64_t count, DType type, ReduceOp op,
+                     const std::vector<int> &group) override {
     check("reduce_scatter", count, type, group);
     if (send != recv && count > 0)
       std::memmove(recv, send, count * dtypeSize(type));
@@ -50,8 +50,8 @@ public:
     if (root != 0)
       throw RuntimeError("rank 0: broadcast_from: root " + std::to_string(root) + " outside a group of 1");
   }
-  void reduceSumTo(const void *send, void *recv, int64_t count, DType type, int root,
-                   const std::vector<int> &group) override {
+  void reduceTo(const void *send, void *recv, int64_t count, DType type, ReduceOp op, int root,
+                const std::vector<int> &group) override {
     check("reduce_to", count, type, group);
     if (root != 0)
       throw RuntimeError("rank 0: reduce_to: root " + std::to_string(root) + " outside a group of 1");
@@ -160,7 +160,35 @@ std::string humanBytes(int64_t bytes) {
   return buf;
 }
 
+class CompletedWork final : public Work {
+public:
+  bool test() override { return true; }
+  void wait() override {}
+};
+
 } // namespace
+
+std::unique_ptr<Work> completedWork() { return std::make_unique<CompletedWork>(); }
+
+std::unique_ptr<Work> Communicator::postAllReduce(const std::vector<BufferRange> &buffers, DType type,
+                                                  const std::vector<int> &group, const AllReduceOptions &options) {
+  for (const BufferRange &b : buffers)
+    allReduce(b.data, b.count, type, options.op, group);
+  return completedWork();
+}
+
+std::unique_ptr<Work> Communicator::postAllGather(const void *send, void *recv, int64_t count, DType type,
+                                                  const std::vector<int> &group, const AllGatherOptions &) {
+  allGather(send, recv, count, type, group);
+  return completedWork();
+}
+
+std::unique_ptr<Work> Communicator::postReduceScatter(const void *send, void *recv, int64_t count, DType type,
+                                                      const std::vector<int> &group,
+                                                      const ReduceScatterOptions &options) {
+  reduceScatter(send, recv, count, type, options.op, group);
+  return completedWork();
+}
 
 std::unique_ptr<Communicator> makeSingleRankCommunicator() {
   return countingCommunicator(std::make_unique<SingleRankCommunicator>());

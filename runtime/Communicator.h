@@ -36,22 +36,52 @@ enum class ReduceOp : uint8_t { Sum, Max };
 const char *reduceOpName(ReduceOp op);
 ReduceOp parseReduceOp(const std::string &name);
 
+/// A collective in flight (c10d's Work). Collectives complete in the order they were posted.
+class Work {
+public:
+  virtual ~Work() = default;
+  /// Moves the collective (and those posted before it) on without blocking; true once it has
+  /// completed: its results are in place and its buffers free again.
+  virtual bool test() = 0;
+  /// Completes it (and those posted before it).
+  virtual void wait() = 0;
+};
+
+/// `count` elements at `data`: one member of a bucket that is reduced as one collective.
+struct BufferRange {
+  void *data = nullptr;
+  int64_t count = 0;
+};
+
+struct AllReduceOptions {
+  ReduceOp op = ReduceOp::Sum;
+};
+struct ReduceScatterOptions {
+  ReduceOp op = ReduceOp::Sum;
+};
+struct AllGatherOptions {};
+
 class Communicator {
 public:
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  /// In-place reduction (`op`) over the ranks of `group` (all ranks when empty). f32/f64/i64.
+  // Every collective takes its group as the list of its members' world ranks (all ranks when
+  // empty); a rank's position in the list is its place in the group (the block it gets in
+  // allGather / reduceScatter). The members call a group's collectives in the same order.
+
+  /// In-place reduction (`op`) over the ranks of `group`. f32/f64/i64, f16/bf16.
   virtual void allReduce(void *data, int64_t count, DType type, ReduceOp op, const std::vector<int> &group) = 0;
   void allReduceSum(void *data, int64_t count, DType type, const std::vector<int> &group) {
     allReduce(data, count, type, ReduceOp::Sum, group);
   }
   /// `recv` (count * group size elements) gets every rank's `send` (count elements), in rank order.
   virtual void allGather(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) = 0;
-  /// Sums `send` (count * group size elements) over the group; rank i of the group keeps block i in `recv`.
-  virtual void reduceScatterSum(const void *send, void *recv, int64_t count, DType type,
-                                const std::vector<int> &group) = 0;
+  /// Reduces `send` (count * group size elements) over the group with `op`; rank i of the group
+  /// keeps block i in `recv`.
+  virtual void reduceScatter(const void *send, void *recv, int64_t count, DType type, ReduceOp op,
+                             const std::vector<int> &group) = 0;
   /// Block j of `send` (count elements; group size blocks) goes to the group's member j; block i of
   /// `recv` comes from member i. The buffers must not overlap.
   virtual void allToAll(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) = 0;
@@ -59,10 +89,25 @@ public:
   /// Every member of `group` gets, in `data` (count elements), what member `root` (its position
   /// in the group) has there. Counted as "broadcast_from": the bytes this rank passes on.
   virtual void broadcastFrom(void *data, int64_t count, DType type, int root, const std::vector<int> &group) = 0;
-  /// Member `root` of `group` gets the sum of every member's `send` in `recv`; the other members'
-  /// `recv` is left as it is. Counted as "reduce_to": the bytes this rank passes on.
-  virtual void reduceSumTo(const void *send, void *recv, int64_t count, DType type, int root,
-                           const std::vector<int> &group) = 0;
+  /// Member `root` of `group` gets every member's `send` reduced with `op` in `recv`; the other
+  /// members' `recv` is left as it is. Counted as "reduce_to": the bytes this rank passes on.
+  virtual void reduceTo(const void *send, void *recv, int64_t count, DType type, ReduceOp op, int root,
+                        const std::vector<int> &group) = 0;
+
+  // Asynchronous forms: they return at once with a Work that completes the collective; the
+  // buffers must stay untouched until then. Collectives (posted or not) complete in the order
+  // they were called, on every communicator. The defaults run the call to its end and return a
+  // completed Work: right for a communicator whose calls already return before the data has
+  // moved (NCCL queues them on its stream, which later kernels wait for).
+
+  /// allReduce of a bucket: every buffer in place, as if they were one (one call, one count).
+  virtual std::unique_ptr<Work> postAllReduce(const std::vector<BufferRange> &buffers, DType type,
+                                              const std::vector<int> &group, const AllReduceOptions &options);
+  virtual std::unique_ptr<Work> postAllGather(const void *send, void *recv, int64_t count, DType type,
+                                              const std::vector<int> &group, const AllGatherOptions &options);
+  virtual std::unique_ptr<Work> postReduceScatter(const void *send, void *recv, int64_t count, DType type,
+                                                  const std::vector<int> &group,
+                                                  const ReduceScatterOptions &options);
   virtual void barrier() = 0;
 
   /// Point-to-point (pipeline stages): a transfer of `bytes` to or from world rank `peer` on
@@ -122,6 +167,9 @@ private:
   std::vector<std::pair<Transfer, std::vector<uint8_t>>> buffered_;
   int64_t bufferedBytes_ = 0;
 };
+
+/// A Work that has nothing left to do.
+std::unique_ptr<Work> completedWork();
 
 /// What each collective sends from this rank, as a ring (or chain) implementation would: the one
 /// formula set the counting decorator counts with (n members; `position` is this rank's in the

@@ -48,9 +48,9 @@ public:
     inner_->allGather(send, recv, count, type, group);
     Communicator::count("all_gather", traffic::blockExchange(count * dtypeSize(type), members(group)));
   }
-  void reduceScatterSum(const void *send, void *recv, int64_t count, DType type,
-                        const std::vector<int> &group) override {
-    inner_->reduceScatterSum(send, recv, count, type, group);
+  void reduceScatter(const void *send, void *recv, int64_t count, DType type, ReduceOp op,
+                     const std::vector<int> &group) override {
+    inner_->reduceScatter(send, recv, count, type, op, group);
     Communicator::count("reduce_scatter", traffic::blockExchange(count * dtypeSize(type), members(group)));
   }
   void allToAll(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
@@ -66,11 +66,34 @@ public:
     Communicator::count("broadcast_from",
                         traffic::broadcastFrom(count * dtypeSize(type), members(group), position(group), root));
   }
-  void reduceSumTo(const void *send, void *recv, int64_t count, DType type, int root,
-                   const std::vector<int> &group) override {
-    inner_->reduceSumTo(send, recv, count, type, root, group);
+  void reduceTo(const void *send, void *recv, int64_t count, DType type, ReduceOp op, int root,
+                const std::vector<int> &group) override {
+    inner_->reduceTo(send, recv, count, type, op, root, group);
     Communicator::count("reduce_to",
                         traffic::reduceTo(count * dtypeSize(type), members(group), position(group), root));
+  }
+  // A posted collective is counted once posted: its bytes will go out.
+  std::unique_ptr<Work> postAllReduce(const std::vector<BufferRange> &buffers, DType type,
+                                      const std::vector<int> &group, const AllReduceOptions &options) override {
+    std::unique_ptr<Work> work = inner_->postAllReduce(buffers, type, group, options);
+    int64_t count = 0;
+    for (const BufferRange &b : buffers)
+      count += b.count;
+    Communicator::count("all_reduce", traffic::allReduce(count * dtypeSize(type), members(group)));
+    return work;
+  }
+  std::unique_ptr<Work> postAllGather(const void *send, void *recv, int64_t count, DType type,
+                                      const std::vector<int> &group, const AllGatherOptions &options) override {
+    std::unique_ptr<Work> work = inner_->postAllGather(send, recv, count, type, group, options);
+    Communicator::count("all_gather", traffic::blockExchange(count * dtypeSize(type), members(group)));
+    return work;
+  }
+  std::unique_ptr<Work> postReduceScatter(const void *send, void *recv, int64_t count, DType type,
+                                          const std::vector<int> &group,
+                                          const ReduceScatterOptions &options) override {
+    std::unique_ptr<Work> work = inner_->postReduceScatter(send, recv, count, type, group, options);
+    Communicator::count("reduce_scatter", traffic::blockExchange(count * dtypeSize(type), members(group)));
+    return work;
   }
   void barrier() override {
     inner_->barrier();

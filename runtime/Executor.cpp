@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -146,7 +148,7 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
 void Executor::prepareProgram(const RankProgram &desc) {
   const kernels::KernelRegistry &registry = kernelRegistry();
   const int64_t channels = std::max<int64_t>(plan_.pointToPointChannels(), 1);
-  Program program{&desc, {}, {}, {}, {}, 0};
+  Program program{&desc, {}, {}, {}, {}, {}, {}, 0};
   for (size_t i = 0; i < desc.steps.size(); ++i) {
     const StepDesc &step = desc.steps[i];
     auto where = [&] { return "program " + desc.name + ", step " + std::to_string(i) + " (" + step.loc + ")"; };
@@ -169,17 +171,101 @@ void Executor::prepareProgram(const RankProgram &desc) {
     ctx.meshAxes = &plan_.meshAxes;
     ctx.microbatch = &microbatch_;
     ctx.channels = channels;
-    kernels::KernelFn fn = findCollectiveKernel(step.op);
+    CollectiveKernelFn collective = findCollectiveKernel(step.op);
+    program.collectives.push_back(collective);
     program.communicates.push_back(communicates(step.op));
-    if (!fn)
+    kernels::KernelFn fn;
+    if (!collective)
       fn = registry.find(step.op, device_->kind(), kernels::stepDType(ctx));
-    if (!fn)
+    if (!collective && !fn)
       throw RuntimeError(std::string("no ") + (device_->kind() == DeviceKind::Cuda ? "CUDA" : "CPU") + " kernel for " +
                          opName(step.op) + " on " + dtypeName(kernels::stepDType(ctx)) + " (" + where() + ")");
     program.contexts.push_back(std::move(ctx));
     program.kernels.push_back(fn);
   }
+  program.waitsFor = collectiveWaits(program);
   programs_.push_back(std::move(program));
+}
+
+namespace {
+/// The bytes a step's buffers cover, as sorted disjoint [begin, end) address ranges.
+using Ranges = std::vector<std::pair<uintptr_t, uintptr_t>>;
+Ranges rangesOf(const kernels::KernelContext &ctx) {
+  Ranges ranges;
+  for (const auto *list : {&ctx.inputs, &ctx.outputs})
+    for (const TensorRef &t : *list)
+      if (t.bytes() > 0)
+        ranges.push_back({uintptr_t(t.data), uintptr_t(t.data) + t.bytes()});
+  std::sort(ranges.begin(), ranges.end());
+  Ranges merged;
+  for (const auto &r : ranges)
+    if (!merged.empty() && r.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, r.second);
+    else
+      merged.push_back(r);
+  return merged;
+}
+bool overlaps(const Ranges &a, const Ranges &sortedDisjoint) {
+  for (const auto &[begin, end] : a) {
+    auto next = std::lower_bound(sortedDisjoint.begin(), sortedDisjoint.end(), std::make_pair(end, uintptr_t(0)));
+    if (next != sortedDisjoint.begin() && std::prev(next)->second > begin)
+      return true;
+  }
+  return false;
+}
+} // namespace
+
+std::vector<int64_t> Executor::collectiveWaits(const Program &program) {
+  const size_t steps = program.contexts.size();
+  std::vector<int64_t> waits(steps, -1);
+  std::vector<std::pair<size_t, Ranges>> collectives; // steps that may be left in flight
+  for (size_t i = 0; i < steps; ++i) {
+    Ranges mine = rangesOf(program.contexts[i]);
+    if (hasTrait(program.desc->steps[i].op, PlanTrait::PointToPoint)) {
+      waits[i] = int64_t(i) - 1; // a transfer may wait for its peer: nothing of this rank's may lag
+      continue;
+    }
+    for (auto it = collectives.rbegin(); it != collectives.rend(); ++it)
+      if (overlaps(mine, it->second)) {
+        waits[i] = int64_t(it->first);
+        break;
+      }
+    if (program.collectives[i] && program.communicates[i])
+      collectives.push_back({i, std::move(mine)});
+  }
+  return waits;
+}
+
+void Executor::settleCollectives(Program &program, int64_t until) {
+  size_t step = 0;
+  try {
+    while (!inFlight_.empty()) {
+      step = inFlight_.front().step;
+      if (!inFlight_.front().work->test())
+        break;
+      inFlight_.pop_front();
+    }
+    while (!inFlight_.empty() && int64_t(inFlight_.front().step) <= until) {
+      step = inFlight_.front().step;
+      TraceRecorder *trace = options_.trace;
+      double start = trace ? TraceRecorder::nowUs() : 0.0;
+      auto began = std::chrono::steady_clock::now();
+      inFlight_.front().work->wait();
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      if (options_.profile) // a collective's time: posting it plus waiting for it
+        program.stepSeconds[step] += seconds;
+      if (trace) {
+        std::string op = opName(program.desc->steps[step].op);
+        trace->add(op.substr(op.rfind('.') + 1) + " wait", "comm", start, seconds * 1e6,
+                   {{"loc", program.desc->steps[step].loc}, {"step", step}});
+      }
+      inFlight_.pop_front();
+    }
+  } catch (const RuntimeError &e) {
+    inFlight_.clear();
+    throw RuntimeError("program " + program.desc->name + ", step " + std::to_string(step) + " (" +
+                       program.desc->steps[step].loc + "): " + e.what());
+  }
 }
 
 void Executor::prepareCommunication() {
@@ -299,17 +385,29 @@ void Executor::run(const std::string &name) {
   TraceRecorder *trace = options_.trace;
   double programStart = trace ? TraceRecorder::nowUs() : 0.0;
   const int64_t programIndex = program - programs_.begin();
+  // A collective step may leave its collective running (CollectiveKernelFn): it completes while
+  // the next steps run, polled between them, and is waited for before the first step that
+  // touches its buffers (waitsFor) or at the end of the program.
+  auto runStep = [&](size_t i) {
+    kernels::KernelContext &ctx = program->contexts[i];
+    if (!program->collectives[i])
+      return program->kernels[i](ctx);
+    if (std::unique_ptr<Work> work = program->collectives[i](ctx))
+      inFlight_.push_back({i, std::move(work)});
+  };
   for (size_t i = 0; i < program->contexts.size(); ++i) {
     program->contexts[i].step = program->runs;
     device_->setFaultSite(faultSite(programIndex, i));
+    if (!inFlight_.empty())
+      settleCollectives(*program, program->waitsFor[i]);
     try {
       if (!options_.profile && !trace) {
-        program->kernels[i](program->contexts[i]);
+        runStep(i);
         continue;
       }
       double start = trace ? TraceRecorder::nowUs() : 0.0;
       auto began = std::chrono::steady_clock::now();
-      program->kernels[i](program->contexts[i]);
+      runStep(i);
       if (device_->kind() != DeviceKind::Cpu)
         device_->synchronize(); // a step's time is its kernels' time, not the time to queue them
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
@@ -322,10 +420,12 @@ void Executor::run(const std::string &name) {
                    seconds * 1e6, {{"loc", step.loc}, {"step", i}});
       }
     } catch (const RuntimeError &e) {
+      inFlight_.clear();
       throw RuntimeError("program " + name + ", step " + std::to_string(i) + " (" + program->desc->steps[i].loc +
                          "): " + e.what());
     }
   }
+  settleCollectives(*program, INT64_MAX);
   checkDeviceFaults();
   if (trace) { // a pipeline's programs run once per microbatch: the event names it
     bool perMicrobatch = program->desc->phase == ProgramPhase::Forward || program->desc->phase == ProgramPhase::Backward;

@@ -3,10 +3,12 @@
 #define CPC_RUNTIME_EXECUTOR_H
 
 #include "kernels/Kernel.h"
+#include "runtime/CollectiveKernels.h"
 #include "runtime/Device.h"
 #include "runtime/Plan.h"
 #include "runtime/TensorIO.h"
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <utility>
@@ -126,13 +128,27 @@ private:
     const RankProgram *desc;
     std::vector<kernels::KernelContext> contexts;
     std::vector<kernels::KernelFn> kernels;
+    std::vector<CollectiveKernelFn> collectives; // per step: its kernel when it involves other ranks
     std::vector<bool> communicates; // per step: a collective or transfer (trace category "comm")
+    // Per step: the last earlier collective step whose buffers it touches (-1: none), which must
+    // have completed before it runs; a point-to-point transfer waits for every collective.
+    std::vector<int64_t> waitsFor;
     std::vector<double> stepSeconds;
     uint64_t runs = 0;
   };
+  /// A collective step of the running program left in flight.
+  struct InFlight {
+    size_t step;
+    std::unique_ptr<Work> work;
+  };
+  /// For every step of `program`, the collective it waits for (Program::waitsFor).
+  static std::vector<int64_t> collectiveWaits(const Program &program);
+  /// Moves the collectives in flight on, then completes those up to step `until` (in order).
+  void settleCollectives(Program &program, int64_t until);
   std::vector<TensorRef> views_;  // one per plan buffer
   std::vector<Program> programs_;
   std::vector<bool> bound_;       // per plan input
+  std::deque<InFlight> inFlight_; // oldest first; empty between runs
   int64_t microbatch_ = 0;
   bool runsHere(const NamedBuffer &n) const;
   MemoryStats memory_;

@@ -10,6 +10,7 @@
 //
 #include "kernels/Float16.h"
 #include "runtime/Communicator.h"
+#include "runtime/MpiSchedule.h"
 #include "runtime/Plan.h"
 
 #include <mpi.h>
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <iostream>
 #include <map>
 
@@ -97,6 +99,7 @@ public:
   ~MpiCommunicator() override {
     if (!mpiActive())
       return;
+    queue_.clear();
     for (auto &[group, g] : groups_)
       MPI_Comm_free(&g.comm);
     MPI_Comm_free(&p2p_);
@@ -142,71 +145,54 @@ public:
   // that the memory they need beyond their buffers is fixed and known to the compiler: chunks of
   // at most kCollectiveChunkBytes through two scratch buffers (MPI's all-reduce and reduce-scatter
   // allocate temporaries as large as the message). Each rank sends (n-1)/n of the buffer per phase.
+  // The all-reduce, all-gather and reduce-scatter are schedules of such steps (MpiSchedule.h), run
+  // by progress() while the caller goes on; the synchronous calls post and wait.
 
   void allReduce(void *data, int64_t count, DType type, ReduceOp op, const std::vector<int> &group) override {
-    const Group &g = groupOf("all_reduce", count, type, group);
-    const int64_t es = dtypeSize(type), n = g.size;
-    char *bytes = static_cast<char *>(data);
-    const int64_t chunk = kCollectiveChunkBytes / es; // largest block a step moves
-    char *incoming = scratch();
-    for (int64_t start = 0; start < count && n > 1; start += n * chunk) {
-      const int64_t len = std::min(n * chunk, count - start);
-      auto index = [&](int64_t b) { return (b % n + n) % n; };
-      auto begin = [&](int64_t b) { return start + index(b) * len / n; };
-      auto size = [&](int64_t b) { return (index(b) + 1) * len / n - index(b) * len / n; };
-      // Reduce-scatter: after step k, the block received holds k + 2 ranks' sums.
-      for (int64_t k = 0; k + 1 < n; ++k) {
-        int64_t out = g.rank - k, in = g.rank - k - 1;
-        exchange(bytes + begin(out) * es, size(out), incoming, size(in), type, g, "all_reduce", group);
-        combineInto(bytes + begin(in) * es, incoming, size(in), type, op);
-      }
-      // All-gather: this rank's reduced block is rank + 1; pass the summed blocks around.
-      for (int64_t k = 0; k + 1 < n; ++k) {
-        int64_t out = g.rank + 1 - k, in = g.rank - k;
-        exchange(bytes + begin(out) * es, size(out), bytes + begin(in) * es, size(in), type, g, "all_reduce", group);
-      }
-    }
+    postAllReduce({{data, count}}, type, group, {op})->wait();
   }
-
   void allGather(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
-    const Group &g = groupOf("all_gather", count, type, group);
-    const int64_t es = dtypeSize(type), n = g.size, blockBytes = count * es;
-    char *out = static_cast<char *>(recv);
-    auto block = [&](int64_t b) { return out + (b % n + n) % n * blockBytes; };
-    if (send != block(g.rank))
-      std::memcpy(block(g.rank), send, blockBytes);
-    for (int64_t done = 0; done < count; done += kCollectiveChunkBytes / es) { // pieces: bounded messages
-      int64_t piece = std::min<int64_t>(kCollectiveChunkBytes / es, count - done);
-      for (int64_t k = 0; k + 1 < n; ++k)
-        exchange(block(g.rank - k) + done * es, piece, block(g.rank - k - 1) + done * es, piece, type, g,
-                 "all_gather", group);
-    }
+    postAllGather(send, recv, count, type, group, {})->wait();
+  }
+  void reduceScatter(const void *send, void *recv, int64_t count, DType type, ReduceOp op,
+                     const std::vector<int> &group) override {
+    postReduceScatter(send, recv, count, type, group, {op})->wait();
   }
 
-  void reduceScatterSum(const void *send, void *recv, int64_t count, DType type,
-                        const std::vector<int> &group) override {
-    const Group &g = groupOf("reduce_scatter", count, type, group);
-    const int64_t es = dtypeSize(type), n = g.size;
-    const char *in = static_cast<const char *>(send);
-    auto block = [&](int64_t b) { return in + (b % n + n) % n * count * es; };
-    if (n == 1 && send != recv)
-      std::memcpy(recv, send, count * es);
-    char *sum = scratch(), *incoming = scratch() + kCollectiveChunkBytes;
-    // Segment by segment of every block; rank r's running sum of block r - k - 1 goes right at
-    // step k, so that after n - 1 steps it holds the total of its own block r.
-    for (int64_t done = 0; done < count && n > 1; done += kCollectiveChunkBytes / es) {
-      int64_t piece = std::min<int64_t>(kCollectiveChunkBytes / es, count - done);
-      for (int64_t k = 0; k + 1 < n; ++k) {
-        const char *outgoing = k == 0 ? block(g.rank - 1) + done * es : sum;
-        bool last = k + 2 == n;
-        char *target = last ? static_cast<char *>(recv) + done * es : sum;
-        exchange(outgoing, piece, incoming, piece, type, g, "reduce_scatter", group);
-        combine(target, incoming, block(g.rank - k - 2) + done * es, piece, type, ReduceOp::Sum);
-      }
-    }
+  std::unique_ptr<Work> postAllReduce(const std::vector<BufferRange> &buffers, DType type,
+                                      const std::vector<int> &group, const AllReduceOptions &options) override {
+    int64_t count = 0;
+    for (const BufferRange &b : buffers)
+      count += b.count;
+    const Group &g = groupOf("all_reduce", count, type, group);
+    auto schedule = newSchedule("all_reduce", g, group);
+    mpi::ringAllReduce(*schedule, mpi::Bucket(buffers, dtypeSize(type)), g.rank, g.size, scratch(),
+                       combiner(type, options.op));
+    return enqueue(std::move(schedule));
   }
+
+  std::unique_ptr<Work> postAllGather(const void *send, void *recv, int64_t count, DType type,
+                                      const std::vector<int> &group, const AllGatherOptions &) override {
+    const Group &g = groupOf("all_gather", count, type, group);
+    auto schedule = newSchedule("all_gather", g, group);
+    mpi::ringAllGather(*schedule, send, recv, count * dtypeSize(type), g.rank, g.size);
+    return enqueue(std::move(schedule));
+  }
+
+  std::unique_ptr<Work> postReduceScatter(const void *send, void *recv, int64_t count, DType type,
+                                          const std::vector<int> &group,
+                                          const ReduceScatterOptions &options) override {
+    const Group &g = groupOf("reduce_scatter", count, type, group);
+    auto schedule = newSchedule("reduce_scatter", g, group);
+    mpi::ringReduceScatter(*schedule, send, recv, count, dtypeSize(type), g.rank, g.size, scratch(),
+                           combiner(type, options.op));
+    return enqueue(std::move(schedule));
+  }
+
+  // The other collectives block: the posted ones go first (every collective completes in order).
 
   void allToAll(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
+    drain();
     const Group &g = groupOf("all_to_all", count, type, group);
     const int64_t es = dtypeSize(type), n = g.size, blockBytes = count * es;
     const char *in = static_cast<const char *>(send);
@@ -233,6 +219,7 @@ public:
   // and needs no temporary beyond the two scratch chunks.
 
   void broadcastFrom(void *data, int64_t count, DType type, int root, const std::vector<int> &group) override {
+    drain();
     const Group &g = groupOf("broadcast_from", count, type, group);
     checkRoot("broadcast_from", root, g, group);
     const int64_t es = dtypeSize(type), n = g.size, step = kCollectiveChunkBytes / es;
@@ -250,8 +237,9 @@ public:
     }
   }
 
-  void reduceSumTo(const void *send, void *recv, int64_t count, DType type, int root,
-                   const std::vector<int> &group) override {
+  void reduceTo(const void *send, void *recv, int64_t count, DType type, ReduceOp op, int root,
+                const std::vector<int> &group) override {
+    drain();
     const Group &g = groupOf("reduce_to", count, type, group);
     checkRoot("reduce_to", root, g, group);
     const int64_t es = dtypeSize(type), n = g.size, step = kCollectiveChunkBytes / es;
@@ -269,7 +257,7 @@ public:
         check(MPI_Recv(incoming, piece, mpiType(type), (g.rank - 1 + n) % n, kRingTag, g.comm, MPI_STATUS_IGNORE),
               "reduce_to", group);
         char *target = position + 1 == n ? out + done * es : sum;
-        combine(target, partial, incoming, piece, type, ReduceOp::Sum);
+        combine(target, partial, incoming, piece, type, op);
         partial = target;
       }
       if (position + 1 < n)
@@ -278,6 +266,7 @@ public:
   }
 
   void broadcast(void *data, int64_t bytes, int root) override {
+    drain();
     if (root < 0 || root >= size_ || bytes < 0)
       throw RuntimeError("rank " + std::to_string(rank_) + ": broadcast: invalid root " + std::to_string(root) +
                          " or size " + std::to_string(bytes) + " (world size " + std::to_string(size_) + ")");
@@ -288,21 +277,12 @@ public:
   }
 
   void barrier() override {
+    drain();
     check(MPI_Barrier(world_), "barrier", {});
   }
 
 private:
   struct Group;
-
-  /// Sends `sendCount` elements to the next rank of the ring while receiving `recvCount` from the
-  /// previous one.
-  void exchange(const void *out, int64_t sendCount, void *in, int64_t recvCount, DType type, const Group &g,
-                const char *kind, const std::vector<int> &group) {
-    int right = (g.rank + 1) % g.size, left = (g.rank + g.size - 1) % g.size;
-    check(MPI_Sendrecv(out, (int)sendCount, mpiType(type), right, kRingTag, in, (int)recvCount, mpiType(type), left,
-                       kRingTag, g.comm, MPI_STATUS_IGNORE),
-          kind, group);
-  }
 
   /// Two chunk buffers, allocated on the first collective (what the plan's predicted peak counts).
   char *scratch() {
@@ -339,8 +319,53 @@ private:
     default: throw RuntimeError(std::string("cannot ") + reduceOpName(op) + " " + dtypeName(type));
     }
   }
-  static void combineInto(void *dst, const void *src, int64_t n, DType type, ReduceOp op) {
-    combine(dst, dst, src, n, type, op);
+  static mpi::Combine combiner(DType type, ReduceOp op) {
+    return [type, op](void *dst, const void *a, const void *b, int64_t n) { combine(dst, a, b, n, type, op); };
+  }
+
+  /// A posted collective: moving it on moves the queue on (collectives complete in order).
+  class MpiWork final : public Work {
+  public:
+    MpiWork(MpiCommunicator &owner, std::shared_ptr<mpi::Schedule> schedule)
+        : owner_(owner), schedule_(std::move(schedule)) {}
+    bool test() override {
+      owner_.progress(nullptr);
+      return schedule_->done();
+    }
+    void wait() override { owner_.progress(schedule_.get()); }
+
+  private:
+    MpiCommunicator &owner_;
+    std::shared_ptr<mpi::Schedule> schedule_;
+  };
+
+  std::shared_ptr<mpi::Schedule> newSchedule(const char *kind, const Group &g, const std::vector<int> &group) {
+    return std::make_shared<mpi::Schedule>(where(kind, group), g.comm, kRingTag);
+  }
+
+  std::unique_ptr<Work> enqueue(std::shared_ptr<mpi::Schedule> schedule) {
+    queue_.push_back(schedule);
+    progress(nullptr); // the first messages go out now, so the peers can match them early
+    return std::make_unique<MpiWork>(*this, std::move(schedule));
+  }
+
+  /// Moves the queued collectives on, in order: without blocking (`until` null), or until
+  /// `until` is done.
+  void progress(const mpi::Schedule *until) {
+    while (!queue_.empty()) {
+      if (until && until->done())
+        return;
+      bool block = until != nullptr;
+      if (!queue_.front()->advance(block))
+        return;
+      queue_.pop_front();
+    }
+  }
+
+  /// Completes every posted collective.
+  void drain() {
+    if (!queue_.empty())
+      progress(queue_.back().get());
   }
 
   static constexpr int kRingTag = 7;
@@ -452,6 +477,7 @@ private:
   int rank_ = 0, size_ = 1;
   Group worldGroup_;
   std::map<std::vector<int>, Group> groups_;
+  std::deque<std::shared_ptr<mpi::Schedule>> queue_; // posted collectives, oldest first
 };
 
 } // namespace

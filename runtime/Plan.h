@@ -44,11 +44,9 @@ constexpr uint32_t kPlanVersion = 9;
 constexpr size_t kPlanAlignment = 64;
 
 /// Collectives run through fixed scratch memory whatever the message size (so that the predicted
-/// peak holds): ring steps move chunks of at most kCollectiveChunkBytes through two such buffers,
-/// and a bucket of several tensors is all-reduced piece by piece through a kBucketPieceBytes
-/// packing buffer.
+/// peak holds): ring steps move chunks of at most kCollectiveChunkBytes through two such buffers.
+/// A bucket of several tensors is reduced where its members lie (no packing buffer).
 constexpr int64_t kCollectiveChunkBytes = 1 << 20;
-constexpr int64_t kBucketPieceBytes = 4 << 20;
 
 /// Point-to-point messages are tagged by channel and microbatch (a pipeline sends the same
 /// channel once per microbatch; the tag keeps them apart whatever order the ranks run in):

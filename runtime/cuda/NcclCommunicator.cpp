@@ -334,19 +334,64 @@ void NcclCommunicator::allGather(const void *send, void *recv, int64_t count, DT
   }
 }
 
-void NcclCommunicator::reduceScatterSum(const void *send, void *recv, int64_t count, DType type,
-                                        const std::vector<int> &group) {
+void NcclCommunicator::reduceScatter(const void *send, void *recv, int64_t count, DType type, ReduceOp op,
+                                     const std::vector<int> &group) {
   const char *kind = "reduce_scatter";
   const std::string where = nccl::where(rank_, kind, group);
   nccl::checkCall(kind, type, count, rank_, group);
   if (count > 0 && !onDevice(where, {send, recv})) {
-    world_.reduceScatterSum(send, recv, count, type, group);
+    world_.reduceScatter(send, recv, count, type, op, group);
   } else {
     const GroupComm &g = groupComm(kind, group);
-    if (count > 0)
+    if (count > 0 && op == ReduceOp::Max)
+      launch(kind, g.text, comm_, g.comm, where, [&] {
+        return maxThroughCopy(send, recv, count * g.size, count * g.position, count, type, g.comm, true);
+      }, true);
+    else if (count > 0)
       launch(kind, g.text, comm_, g.comm, where,
              [&] { return ncclReduceScatter(send, recv, count, ncclTypeOf(type), ncclSum, g.comm, comm_); }, true);
   }
+}
+
+ncclResult_t NcclCommunicator::maxThroughCopy(const void *send, void *recv, int64_t total, int64_t offset,
+                                              int64_t count, DType type, ncclComm_t comm, bool keep) {
+  const size_t es = dtypeSize(type);
+  void *copy = nullptr;
+  checkCuda(cudaMallocAsync(&copy, total * es, comm_), "cudaMallocAsync (max)");
+  checkCuda(cudaMemcpyAsync(copy, send, total * es, cudaMemcpyDeviceToDevice, comm_), "cudaMemcpyAsync");
+  ncclResult_t rc = isFloatDType(type) ? maxKeepingNaN(copy, total, type, comm)
+                                       : ncclAllReduce(copy, copy, total, ncclTypeOf(type), ncclMax, comm, comm_);
+  if (keep && (rc == ncclSuccess || rc == ncclInProgress))
+    checkCuda(cudaMemcpyAsync(recv, static_cast<char *>(copy) + offset * es, count * es, cudaMemcpyDeviceToDevice,
+                              comm_),
+              "cudaMemcpyAsync");
+  checkCuda(cudaFreeAsync(copy, comm_), "cudaFreeAsync (max)");
+  return rc;
+}
+
+std::unique_ptr<Work> NcclCommunicator::postAllReduce(const std::vector<BufferRange> &buffers, DType type,
+                                                      const std::vector<int> &group,
+                                                      const AllReduceOptions &options) {
+  bool device = std::all_of(buffers.begin(), buffers.end(), [&](const BufferRange &b) {
+    return b.count == 0 || onDevice(nccl::where(rank_, "all_reduce", group), {b.data});
+  });
+  if (options.op != ReduceOp::Sum || !device || buffers.size() < 2)
+    return Communicator::postAllReduce(buffers, type, group, options);
+  const char *kind = "all_reduce";
+  const std::string where = nccl::where(rank_, kind, group);
+  for (const BufferRange &b : buffers)
+    nccl::checkCall(kind, type, b.count, rank_, group);
+  const GroupComm &g = groupComm(kind, group);
+  launch(kind, g.text, comm_, g.comm, where, [&] {
+    ncclResult_t rc = ncclGroupStart();
+    for (size_t i = 0; i < buffers.size() && rc == ncclSuccess; ++i)
+      if (buffers[i].count > 0)
+        rc = ncclAllReduce(buffers[i].data, buffers[i].data, buffers[i].count, ncclTypeOf(type), ncclSum, g.comm,
+                           comm_);
+    ncclResult_t end = ncclGroupEnd();
+    return rc != ncclSuccess ? rc : end;
+  }, true);
+  return completedWork();
 }
 
 void NcclCommunicator::allToAll(const void *send, void *recv, int64_t count, DType type,
@@ -401,17 +446,20 @@ void NcclCommunicator::broadcastFrom(void *data, int64_t count, DType type, int 
   (void)nccl::memberPosition(kind, group, rank_, size_); // refuses a rank outside the group
 }
 
-void NcclCommunicator::reduceSumTo(const void *send, void *recv, int64_t count, DType type, int root,
-                                   const std::vector<int> &group) {
+void NcclCommunicator::reduceTo(const void *send, void *recv, int64_t count, DType type, ReduceOp op, int root,
+                                const std::vector<int> &group) {
   const char *kind = "reduce_to";
   const std::string where = nccl::where(rank_, kind, group);
   nccl::checkCall(kind, type, count, rank_, group);
   if (count > 0 && !onDevice(where, {send, recv})) {
-    world_.reduceSumTo(send, recv, count, type, root, group);
+    world_.reduceTo(send, recv, count, type, op, root, group);
   } else {
     const GroupComm &g = groupComm(kind, group);
     int ncclRoot = nccl::rootRank(kind, root, group, rank_, size_);
-    if (count > 0) // recv is written on the root only
+    if (count > 0 && op == ReduceOp::Max) // recv is written on the root only
+      launch(kind, g.text, comm_, g.comm, where,
+             [&] { return maxThroughCopy(send, recv, count, 0, count, type, g.comm, g.position == ncclRoot); }, true);
+    else if (count > 0)
       launch(kind, g.text, comm_, g.comm, where,
              [&] { return ncclReduce(send, recv, count, ncclTypeOf(type), ncclSum, ncclRoot, g.comm, comm_); }, true);
   }

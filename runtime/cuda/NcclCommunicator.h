@@ -78,13 +78,18 @@ public:
 
   void allReduce(void *data, int64_t count, DType type, ReduceOp op, const std::vector<int> &group) override;
   void allGather(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override;
-  void reduceScatterSum(const void *send, void *recv, int64_t count, DType type,
-                        const std::vector<int> &group) override;
+  /// Max (rare: no plan emits it today) runs as a max all-reduce of a copy, then the block.
+  void reduceScatter(const void *send, void *recv, int64_t count, DType type, ReduceOp op,
+                     const std::vector<int> &group) override;
   void allToAll(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override;
   void broadcast(void *data, int64_t bytes, int root) override;
   void broadcastFrom(void *data, int64_t count, DType type, int root, const std::vector<int> &group) override;
-  void reduceSumTo(const void *send, void *recv, int64_t count, DType type, int root,
-                   const std::vector<int> &group) override;
+  void reduceTo(const void *send, void *recv, int64_t count, DType type, ReduceOp op, int root,
+                const std::vector<int> &group) override;
+  /// A bucket's sum: one NCCL group of all-reduces, queued as one operation (the host does not
+  /// wait; the completed Work is ordered before later kernels by the compute stream).
+  std::unique_ptr<Work> postAllReduce(const std::vector<BufferRange> &buffers, DType type,
+                                      const std::vector<int> &group, const AllReduceOptions &options) override;
   /// A one-element all-reduce, then the host waits for it.
   void barrier() override;
 
@@ -165,6 +170,10 @@ private:
   /// The float max all-reduce on `comm` that keeps NaN: the values to keys, NCCL's integer max,
   /// back (queued on the comm stream; 16-bit floats' int32 keys in maxKeys_).
   ncclResult_t maxKeepingNaN(void *data, int64_t count, DType type, ncclComm_t comm);
+  /// Max of every member's `send` (total elements) through a copy on the comm stream (NaN kept
+  /// for floats); `count` elements from `offset` of the result go to `recv` when `keep`.
+  ncclResult_t maxThroughCopy(const void *send, void *recv, int64_t total, int64_t offset, int64_t count, DType type,
+                              ncclComm_t comm, bool keep);
   /// Whether a call's buffers are device memory (NCCL) or host memory (the MPI world); throws
   /// when they are mixed.
   bool onDevice(const std::string &where, std::initializer_list<const void *> buffers) const;

@@ -50,13 +50,13 @@ TEST(NcclCommunicatorTest, CollectivesOfOneRankAreIdentities) {
         comm->allGather(data.ptr, out.ptr, count, type, group);
         EXPECT_EQ(out.download(), in);
         DeviceBytes out2(device, other);
-        comm->reduceScatterSum(data.ptr, out2.ptr, count, type, group);
+        comm->reduceScatter(data.ptr, out2.ptr, count, type, ReduceOp::Sum, group);
         EXPECT_EQ(out2.download(), in);
         DeviceBytes out3(device, other);
         comm->allToAll(data.ptr, out3.ptr, count, type, group);
         EXPECT_EQ(out3.download(), in);
         DeviceBytes out4(device, other);
-        comm->reduceSumTo(data.ptr, out4.ptr, count, type, 0, group);
+        comm->reduceTo(data.ptr, out4.ptr, count, type, ReduceOp::Sum, 0, group);
         EXPECT_EQ(out4.download(), in);
       }
     }
@@ -157,7 +157,7 @@ TEST(NcclCommunicatorTest, BadCallsFailWithTheMpiWords) {
   expectError([&] { comm->allReduce(data.ptr, -1, DType::F32, ReduceOp::Sum, {}); }, {"negative count"});
   expectError([&] { comm->broadcastFrom(data.ptr, 4, DType::F32, 1, {}); },
               {"broadcast_from", "root 1 outside a group of 1"});
-  expectError([&] { comm->reduceSumTo(data.ptr, out.ptr, 4, DType::F32, 1, {0}); }, {"reduce_to", "root 1"});
+  expectError([&] { comm->reduceTo(data.ptr, out.ptr, 4, DType::F32, ReduceOp::Sum, 1, {0}); }, {"reduce_to", "root 1"});
   expectError([&] { comm->broadcast(data.ptr, 16, 1); }, {"broadcast", "invalid root 1"});
   expectError([&] { comm->send(data.ptr, 16, 1, 0); }, {"send", "invalid peer 1"});
   expectError([&] { comm->postRecv(data.ptr, 16, 0, -1); }, {"recv", "channel -1"});

@@ -86,7 +86,7 @@ void collectives(Communicator &mpi, Communicator &nccl) {
         compare(mpi, nccl, "all_gather " + what, values(type, count, r), Bytes(count * g * es, 0),
                 [&](Communicator &c, void *in, void *out) { c.allGather(in, out, count, type, group); });
         compare(mpi, nccl, "reduce_scatter " + what, values(type, count * g, r), Bytes(count * es, 0),
-                [&](Communicator &c, void *in, void *out) { c.reduceScatterSum(in, out, count, type, group); });
+                [&](Communicator &c, void *in, void *out) { c.reduceScatter(in, out, count, type, ReduceOp::Sum, group); });
         compare(mpi, nccl, "all_to_all " + what, values(type, count * g, r), Bytes(count * g * es, 0),
                 [&](Communicator &c, void *in, void *out) { c.allToAll(in, out, count, type, group); });
         if (count > 1000)
@@ -97,7 +97,7 @@ void collectives(Communicator &mpi, Communicator &nccl) {
           // The members other than the root keep what their output held.
           compare(mpi, nccl, "reduce_to root " + std::to_string(root) + " " + what, values(type, count, r),
                   values(type, count, 100 + r),
-                  [&](Communicator &c, void *in, void *out) { c.reduceSumTo(in, out, count, type, root, group); });
+                  [&](Communicator &c, void *in, void *out) { c.reduceTo(in, out, count, type, ReduceOp::Sum, root, group); });
         }
       }
     }

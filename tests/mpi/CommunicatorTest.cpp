@@ -108,7 +108,7 @@ void sixteenBitCollectives(Communicator &comm) {
     std::vector<uint16_t> blocks(3 * n), mine(3);
     for (int64_t i = 0; i < 3 * n; ++i)
       blocks[i] = store16(type, 0.5f * float(i + r));
-    comm.reduceScatterSum(blocks.data(), mine.data(), 3, type, {});
+    comm.reduceScatter(blocks.data(), mine.data(), 3, type, ReduceOp::Sum, {});
     ok = true;
     for (int64_t e = 0; e < 3; ++e)
       ok = ok && load16(type, mine[e]) == 0.5f * float(n * (3 * r + e) + n * (n - 1) / 2);
@@ -151,7 +151,7 @@ void worldCollectives(Communicator &comm) {
   std::vector<double> full(count * n), mine(count, -1);
   for (int j = 0; j < count * n; ++j)
     full[j] = r + j;
-  comm.reduceScatterSum(full.data(), mine.data(), count, DType::F64, {});
+  comm.reduceScatter(full.data(), mine.data(), count, DType::F64, ReduceOp::Sum, {});
   ok = true;
   for (int i = 0; i < count; ++i)
     ok = ok && mine[i] == n * (n - 1) / 2.0 + n * double(r * count + i);
@@ -198,7 +198,7 @@ void largeAndUnevenCollectives(Communicator &comm) {
     std::vector<double> full(count * n), mine(count, -1);
     for (int64_t j = 0; j < count * n; ++j)
       full[j] = r + j % 977;
-    comm.reduceScatterSum(full.data(), mine.data(), count, DType::F64, {});
+    comm.reduceScatter(full.data(), mine.data(), count, DType::F64, ReduceOp::Sum, {});
     bool ok = true;
     for (int64_t i = 0; i < count && ok; ++i)
       ok = mine[i] == n * (n - 1) / 2.0 + n * double((r * count + i) % 977);
@@ -242,7 +242,7 @@ void groupCollectives(Communicator &comm) {
   std::vector<float> full(2 * g), out(2);
   for (int j = 0; j < 2 * g; ++j)
     full[j] = float(j);
-  comm.reduceScatterSum(full.data(), out.data(), 2, DType::F32, group);
+  comm.reduceScatter(full.data(), out.data(), 2, DType::F32, ReduceOp::Sum, group);
   check(out[0] == g * float(2 * pos) && out[1] == g * float(2 * pos + 1), "group reduce_scatter keeps block pos");
 
   // A group of the whole world in reverse order, then the world itself again.
@@ -290,7 +290,7 @@ void rootedCollectives(Communicator &comm) {
         std::vector<float> mine(count), sum(count, -7.f);
         for (int64_t i = 0; i < count; ++i)
           mine[i] = float((r + 1) * (i % 13));
-        comm.reduceSumTo(mine.data(), sum.data(), count, DType::F32, root, group);
+        comm.reduceTo(mine.data(), sum.data(), count, DType::F32, ReduceOp::Sum, root, group);
         float members = 0;
         for (int p = 0; p < g; ++p)
           members += float(member(p) + 1);
@@ -305,7 +305,7 @@ void rootedCollectives(Communicator &comm) {
   std::vector<uint16_t> h(4), out(4, 0);
   for (int i = 0; i < 4; ++i)
     h[i] = store16(DType::BF16, float(i + 1));
-  comm.reduceSumTo(h.data(), out.data(), 4, DType::BF16, 0, {});
+  comm.reduceTo(h.data(), out.data(), 4, DType::BF16, ReduceOp::Sum, 0, {});
   comm.broadcastFrom(out.data(), 4, DType::BF16, 0, {});
   check(load16(DType::BF16, out[3]) == float(4 * n), "bf16 reduce_to then broadcast_from");
   expectError("a root outside the group", [&] { comm.broadcastFrom(h.data(), 4, DType::BF16, n, {}); },
@@ -369,7 +369,7 @@ void errorPaths(Communicator &comm) {
               {me, "all_reduce", "not a member"});
   expectError("out-of-range rank", [&] { comm.allReduceSum(&v, 1, DType::F64, {r, n}); }, {me, "invalid group"});
   expectError("duplicate rank", [&] { comm.allGather(&v, &v, 1, DType::F64, {r, r}); }, {me, "all_gather", "invalid group"});
-  expectError("i32", [&] { comm.reduceScatterSum(&v, &v, 1, DType::I32, {}); }, {me, "reduce_scatter", "i32"});
+  expectError("i32", [&] { comm.reduceScatter(&v, &v, 1, DType::I32, ReduceOp::Sum, {}); }, {me, "reduce_scatter", "i32"});
   expectError("negative count", [&] { comm.allReduceSum(&v, -1, DType::F64, {}); }, {me, "negative count"});
   expectError("broadcast root", [&] { comm.broadcast(&v, 8, n); }, {me, "broadcast", "invalid root"});
   check(comm.counts().empty(), "failed calls are not counted");
@@ -382,7 +382,7 @@ void singleRank() {
   one->allReduceSum(a, 3, DType::F32, {});
   one->allGather(a, b, 3, DType::F32, {0});
   check(a[2] == 3 && b[0] == 1 && b[2] == 3, "single rank identities");
-  one->reduceScatterSum(a, b, 3, DType::F32, {});
+  one->reduceScatter(a, b, 3, DType::F32, ReduceOp::Sum, {});
   one->broadcast(a, 12, 0);
   one->allToAll(a, b, 3, DType::F32, {});
   check(one->counts().size() == 5 && commCountsJson(*one)["comm_bytes"] == 0 &&
@@ -453,6 +453,61 @@ void failureLines() {
 
 } // namespace
 
+/// The asynchronous forms: a bucket of buffers (one empty, one spanning several ring chunks)
+/// reduced in place as one call; posted collectives complete in order, whichever is waited for;
+/// max for the reduce-scatter and the rooted reduction too.
+void postedCollectives(Communicator &comm) {
+  const int n = comm.size(), r = comm.rank();
+  std::vector<float> a(3), b(2 * (kCollectiveChunkBytes / 4) * n + 5), c(1);
+  std::vector<BufferRange> bucket = {{a.data(), 3}, {nullptr, 0}, {b.data(), (int64_t)b.size()}, {c.data(), 1}};
+  auto fill = [&] {
+    for (size_t i = 0; i < a.size(); ++i)
+      a[i] = float(r + i);
+    for (size_t i = 0; i < b.size(); ++i)
+      b[i] = float((r + 1) * (i % 31));
+    c[0] = float(r == 0 ? 7 : -r);
+  };
+  fill();
+  comm.resetCounts();
+  std::unique_ptr<Work> sum = comm.postAllReduce(bucket, DType::F32, {}, {});
+  sum->wait();
+  bool ok = c[0] == float(7 - (n - 1) * n / 2 + 0);
+  for (size_t i = 0; i < a.size(); ++i)
+    ok = ok && a[i] == float(n * (n - 1) / 2 + n * i);
+  for (size_t i = 0; i < b.size() && ok; ++i)
+    ok = b[i] == float(n * (n + 1) / 2 * (i % 31));
+  check(ok, "posted bucket all_reduce sums every member in place");
+  int64_t bytes = 4 * int64_t(a.size() + b.size() + c.size());
+  check(countOf(comm, "all_reduce").calls == 1 && countOf(comm, "all_reduce").bytes == 2 * (n - 1) * bytes / n,
+        "a bucket counts as one all_reduce of its bytes");
+  fill();
+  std::unique_ptr<Work> max = comm.postAllReduce(bucket, DType::F32, {}, {ReduceOp::Max});
+  std::vector<double> blocks(3 * n), mine(3);
+  for (int i = 0; i < 3 * n; ++i)
+    blocks[i] = r == i % n ? 100.0 + i : -double(r);
+  std::unique_ptr<Work> scatter = comm.postReduceScatter(blocks.data(), mine.data(), 3, DType::F64, {},
+                                                         {ReduceOp::Max});
+  scatter->wait(); // completes the all-reduce before it
+  check(max->test(), "waiting for a later collective completes the earlier ones");
+  ok = c[0] == 7.f && a[2] == float(n - 1 + 2) && b[30] == float(n * 30);
+  check(ok, "posted bucket all_reduce max");
+  ok = true;
+  for (int j = 0; j < 3; ++j)
+    ok = ok && mine[j] == 100.0 + 3 * r + j;
+  check(ok, "reduce_scatter max keeps each block's largest");
+  std::vector<int64_t> gathered(2 * n), own = {r, 10 * r};
+  std::unique_ptr<Work> gather = comm.postAllGather(own.data(), gathered.data(), 2, DType::I64, {}, {});
+  while (!gather->test()) {
+  }
+  ok = true;
+  for (int i = 0; i < n; ++i)
+    ok = ok && gathered[2 * i] == i && gathered[2 * i + 1] == 10 * i;
+  check(ok, "posted all_gather completes by polling");
+  float value = float(r), top = -1.f;
+  comm.reduceTo(&value, &top, 1, DType::F32, ReduceOp::Max, n - 1, {});
+  check(r != n - 1 || top == float(n - 1), "reduce_to max at the root");
+}
+
 int main() {
   std::unique_ptr<Communicator> comm = start();
   if (!comm)
@@ -461,7 +516,7 @@ int main() {
   auto second = makeMpiCommunicator(); // a second communicator (its own MPI_Comm_dup) works too
   check(second->size() == comm->size(), "second communicator");
   for (auto *step : {&worldCollectives, &maxCollectives, &largeAndUnevenCollectives, &groupCollectives, &allToAllCollectives,
-                     &rootedCollectives, &pointToPoint, &errorPaths, &sixteenBitCollectives}) {
+                     &rootedCollectives, &pointToPoint, &errorPaths, &sixteenBitCollectives, &postedCollectives}) {
     try {
       step(*comm);
     } catch (const std::exception &e) {
