@@ -76,7 +76,10 @@ public:
   Value optimize(ArrayRef<TrainedParam> params, ArrayRef<Value> grads, Value lr, Value step, double clip,
                  double beta1, double beta2, double epsilon, double weightDecay, Value *finite = nullptr) {
     Value total;
-    for (Value g : grads) {
+    // Last parameter first: backward makes the last layers' gradients first, so with data
+    // parallelism their buckets are reduced first and the norm's first terms need not wait for
+    // the last bucket (which still goes on while they are summed).
+    for (Value g : llvm::reverse(grads)) {
       Value sq = toType(sumAll(b.create<MulOp>(loc, g, g)), b.getF32Type());
       total = total ? b.create<AddOp>(loc, total, sq).getResult() : sq;
     }

@@ -21,14 +21,17 @@ int64_t axisIndex(const kernels::KernelContext &ctx, const std::string &name) {
   ctx.fail("the mesh has no axis '" + name + "'");
 }
 
-/// The world ranks that differ from ctx.rank only along `axes` (the group of a collective).
-std::vector<int> groupOf(const kernels::KernelContext &ctx, const std::vector<std::string> &axes) {
+/// The group of the world ranks that differ from ctx.rank only along `axes` (the group of a
+/// collective), made by the communicator the first time.
+const CommGroup &groupOf(const kernels::KernelContext &ctx, const std::vector<std::string> &axes) {
   std::vector<bool> along(ctx.meshShape->size(), false);
   for (const auto &a : axes)
     along[axisIndex(ctx, a)] = true;
+  std::string op = opName(ctx.op);
+  const std::string kind = op.substr(op.rfind('.') + 1);
   if (std::all_of(along.begin(), along.end(), [](bool b) { return b; }))
-    return {}; // the whole world
-  return meshGroup(ctx.rank, *ctx.meshShape, along);
+    return ctx.comm->group({}, kind); // the whole world
+  return ctx.comm->group(meshGroup(ctx.rank, *ctx.meshShape, along), kind);
 }
 
 void checkMesh(const kernels::KernelContext &ctx) {
@@ -105,7 +108,7 @@ std::unique_ptr<Work> allGatherKernel(kernels::KernelContext &ctx) {
   int64_t dim = dimAttr(ctx);
   if (dim < 0 || dim >= in.rank() || out.rank() != in.rank() || in.shape[dim] == 0 || out.shape[dim] % in.shape[dim])
     ctx.fail("cannot gather along dim " + std::to_string(dim));
-  std::vector<int> group = groupOf(ctx, ctx.attrs.meshAxes);
+  const CommGroup &group = groupOf(ctx, ctx.attrs.meshAxes);
   int64_t outer = outerOf(in.shape, dim);
   if (outer == 1 || in.numel() == 0) // every rank has the same shapes: all skip the same steps
     return ctx.comm->postAllGather(in.data, out.data, in.numel(), in.dtype, group, {});
@@ -127,7 +130,7 @@ std::unique_ptr<Work> reduceScatterKernel(kernels::KernelContext &ctx) {
   if (dim < 0 || (in.rank() > 0 && dim >= in.rank()) || out.rank() != in.rank() ||
       (in.rank() > 0 && (out.shape[dim] == 0 || in.shape[dim] % out.shape[dim])))
     ctx.fail("cannot scatter along dim " + std::to_string(dim));
-  std::vector<int> group = groupOf(ctx, ctx.attrs.meshAxes);
+  const CommGroup &group = groupOf(ctx, ctx.attrs.meshAxes);
   int64_t outer = outerOf(in.shape, dim);
   if (outer == 1 || in.numel() == 0)
     return ctx.comm->postReduceScatter(in.data, out.data, out.numel(), in.dtype, group, {reduceOpOf(ctx)});
@@ -147,8 +150,8 @@ std::unique_ptr<Work> allToAllKernel(kernels::KernelContext &ctx) {
     ctx.fail("needs a communicator (run the plan with cpc-run)");
   checkMesh(ctx);
   int64_t split = ctx.attrs.splitDim, concat = ctx.attrs.concatDim;
-  std::vector<int> group = groupOf(ctx, ctx.attrs.meshAxes);
-  int64_t n = group.empty() ? ctx.comm->size() : (int64_t)group.size();
+  const CommGroup &group = groupOf(ctx, ctx.attrs.meshAxes);
+  int64_t n = group.size();
   if (split < 0 || split >= in.rank() || concat < 0 || concat >= in.rank() || split == concat ||
       out.rank() != in.rank() || in.shape[split] % n || out.shape[concat] != in.shape[concat] * n)
     ctx.fail("cannot move a split from dim " + std::to_string(concat) + " to dim " + std::to_string(split) +
@@ -165,7 +168,7 @@ std::unique_ptr<Work> allToAllKernel(kernels::KernelContext &ctx) {
 }
 
 /// The group of a rooted collective (one axis) and its root's position in it (its coordinate).
-std::pair<std::vector<int>, int> rootedGroup(const kernels::KernelContext &ctx) {
+std::pair<const CommGroup *, int> rootedGroup(const kernels::KernelContext &ctx) {
   if (!ctx.comm)
     ctx.fail("needs a communicator (run the plan with cpc-run)");
   checkMesh(ctx);
@@ -175,7 +178,7 @@ std::pair<std::vector<int>, int> rootedGroup(const kernels::KernelContext &ctx) 
   int64_t root = ctx.attrs.root, size = (*ctx.meshShape)[axisIndex(ctx, axes[0])];
   if (root < 0 || root >= size)
     ctx.fail("root " + std::to_string(root) + " is outside axis '" + axes[0] + "'");
-  return {groupOf(ctx, axes), (int)root};
+  return {&groupOf(ctx, axes), (int)root};
 }
 
 /// Every member of the group returns the value of the member at coordinate `root`.
@@ -184,7 +187,7 @@ std::unique_ptr<Work> broadcastFromKernel(kernels::KernelContext &ctx) {
   auto [group, root] = rootedGroup(ctx);
   if (in.data != out.data)
     copyTensorBytes(ctx.device, out.data, in.data, in.bytes());
-  ctx.comm->broadcastFrom(out.data, out.numel(), out.dtype, root, group);
+  ctx.comm->broadcastFrom(out.data, out.numel(), out.dtype, root, *group);
   return nullptr;
 }
 
@@ -195,7 +198,7 @@ std::unique_ptr<Work> reduceToKernel(kernels::KernelContext &ctx) {
   if (in.data == out.data)
     ctx.fail("needs an output apart from its input");
   zeroTensorBytes(ctx.device, out.data, out.bytes()); // zeros of every float type are all-zero bits
-  ctx.comm->reduceTo(in.data, out.data, in.numel(), in.dtype, reduceOpOf(ctx), root, group);
+  ctx.comm->reduceTo(in.data, out.data, in.numel(), in.dtype, reduceOpOf(ctx), root, *group);
   return nullptr;
 }
 

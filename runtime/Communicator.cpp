@@ -26,32 +26,32 @@ public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
 
-  void allReduce(void *data, int64_t count, DType type, ReduceOp op, const std::vector<int> &group) override {
+  void allReduce(void *data, int64_t count, DType type, ReduceOp op, const CommGroup &group) override {
     check("all_reduce", count, type, group);
   }
-  void allGather(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
+  void allGather(const void *send, void *recv, int64_t count, DType type, const CommGroup &group) override {
     check("all_gather", count, type, group);
     if (send != recv && count > 0)
       std::memmove(recv, send, count * dtypeSize(type));
   }
   void reduceScatter(const void *send, void *recv, int64_t count, DType type, ReduceOp op,
-                     const std::vector<int> &group) override {
+                     const CommGroup &group) override {
     check("reduce_scatter", count, type, group);
     if (send != recv && count > 0)
       std::memmove(recv, send, count * dtypeSize(type));
   }
-  void allToAll(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
+  void allToAll(const void *send, void *recv, int64_t count, DType type, const CommGroup &group) override {
     check("all_to_all", count, type, group);
     if (send != recv && count > 0)
       std::memmove(recv, send, count * dtypeSize(type));
   }
-  void broadcastFrom(void *data, int64_t count, DType type, int root, const std::vector<int> &group) override {
+  void broadcastFrom(void *data, int64_t count, DType type, int root, const CommGroup &group) override {
     check("broadcast_from", count, type, group);
     if (root != 0)
       throw RuntimeError("rank 0: broadcast_from: root " + std::to_string(root) + " outside a group of 1");
   }
   void reduceTo(const void *send, void *recv, int64_t count, DType type, ReduceOp op, int root,
-                const std::vector<int> &group) override {
+                const CommGroup &group) override {
     check("reduce_to", count, type, group);
     if (root != 0)
       throw RuntimeError("rank 0: reduce_to: root " + std::to_string(root) + " outside a group of 1");
@@ -136,14 +136,13 @@ private:
   std::vector<Pending> transfers_;
   std::vector<Queued> queued_; // sends no receive has taken yet, oldest first
 
-  // Same checks as the MPI communicator, so that plans fail the same way on one rank.
-  static void check(const char *kind, int64_t count, DType type, const std::vector<int> &group) {
+  // Same checks as the MPI communicator, so that plans fail the same way on one rank (group()
+  // has checked the group: rank 0 alone).
+  static void check(const char *kind, int64_t count, DType type, const CommGroup &) {
     if (type != DType::F32 && type != DType::F64 && type != DType::I64 && type != DType::F16 && type != DType::BF16)
       throw RuntimeError(std::string("rank 0: ") + kind + ": unsupported element type " + dtypeName(type));
     if (count < 0)
       throw RuntimeError(std::string("rank 0: ") + kind + ": negative count " + std::to_string(count));
-    if (!(group.empty() || (group.size() == 1 && group[0] == 0)))
-      throw RuntimeError(std::string("rank 0: ") + kind + ": the group must be rank 0 alone (world size 1)");
   }
 };
 
@@ -171,23 +170,61 @@ public:
 std::unique_ptr<Work> completedWork() { return std::make_unique<CompletedWork>(); }
 
 std::unique_ptr<Work> Communicator::postAllReduce(const std::vector<BufferRange> &buffers, DType type,
-                                                  const std::vector<int> &group, const AllReduceOptions &options) {
+                                                  const CommGroup &group, const AllReduceOptions &options) {
   for (const BufferRange &b : buffers)
     allReduce(b.data, b.count, type, options.op, group);
   return completedWork();
 }
 
 std::unique_ptr<Work> Communicator::postAllGather(const void *send, void *recv, int64_t count, DType type,
-                                                  const std::vector<int> &group, const AllGatherOptions &) {
+                                                  const CommGroup &group, const AllGatherOptions &) {
   allGather(send, recv, count, type, group);
   return completedWork();
 }
 
 std::unique_ptr<Work> Communicator::postReduceScatter(const void *send, void *recv, int64_t count, DType type,
-                                                      const std::vector<int> &group,
-                                                      const ReduceScatterOptions &options) {
+                                                      const CommGroup &group, const ReduceScatterOptions &options) {
   reduceScatter(send, recv, count, type, options.op, group);
   return completedWork();
+}
+
+std::string describeCall(int rank, const std::string &kind, const std::vector<int> &members) {
+  std::string s = "rank " + std::to_string(rank) + ": " + kind;
+  if (members.empty())
+    return s;
+  s += " over ranks {";
+  for (size_t i = 0; i < members.size(); ++i)
+    s += (i ? "," : "") + std::to_string(members[i]);
+  return s + "}";
+}
+
+int groupPosition(const std::string &kind, const std::vector<int> &members, int rank, int worldSize) {
+  if (members.empty())
+    return rank;
+  int position = -1;
+  std::vector<bool> seen(worldSize, false);
+  for (size_t i = 0; i < members.size(); ++i) {
+    int r = members[i];
+    if (r < 0 || r >= worldSize || seen[r])
+      throw RuntimeError(describeCall(rank, kind, members) + ": invalid group (ranks must be distinct, in [0, " +
+                         std::to_string(worldSize) + "))");
+    seen[r] = true;
+    if (r == rank)
+      position = (int)i;
+  }
+  if (position < 0)
+    throw RuntimeError(describeCall(rank, kind, members) + ": this rank is not a member of the group");
+  return position;
+}
+
+const CommGroup &Communicator::group(const std::vector<int> &members, const std::string &purpose) {
+  auto it = groups_.find(members);
+  if (it != groups_.end())
+    return *it->second;
+  int position = groupPosition(purpose, members, rank(), size());
+  std::unique_ptr<CommGroup> made(new CommGroup(members, position, members.empty() ? size() : (int)members.size()));
+  createGroup(*made);
+  return *(groups_[members] = std::move(made));
 }
 
 std::unique_ptr<Communicator> makeSingleRankCommunicator() {

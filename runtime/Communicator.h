@@ -61,53 +61,109 @@ struct ReduceScatterOptions {
 };
 struct AllGatherOptions {};
 
+class Communicator;
+
+/// The ranks a collective runs among, made once per member list by Communicator::group (as
+/// c10d's process groups) and passed to every collective on them. A rank's position in the list
+/// is its place in the group: the block it gets in allGather / reduceScatter, the root a rooted
+/// collective names.
+class CommGroup {
+public:
+  /// World ranks in group order; empty for the whole world.
+  const std::vector<int> &members() const { return members_; }
+  bool isWorld() const { return members_.empty(); }
+  int size() const { return size_; }
+  /// This rank's place in the group.
+  int position() const { return position_; }
+
+private:
+  friend class Communicator;
+  CommGroup(std::vector<int> members, int position, int size)
+      : members_(std::move(members)), position_(position), size_(size) {}
+  std::vector<int> members_;
+  int position_, size_;
+};
+
+/// "rank R: <kind>" and, for a group, " over ranks {a,b}": how every communicator's errors begin.
+std::string describeCall(int rank, const std::string &kind, const std::vector<int> &members);
+/// This rank's place in `members` (`rank` when empty: the world). Throws RuntimeError
+/// (describeCall, then "invalid group ..." or "this rank is not a member of the group") when a
+/// rank repeats or lies outside [0, worldSize), or `rank` is not among them.
+int groupPosition(const std::string &kind, const std::vector<int> &members, int rank, int worldSize);
+
 class Communicator {
 public:
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  // Every collective takes its group as the list of its members' world ranks (all ranks when
-  // empty); a rank's position in the list is its place in the group (the block it gets in
-  // allGather / reduceScatter). The members call a group's collectives in the same order.
+  /// The group of `members` (world ranks in group order; empty: the world), made the first
+  /// time the list is asked for and kept: the same object every time after. Throws
+  /// RuntimeError (groupPosition's, naming `purpose`) for a bad list. A communicator makes what
+  /// it needs for the group then (createGroup): MPI a communicator among the members, which
+  /// they make together, so the members ask for their groups in the same order.
+  virtual const CommGroup &group(const std::vector<int> &members, const std::string &purpose = "group");
+  const CommGroup &world() { return group({}, "group"); }
+
+  // The members of a group call its collectives in the same order. Each collective also has a
+  // form that takes the member list (group(members) first).
 
   /// In-place reduction (`op`) over the ranks of `group`. f32/f64/i64, f16/bf16.
-  virtual void allReduce(void *data, int64_t count, DType type, ReduceOp op, const std::vector<int> &group) = 0;
-  void allReduceSum(void *data, int64_t count, DType type, const std::vector<int> &group) {
-    allReduce(data, count, type, ReduceOp::Sum, group);
-  }
+  virtual void allReduce(void *data, int64_t count, DType type, ReduceOp op, const CommGroup &group) = 0;
   /// `recv` (count * group size elements) gets every rank's `send` (count elements), in rank order.
-  virtual void allGather(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) = 0;
+  virtual void allGather(const void *send, void *recv, int64_t count, DType type, const CommGroup &group) = 0;
   /// Reduces `send` (count * group size elements) over the group with `op`; rank i of the group
   /// keeps block i in `recv`.
   virtual void reduceScatter(const void *send, void *recv, int64_t count, DType type, ReduceOp op,
-                             const std::vector<int> &group) = 0;
+                             const CommGroup &group) = 0;
   /// Block j of `send` (count elements; group size blocks) goes to the group's member j; block i of
   /// `recv` comes from member i. The buffers must not overlap.
-  virtual void allToAll(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) = 0;
+  virtual void allToAll(const void *send, void *recv, int64_t count, DType type, const CommGroup &group) = 0;
   virtual void broadcast(void *data, int64_t bytes, int root) = 0;
   /// Every member of `group` gets, in `data` (count elements), what member `root` (its position
   /// in the group) has there. Counted as "broadcast_from": the bytes this rank passes on.
-  virtual void broadcastFrom(void *data, int64_t count, DType type, int root, const std::vector<int> &group) = 0;
+  virtual void broadcastFrom(void *data, int64_t count, DType type, int root, const CommGroup &group) = 0;
   /// Member `root` of `group` gets every member's `send` reduced with `op` in `recv`; the other
   /// members' `recv` is left as it is. Counted as "reduce_to": the bytes this rank passes on.
   virtual void reduceTo(const void *send, void *recv, int64_t count, DType type, ReduceOp op, int root,
-                        const std::vector<int> &group) = 0;
+                        const CommGroup &group) = 0;
+
+  void allReduce(void *data, int64_t count, DType type, ReduceOp op, const std::vector<int> &members) {
+    allReduce(data, count, type, op, group(members, "all_reduce"));
+  }
+  void allReduceSum(void *data, int64_t count, DType type, const std::vector<int> &members) {
+    allReduce(data, count, type, ReduceOp::Sum, group(members, "all_reduce"));
+  }
+  void allGather(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &members) {
+    allGather(send, recv, count, type, group(members, "all_gather"));
+  }
+  void reduceScatter(const void *send, void *recv, int64_t count, DType type, ReduceOp op,
+                     const std::vector<int> &members) {
+    reduceScatter(send, recv, count, type, op, group(members, "reduce_scatter"));
+  }
+  void allToAll(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &members) {
+    allToAll(send, recv, count, type, group(members, "all_to_all"));
+  }
+  void broadcastFrom(void *data, int64_t count, DType type, int root, const std::vector<int> &members) {
+    broadcastFrom(data, count, type, root, group(members, "broadcast_from"));
+  }
+  void reduceTo(const void *send, void *recv, int64_t count, DType type, ReduceOp op, int root,
+                const std::vector<int> &members) {
+    reduceTo(send, recv, count, type, op, root, group(members, "reduce_to"));
+  }
 
   // Asynchronous forms: they return at once with a Work that completes the collective; the
   // buffers must stay untouched until then. Collectives (posted or not) complete in the order
   // they were called, on every communicator. The defaults run the call to its end and return a
-  // completed Work: right for a communicator whose calls already return before the data has
-  // moved (NCCL queues them on its stream, which later kernels wait for).
+  // completed Work, right for a communicator with nothing better to do.
 
   /// allReduce of a bucket: every buffer in place, as if they were one (one call, one count).
   virtual std::unique_ptr<Work> postAllReduce(const std::vector<BufferRange> &buffers, DType type,
-                                              const std::vector<int> &group, const AllReduceOptions &options);
+                                              const CommGroup &group, const AllReduceOptions &options);
   virtual std::unique_ptr<Work> postAllGather(const void *send, void *recv, int64_t count, DType type,
-                                              const std::vector<int> &group, const AllGatherOptions &options);
+                                              const CommGroup &group, const AllGatherOptions &options);
   virtual std::unique_ptr<Work> postReduceScatter(const void *send, void *recv, int64_t count, DType type,
-                                                  const std::vector<int> &group,
-                                                  const ReduceScatterOptions &options);
+                                                  const CommGroup &group, const ReduceScatterOptions &options);
   virtual void barrier() = 0;
 
   /// Point-to-point (pipeline stages): a transfer of `bytes` to or from world rank `peer` on
@@ -157,6 +213,8 @@ public:
   void resetCounts() { counts_.clear(); }
 
 protected:
+  /// Makes what this communicator needs for a new group (called once per group, by group()).
+  virtual void createGroup(const CommGroup &group) {}
   void count(const std::string &kind, int64_t bytes) {
     counts_[kind].calls += 1;
     counts_[kind].bytes += bytes;
@@ -164,6 +222,7 @@ protected:
 
 private:
   std::map<std::string, CollectiveCount> counts_;
+  std::map<std::vector<int>, std::unique_ptr<CommGroup>> groups_;
   std::vector<std::pair<Transfer, std::vector<uint8_t>>> buffered_;
   int64_t bufferedBytes_ = 0;
 };

@@ -39,21 +39,31 @@ public:
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
+  /// The inner communicator's groups: the calls forwarded to it take them.
+  const CommGroup &group(const std::vector<int> &members, const std::string &purpose) override {
+    return inner_->group(members, purpose);
+  }
+  using Communicator::allGather;
+  using Communicator::allReduce;
+  using Communicator::allToAll;
+  using Communicator::broadcastFrom;
+  using Communicator::reduceScatter;
+  using Communicator::reduceTo;
 
-  void allReduce(void *data, int64_t count, DType type, ReduceOp op, const std::vector<int> &group) override {
+  void allReduce(void *data, int64_t count, DType type, ReduceOp op, const CommGroup &group) override {
     inner_->allReduce(data, count, type, op, group);
     Communicator::count("all_reduce", traffic::allReduce(count * dtypeSize(type), members(group)));
   }
-  void allGather(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
+  void allGather(const void *send, void *recv, int64_t count, DType type, const CommGroup &group) override {
     inner_->allGather(send, recv, count, type, group);
     Communicator::count("all_gather", traffic::blockExchange(count * dtypeSize(type), members(group)));
   }
   void reduceScatter(const void *send, void *recv, int64_t count, DType type, ReduceOp op,
-                     const std::vector<int> &group) override {
+                     const CommGroup &group) override {
     inner_->reduceScatter(send, recv, count, type, op, group);
     Communicator::count("reduce_scatter", traffic::blockExchange(count * dtypeSize(type), members(group)));
   }
-  void allToAll(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
+  void allToAll(const void *send, void *recv, int64_t count, DType type, const CommGroup &group) override {
     inner_->allToAll(send, recv, count, type, group);
     Communicator::count("all_to_all", traffic::blockExchange(count * dtypeSize(type), members(group)));
   }
@@ -61,20 +71,20 @@ public:
     inner_->broadcast(data, bytes, root);
     Communicator::count("broadcast", traffic::broadcast(bytes, size(), rank(), root));
   }
-  void broadcastFrom(void *data, int64_t count, DType type, int root, const std::vector<int> &group) override {
+  void broadcastFrom(void *data, int64_t count, DType type, int root, const CommGroup &group) override {
     inner_->broadcastFrom(data, count, type, root, group);
     Communicator::count("broadcast_from",
                         traffic::broadcastFrom(count * dtypeSize(type), members(group), position(group), root));
   }
   void reduceTo(const void *send, void *recv, int64_t count, DType type, ReduceOp op, int root,
-                const std::vector<int> &group) override {
+                const CommGroup &group) override {
     inner_->reduceTo(send, recv, count, type, op, root, group);
     Communicator::count("reduce_to",
                         traffic::reduceTo(count * dtypeSize(type), members(group), position(group), root));
   }
   // A posted collective is counted once posted: its bytes will go out.
   std::unique_ptr<Work> postAllReduce(const std::vector<BufferRange> &buffers, DType type,
-                                      const std::vector<int> &group, const AllReduceOptions &options) override {
+                                      const CommGroup &group, const AllReduceOptions &options) override {
     std::unique_ptr<Work> work = inner_->postAllReduce(buffers, type, group, options);
     int64_t count = 0;
     for (const BufferRange &b : buffers)
@@ -83,13 +93,13 @@ public:
     return work;
   }
   std::unique_ptr<Work> postAllGather(const void *send, void *recv, int64_t count, DType type,
-                                      const std::vector<int> &group, const AllGatherOptions &options) override {
+                                      const CommGroup &group, const AllGatherOptions &options) override {
     std::unique_ptr<Work> work = inner_->postAllGather(send, recv, count, type, group, options);
     Communicator::count("all_gather", traffic::blockExchange(count * dtypeSize(type), members(group)));
     return work;
   }
   std::unique_ptr<Work> postReduceScatter(const void *send, void *recv, int64_t count, DType type,
-                                          const std::vector<int> &group,
+                                          const CommGroup &group,
                                           const ReduceScatterOptions &options) override {
     std::unique_ptr<Work> work = inner_->postReduceScatter(send, recv, count, type, group, options);
     Communicator::count("reduce_scatter", traffic::blockExchange(count * dtypeSize(type), members(group)));
@@ -130,12 +140,8 @@ public:
 private:
   /// The members of `group` (the world when empty) and this rank's position among them; the
   /// inner communicator has checked the group.
-  int members(const std::vector<int> &group) const { return group.empty() ? size() : (int)group.size(); }
-  int position(const std::vector<int> &group) const {
-    if (group.empty())
-      return rank();
-    return (int)(std::find(group.begin(), group.end(), rank()) - group.begin());
-  }
+  static int members(const CommGroup &group) { return group.size(); }
+  static int position(const CommGroup &group) { return group.position(); }
 
   std::unique_ptr<Communicator> inner_;
 };

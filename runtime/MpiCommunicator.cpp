@@ -1,12 +1,13 @@
 //===- MpiCommunicator.cpp - collectives between processes over MPI -------===//
 //
 // Group communicators are made with MPI_Comm_create_group, which is collective over the group's
-// members only: a rank builds a group's communicator the first time it calls a collective on it,
-// and the ranks outside that group need not take part. The requirement on callers is the usual
+// members only: a rank builds a group's communicator when it first asks for the group
+// (Communicator::group, just before its first collective on it), and the ranks outside that
+// group need not take part. The requirement on callers is the usual
 // MPI one: the members of a group call collectives on it in the same order (and, for groups that
 // overlap, every rank creates them in the same relative order, which a plan's fixed schedule
 // gives). Communicators are cached per distinct `group` list; a rank's position in the list is its
-// rank in the group (the block it gets in allGather / reduceScatterSum).
+// rank in the group (the block it gets in allGather / reduceScatter).
 //
 #include "kernels/Float16.h"
 #include "runtime/Communicator.h"
@@ -140,6 +141,12 @@ public:
   int64_t maxTag() const override { return maxChannel_; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  using Communicator::allGather;
+  using Communicator::allReduce;
+  using Communicator::allToAll;
+  using Communicator::broadcastFrom;
+  using Communicator::reduceScatter;
+  using Communicator::reduceTo;
 
   // The collectives are rings of point-to-point messages rather than MPI's own collectives, so
   // that the memory they need beyond their buffers is fixed and known to the compiler: chunks of
@@ -148,19 +155,20 @@ public:
   // The all-reduce, all-gather and reduce-scatter are schedules of such steps (MpiSchedule.h), run
   // by progress() while the caller goes on; the synchronous calls post and wait.
 
-  void allReduce(void *data, int64_t count, DType type, ReduceOp op, const std::vector<int> &group) override {
-    postAllReduce({{data, count}}, type, group, {op})->wait();
+  void allReduce(void *data, int64_t count, DType type, ReduceOp op, const CommGroup &commGroup) override {
+    postAllReduce({{data, count}}, type, commGroup, {op})->wait();
   }
-  void allGather(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
-    postAllGather(send, recv, count, type, group, {})->wait();
+  void allGather(const void *send, void *recv, int64_t count, DType type, const CommGroup &commGroup) override {
+    postAllGather(send, recv, count, type, commGroup, {})->wait();
   }
   void reduceScatter(const void *send, void *recv, int64_t count, DType type, ReduceOp op,
-                     const std::vector<int> &group) override {
-    postReduceScatter(send, recv, count, type, group, {op})->wait();
+                     const CommGroup &commGroup) override {
+    postReduceScatter(send, recv, count, type, commGroup, {op})->wait();
   }
 
   std::unique_ptr<Work> postAllReduce(const std::vector<BufferRange> &buffers, DType type,
-                                      const std::vector<int> &group, const AllReduceOptions &options) override {
+                                      const CommGroup &commGroup, const AllReduceOptions &options) override {
+    const std::vector<int> &group = commGroup.members();
     int64_t count = 0;
     for (const BufferRange &b : buffers)
       count += b.count;
@@ -172,7 +180,8 @@ public:
   }
 
   std::unique_ptr<Work> postAllGather(const void *send, void *recv, int64_t count, DType type,
-                                      const std::vector<int> &group, const AllGatherOptions &) override {
+                                      const CommGroup &commGroup, const AllGatherOptions &) override {
+    const std::vector<int> &group = commGroup.members();
     const Group &g = groupOf("all_gather", count, type, group);
     auto schedule = newSchedule("all_gather", g, group);
     mpi::ringAllGather(*schedule, send, recv, count * dtypeSize(type), g.rank, g.size);
@@ -180,8 +189,9 @@ public:
   }
 
   std::unique_ptr<Work> postReduceScatter(const void *send, void *recv, int64_t count, DType type,
-                                          const std::vector<int> &group,
+                                          const CommGroup &commGroup,
                                           const ReduceScatterOptions &options) override {
+    const std::vector<int> &group = commGroup.members();
     const Group &g = groupOf("reduce_scatter", count, type, group);
     auto schedule = newSchedule("reduce_scatter", g, group);
     mpi::ringReduceScatter(*schedule, send, recv, count, dtypeSize(type), g.rank, g.size, scratch(),
@@ -191,7 +201,8 @@ public:
 
   // The other collectives block: the posted ones go first (every collective completes in order).
 
-  void allToAll(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override {
+  void allToAll(const void *send, void *recv, int64_t count, DType type, const CommGroup &commGroup) override {
+    const std::vector<int> &group = commGroup.members();
     drain();
     const Group &g = groupOf("all_to_all", count, type, group);
     const int64_t es = dtypeSize(type), n = g.size, blockBytes = count * es;
@@ -218,7 +229,8 @@ public:
   // in pieces of at most kCollectiveChunkBytes, so that each rank sends the buffer at most once
   // and needs no temporary beyond the two scratch chunks.
 
-  void broadcastFrom(void *data, int64_t count, DType type, int root, const std::vector<int> &group) override {
+  void broadcastFrom(void *data, int64_t count, DType type, int root, const CommGroup &commGroup) override {
+    const std::vector<int> &group = commGroup.members();
     drain();
     const Group &g = groupOf("broadcast_from", count, type, group);
     checkRoot("broadcast_from", root, g, group);
@@ -238,7 +250,8 @@ public:
   }
 
   void reduceTo(const void *send, void *recv, int64_t count, DType type, ReduceOp op, int root,
-                const std::vector<int> &group) override {
+                const CommGroup &commGroup) override {
+    const std::vector<int> &group = commGroup.members();
     drain();
     const Group &g = groupOf("reduce_to", count, type, group);
     checkRoot("reduce_to", root, g, group);
@@ -400,6 +413,7 @@ private:
   }
 
   /// Validates a call and returns the group's communicator, creating it on first use.
+  /// Validates a call and returns its group's communicator (made by createGroup).
   const Group &groupOf(const char *kind, int64_t count, DType type, const std::vector<int> &group) {
     if (mpiType(type) == MPI_DATATYPE_NULL)
       throw RuntimeError(where(kind, group) + ": unsupported element type " + dtypeName(type));
@@ -410,21 +424,17 @@ private:
       return worldGroup_;
     }
     auto it = groups_.find(group);
-    if (it != groups_.end())
-      return it->second;
-    int position = -1;
-    std::vector<bool> seen(size_, false);
-    for (size_t i = 0; i < group.size(); ++i) {
-      int r = group[i];
-      if (r < 0 || r >= size_ || seen[r])
-        throw RuntimeError(where(kind, group) + ": invalid group (ranks must be distinct, in [0, " +
-                           std::to_string(size_) + "))");
-      seen[r] = true;
-      if (r == rank_)
-        position = (int)i;
-    }
-    if (position < 0)
-      throw RuntimeError(where(kind, group) + ": this rank is not a member of the group");
+    if (it == groups_.end()) // Communicator::group made the CommGroup, and createGroup this
+      throw RuntimeError(where(kind, group) + ": a group this communicator did not make");
+    return it->second;
+  }
+
+  /// The members' communicator, made by all of them together (MPI_Comm_create_group is
+  /// collective over the group only).
+  void createGroup(const CommGroup &commGroup) override {
+    const std::vector<int> &group = commGroup.members();
+    if (group.empty())
+      return; // the world's copy
     // Ranks of the same group pick the same tag, so that concurrent creations of different
     // groups cannot match each other.
     uint64_t h = 1469598103934665603ull;
@@ -437,9 +447,9 @@ private:
     int rc = MPI_Comm_create_group(world_, sub, (int)(h % 32768), &comm);
     MPI_Group_free(&sub);
     MPI_Group_free(&worldGroup);
-    check(rc, kind, group);
+    check(rc, "create", group);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-    return groups_[group] = Group{comm, position, (int)group.size()};
+    groups_[group] = Group{comm, commGroup.position(), commGroup.size()};
   }
 
   /// Posts a send (kind "send") or receive of `bytes` in chunks an int can count (MPI keeps the

@@ -1,5 +1,6 @@
 //===- NcclGroups.cpp - the host-side rules of the NCCL communicator -------===//
 #include "runtime/NcclGroups.h"
+#include "runtime/Communicator.h"
 #include "runtime/Plan.h"
 
 #include <algorithm>
@@ -28,27 +29,11 @@ std::string describeGroup(const std::vector<int> &group) {
 }
 
 std::string where(int rank, const std::string &kind, const std::vector<int> &group) {
-  std::string s = "rank " + std::to_string(rank) + ": " + kind;
-  return group.empty() ? s : s + " over ranks " + describeGroup(group);
+  return describeCall(rank, kind, group);
 }
 
 int memberPosition(const std::string &kind, const std::vector<int> &group, int rank, int worldSize) {
-  if (group.empty())
-    return rank;
-  int position = -1;
-  std::vector<bool> seen(worldSize, false);
-  for (size_t i = 0; i < group.size(); ++i) {
-    int r = group[i];
-    if (r < 0 || r >= worldSize || seen[r])
-      throw RuntimeError(where(rank, kind, group) + ": invalid group (ranks must be distinct, in [0, " +
-                         std::to_string(worldSize) + "))");
-    seen[r] = true;
-    if (r == rank)
-      position = (int)i;
-  }
-  if (position < 0)
-    throw RuntimeError(where(rank, kind, group) + ": this rank is not a member of the group");
-  return position;
+  return groupPosition(kind, group, rank, worldSize);
 }
 
 int groupSize(const std::vector<int> &group, int worldSize) {

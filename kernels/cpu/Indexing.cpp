@@ -144,7 +144,6 @@ void scatterNDKernel(KernelContext &ctx) {
   const ScatterReduction reduction = scatter.reduction;
   const TensorRef &data = ctx.inputs[0], &indices = ctx.inputs[1], &updates = ctx.inputs[2];
   TensorRef &out = ctx.outputs[0];
-  int64_t r = data.rank();
   std::vector<int64_t> idx = readIndices(ctx, indices);
   std::vector<int64_t> strides = rowMajorStrides(data.shape);
   int64_t slice = numElements({data.shape.begin() + q, data.shape.end()});

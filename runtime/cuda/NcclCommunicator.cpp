@@ -229,7 +229,7 @@ void NcclCommunicator::checkNccl(ncclResult_t rc, const std::string &where, nccl
   throw RuntimeError(where + ": NCCL " + ncclGetErrorString(rc) + (detail.empty() ? "" : " (" + detail + ")"));
 }
 
-bool NcclCommunicator::onDevice(const std::string &where, std::initializer_list<const void *> buffers) const {
+bool NcclCommunicator::onDevice(const std::string &where, const std::vector<const void *> &buffers) const {
   int device = 0, host = 0;
   for (const void *p : buffers) {
     cudaPointerAttributes attributes{};
@@ -279,22 +279,117 @@ NcclCommunicator::launch(const std::string &kind, const std::string &group, cuda
 
 // --- Collectives ---------------------------------------------------------------------------------
 
-void NcclCommunicator::allReduce(void *data, int64_t count, DType type, ReduceOp op, const std::vector<int> &group) {
+/// A collective queued on the comm stream: complete once its end event has passed; waiting
+/// makes the compute stream wait for it (the host never does).
+class NcclCommunicator::NcclWork final : public Work {
+public:
+  NcclWork(cudaStream_t compute, std::shared_ptr<Tracked> tracked) : compute_(compute), tracked_(std::move(tracked)) {}
+  bool test() override {
+    cudaError_t status = cudaEventQuery(tracked_->end);
+    if (status == cudaErrorNotReady)
+      return false;
+    checkCuda(status, "cudaEventQuery");
+    return true;
+  }
+  void wait() override { checkCuda(cudaStreamWaitEvent(compute_, tracked_->end, 0), "cudaStreamWaitEvent"); }
+
+private:
+  cudaStream_t compute_;
+  std::shared_ptr<Tracked> tracked_;
+};
+
+void NcclCommunicator::allReduce(void *data, int64_t count, DType type, ReduceOp op, const CommGroup &commGroup) {
+  postAllReduce({{data, count}}, type, commGroup, {op})->wait();
+}
+
+void NcclCommunicator::allGather(const void *send, void *recv, int64_t count, DType type,
+                                 const CommGroup &commGroup) {
+  postAllGather(send, recv, count, type, commGroup, {})->wait();
+}
+
+void NcclCommunicator::reduceScatter(const void *send, void *recv, int64_t count, DType type, ReduceOp op,
+                                     const CommGroup &commGroup) {
+  postReduceScatter(send, recv, count, type, commGroup, {op})->wait();
+}
+
+std::unique_ptr<Work> NcclCommunicator::queued(std::shared_ptr<Tracked> tracked) {
+  return tracked ? std::make_unique<NcclWork>(compute_, std::move(tracked)) : completedWork();
+}
+
+std::unique_ptr<Work> NcclCommunicator::postAllReduce(const std::vector<BufferRange> &buffers, DType type,
+                                                      const CommGroup &commGroup,
+                                                      const AllReduceOptions &options) {
+  const std::vector<int> &group = commGroup.members();
   const char *kind = "all_reduce";
   const std::string where = nccl::where(rank_, kind, group);
-  nccl::checkCall(kind, type, count, rank_, group);
-  if (count > 0 && !onDevice(where, {data})) {
-    world_.allReduce(data, count, type, op, group);
-  } else {
-    const GroupComm &g = groupComm(kind, group);
-    if (count > 0 && op == ReduceOp::Max && isFloatDType(type))
-      launch(kind, g.text, comm_, g.comm, where, [&] { return maxKeepingNaN(data, count, type, g.comm); }, true);
-    else if (count > 0)
-      launch(kind, g.text, comm_, g.comm, where, [&] {
-        return ncclAllReduce(data, data, count, ncclTypeOf(type), op == ReduceOp::Max ? ncclMax : ncclSum, g.comm,
-                             comm_);
-      }, true);
+  std::vector<BufferRange> members;
+  for (const BufferRange &b : buffers) {
+    nccl::checkCall(kind, type, b.count, rank_, group);
+    if (b.count > 0)
+      members.push_back(b);
   }
+  if (members.empty()) {
+    (void)groupComm(kind, group); // refuses a bad group, as a call with elements would
+    return completedWork();
+  }
+  std::vector<const void *> pointers;
+  for (const BufferRange &b : members)
+    pointers.push_back(b.data);
+  if (!onDevice(where, pointers))
+    return world_.postAllReduce(members, type, world_.group(group, kind), options);
+  const GroupComm &g = groupComm(kind, group);
+  if (options.op == ReduceOp::Max && isFloatDType(type)) {
+    std::shared_ptr<Tracked> last; // the comm stream runs them in order: the last one's end is all of theirs
+    for (const BufferRange &b : members) // the keys' round trip is per buffer
+      last = launch(kind, g.text, comm_, g.comm, where, [&] { return maxKeepingNaN(b.data, b.count, type, g.comm); },
+                    false);
+    return queued(last);
+  }
+  const ncclRedOp_t op = options.op == ReduceOp::Max ? ncclMax : ncclSum;
+  return queued(launch(kind, g.text, comm_, g.comm, where, [&] {
+    // One NCCL group: a bucket of members goes out as one operation.
+    ncclResult_t rc = ncclGroupStart();
+    for (size_t i = 0; i < members.size() && rc == ncclSuccess; ++i)
+      rc = ncclAllReduce(members[i].data, members[i].data, members[i].count, ncclTypeOf(type), op, g.comm, comm_);
+    ncclResult_t end = ncclGroupEnd();
+    return rc != ncclSuccess ? rc : end;
+  }, false));
+}
+
+std::unique_ptr<Work> NcclCommunicator::postAllGather(const void *send, void *recv, int64_t count, DType type,
+                                                      const CommGroup &commGroup, const AllGatherOptions &options) {
+  const std::vector<int> &group = commGroup.members();
+  const char *kind = "all_gather";
+  const std::string where = nccl::where(rank_, kind, group);
+  nccl::checkCall(kind, type, count, rank_, group);
+  if (count > 0 && !onDevice(where, {send, recv}))
+    return world_.postAllGather(send, recv, count, type, world_.group(group, kind), options);
+  const GroupComm &g = groupComm(kind, group);
+  if (count == 0)
+    return completedWork();
+  return queued(launch(kind, g.text, comm_, g.comm, where,
+                       [&] { return ncclAllGather(send, recv, count, ncclTypeOf(type), g.comm, comm_); }, false));
+}
+
+std::unique_ptr<Work> NcclCommunicator::postReduceScatter(const void *send, void *recv, int64_t count, DType type,
+                                                          const CommGroup &commGroup,
+                                                          const ReduceScatterOptions &options) {
+  const std::vector<int> &group = commGroup.members();
+  const char *kind = "reduce_scatter";
+  const std::string where = nccl::where(rank_, kind, group);
+  nccl::checkCall(kind, type, count, rank_, group);
+  if (count > 0 && !onDevice(where, {send, recv}))
+    return world_.postReduceScatter(send, recv, count, type, world_.group(group, kind), options);
+  const GroupComm &g = groupComm(kind, group);
+  if (count == 0)
+    return completedWork();
+  if (options.op == ReduceOp::Max)
+    return queued(launch(kind, g.text, comm_, g.comm, where, [&] {
+      return maxThroughCopy(send, recv, count * g.size, count * g.position, count, type, g.comm, true);
+    }, false));
+  return queued(launch(kind, g.text, comm_, g.comm, where, [&] {
+    return ncclReduceScatter(send, recv, count, ncclTypeOf(type), ncclSum, g.comm, comm_);
+  }, false));
 }
 
 ncclResult_t NcclCommunicator::maxKeepingNaN(void *data, int64_t count, DType type, ncclComm_t comm) {
@@ -319,40 +414,6 @@ ncclResult_t NcclCommunicator::maxKeepingNaN(void *data, int64_t count, DType ty
   return rc;
 }
 
-void NcclCommunicator::allGather(const void *send, void *recv, int64_t count, DType type,
-                                 const std::vector<int> &group) {
-  const char *kind = "all_gather";
-  const std::string where = nccl::where(rank_, kind, group);
-  nccl::checkCall(kind, type, count, rank_, group);
-  if (count > 0 && !onDevice(where, {send, recv})) {
-    world_.allGather(send, recv, count, type, group);
-  } else {
-    const GroupComm &g = groupComm(kind, group);
-    if (count > 0)
-      launch(kind, g.text, comm_, g.comm, where,
-             [&] { return ncclAllGather(send, recv, count, ncclTypeOf(type), g.comm, comm_); }, true);
-  }
-}
-
-void NcclCommunicator::reduceScatter(const void *send, void *recv, int64_t count, DType type, ReduceOp op,
-                                     const std::vector<int> &group) {
-  const char *kind = "reduce_scatter";
-  const std::string where = nccl::where(rank_, kind, group);
-  nccl::checkCall(kind, type, count, rank_, group);
-  if (count > 0 && !onDevice(where, {send, recv})) {
-    world_.reduceScatter(send, recv, count, type, op, group);
-  } else {
-    const GroupComm &g = groupComm(kind, group);
-    if (count > 0 && op == ReduceOp::Max)
-      launch(kind, g.text, comm_, g.comm, where, [&] {
-        return maxThroughCopy(send, recv, count * g.size, count * g.position, count, type, g.comm, true);
-      }, true);
-    else if (count > 0)
-      launch(kind, g.text, comm_, g.comm, where,
-             [&] { return ncclReduceScatter(send, recv, count, ncclTypeOf(type), ncclSum, g.comm, comm_); }, true);
-  }
-}
-
 ncclResult_t NcclCommunicator::maxThroughCopy(const void *send, void *recv, int64_t total, int64_t offset,
                                               int64_t count, DType type, ncclComm_t comm, bool keep) {
   const size_t es = dtypeSize(type);
@@ -369,33 +430,9 @@ ncclResult_t NcclCommunicator::maxThroughCopy(const void *send, void *recv, int6
   return rc;
 }
 
-std::unique_ptr<Work> NcclCommunicator::postAllReduce(const std::vector<BufferRange> &buffers, DType type,
-                                                      const std::vector<int> &group,
-                                                      const AllReduceOptions &options) {
-  bool device = std::all_of(buffers.begin(), buffers.end(), [&](const BufferRange &b) {
-    return b.count == 0 || onDevice(nccl::where(rank_, "all_reduce", group), {b.data});
-  });
-  if (options.op != ReduceOp::Sum || !device || buffers.size() < 2)
-    return Communicator::postAllReduce(buffers, type, group, options);
-  const char *kind = "all_reduce";
-  const std::string where = nccl::where(rank_, kind, group);
-  for (const BufferRange &b : buffers)
-    nccl::checkCall(kind, type, b.count, rank_, group);
-  const GroupComm &g = groupComm(kind, group);
-  launch(kind, g.text, comm_, g.comm, where, [&] {
-    ncclResult_t rc = ncclGroupStart();
-    for (size_t i = 0; i < buffers.size() && rc == ncclSuccess; ++i)
-      if (buffers[i].count > 0)
-        rc = ncclAllReduce(buffers[i].data, buffers[i].data, buffers[i].count, ncclTypeOf(type), ncclSum, g.comm,
-                           comm_);
-    ncclResult_t end = ncclGroupEnd();
-    return rc != ncclSuccess ? rc : end;
-  }, true);
-  return completedWork();
-}
-
 void NcclCommunicator::allToAll(const void *send, void *recv, int64_t count, DType type,
-                                const std::vector<int> &group) {
+                                const CommGroup &commGroup) {
+  const std::vector<int> &group = commGroup.members();
   const char *kind = "all_to_all";
   const std::string where = nccl::where(rank_, kind, group);
   nccl::checkCall(kind, type, count, rank_, group);
@@ -430,7 +467,8 @@ void NcclCommunicator::allToAll(const void *send, void *recv, int64_t count, DTy
   }
 }
 
-void NcclCommunicator::broadcastFrom(void *data, int64_t count, DType type, int root, const std::vector<int> &group) {
+void NcclCommunicator::broadcastFrom(void *data, int64_t count, DType type, int root, const CommGroup &commGroup) {
+  const std::vector<int> &group = commGroup.members();
   const char *kind = "broadcast_from";
   const std::string where = nccl::where(rank_, kind, group);
   nccl::checkCall(kind, type, count, rank_, group);
@@ -447,7 +485,8 @@ void NcclCommunicator::broadcastFrom(void *data, int64_t count, DType type, int 
 }
 
 void NcclCommunicator::reduceTo(const void *send, void *recv, int64_t count, DType type, ReduceOp op, int root,
-                                const std::vector<int> &group) {
+                                const CommGroup &commGroup) {
+  const std::vector<int> &group = commGroup.members();
   const char *kind = "reduce_to";
   const std::string where = nccl::where(rank_, kind, group);
   nccl::checkCall(kind, type, count, rank_, group);

@@ -75,21 +75,33 @@ public:
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int64_t maxTag() const override { return world_.maxTag(); }
+  using Communicator::allGather;
+  using Communicator::allReduce;
+  using Communicator::allToAll;
+  using Communicator::broadcastFrom;
+  using Communicator::reduceScatter;
+  using Communicator::reduceTo;
 
-  void allReduce(void *data, int64_t count, DType type, ReduceOp op, const std::vector<int> &group) override;
-  void allGather(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override;
+  void allReduce(void *data, int64_t count, DType type, ReduceOp op, const CommGroup &group) override;
+  void allGather(const void *send, void *recv, int64_t count, DType type, const CommGroup &group) override;
   /// Max (rare: no plan emits it today) runs as a max all-reduce of a copy, then the block.
   void reduceScatter(const void *send, void *recv, int64_t count, DType type, ReduceOp op,
-                     const std::vector<int> &group) override;
-  void allToAll(const void *send, void *recv, int64_t count, DType type, const std::vector<int> &group) override;
+                     const CommGroup &group) override;
+  void allToAll(const void *send, void *recv, int64_t count, DType type, const CommGroup &group) override;
   void broadcast(void *data, int64_t bytes, int root) override;
-  void broadcastFrom(void *data, int64_t count, DType type, int root, const std::vector<int> &group) override;
+  void broadcastFrom(void *data, int64_t count, DType type, int root, const CommGroup &group) override;
   void reduceTo(const void *send, void *recv, int64_t count, DType type, ReduceOp op, int root,
-                const std::vector<int> &group) override;
-  /// A bucket's sum: one NCCL group of all-reduces, queued as one operation (the host does not
-  /// wait; the completed Work is ordered before later kernels by the compute stream).
+                const CommGroup &group) override;
+  // The posted forms queue the NCCL call on the comm stream after the compute stream's work so
+  // far and return; the Work's wait() makes the compute stream wait for it (the blocking forms
+  // wait at once), so kernels that do not touch its buffers run meanwhile. A bucket's members
+  // go out as one NCCL group.
   std::unique_ptr<Work> postAllReduce(const std::vector<BufferRange> &buffers, DType type,
-                                      const std::vector<int> &group, const AllReduceOptions &options) override;
+                                      const CommGroup &group, const AllReduceOptions &options) override;
+  std::unique_ptr<Work> postAllGather(const void *send, void *recv, int64_t count, DType type,
+                                      const CommGroup &group, const AllGatherOptions &options) override;
+  std::unique_ptr<Work> postReduceScatter(const void *send, void *recv, int64_t count, DType type,
+                                          const CommGroup &group, const ReduceScatterOptions &options) override;
   /// A one-element all-reduce, then the host waits for it.
   void barrier() override;
 
@@ -109,6 +121,7 @@ public:
   void preparePeers(const std::vector<int> &peers) override;
 
 private:
+  class NcclWork;
   struct GroupComm {
     ncclComm_t comm = nullptr;
     int position = 0, size = 1;
@@ -167,6 +180,8 @@ private:
                                   const std::function<ncclResult_t()> &call, bool computeWaits,
                                   const std::function<void(Tracked &)> &prepare = nullptr);
   void checkNccl(ncclResult_t rc, const std::string &where, ncclComm_t comm) const;
+  /// The Work of a queued operation.
+  std::unique_ptr<Work> queued(std::shared_ptr<Tracked> tracked);
   /// The float max all-reduce on `comm` that keeps NaN: the values to keys, NCCL's integer max,
   /// back (queued on the comm stream; 16-bit floats' int32 keys in maxKeys_).
   ncclResult_t maxKeepingNaN(void *data, int64_t count, DType type, ncclComm_t comm);
@@ -176,7 +191,7 @@ private:
                               ncclComm_t comm, bool keep);
   /// Whether a call's buffers are device memory (NCCL) or host memory (the MPI world); throws
   /// when they are mixed.
-  bool onDevice(const std::string &where, std::initializer_list<const void *> buffers) const;
+  bool onDevice(const std::string &where, const std::vector<const void *> &buffers) const;
   void checkTransfer(const char *kind, int64_t bytes, int peer, int64_t channel) const;
   Transfer postTransfer(bool send, void *data, int64_t bytes, int peer, int64_t channel);
   Transfer postSelf(bool send, void *data, int64_t bytes, int64_t channel);

@@ -469,7 +469,7 @@ void postedCollectives(Communicator &comm) {
   };
   fill();
   comm.resetCounts();
-  std::unique_ptr<Work> sum = comm.postAllReduce(bucket, DType::F32, {}, {});
+  std::unique_ptr<Work> sum = comm.postAllReduce(bucket, DType::F32, comm.world(), {});
   sum->wait();
   bool ok = c[0] == float(7 - (n - 1) * n / 2 + 0);
   for (size_t i = 0; i < a.size(); ++i)
@@ -481,11 +481,11 @@ void postedCollectives(Communicator &comm) {
   check(countOf(comm, "all_reduce").calls == 1 && countOf(comm, "all_reduce").bytes == 2 * (n - 1) * bytes / n,
         "a bucket counts as one all_reduce of its bytes");
   fill();
-  std::unique_ptr<Work> max = comm.postAllReduce(bucket, DType::F32, {}, {ReduceOp::Max});
+  std::unique_ptr<Work> max = comm.postAllReduce(bucket, DType::F32, comm.world(), {ReduceOp::Max});
   std::vector<double> blocks(3 * n), mine(3);
   for (int i = 0; i < 3 * n; ++i)
     blocks[i] = r == i % n ? 100.0 + i : -double(r);
-  std::unique_ptr<Work> scatter = comm.postReduceScatter(blocks.data(), mine.data(), 3, DType::F64, {},
+  std::unique_ptr<Work> scatter = comm.postReduceScatter(blocks.data(), mine.data(), 3, DType::F64, comm.world(),
                                                          {ReduceOp::Max});
   scatter->wait(); // completes the all-reduce before it
   check(max->test(), "waiting for a later collective completes the earlier ones");
@@ -496,13 +496,17 @@ void postedCollectives(Communicator &comm) {
     ok = ok && mine[j] == 100.0 + 3 * r + j;
   check(ok, "reduce_scatter max keeps each block's largest");
   std::vector<int64_t> gathered(2 * n), own = {r, 10 * r};
-  std::unique_ptr<Work> gather = comm.postAllGather(own.data(), gathered.data(), 2, DType::I64, {}, {});
+  std::unique_ptr<Work> gather = comm.postAllGather(own.data(), gathered.data(), 2, DType::I64, comm.world(), {});
   while (!gather->test()) {
   }
   ok = true;
   for (int i = 0; i < n; ++i)
     ok = ok && gathered[2 * i] == i && gathered[2 * i + 1] == 10 * i;
   check(ok, "posted all_gather completes by polling");
+  const CommGroup &mine2 = comm.group({r});
+  check(&comm.group({r}) == &mine2 && &comm.group({}) == &comm.world() && comm.world().size() == n &&
+            comm.world().position() == r && mine2.size() == 1 && mine2.position() == 0,
+        "a group is made once and kept");
   float value = float(r), top = -1.f;
   comm.reduceTo(&value, &top, 1, DType::F32, ReduceOp::Max, n - 1, {});
   check(r != n - 1 || top == float(n - 1), "reduce_to max at the root");
