@@ -424,8 +424,7 @@ void compileModel(const CompileRequest &request, std::ostream &out) {
   ImportOptions importOptions = request.import;
   for (const std::string &pattern : recipe.frozen)
     importOptions.frozenPatterns.push_back(pattern);
-  mlir::MLIRContext context;
-  context.disableMultithreading();
+  mlir::MLIRContext context; // function-level passes run on the functions in parallel
   PhaseClock clock(request.timing);
   ImportedModel model = importOnnxFile(context, request.model, importOptions);
   clock.mark("import");

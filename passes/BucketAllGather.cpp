@@ -93,13 +93,13 @@ void mergeBucket(MutableArrayRef<Member> bucket) {
     m.gather.erase();
 }
 
-void bucketAllGathers(func::FuncOp func, int64_t limit) {
+void bucketAllGathers(FunctionOpInterface func, int64_t limit) {
   SmallVector<Member> bucket;
   int64_t bytes = 0;
   SmallVector<AllGatherOp> gathers;
   func.walk([&](AllGatherOp op) { gathers.push_back(op); });
   for (AllGatherOp op : gathers) {
-    if (op->getBlock() != &func.getBody().front() || op.getInput().getType().getNumElements() == 0)
+    if (op->getBlock() != &func.getFunctionBody().front() || op.getInput().getType().getNumElements() == 0)
       continue;
     Member m{op, {}};
     if (failed(collectAssignChain(op.getResult(), m.chain)) || m.chain.empty())
@@ -122,9 +122,8 @@ void bucketAllGathers(func::FuncOp func, int64_t limit) {
 struct CpcBucketAllGatherPass : cpc::impl::CpcBucketAllGatherBase<CpcBucketAllGatherPass> {
   using CpcBucketAllGatherBase::CpcBucketAllGatherBase;
   void runOnOperation() override {
-    if (bucketBytes > 0)
-      for (auto func : getOperation().getOps<func::FuncOp>())
-        bucketAllGathers(func, bucketBytes);
+    if (bucketBytes > 0 && !getOperation().isExternal())
+      bucketAllGathers(getOperation(), bucketBytes);
   }
 };
 

@@ -76,7 +76,7 @@ void mergeReduceScatters(ArrayRef<ReduceScatterOp> bucket) {
 /// gradients). Every bucket is closed before an op that uses one of their members (so every use
 /// still sees the sum), and a bucket when it is full; each is issued where its last member stood.
 template <typename OpT, typename InputFn, typename MergeFn>
-void bucketReductions(func::FuncOp func, int64_t limit, InputFn input, MergeFn merge) {
+void bucketReductions(FunctionOpInterface func, int64_t limit, InputFn input, MergeFn merge) {
   struct Bucket {
     SmallVector<OpT> members;
     int64_t bytes = 0;
@@ -96,7 +96,7 @@ void bucketReductions(func::FuncOp func, int64_t limit, InputFn input, MergeFn m
         flush(entry.second);
   };
   SmallVector<Operation *> ops;
-  for (Operation &op : func.getBody().front())
+  for (Operation &op : func.getFunctionBody().front())
     ops.push_back(&op);
   // Pure ops that read a pending member, moved down to right before their first user (the cast
   // of a reduced 16-bit gradient to f32 for the update): the bucket stays open until that user.
@@ -147,22 +147,23 @@ void bucketReductions(func::FuncOp func, int64_t limit, InputFn input, MergeFn m
 struct CpcBucketAllReducePass : cpc::impl::CpcBucketAllReduceBase<CpcBucketAllReducePass> {
   using CpcBucketAllReduceBase::CpcBucketAllReduceBase;
   void runOnOperation() override {
-    for (auto func : getOperation().getOps<func::FuncOp>()) {
-      if (bucketBytes > 0)
-        bucketReductions<AllReduceOp>(
-            func, bucketBytes,
-            [](AllReduceOp op) { // sums only: a max is a small value, rarely next to another
-              return op.getInputs().size() == 1 && op.getKind() == ReductionKind::Sum ? op.getInputs().front()
-                                                                                      : Value();
-            },
-            mergeAllReduces);
-      // ZeRO-2/3 gradients (and sequence-parallel outputs): reduce-scatters with non-empty blocks.
-      if (scatterBucketBytes > 0)
-        bucketReductions<ReduceScatterOp>(
-            func, scatterBucketBytes,
-            [](ReduceScatterOp op) { return op.getType().getNumElements() > 0 ? op.getInput() : Value(); },
-            mergeReduceScatters);
-    }
+    FunctionOpInterface func = getOperation();
+    if (func.isExternal())
+      return;
+    if (bucketBytes > 0)
+      bucketReductions<AllReduceOp>(
+          func, bucketBytes,
+          [](AllReduceOp op) { // sums only: a max is a small value, rarely next to another
+            return op.getInputs().size() == 1 && op.getKind() == ReductionKind::Sum ? op.getInputs().front()
+                                                                                    : Value();
+          },
+          mergeAllReduces);
+    // ZeRO-2/3 gradients (and sequence-parallel outputs): reduce-scatters with non-empty blocks.
+    if (scatterBucketBytes > 0)
+      bucketReductions<ReduceScatterOp>(
+          func, scatterBucketBytes,
+          [](ReduceScatterOp op) { return op.getType().getNumElements() > 0 ? op.getInput() : Value(); },
+          mergeReduceScatters);
   }
 };
 

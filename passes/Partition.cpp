@@ -280,8 +280,8 @@ private:
     return v;
   }
 
-  // Over 80 lines: the per-op special cases (Add/Sub, Slice limits, ReduceMean) still live here; they
-  // move behind the partitioning interface (issue 30, item 5), which leaves a short generic walk.
+  // Over 80 lines: one op's partitioning in order (variables, ops without a rule, the factors'
+  // axes, operands resharded, results laid out, the op's own adaptations); each step is short.
   LogicalResult partitionOp(Operation *op) {
     // Propagation's layouts of the results are replaced by the partitioned ones.
     op->removeAttr(kResultShardingsAttr);
@@ -325,7 +325,7 @@ private:
       if (*done)
         return success();
     }
-    if (llvm::isa<AddOp, SubOp>(op))
+    if (partialOperandsMustAgree(op))
       alignPartialSums(op);
     // Operands: partial values the op does not pass on are reduced first.
     SmallVector<Layout> operandLayouts;
@@ -390,9 +390,9 @@ private:
         return failure();
       use.set(*v);
     }
-    // A partial operand that had to be sliced was reduced first (resharded); add and sub then
+    // A partial operand that had to be sliced was reduced first (resharded); add-like ops then
     // take no partial operand at all, or the ranks' sums would count the whole one n times.
-    if (llvm::isa<AddOp, SubOp>(op)) {
+    if (partialOperandsMustAgree(op)) {
       SmallVector<Layout> now;
       for (OpOperand &use : op->getOpOperands())
         now.push_back(currentOf(use.get()));
@@ -411,8 +411,6 @@ private:
     bool anySharded = false;
     for (auto [i, r] : llvm::enumerate(op->getResults())) {
       Layout l = resultLayout(*rule, i, factorAxes, passed ? &*passed : nullptr);
-      if (failed(rewriteAttributes(op, l)))
-        return failure();
       r.setType(localType(tensorType(r), l));
       current_[r] = l;
       recorded.push_back(l.toAttr(mesh_.ref()));
@@ -421,6 +419,8 @@ private:
     // The layout of the results, for --dump-sharding and the plan's metadata.
     if (anySharded)
       op->setAttr(kResultShardingsAttr, b_.getArrayAttr(recorded));
+    // What the op's attributes say about shapes and blocks, and the scale of partial results,
+    // are the op's own (ShardingRuleOpInterface).
     if (auto blocks = llvm::dyn_cast<ShardingRuleOpInterface>(op)) {
       SmallVector<ShardingAttr> laidOut, resultLayouts;
       for (Value v : op->getOperands())
@@ -428,9 +428,8 @@ private:
       for (Value r : op->getResults())
         resultLayouts.push_back(currentOf(r).toAttr(mesh_.ref()));
       blocks.adaptToBlocks(laidOut, resultLayouts);
+      scalePartialResults(op, blocks.partialResultScale(laidOut, resultLayouts));
     }
-    if (failed(fixReductionMeans(op)))
-      return failure();
     // A partial sum that some user will need whole is reduced right where it is produced: the
     // gradient all-reduces then go out in the order backward produces them, not all at the end.
     for (Value r : op->getResults())
@@ -713,36 +712,28 @@ private:
     return llvm::isa<MulOp, MatMulOp>(user) && user->getOperand(0) == user->getOperand(1);
   }
 
-  /// Shape-carrying attributes of split ops.
-  LogicalResult rewriteAttributes(Operation *op, const Layout &result) {
-    if (auto slice = llvm::dyn_cast<SliceOp>(op)) {
-      SmallVector<int64_t> limits(slice.getLimits());
-      for (size_t d = 0; d < limits.size(); ++d)
-        limits[d] /= mesh_.parts(result.dims[d]);
-      slice.setLimits(limits);
-    }
-    return success();
+  static bool partialOperandsMustAgree(Operation *op) {
+    auto rule = llvm::dyn_cast<ShardingRuleOpInterface>(op);
+    return rule && rule.partialOperandsMustAgree();
   }
 
-  /// A mean over split dims is the local mean of 1/n of the elements: scale it so that the
-  /// partial sums add up to the global mean.
-  LogicalResult fixReductionMeans(Operation *op) {
-    auto mean = llvm::dyn_cast<ReduceMeanOp>(op);
-    if (!mean || currentOf(mean).partial.empty())
-      return success();
-    Layout in = currentOf(mean.getInput());
-    int64_t split = 1;
-    for (int64_t a : mean.getAxes())
-      split *= mesh_.parts(in.dims[a]);
-    b_.setInsertionPointAfter(mean);
-    Type et = mean.getType().getElementType();
-    Value scale = b_.create<ConstantOp>(mean.getLoc(), DenseElementsAttr::get(RankedTensorType::get({}, et),
-                                                                             b_.getFloatAttr(et, 1.0 / split)));
-    auto scaled = b_.create<MulOp>(mean.getLoc(), mean.getResult(), scale);
-    mean.getResult().replaceAllUsesExcept(scaled, scaled);
-    current_[scaled] = currentOf(mean);
-    reduceEagerly(scaled);
-    return success();
+  /// Multiplies the partial results of `op` by `scale` (when it is not 1), so that the ranks'
+  /// values add up to the whole one.
+  void scalePartialResults(Operation *op, double scale) {
+    if (scale == 1.0)
+      return;
+    for (Value r : op->getResults()) {
+      if (currentOf(r).partial.empty())
+        continue;
+      b_.setInsertionPointAfter(op);
+      Type et = tensorType(r).getElementType();
+      Value factor = b_.create<ConstantOp>(op->getLoc(), DenseElementsAttr::get(RankedTensorType::get({}, et),
+                                                                               b_.getFloatAttr(et, scale)));
+      auto scaled = b_.create<MulOp>(op->getLoc(), r, factor);
+      r.replaceAllUsesExcept(scaled, scaled);
+      current_[scaled] = currentOf(r);
+      reduceEagerly(scaled);
+    }
   }
 
   func::FuncOp func_;

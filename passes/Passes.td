@@ -4,7 +4,7 @@
 
 include "mlir/Pass/PassBase.td"
 
-def CpcFuseGelu : Pass<"cpc-fuse-gelu"> {
+def CpcFuseGelu : InterfacePass<"cpc-fuse-gelu", "::mlir::FunctionOpInterface"> {
   let summary = "Replace the erf (and tanh) expansions of GELU that exporters emit with cpc.gelu";
   let description = [{
     torch.onnx.export writes exact GELU as `x * 0.5 * (1 + erf(x / sqrt(2)))` (in any operand
@@ -13,7 +13,7 @@ def CpcFuseGelu : Pass<"cpc-fuse-gelu"> {
   let dependentDialects = ["::cpc::CpcDialect"];
 }
 
-def CpcFuseAttention : Pass<"cpc-fuse-attention"> {
+def CpcFuseAttention : InterfacePass<"cpc-fuse-attention", "::mlir::FunctionOpInterface"> {
   let summary = "Replace matmul(q, k^T), scale, softmax, matmul(., v) with one cpc.attention";
   let description = [{
     Runs at import, with the other fusions of what exporters expand: scaled dot-product
@@ -28,7 +28,7 @@ def CpcFuseAttention : Pass<"cpc-fuse-attention"> {
   let dependentDialects = ["::cpc::CpcDialect"];
 }
 
-def CpcFuseOptimizer : Pass<"cpc-fuse-optimizer"> {
+def CpcFuseOptimizer : InterfacePass<"cpc-fuse-optimizer", "::mlir::FunctionOpInterface"> {
   let summary = "Fuse the gradient norm's squares into their sum and the clip's scale into AdamW";
   let description = [{
     Late, on per-rank IR (with cpc-fuse-epilogues): reduce_sum(x * x) whose square has no other
@@ -39,7 +39,7 @@ def CpcFuseOptimizer : Pass<"cpc-fuse-optimizer"> {
   let dependentDialects = ["::cpc::CpcDialect"];
 }
 
-def CpcGroupAdamW : Pass<"cpc-group-adamw"> {
+def CpcGroupAdamW : InterfacePass<"cpc-group-adamw", "::mlir::FunctionOpInterface"> {
   let summary = "Group a step's AdamW updates into one cpc.multi_tensor_adamw";
   let description = [{
     Last, on per-rank IR: the cpc.adamw ops of a function that share lr, step, grad scale,
@@ -50,7 +50,7 @@ def CpcGroupAdamW : Pass<"cpc-group-adamw"> {
   let dependentDialects = ["::cpc::CpcDialect"];
 }
 
-def CpcFuseResidualNorm : Pass<"cpc-fuse-residual-norm"> {
+def CpcFuseResidualNorm : InterfacePass<"cpc-fuse-residual-norm", "::mlir::FunctionOpInterface"> {
   let summary = "Fuse residual adds with the LayerNorm after them, and their gradients";
   let description = [{
     Late, on per-rank IR (before cpc-fuse-epilogues): layer_norm(add(a, b)) becomes one
@@ -63,7 +63,7 @@ def CpcFuseResidualNorm : Pass<"cpc-fuse-residual-norm"> {
   let dependentDialects = ["::cpc::CpcDialect"];
 }
 
-def CpcFuseEpilogues : Pass<"cpc-fuse-epilogues"> {
+def CpcFuseEpilogues : InterfacePass<"cpc-fuse-epilogues", "::mlir::FunctionOpInterface"> {
   let summary = "Fuse a Linear's bias add (and the GELU after it) into its matmul: cpc.matmul_bias";
   let description = [{
     The last pass before a plan is built (per-rank shapes, after partitioning): a matmul whose
@@ -75,7 +75,7 @@ def CpcFuseEpilogues : Pass<"cpc-fuse-epilogues"> {
   let dependentDialects = ["::cpc::CpcDialect"];
 }
 
-def CpcFoldLayerNorm : Pass<"cpc-fold-layer-norm"> {
+def CpcFoldLayerNorm : InterfacePass<"cpc-fold-layer-norm", "::mlir::FunctionOpInterface"> {
   let summary = "Fold the opset-13 LayerNormalization decomposition into cpc.layer_norm";
   let description = [{
     Before opset 17, torch exports LayerNorm as ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt,
@@ -239,7 +239,7 @@ def CpcHeadMajorQkv : Pass<"cpc-head-major-qkv", "::mlir::ModuleOp"> {
   let dependentDialects = ["::cpc::CpcDialect"];
 }
 
-def CpcExpandLayerNorm : Pass<"cpc-expand-layer-norm", "::mlir::ModuleOp"> {
+def CpcExpandLayerNorm : InterfacePass<"cpc-expand-layer-norm", "::mlir::FunctionOpInterface"> {
   let summary = "Write every cpc.layer_norm as its mean and variance (2D / 2.5D tensor parallelism)";
   let description = [{
     Runs before autodiff when the hidden dim of the activations is split (2D and 2.5D tensor
@@ -388,7 +388,7 @@ def CpcPipelineSplit : Pass<"cpc-pipeline-split", "::mlir::ModuleOp"> {
   let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
 }
 
-def CpcBucketAllReduce : Pass<"cpc-bucket-all-reduce", "::mlir::ModuleOp"> {
+def CpcBucketAllReduce : InterfacePass<"cpc-bucket-all-reduce", "::mlir::FunctionOpInterface"> {
   let summary = "Merge consecutive all-reduces (and reduce-scatters) into buckets, one collective call each";
   let description = [{
     Walks each function in order, collecting single-value all-reduces over the same axes and
@@ -409,7 +409,7 @@ def CpcBucketAllReduce : Pass<"cpc-bucket-all-reduce", "::mlir::ModuleOp"> {
   let dependentDialects = ["::cpc::CpcDialect"];
 }
 
-def CpcBucketAllGather : Pass<"cpc-bucket-all-gather", "::mlir::ModuleOp"> {
+def CpcBucketAllGather : InterfacePass<"cpc-bucket-all-gather", "::mlir::FunctionOpInterface"> {
   let summary = "Merge all-gathers whose results only update variables into bucketed gathers";
   let description = [{
     ZeRO-1/2 all-gather every updated parameter block after its AdamW; the whole parameters are

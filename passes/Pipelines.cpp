@@ -1,6 +1,7 @@
 //===- Pipelines.cpp - pass pipelines shared by the tools -----------------===//
 #include "passes/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -11,21 +12,27 @@
 
 using namespace mlir;
 
-void cpc::addImportCleanupPasses(OpPassManager &pm) {
-  pm.addPass(createCpcFoldLayerNorm());
-  pm.addPass(createCpcFuseGelu());
-  pm.addPass(mlir::createCanonicalizerPass());
-  pm.addPass(createCpcFuseAttention()); // after canonicalization folds k's transpose into the matmul
-  pm.addPass(mlir::createCSEPass());
-}
-
 namespace {
+/// The pass manager of the passes that work on one function at a time (nested in the module's,
+/// so that they run per function; adjacent runs of them share one).
+OpPassManager &perFunction(OpPassManager &pm) { return pm.nest<func::FuncOp>(); }
+
 /// The fusions both pipelines end with, on the shapes the kernels run.
 void addKernelFusions(OpPassManager &pm) {
-  pm.addPass(cpc::createCpcFuseResidualNorm());
-  pm.addPass(cpc::createCpcFuseEpilogues());
+  OpPassManager &functions = perFunction(pm);
+  functions.addPass(cpc::createCpcFuseResidualNorm());
+  functions.addPass(cpc::createCpcFuseEpilogues());
 }
 } // namespace
+
+void cpc::addImportCleanupPasses(OpPassManager &pm) {
+  OpPassManager &functions = perFunction(pm);
+  functions.addPass(createCpcFoldLayerNorm());
+  functions.addPass(createCpcFuseGelu());
+  functions.addPass(mlir::createCanonicalizerPass());
+  functions.addPass(createCpcFuseAttention()); // after canonicalization folds k's transpose into the matmul
+  functions.addPass(mlir::createCSEPass());
+}
 
 void cpc::buildInferencePipeline(OpPassManager &pm) { addKernelFusions(pm); }
 
@@ -51,7 +58,7 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     pm.addPass(createCpcMixedPrecision(mixed));
   }
   if (summa) // the hidden dim is split (2D, 3D): LayerNorm as its statistics (f32 ones, after autocast)
-    pm.addPass(createCpcExpandLayerNorm());
+    perFunction(pm).addPass(createCpcExpandLayerNorm());
   bool lossScaling = options.precision == Precision::FP16; // bf16 has f32's range: no scaling
   CpcAutodiffOptions autodiff;
   autodiff.lossScale = lossScaling ? options.lossScale : 0.0;
@@ -75,8 +82,9 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   pm.addPass(mlir::createCSEPass());
   bool sharded = options.dataParallel > 1 || options.tensorParallel > 1 || !options.shard.empty();
   if (!sharded && chunks == 1) {
-    pm.addPass(createCpcFuseOptimizer());
-    pm.addPass(createCpcGroupAdamW());
+    OpPassManager &functions = perFunction(pm);
+    functions.addPass(createCpcFuseOptimizer());
+    functions.addPass(createCpcGroupAdamW());
     addKernelFusions(pm);
     return;
   }
@@ -88,10 +96,11 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     split.chunks = chunks;
     pm.addPass(createCpcPipelineSplit(split));
   }
-  pm.addPass(createCpcBucketAllReduce());
-  pm.addPass(createCpcBucketAllGather());
-  pm.addPass(createCpcFuseOptimizer()); // last: on per-rank shapes, what the kernels run
-  pm.addPass(createCpcGroupAdamW());
+  OpPassManager &functions = perFunction(pm);
+  functions.addPass(createCpcBucketAllReduce());
+  functions.addPass(createCpcBucketAllGather());
+  functions.addPass(createCpcFuseOptimizer()); // last: on per-rank shapes, what the kernels run
+  functions.addPass(createCpcGroupAdamW());
   addKernelFusions(pm);
 }
 

@@ -62,6 +62,20 @@ def Cpc_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
       "void", "adaptToBlocks",
       (ins "::llvm::ArrayRef<::cpc::ShardingAttr>":$operands, "::llvm::ArrayRef<::cpc::ShardingAttr>":$results),
       [{}], [{ return; }]>,
+    InterfaceMethod<[{
+        Called by partitioning with the same layouts, after adaptToBlocks: the factor this rank's
+        results are scaled by so that the ranks' partial results add up to the whole value (a
+        mean over split dims is the mean of this rank's 1/n of the elements: 1/n). 1 for most ops.
+      }],
+      "double", "partialResultScale",
+      (ins "::llvm::ArrayRef<::cpc::ShardingAttr>":$operands, "::llvm::ArrayRef<::cpc::ShardingAttr>":$results),
+      [{}], [{ return 1.0; }]>,
+    InterfaceMethod<[{
+        Whether the operands that are partial sums must all be partial over the same axes, and
+        whole operands cannot meet partial ones (add, sub: the ranks' sums would count a whole
+        operand n times). Partitioning then reduces them to their common axes first.
+      }],
+      "bool", "partialOperandsMustAgree", (ins), [{}], [{ return false; }]>,
   ];
 }
 

@@ -128,11 +128,11 @@ class Cpc_BinaryOp<string mnemonic, Type type, bit boolResult = 0, list<Trait> t
   }];
 }
 
-def Cpc_AddOp : Cpc_BinaryOp<"add", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> {
+def Cpc_AddOp : Cpc_BinaryOp<"add", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial", "partialOperandsMustAgree"]>, Commutative, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> {
   let summary = "a + b";
   let hasCanonicalizer = 1; // sums of disjoint scalar gathers' gradients -> concat (Canonicalization.cpp)
 }
-def Cpc_SubOp : Cpc_BinaryOp<"sub", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> {
+def Cpc_SubOp : Cpc_BinaryOp<"sub", Cpc_Tensor, 0, [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["propagatesPartial", "partialOperandsMustAgree"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> {
   let summary = "a - b";
   let hasFolder = 1; // of two f32/f64 scalar constants (the VJP of x ^ c writes c - 1)
 }
@@ -288,9 +288,10 @@ def Cpc_AttentionGradOp : Cpc_Op<"attention_grad", [DeclareOpInterfaceMethods<Cp
   }];
 }
 
-class Cpc_ReduceOp<string mnemonic, Type type, list<Trait> traits = []>
+class Cpc_ReduceOp<string mnemonic, Type type, list<Trait> traits = [], list<string> shardingMethods = []>
     : Cpc_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>,
-                        DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>])> {
+                        DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface,
+                                                  !listconcat(["getShardingRule", "propagatesPartial"], shardingMethods)>])> {
   let arguments = (ins type:$input, DenseI64ArrayAttr:$axes,
                        DefaultValuedAttr<BoolAttr, "false">:$keepdims);
   let results = (outs type:$result);
@@ -332,7 +333,9 @@ def Cpc_ReduceSumSquaresOp : Cpc_Op<"reduce_sum_squares", [Pure, InferTypeOpAdap
     }
   }];
 }
-def Cpc_ReduceMeanOp : Cpc_ReduceOp<"reduce_mean", Cpc_FloatTensor, [Cpc_AutocastFullPrecision]> { let summary = "mean over axes"; }
+def Cpc_ReduceMeanOp : Cpc_ReduceOp<"reduce_mean", Cpc_FloatTensor, [Cpc_AutocastFullPrecision], ["partialResultScale"]> {
+  let summary = "mean over axes";
+}
 def Cpc_ReduceMaxOp : Cpc_ReduceOp<"reduce_max", Cpc_Tensor> { let summary = "max over axes"; }
 def Cpc_ReduceMinOp : Cpc_ReduceOp<"reduce_min", Cpc_Tensor> { let summary = "min over axes"; }
 def Cpc_ReduceProdOp : Cpc_ReduceOp<"reduce_prod", Cpc_Tensor, [Cpc_AutocastFullPrecision]> { let summary = "product over axes"; }
@@ -388,7 +391,7 @@ def Cpc_TransposeOp : Cpc_Op<"transpose", [DeclareOpInterfaceMethods<Cpc_Shardin
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def Cpc_SliceOp : Cpc_Op<"slice", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
+def Cpc_SliceOp : Cpc_Op<"slice", [DeclareOpInterfaceMethods<Cpc_ShardingRuleOpInterface, ["getShardingRule", "propagatesPartial", "adaptToBlocks"]>, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>, Pure, InferTypeOpAdaptor]> {
   let summary = "Strided slice: per dim, elements start, start+stride, ... < limit";
   let arguments = (ins Cpc_Tensor:$input, DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$limits,
                        DenseI64ArrayAttr:$strides);

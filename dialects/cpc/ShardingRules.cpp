@@ -526,6 +526,18 @@ ArrayAttr blockAxesOf(ShardingAttr layout, int64_t dim) {
   auto axes = llvm::cast<ArrayAttr>(layout.getDimAxes()[dim]);
   return axes.empty() ? ArrayAttr() : axes;
 }
+
+/// Into how many blocks `layout` (null: whole) splits dim `dim`: the product of its mesh axes'
+/// sizes (the mesh looked up from `op`; a verified module has it).
+int64_t blocksOfDim(Operation *op, ShardingAttr layout, int64_t dim) {
+  if (!layout || dim >= (int64_t)layout.getDimAxes().size())
+    return 1;
+  auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(op, layout.getMesh());
+  int64_t parts = 1;
+  for (StringRef axis : layout.getAxesOfDim(dim))
+    parts *= mesh ? std::max<int64_t>(mesh.getAxisSize(axis), 1) : 1;
+  return parts;
+}
 } // namespace
 
 // The gathers take their data's (the gradients: their result's) block of the indexed dim.
@@ -542,6 +554,25 @@ void GatherGradOp::adaptToBlocks(ArrayRef<ShardingAttr>, ArrayRef<ShardingAttr> 
 void GatherElementsGradOp::adaptToBlocks(ArrayRef<ShardingAttr>, ArrayRef<ShardingAttr> results) {
   setBlockAxesAttr(blockAxesOf(results[0], getAxis()));
 }
+
+// A slice along a split dim (its rule keeps such dims whole-range) ends at the block's limit.
+void SliceOp::adaptToBlocks(ArrayRef<ShardingAttr>, ArrayRef<ShardingAttr> results) {
+  SmallVector<int64_t> limits(getLimits());
+  for (size_t d = 0; d < limits.size(); ++d)
+    limits[d] /= blocksOfDim(*this, results[0], d);
+  setLimits(limits);
+}
+
+// The mean of this rank's block of the reduced dims is a partial mean: 1/n of the whole one.
+double ReduceMeanOp::partialResultScale(ArrayRef<ShardingAttr> operands, ArrayRef<ShardingAttr>) {
+  int64_t split = 1;
+  for (int64_t a : getAxes())
+    split *= blocksOfDim(*this, operands[0], a);
+  return 1.0 / split;
+}
+
+bool AddOp::partialOperandsMustAgree() { return true; }
+bool SubOp::partialOperandsMustAgree() { return true; }
 
 ShardingRule Conv2DOp::getShardingRule() {
   ShardingRuleBuilder b(*this);

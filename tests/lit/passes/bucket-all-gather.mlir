@@ -1,4 +1,4 @@
-// RUN: cpc-opt %s --cpc-bucket-all-gather --split-input-file | FileCheck %s
+// RUN: cpc-opt %s --pass-pipeline='builtin.module(func.func(cpc-bucket-all-gather))' --split-input-file | FileCheck %s
 
 // Tests that the all-gathers of updated parameter blocks (ZeRO-1/2), used only by assigns, become
 // one gather of the concatenated blocks; each parameter is a column range of the [ranks, bucket]

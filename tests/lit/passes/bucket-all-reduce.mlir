@@ -1,4 +1,4 @@
-// RUN: cpc-opt %s --cpc-bucket-all-reduce --split-input-file | FileCheck %s
+// RUN: cpc-opt %s --pass-pipeline='builtin.module(func.func(cpc-bucket-all-reduce))' --split-input-file | FileCheck %s
 
 // Tests that all-reduces of values produced one after another go out as one bucket, issued where
 // the last member stood, and that a use of a member that has effects (an assign) closes the

@@ -1,5 +1,5 @@
 // RUN: cpc-opt %s --split-input-file --cpc-data-parallel="size=2 funcs=step" | FileCheck %s
-// RUN: cpc-opt %s --split-input-file --cpc-data-parallel="size=2 funcs=step" --cpc-bucket-all-reduce | FileCheck %s --check-prefix=BUCKET
+// RUN: cpc-opt %s --split-input-file --pass-pipeline='builtin.module(cpc-data-parallel{size=2 funcs=step},func.func(cpc-bucket-all-reduce))' | FileCheck %s --check-prefix=BUCKET
 
 // Tests that splitting the batch of x over dp makes every batch-shaped value local, slices a
 // whole constant that meets split values, turns a mean over the split batch into a scaled

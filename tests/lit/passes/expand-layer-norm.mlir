@@ -1,4 +1,4 @@
-// RUN: cpc-opt %s --cpc-expand-layer-norm | FileCheck %s
+// RUN: cpc-opt %s --pass-pipeline='builtin.module(func.func(cpc-expand-layer-norm))' | FileCheck %s
 
 // Tests that a layer norm over the last dim becomes its two statistics, each a reduce_mean over
 // the normalized dims (partial sums once the hidden dim is split over columns), then the

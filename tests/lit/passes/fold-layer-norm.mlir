@@ -1,4 +1,4 @@
-// RUN: cpc-opt %s --cpc-fold-layer-norm | FileCheck %s --check-prefixes=CHECK,FOLD
+// RUN: cpc-opt %s --pass-pipeline='builtin.module(func.func(cpc-fold-layer-norm))' | FileCheck %s --check-prefixes=CHECK,FOLD
 
 // Tests that the opset-13 torch LayerNorm chain over the last axis (reduce_mean keepdims, sub,
 // pow 2, reduce_mean, add eps 1e-6, sqrt, div, mul scale[D], add bias[D]) becomes one

@@ -1,4 +1,4 @@
-// RUN: cpc-opt %s --cpc-fuse-attention --split-input-file | FileCheck %s
+// RUN: cpc-opt %s --pass-pipeline='builtin.module(func.func(cpc-fuse-attention))' --split-input-file | FileCheck %s
 
 // Tests that scores q k^T, a scale (mul by a scalar constant), softmax over the keys and the
 // product with v become one cpc.attention with that scale.

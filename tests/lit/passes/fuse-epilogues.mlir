@@ -1,4 +1,4 @@
-// RUN: cpc-opt %s --cpc-fuse-epilogues --split-input-file | FileCheck %s
+// RUN: cpc-opt %s --pass-pipeline='builtin.module(func.func(cpc-fuse-epilogues))' --split-input-file | FileCheck %s
 
 // Tests that a Linear (matmul whose only use adds a bias along the last dim) becomes one
 // cpc.matmul_bias, with the bias on either side of the add.

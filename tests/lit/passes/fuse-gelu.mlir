@@ -1,4 +1,4 @@
-// RUN: cpc-opt %s --cpc-fuse-gelu | FileCheck %s
+// RUN: cpc-opt %s --pass-pipeline='builtin.module(func.func(cpc-fuse-gelu))' | FileCheck %s
 
 // Tests that the torch export order x * 0.5 * (1 + erf(x / sqrt2)), i.e.
 // (x * 0.5) * (1 + erf(x / 1.4142135)), becomes one exact cpc.gelu.

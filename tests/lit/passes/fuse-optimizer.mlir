@@ -1,4 +1,4 @@
-// RUN: cpc-opt %s --cpc-fuse-optimizer --split-input-file | FileCheck %s
+// RUN: cpc-opt %s --pass-pipeline='builtin.module(func.func(cpc-fuse-optimizer))' --split-input-file | FileCheck %s
 
 // Tests the update of a clipped step: the norm's term reduce_sum(g * g) becomes one
 // reduce_sum_squares of g, and AdamW reads g with the clip coefficient as its grad_scale.

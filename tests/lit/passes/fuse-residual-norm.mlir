@@ -1,4 +1,4 @@
-// RUN: cpc-opt %s --cpc-fuse-residual-norm --split-input-file | FileCheck %s
+// RUN: cpc-opt %s --pass-pipeline='builtin.module(func.func(cpc-fuse-residual-norm))' --split-input-file | FileCheck %s
 
 // Tests a transformer block's residual: x + h normalized becomes one cpc.add_layer_norm whose
 // sum carries the residual stream on (the next add reads it).

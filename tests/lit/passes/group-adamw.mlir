@@ -1,4 +1,4 @@
-// RUN: cpc-opt %s --cpc-group-adamw --split-input-file | FileCheck %s
+// RUN: cpc-opt %s --pass-pipeline='builtin.module(func.func(cpc-group-adamw))' --split-input-file | FileCheck %s
 
 // Tests that the updates of a step become one multi-tensor op at the first of them: the later
 // members' variable reads are hoisted there, each tensor keeps its weight decay, the missing
