@@ -43,12 +43,6 @@ public:
   const CommGroup &group(const std::vector<int> &members, const std::string &purpose) override {
     return inner_->group(members, purpose);
   }
-  using Communicator::allGather;
-  using Communicator::allReduce;
-  using Communicator::allToAll;
-  using Communicator::broadcastFrom;
-  using Communicator::reduceScatter;
-  using Communicator::reduceTo;
 
   void allReduce(void *data, int64_t count, DType type, ReduceOp op, const CommGroup &group) override {
     inner_->allReduce(data, count, type, op, group);

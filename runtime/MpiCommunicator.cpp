@@ -141,12 +141,6 @@ public:
   int64_t maxTag() const override { return maxChannel_; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  using Communicator::allGather;
-  using Communicator::allReduce;
-  using Communicator::allToAll;
-  using Communicator::broadcastFrom;
-  using Communicator::reduceScatter;
-  using Communicator::reduceTo;
 
   // The collectives are rings of point-to-point messages rather than MPI's own collectives, so
   // that the memory they need beyond their buffers is fixed and known to the compiler: chunks of

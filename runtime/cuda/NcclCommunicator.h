@@ -75,12 +75,6 @@ public:
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int64_t maxTag() const override { return world_.maxTag(); }
-  using Communicator::allGather;
-  using Communicator::allReduce;
-  using Communicator::allToAll;
-  using Communicator::broadcastFrom;
-  using Communicator::reduceScatter;
-  using Communicator::reduceTo;
 
   void allReduce(void *data, int64_t count, DType type, ReduceOp op, const CommGroup &group) override;
   void allGather(const void *send, void *recv, int64_t count, DType type, const CommGroup &group) override;
