@@ -117,6 +117,33 @@ void runPipeline(mlir::MLIRContext &context, mlir::ModuleOp module, mlir::PassMa
     throw std::runtime_error(std::string("the ") + what + " pipeline failed: " + diagnostic);
 }
 
+/// Where a diagnostic points, for one line: the op's name (a node of the model) or file:line:col.
+std::string locationText(mlir::Location loc) {
+  if (auto name = llvm::dyn_cast<mlir::NameLoc>(loc))
+    return name.getName().str();
+  if (auto file = llvm::dyn_cast<mlir::FileLineColLoc>(loc))
+    return file.getFilename().str() + ":" + std::to_string(file.getLine()) + ":" + std::to_string(file.getColumn());
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  loc.print(os);
+  return os.str();
+}
+
+/// buildPlan, its diagnostic (IR the plan cannot hold) thrown as one line naming the op.
+Plan buildPlanOrThrow(mlir::MLIRContext &context, mlir::ModuleOp module, std::shared_ptr<const WeightStore> weights,
+                      const std::string &source, const PlanOptions &options) {
+  std::string diagnostic;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
+    if (diagnostic.empty())
+      diagnostic = locationText(diag.getLocation()) + ": " + diag.str();
+    return mlir::success();
+  });
+  mlir::FailureOr<Plan> plan = buildPlan(module, std::move(weights), source, options);
+  if (mlir::failed(plan))
+    throw std::runtime_error("cannot build the plan: " + diagnostic);
+  return std::move(*plan);
+}
+
 /// What cpc-opt runs to reproduce a pipeline: the registered pipeline with its options, then
 /// the passes it expands to.
 std::string pipelineText(const std::string &registered, mlir::PassManager &pm) {
@@ -443,7 +470,7 @@ void compileModel(const CompileRequest &request, std::ostream &out) {
   if (!request.dumpIrPath.empty())
     writeModule(*model.module, request.dumpIrPath);
   clock.mark("pipeline");
-  Plan built = buildPlan(*model.module, model.weights, request.model, plan);
+  Plan built = buildPlanOrThrow(context, *model.module, model.weights, request.model, plan);
   clock.mark("plan");
   writePlan(built, request.output);
   clock.mark("write");

@@ -86,9 +86,13 @@ void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &f
     func.walk([&](mlir::Operation *op) {
       auto shardings = op->getAttrOfType<mlir::ArrayAttr>("cpc.shardings");
       // Variables stored split (tensor parallelism) carry their layout as `sharding`.
-      if (!shardings && llvm::isa<ParameterOp, StateOp>(op))
-        if (auto stored = op->getAttrOfType<ShardingAttr>("sharding"))
-          shardings = mlir::ArrayAttr::get(op->getContext(), {stored});
+      ShardingAttr stored;
+      if (auto param = llvm::dyn_cast<ParameterOp>(op))
+        stored = param.getShardingAttr();
+      else if (auto state = llvm::dyn_cast<StateOp>(op))
+        stored = state.getShardingAttr();
+      if (!shardings && stored)
+        shardings = mlir::ArrayAttr::get(op->getContext(), {stored});
       if (!shardings)
         return;
       std::string label = op->getName().getStringRef().str();

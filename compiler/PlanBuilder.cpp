@@ -24,6 +24,13 @@ namespace cpc {
 
 namespace {
 
+/// IR the plan cannot hold, at the op that has it: buildPlan reports it as a diagnostic there
+/// (unwinding from deep in the lowering, where the op is at hand).
+struct LoweringError : RuntimeError {
+  LoweringError(Operation *where, const std::string &message) : RuntimeError(message), where(where) {}
+  Operation *where;
+};
+
 DType dtypeOf(Type t, Operation *where) {
   if (t.isF32()) return DType::F32;
   if (t.isF64()) return DType::F64;
@@ -38,7 +45,7 @@ DType dtypeOf(Type t, Operation *where) {
   std::string s;
   llvm::raw_string_ostream os(s);
   t.print(os);
-  throw RuntimeError("element type " + s + " of " + where->getName().getStringRef().str() + " has no plan type");
+  throw LoweringError(where, "element type " + s + " has no plan type");
 }
 
 std::string locName(Location loc) {
@@ -91,7 +98,7 @@ nlohmann::json attrToJson(Attribute attr, Operation *op) {
       j.push_back(attrToJson(a, op));
     return j;
   }
-  throw RuntimeError("cannot lower an attribute of " + op->getName().getStringRef().str());
+  throw LoweringError(op, "cannot lower an attribute of " + op->getName().getStringRef().str());
 }
 
 nlohmann::json opAttrs(Operation *op) {
@@ -154,7 +161,7 @@ public:
     for (const std::string &name : options_.functions) {
       auto func = module.lookupSymbol<func::FuncOp>(name);
       if (!func)
-        throw RuntimeError("the module has no function @" + name);
+        throw LoweringError(module, "the module has no function @" + name);
       lowerFunction(func);
     }
     plan_.validate();
@@ -162,7 +169,7 @@ public:
     // rank would wait forever is not written.
     std::vector<int64_t> sendPeaks;
     if (std::string problem = checkPlanSchedule(plan_, &sendPeaks); !problem.empty() && options_.checkSchedule)
-      throw RuntimeError("the plan would hang, " + problem);
+      throw LoweringError(module, "the plan would hang, " + problem);
     predictPeaks(sendPeaks);
     return std::move(plan_);
   }
@@ -175,6 +182,7 @@ private:
     std::vector<int> defStep;   // per plan buffer: the step of this program that writes it, or -1
     std::vector<bool> inPlaceCandidate;
     std::vector<std::pair<int, int>> assigns; // (step index of the copy, variable buffer)
+    std::vector<Operation *> stepOps;         // per step: the op it lowers, for diagnostics
   };
 
   /// The predicted peak per rank: its arena, the persistent buffers its programs use, the
@@ -313,20 +321,36 @@ private:
     return it->second;
   }
 
-  /// The persistent buffer of parameter `name`, created (with its initial value) on first use.
-  int parameterBuffer(ParameterOp param) {
-    std::string name = param.getName().str();
-    auto it = variables_.find(name);
+  /// The persistent buffer of `variable`, made on its first read or write: a parameter starts at
+  /// the model's weight of its name, a state at its init.
+  int variableBuffer(VariableOp variable) {
+    auto it = variables_.find(variable);
     if (it != variables_.end())
-      return checkVariable(it->second, param, name);
-    int b = newBuffer(param.getType(), name, BufferKind::Parameter, param);
-    BufferDesc &desc = plan_.buffers[b];
+      return it->second;
+    std::string name = variable.getSymName().str();
+    int b = newBuffer(variable.getType(), name, variable.isParameter() ? BufferKind::Parameter : BufferKind::State,
+                      variable);
+    setSharding(plan_.buffers[b], variable.getGlobalShapeAttr(), variable.getShardingAttr());
+    if (variable.isParameter()) {
+      initializeParameter(plan_.buffers[b], variable);
+    } else {
+      // The plan's roles carry the dialect's names (runtime/Plan.h).
+      plan_.buffers[b].role = planRole<VariableRole>(*variable.getRole());
+      if (auto init = variable.getInitAttr())
+        plan_.buffers[b].init = init.getValueAsDouble();
+    }
+    return variables_[variable] = b;
+  }
+
+  /// A parameter's initial value: the model's weight (the blob keeps the whole value), in the
+  /// variable's stored element order; none with synthetic parameters (the runtime makes them).
+  void initializeParameter(BufferDesc &desc, VariableOp param) {
+    std::string name = param.getSymName().str();
     desc.trainable = param.getTrainable();
-    setSharding(desc, param.getGlobalShapeAttr(), param.getShardingAttr()); // the blob keeps the whole value
     if (!weights_->contains(name))
-      throw RuntimeError("parameter '" + name + "' has no initial value in the model");
+      throw LoweringError(param, "the model has no initial value for parameter '" + name + "'");
     if (weights_->byteSize(name) != desc.storedBytes())
-      throw RuntimeError("parameter '" + name + "' holds " + std::to_string(weights_->byteSize(name)) +
+      throw LoweringError(param, "the model's value of parameter '" + name + "' holds " + std::to_string(weights_->byteSize(name)) +
                          " bytes, its type needs " + std::to_string(desc.storedBytes()));
     if (auto view = param.getStoredViewAttr()) { // kept in another element order: permuted as written
       desc.storedView.assign(view.asArrayRef().begin(), view.asArrayRef().end());
@@ -334,8 +358,8 @@ private:
     }
     size_t bytes = desc.storedBytes();
     if (options_.syntheticParameters) {
-      desc.synthetic = true; // no blob data: the runtime makes the values
-      return variables_[name] = b;
+      desc.synthetic = true;
+      return;
     }
     desc.offset = appendToBlob(bytes, [weights = weights_, name, bytes, view = desc.storedView,
                                        perm = desc.storedPerm, elementBytes = dtypeSize(desc.dtype)](uint8_t *dst) {
@@ -345,21 +369,11 @@ private:
       weights->read(name, model.data());
       permuteElements(model.data(), dst, view, perm, elementBytes, false);
     });
-    return variables_[name] = b;
   }
 
-  int stateBuffer(StateOp state) {
-    std::string name = state.getName().str();
-    auto it = variables_.find(name);
-    if (it != variables_.end())
-      return checkVariable(it->second, state, name);
-    int b = newBuffer(state.getType(), name, BufferKind::State, state);
-    // The plan's roles carry the dialect's names (runtime/Plan.h).
-    plan_.buffers[b].role = planRole<VariableRole>(state.getRole());
-    if (auto init = state.getInitAttr())
-      plan_.buffers[b].init = init.getValueAsDouble();
-    setSharding(plan_.buffers[b], state.getGlobalShapeAttr(), state.getShardingAttr());
-    return variables_[name] = b;
+  /// The variable `ref` names (the verifier has checked that there is one).
+  VariableOp variableOf(Operation *user, FlatSymbolRefAttr ref) {
+    return symbols_.lookupNearestSymbolFrom<VariableOp>(user, ref);
   }
 
   /// The mesh axes of each of a block's `rank` dims (none for an unsharded variable).
@@ -379,16 +393,6 @@ private:
       return;
     desc.globalShape.assign(globalShape.asArrayRef().begin(), globalShape.asArrayRef().end());
     desc.shardDims = shardDimsOf(sharding, desc.shape.size());
-  }
-
-  int checkVariable(int b, Operation *op, const std::string &name) {
-    auto type = llvm::cast<RankedTensorType>(op->getResult(0).getType());
-    const BufferDesc &d = plan_.buffers[b];
-    if (std::vector<int64_t>(type.getShape().begin(), type.getShape().end()) != d.shape)
-      throw RuntimeError("variable '" + name + "' is used with two different shapes");
-    if (shardDimsOf(op->getAttrOfType<ShardingAttr>("sharding"), d.shape.size()) != d.shardDims)
-      throw RuntimeError("variable '" + name + "' is split two different ways in two programs");
-    return b;
   }
 
   void lowerFunction(func::FuncOp func) {
@@ -443,6 +447,7 @@ private:
       step.outputs.push_back(copy);
       p.inPlaceCandidate.push_back(false);
       p.desc.steps.push_back(std::move(step));
+      p.stepOps.push_back(assign);
       it->second = copy;
     }
   }
@@ -450,17 +455,17 @@ private:
   void lower(Program &p, Operation *op, func::FuncOp func) {
     std::string name = locName(op->getLoc());
     if (auto param = llvm::dyn_cast<ParameterOp>(op)) {
-      p.bufferOf[param] = parameterBuffer(param);
+      p.bufferOf[param] = variableBuffer(variableOf(op, param.getNameAttr()));
       return;
     }
     if (auto state = llvm::dyn_cast<StateOp>(op)) {
-      p.bufferOf[state] = stateBuffer(state);
+      p.bufferOf[state] = variableBuffer(variableOf(op, state.getNameAttr()));
       return;
     }
     if (auto constant = llvm::dyn_cast<ConstantOp>(op)) {
       auto dense = llvm::dyn_cast<DenseElementsAttr>(constant.getValue());
       if (!dense)
-        throw RuntimeError("constant at " + name + " is not a dense tensor");
+        throw LoweringError(op, "a constant that is not a dense tensor has no plan form");
       int b = newBuffer(constant.getType(), name.empty() ? "const" : name, BufferKind::Constant, op);
       auto bytes = std::make_shared<std::vector<uint8_t>>();
       appendElements(dense, *bytes);
@@ -492,22 +497,21 @@ private:
     StepDesc step;
     step.loc = name.empty() ? op->getName().getStringRef().str() : name;
     if (auto assign = llvm::dyn_cast<AssignOp>(op)) {
-      auto it = variables_.find(assign.getName().str());
-      if (it == variables_.end())
-        throw RuntimeError("assign to '" + assign.getName().str() + "', which is no parameter or state read before");
-      keepReturnedReads(p, it->second, assign, func);
+      int variable = variableBuffer(variableOf(op, assign.getNameAttr()));
+      keepReturnedReads(p, variable, assign, func);
       step.op = OpKind::Assign;
       step.attrs = opAttrs(op); // the variable's name, for messages: the step holds its buffer
       step.inputs.push_back(bufferOf(p, assign.getValue()));
-      step.outputs.push_back(it->second);
-      p.assigns.push_back({(int)p.desc.steps.size(), it->second});
+      step.outputs.push_back(variable);
+      p.assigns.push_back({(int)p.desc.steps.size(), variable});
       p.inPlaceCandidate.push_back(false);
       p.desc.steps.push_back(std::move(step));
+      p.stepOps.push_back(op);
       return;
     }
     std::optional<OpKind> kind = findOpKind(op->getName().getStringRef()); // none outside the cpc dialect
     if (!kind)
-      throw RuntimeError("cannot lower " + op->getName().getStringRef().str() + " at " + name);
+      throw LoweringError(op, "no kernel runs " + op->getName().getStringRef().str() + ": it cannot be in a plan");
     step.op = *kind;
     step.attrs = opAttrs(op);
     for (Value v : op->getOperands())
@@ -523,6 +527,7 @@ private:
     }
     p.inPlaceCandidate.push_back(options_.inPlace && (mayRunInPlace(op) || llvm::isa<AdamWOp, MultiTensorAdamWOp>(op)));
     p.desc.steps.push_back(std::move(step));
+    p.stepOps.push_back(op);
   }
 
   // Over 80 lines: lifetimes, direct writes, in-place reuse and the layout read and update one table of
@@ -554,7 +559,9 @@ private:
       for (int s = assignStep + 1; s < end; ++s)
         for (int b : steps[s].inputs)
           if (plan_.rootOf(b) == var)
-            throw RuntimeError("'" + plan_.buffers[var].name + "' is read after it is assigned");
+            throw LoweringError(p.stepOps[s], "reads @" + plan_.buffers[var].name + " as it was before the assign at step " +
+                                                  std::to_string(assignStep) +
+                                                  ": a plan keeps one buffer per variable, so reads come first");
 
     // Let the producer of an assigned value write the variable itself when nothing reads the
     // variable's old value afterwards and the producer may run in place (or does not read it).
@@ -663,15 +670,21 @@ private:
   std::shared_ptr<const WeightStore> weights_; // kept by the plan's blob pieces until they are written
   PlanOptions options_;
   Plan plan_;
-  std::map<std::string, int> variables_; // parameter/state name -> persistent buffer
+  llvm::DenseMap<Operation *, int> variables_; // cpc.variable -> its persistent buffer
+  SymbolTableCollection symbols_;
   bool spmd_ = false;
 };
 
 } // namespace
 
-Plan buildPlan(ModuleOp module, std::shared_ptr<const WeightStore> weights, const std::string &source,
-               const PlanOptions &options) {
-  return Builder(std::move(weights), options).build(module, source);
+FailureOr<Plan> buildPlan(ModuleOp module, std::shared_ptr<const WeightStore> weights, const std::string &source,
+                          const PlanOptions &options) {
+  try {
+    return Builder(std::move(weights), options).build(module, source);
+  } catch (const LoweringError &e) {
+    e.where->emitError(e.what());
+    return failure();
+  }
 }
 
 } // namespace cpc

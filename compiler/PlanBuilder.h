@@ -33,10 +33,10 @@ struct PlanOptions {
 /// steps, reshapes as views, a liveness-based arena layout; parameters (initial values read from
 /// `weights`) and states are persistent buffers shared by all programs; constants live in the
 /// blob. The blob is left as pieces made on demand (Plan::blobPieces): writePlan streams the
-/// weights from `weights` into the file, so they are never held twice. Throws RuntimeError on
-/// IR it cannot lower.
-Plan buildPlan(mlir::ModuleOp module, std::shared_ptr<const WeightStore> weights, const std::string &source,
-               const PlanOptions &options = {});
+/// weights from `weights` into the file, so they are never held twice. IR it cannot lower fails
+/// with a diagnostic at the op (the weights' own read errors still throw RuntimeError).
+mlir::FailureOr<Plan> buildPlan(mlir::ModuleOp module, std::shared_ptr<const WeightStore> weights, const std::string &source,
+                                const PlanOptions &options = {});
 
 } // namespace cpc
 

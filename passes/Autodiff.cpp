@@ -145,7 +145,7 @@ LogicalResult differentiate(func::FuncOp forward, double lossScale) {
   for (ParameterOp p : params)
     resultAttrs.push_back(builder.getDictionaryAttr(
         {builder.getNamedAttr("cpc.name", builder.getStringAttr("grad." + p.getName().str())),
-         builder.getNamedAttr("cpc.grad_of", p.getNameAttr())}));
+         builder.getNamedAttr("cpc.grad_of", builder.getStringAttr(p.getName()))}));
   grad.setFunctionType(builder.getFunctionType(grad.getArgumentTypes(), ValueRange(results).getTypes()));
   grad.setAllResultAttrs(resultAttrs);
   return success();

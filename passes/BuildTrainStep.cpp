@@ -29,7 +29,6 @@ struct TrainedParam {
   std::string name;
   RankedTensorType type;
   bool decay;
-  ParameterOp forward; // how the forward reads it (its attributes, e.g. a stored element order)
 };
 
 class StepBuilder {
@@ -100,22 +99,16 @@ public:
       Value g = grad;
       if (coef)
         g = b.create<MulOp>(loc, g, toType(coef, et));
-      auto paramOp = b.create<ParameterOp>(loc, p.type, b.getStringAttr(p.name), b.getUnitAttr());
-      if (ParameterOp forward = p.forward) { // the update reads the variable as the forward does
-        paramOp.setStoredViewAttr(forward.getStoredViewAttr());
-        paramOp.setStoredPermAttr(forward.getStoredPermAttr());
-      }
-      Value param = paramOp;
-      Value m = b.create<StateOp>(loc, p.type, StateRole::ExpAvg, "adamw.exp_avg." + p.name);
-      Value v = b.create<StateOp>(loc, p.type, StateRole::ExpAvgSq, "adamw.exp_avg_sq." + p.name);
+      Value param = b.create<ParameterOp>(loc, p.type, FlatSymbolRefAttr::get(b.getContext(), p.name));
+      Value m = readState(b, loc, StateRole::ExpAvg, "adamw.exp_avg." + p.name, p.type);
+      Value v = readState(b, loc, StateRole::ExpAvgSq, "adamw.exp_avg_sq." + p.name, p.type);
       auto adam = b.create<AdamWOp>(loc, param, g, m, v, toType(lr, et), toType(step, et), /*grad_scale=*/Value(),
                                     b.getF64FloatAttr(beta1),
                                     b.getF64FloatAttr(beta2), b.getF64FloatAttr(epsilon),
                                     b.getF64FloatAttr(p.decay ? weightDecay : 0.0));
-      b.create<AssignOp>(loc, keepUnlessFinite(adam.getNewParam(), param), b.getStringAttr(p.name));
-      b.create<AssignOp>(loc, keepUnlessFinite(adam.getNewExpAvg(), m), b.getStringAttr("adamw.exp_avg." + p.name));
-      b.create<AssignOp>(loc, keepUnlessFinite(adam.getNewExpAvgSq(), v),
-                         b.getStringAttr("adamw.exp_avg_sq." + p.name));
+      assignVariable(b, loc, keepUnlessFinite(adam.getNewParam(), param), p.name);
+      assignVariable(b, loc, keepUnlessFinite(adam.getNewExpAvg(), m), "adamw.exp_avg." + p.name);
+      assignVariable(b, loc, keepUnlessFinite(adam.getNewExpAvgSq(), v), "adamw.exp_avg_sq." + p.name);
     }
     return norm;
   }
@@ -127,8 +120,8 @@ public:
   /// further one multiplies it by the backoff factor. Returns the scale this step used.
   void updateLossScale(Value scale, Value finite, const UpdateOptions &o) {
     auto scalarType = RankedTensorType::get({}, b.getF32Type());
-    Value growth = b.create<StateOp>(loc, scalarType, StateRole::GrowthTracker, kGrowthTrackerStateName);
-    Value overflows = b.create<StateOp>(loc, scalarType, StateRole::OverflowTracker, kOverflowTrackerStateName);
+    Value growth = readState(b, loc, StateRole::GrowthTracker, kGrowthTrackerStateName, scalarType);
+    Value overflows = readState(b, loc, StateRole::OverflowTracker, kOverflowTrackerStateName, scalarType);
     Value one = scalar(1.0), zero = scalar(0.0);
     Value clean = b.create<WhereOp>(loc, finite, b.create<AddOp>(loc, growth, one), zero);
     Value grow = b.create<GreaterEqualOp>(loc, clean, scalar((double)o.growthInterval));
@@ -138,9 +131,9 @@ public:
     Value newScale =
         b.create<WhereOp>(loc, grow, b.create<MulOp>(loc, scale, scalar(o.growthFactor)),
                           b.create<WhereOp>(loc, backOff, b.create<MulOp>(loc, scale, scalar(o.backoffFactor)), scale));
-    b.create<AssignOp>(loc, newScale, b.getStringAttr(kLossScaleStateName));
-    b.create<AssignOp>(loc, b.create<WhereOp>(loc, grow, zero, clean), b.getStringAttr(kGrowthTrackerStateName));
-    b.create<AssignOp>(loc, b.create<WhereOp>(loc, grow, zero, over), b.getStringAttr(kOverflowTrackerStateName));
+    assignVariable(b, loc, newScale, kLossScaleStateName);
+    assignVariable(b, loc, b.create<WhereOp>(loc, grow, zero, clean), kGrowthTrackerStateName);
+    assignVariable(b, loc, b.create<WhereOp>(loc, grow, zero, over), kOverflowTrackerStateName);
   }
 
   /// Unscaling, clipping, AdamW, the skip on overflow and the scaler's update over `grads`
@@ -172,18 +165,28 @@ public:
 struct CpcBuildTrainStepPass : cpc::impl::CpcBuildTrainStepBase<CpcBuildTrainStepPass> {
   using CpcBuildTrainStepBase::CpcBuildTrainStepBase;
 
+  void runOnOperation() override {
+    if (failed(buildSteps()))
+      return signalPassFailure();
+    // The model's forward and its gradient live on inside the training functions: gone, the
+    // variables are read by the functions of the plan alone.
+    for (auto func : llvm::make_early_inc_range(getOperation().getOps<func::FuncOp>()))
+      if (!getPhase(func))
+        func.erase();
+  }
+
   // Over 80 lines: the train step's parts (accumulation, clip, AdamW, assigns) built in order on one
   // builder; to be split when the pass becomes a function-level pass (issue 30, item 5).
-  void runOnOperation() override {
+  LogicalResult buildSteps() {
     ModuleOp module = getOperation();
     auto grad = module.lookupSymbol<func::FuncOp>("main_grad");
     if (!grad) {
       module.emitError("no @main_grad: run cpc-autodiff first");
-      return signalPassFailure();
+      return failure();
     }
     if (accumulation < 1) {
       module.emitError("accumulation must be >= 1");
-      return signalPassFailure();
+      return failure();
     }
     std::vector<std::regex> noDecay;
     for (const std::string &pattern : noWeightDecay)
@@ -195,19 +198,14 @@ struct CpcBuildTrainStepPass : cpc::impl::CpcBuildTrainStepBase<CpcBuildTrainSte
       auto name = grad.getResultAttrOfType<StringAttr>(i, "cpc.grad_of");
       if (!name) {
         grad.emitError("result ") << i << " is not a gradient (no cpc.grad_of)";
-        return signalPassFailure();
+        return failure();
       }
       auto type = llvm::cast<RankedTensorType>(grad.getResultTypes()[i]);
       std::string n = name.getValue().str();
       bool decay = !(defaultNoDecay && (type.getRank() <= 1 || llvm::StringRef(n).ends_with(".bias")));
       for (const auto &re : noDecay)
         decay &= !std::regex_search(n, re);
-      ParameterOp forward;
-      grad.walk([&](ParameterOp op) {
-        if (op.getName() == n)
-          forward = op;
-      });
-      params.push_back({n, type, decay, forward});
+      params.push_back({n, type, decay});
     }
 
     OpBuilder b(module.getContext());
@@ -230,7 +228,7 @@ struct CpcBuildTrainStepPass : cpc::impl::CpcBuildTrainStepBase<CpcBuildTrainSte
                                              !(backoffFactor > 0 && backoffFactor < 1)))) {
       module.emitError("bad loss scaling: loss-scale >= 0, growth-interval >= 1, hysteresis >= 1, growth-factor >= 1 "
                        "and 0 < backoff-factor < 1 are needed");
-      return signalPassFailure();
+      return failure();
     }
 
     // The forward + backward body with its inputs: cloned into @train_step or @accumulate.
@@ -258,7 +256,7 @@ struct CpcBuildTrainStepPass : cpc::impl::CpcBuildTrainStepBase<CpcBuildTrainSte
       runtimeArg(body, numInputs, RuntimeInput::LearningRate);
       runtimeArg(body, numInputs + 1, RuntimeInput::Step);
       body.setAllResultAttrs(resultNames(results.size()));
-      return;
+      return success();
     }
 
     // @accumulate: add this microbatch's gradients into the accumulators.
@@ -267,8 +265,8 @@ struct CpcBuildTrainStepPass : cpc::impl::CpcBuildTrainStepBase<CpcBuildTrainSte
     b.setInsertionPoint(ret);
     for (auto [p, g] : llvm::zip(params, grads)) {
       std::string acc = "grad_acc." + p.name;
-      Value old = b.create<StateOp>(loc, p.type, StateRole::GradAccumulator, acc);
-      b.create<AssignOp>(loc, b.create<AddOp>(loc, old, g), b.getStringAttr(acc));
+      Value old = readState(b, loc, StateRole::GradAccumulator, acc, p.type);
+      assignVariable(b, loc, b.create<AddOp>(loc, old, g), acc);
     }
     b.create<func::ReturnOp>(loc, ValueRange{loss});
     ret.erase();
@@ -286,16 +284,17 @@ struct CpcBuildTrainStepPass : cpc::impl::CpcBuildTrainStepBase<CpcBuildTrainSte
     StepBuilder sb(b, loc);
     SmallVector<Value> sums;
     for (const TrainedParam &p : params)
-      sums.push_back(b.create<StateOp>(loc, p.type, StateRole::GradAccumulator, "grad_acc." + p.name));
+      sums.push_back(readState(b, loc, StateRole::GradAccumulator, "grad_acc." + p.name, p.type));
     SmallVector<Value> results =
         sb.update(params, sums, entry->getArgument(0), entry->getArgument(1), accumulation, updateOptions);
     for (const TrainedParam &p : params)
-      b.create<AssignOp>(loc, sb.splat(0.0, p.type), b.getStringAttr("grad_acc." + p.name));
+      assignVariable(b, loc, sb.splat(0.0, p.type), "grad_acc." + p.name);
     b.create<func::ReturnOp>(loc, results);
     runtimeArg(apply, 0, RuntimeInput::LearningRate);
     runtimeArg(apply, 1, RuntimeInput::Step);
     SmallVector<DictionaryAttr> names = resultNames(results.size() + 1);
     apply.setAllResultAttrs(ArrayRef<DictionaryAttr>(names).drop_front());
+    return success();
   }
 };
 

@@ -85,6 +85,7 @@ struct CpcDataParallelPass : cpc::impl::CpcDataParallelBase<CpcDataParallelPass>
     // A state read by several functions (a gradient accumulator: written by @accumulate, read
     // by @apply) is laid out in all of them as propagation laid it out in the first.
     llvm::StringMap<ShardingAttr> stateLayouts;
+    VariableSplits splits;
     for (func::FuncOp func : *targets) {
       if (!batchAxes(mesh).empty()) // with none (1D tensor parallelism alone) only propagation and partitioning run
         seedBatch(func, mesh);
@@ -95,7 +96,7 @@ struct CpcDataParallelPass : cpc::impl::CpcDataParallelBase<CpcDataParallelPass>
         if (auto list = state->getAttrOfType<ArrayAttr>(kResultShardingsAttr))
           stateLayouts.try_emplace(state.getName(), llvm::cast<ShardingAttr>(list[0]));
       });
-      if (failed(partitionFunction(func, mesh)))
+      if (failed(partitionFunction(func, mesh, splits)))
         return signalPassFailure();
     }
   }

@@ -6,6 +6,7 @@
 // so (stored_view/stored_perm), and the reshape to [.., 3, H, Dh] becomes a reshape to
 // [.., H, 3, Dh] and a transpose: the model's value, computed from head-major parameters.
 //
+#include "dialects/cpc/Variables.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -20,13 +21,11 @@ using namespace cpc;
 
 namespace {
 
-/// A parameter read once, by name once in its function: permuting it changes no other use.
-bool onlyUse(ParameterOp param, func::FuncOp func) {
+/// A parameter read once in the module, whose read has one use: permuting it changes no other use.
+bool onlyUse(ParameterOp param, ModuleOp module) {
   if (!param || !param->hasOneUse() || param.getShardingAttr() || param.getStoredPermAttr())
     return false;
-  int reads = 0;
-  func.walk([&](ParameterOp other) { reads += other.getName() == param.getName(); });
-  return reads == 1;
+  return variableAccesses(module, param.getVariable()).size() == 1;
 }
 
 struct CpcHeadMajorQkvPass : cpc::impl::CpcHeadMajorQkvBase<CpcHeadMajorQkvPass> {
@@ -39,13 +38,13 @@ struct CpcHeadMajorQkvPass : cpc::impl::CpcHeadMajorQkvBase<CpcHeadMajorQkvPass>
       SmallVector<ReshapeOp> heads;
       func.walk([&](ReshapeOp r) { heads.push_back(r); });
       for (ReshapeOp r : heads)
-        rewrite(func, r);
+        rewrite(getOperation(), r);
     }
   }
 
   /// `r` reshapes a Linear's output [.., 3*H*Dh] to [.., 3, H, Dh]: rewrite it when H divides
   /// by tp.
-  void rewrite(func::FuncOp func, ReshapeOp r) {
+  void rewrite(ModuleOp module, ReshapeOp r) {
     ArrayRef<int64_t> in = r.getInput().getType().getShape(), out = r.getType().getShape();
     int64_t rank = in.size();
     if (rank < 1 || (int64_t)out.size() != rank + 2 || in.drop_back() != out.drop_back(3) || out[rank - 1] != 3)
@@ -76,7 +75,7 @@ struct CpcHeadMajorQkvPass : cpc::impl::CpcHeadMajorQkvBase<CpcHeadMajorQkvPass>
     if (!mm || mm.getTransposeLhs())
       return;
     auto weight = mm.getRhs().getDefiningOp<ParameterOp>();
-    if (!weight || weight.getType().getRank() != 2 || !onlyUse(weight, func) || (bias && !onlyUse(bias, func)))
+    if (!weight || weight.getType().getRank() != 2 || !onlyUse(weight, module) || (bias && !onlyUse(bias, module)))
       return;
     int64_t features = 3 * heads * headDim;
     int64_t outDim = mm.getTransposeRhs() ? 0 : 1, inFeatures = weight.getType().getDimSize(1 - outDim);
@@ -84,16 +83,17 @@ struct CpcHeadMajorQkvPass : cpc::impl::CpcHeadMajorQkvBase<CpcHeadMajorQkvPass>
       return;
     OpBuilder b(r);
     // Stored = transpose(reshape(model, view), perm): the [3, H] pair of the feature dim swapped.
+    VariableOp w = weight.getVariable();
     if (outDim == 0) {
-      weight.setStoredViewAttr(b.getDenseI64ArrayAttr({3, heads, headDim, inFeatures}));
-      weight.setStoredPermAttr(b.getDenseI64ArrayAttr({1, 0, 2, 3}));
+      w.setStoredViewAttr(b.getDenseI64ArrayAttr({3, heads, headDim, inFeatures}));
+      w.setStoredPermAttr(b.getDenseI64ArrayAttr({1, 0, 2, 3}));
     } else {
-      weight.setStoredViewAttr(b.getDenseI64ArrayAttr({inFeatures, 3, heads, headDim}));
-      weight.setStoredPermAttr(b.getDenseI64ArrayAttr({0, 2, 1, 3}));
+      w.setStoredViewAttr(b.getDenseI64ArrayAttr({inFeatures, 3, heads, headDim}));
+      w.setStoredPermAttr(b.getDenseI64ArrayAttr({0, 2, 1, 3}));
     }
     if (bias) {
-      bias.setStoredViewAttr(b.getDenseI64ArrayAttr({3, heads, headDim}));
-      bias.setStoredPermAttr(b.getDenseI64ArrayAttr({1, 0, 2}));
+      bias.getVariable().setStoredViewAttr(b.getDenseI64ArrayAttr({3, heads, headDim}));
+      bias.getVariable().setStoredPermAttr(b.getDenseI64ArrayAttr({1, 0, 2}));
     }
     SmallVector<int64_t> headMajor(out.drop_back(3));
     headMajor.append({heads, 3, headDim});

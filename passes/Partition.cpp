@@ -26,8 +26,8 @@ RankedTensorType tensorType(Value v) { return llvm::cast<RankedTensorType>(v.get
 
 class Partitioner {
 public:
-  Partitioner(func::FuncOp func, const Mesh &mesh)
-      : func_(func), mesh_(mesh), b_(func.getContext()),
+  Partitioner(func::FuncOp func, const Mesh &mesh, VariableSplits &splits)
+      : func_(func), mesh_(mesh), b_(func.getContext()), splits_(splits),
         accumulators_(stateNamesWithRole(func, StateRole::GradAccumulator)) {}
 
   LogicalResult run() {
@@ -517,24 +517,26 @@ private:
     }
   }
 
-  /// A parameter or state read: split variables become this rank's block.
+  /// A parameter or state read: split variables become this rank's block, stored so (the
+  /// variable's type and sharding) for every function.
   LogicalResult partitionVariable(Operation *op) {
     Value v = op->getResult(0);
     Layout l = layoutOf(v);
-    if (llvm::isa<ParameterOp>(op))
+    VariableOp variable;
+    if (auto param = llvm::dyn_cast<ParameterOp>(op)) {
       l.clearPartial();
-    if (l.isSplit()) {
-      if (op->getAttr("sharding"))
-        return op->emitError("is already sharded and cannot be split again: ") << l.describe();
-      Layout dims = l;
-      dims.clearPartial();
-      op->setAttr("global_shape", b_.getDenseI64ArrayAttr(tensorType(v).getShape()));
-      op->setAttr("sharding", dims.toAttr(mesh_.ref()));
-      v.setType(localType(tensorType(v), l));
+      variable = param.getVariable();
+    } else {
+      variable = llvm::cast<StateOp>(op).getVariable();
     }
+    Layout dims = l;
+    dims.clearPartial();
+    ShardingAttr sharding = l.isSplit() ? dims.toAttr(mesh_.ref()) : ShardingAttr();
+    std::string problem = splitVariable(op, variable, sharding, localType(tensorType(v), l), splits_);
+    if (!problem.empty())
+      return op->emitError("reads ") << variable.getSymNameAttr() << " as " << l.describe() << ": " << problem;
     current_[v] = l;
-    StringRef name = op->getAttrOfType<StringAttr>("name").getValue();
-    variableLayouts_[name] = l;
+    variableLayouts_[variable.getSymName()] = l;
     return success();
   }
 
@@ -744,6 +746,7 @@ private:
   llvm::DenseMap<Value, Layout> current_; // layouts of the partitioned values
   llvm::DenseMap<Value, Value> allReduced_;
   llvm::StringMap<Layout> variableLayouts_; // layouts of the variables read so far, by name
+  VariableSplits &splits_;                  // how every function so far read each variable
   llvm::DenseMap<std::pair<Value, int64_t>, Value> allGathered_;
   llvm::DenseMap<std::pair<Value, int64_t>, Value> reduceScattered_;
   llvm::DenseMap<Operation *, std::optional<ShardingRule>> rules_;
@@ -768,6 +771,7 @@ struct CpcPartitionPass : cpc::impl::CpcPartitionBase<CpcPartitionPass> {
           targets.push_back(func);
     auto meshes = module.getOps<MeshOp>();
     MeshOp onlyMesh = std::distance(meshes.begin(), meshes.end()) == 1 ? *meshes.begin() : MeshOp();
+    VariableSplits splits;
     for (func::FuncOp func : targets) {
       FailureOr<MeshOp> mesh = findAnnotatedMesh(func);
       if (failed(mesh))
@@ -780,7 +784,7 @@ struct CpcPartitionPass : cpc::impl::CpcPartitionBase<CpcPartitionPass> {
         func.emitError("has no sharding annotations and the module has no single cpc.mesh");
         return signalPassFailure();
       }
-      if (failed(partitionFunction(func, Mesh(*mesh ? *mesh : onlyMesh))))
+      if (failed(partitionFunction(func, Mesh(*mesh ? *mesh : onlyMesh), splits)))
         return signalPassFailure();
     }
   }
@@ -788,4 +792,6 @@ struct CpcPartitionPass : cpc::impl::CpcPartitionBase<CpcPartitionPass> {
 
 } // namespace
 
-LogicalResult cpc::partitionFunction(func::FuncOp func, const Mesh &mesh) { return Partitioner(func, mesh).run(); }
+LogicalResult cpc::partitionFunction(func::FuncOp func, const Mesh &mesh, VariableSplits &splits) {
+  return Partitioner(func, mesh, splits).run();
+}

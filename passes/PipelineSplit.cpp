@@ -265,10 +265,10 @@ void Splitter::splitSharedAccumulators(func::FuncOp accumulate, func::FuncOp app
       copied_.erase(op);
       op->erase();
     };
+    VariableOp original = old.getVariable();
     OpBuilder b(assign);
     for (auto &[chunk, values] : terms) {
-      auto copy = llvm::cast<StateOp>(b.clone(*old));
-      copy.setNameAttr(b.getStringAttr(name + ".chunk" + std::to_string(chunk)));
+      auto copy = b.create<StateOp>(old.getLoc(), cloneVariable(original, name + ".chunk" + std::to_string(chunk)));
       copied_[copy] = true; // read where it is used, as every variable of @accumulate
       Value total = copy;
       for (Value v : values) {
@@ -298,17 +298,18 @@ void Splitter::splitSharedAccumulators(func::FuncOp accumulate, func::FuncOp app
       for (auto &[chunk, values] : terms) {
         std::string copyName = name + ".chunk" + std::to_string(chunk);
         if (auto zero = llvm::dyn_cast<AssignOp>(op)) {
-          a.create<AssignOp>(zero.getLoc(), zero.getValue(), a.getStringAttr(copyName));
+          assignVariable(a, zero.getLoc(), zero.getValue(), copyName);
           continue;
         }
-        auto copy = llvm::cast<StateOp>(a.clone(*op));
-        copy.setNameAttr(a.getStringAttr(copyName));
+        auto copy = a.create<StateOp>(op->getLoc(), findVariable(module_, copyName));
         total = total ? a.create<AddOp>(op->getLoc(), total, copy).getResult() : copy.getResult();
       }
       if (total)
         op->getResult(0).replaceAllUsesWith(total);
       op->erase();
     }
+    if (variableAccesses(module_, original).empty()) // the copies hold it now
+      original.erase();
   }
 }
 

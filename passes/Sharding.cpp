@@ -304,4 +304,23 @@ Layout resultLayout(const ShardingRule &rule, unsigned index, ArrayRef<MeshAxes>
   return l;
 }
 
+std::string splitVariable(Operation *read, VariableOp variable, ShardingAttr sharding, RankedTensorType local,
+                          VariableSplits &splits) {
+  auto [earlier, first] = splits.try_emplace(variable, sharding);
+  if (!first && earlier->second != sharding)
+    return "another function reads it otherwise, and a variable is stored one way";
+  if (!sharding)
+    return "";
+  if (first && variable.getShardingAttr())
+    return "it is split already and cannot be split again";
+  if (first) {
+    OpBuilder b(variable);
+    variable.setGlobalShapeAttr(b.getDenseI64ArrayAttr(variable.getTensorType().getShape()));
+    variable.setShardingAttr(sharding);
+    variable.setType(local);
+  }
+  read->getResult(0).setType(local);
+  return "";
+}
+
 } // namespace cpc

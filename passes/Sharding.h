@@ -157,7 +157,16 @@ mlir::LogicalResult propagateShardings(mlir::func::FuncOp func, const Mesh &mesh
 /// local types, cpc.shard_slice where a whole value meets a split use, cpc.all_gather where a
 /// split value meets a use that needs it whole, cpc.all_reduce where a partial sum meets an op
 /// that is not linear in it, a result or an assign.
-mlir::LogicalResult partitionFunction(mlir::func::FuncOp func, const Mesh &mesh);
+/// `splits` holds how the functions partitioned before laid out each variable they read (null:
+/// whole): a variable is read alike in every function, since it is stored once.
+using VariableSplits = llvm::DenseMap<mlir::Operation *, ShardingAttr>;
+
+/// Lays out `variable`, which `read` reads split as `sharding` (null: whole) into blocks of type
+/// `local`: the variable is stored so and the read returns a block. Returns why not ("" when
+/// done): a function partitioned earlier read it otherwise, or an earlier pass split it.
+std::string splitVariable(mlir::Operation *read, VariableOp variable, ShardingAttr sharding,
+                          mlir::RankedTensorType local, VariableSplits &splits);
+mlir::LogicalResult partitionFunction(mlir::func::FuncOp func, const Mesh &mesh, VariableSplits &splits);
 
 } // namespace cpc
 

@@ -7,6 +7,7 @@
 #include "dialects/cpc/ShapeRules.h"
 #include "dialects/cpc/TensorSizeLimit.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"

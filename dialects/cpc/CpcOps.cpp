@@ -133,38 +133,72 @@ static LogicalResult verifyShardedVariableUses(Operation *op, RankedTensorType t
   return success();
 }
 
-LogicalResult ParameterOp::verify() {
-  if (getName().empty())
+LogicalResult VariableOp::verify() {
+  RankedTensorType type = getTensorType();
+  if (getSymName().empty())
     return emitOpError("needs a non-empty name");
-  if (getTrainable() && !llvm::isa<FloatType>(getType().getElementType()))
+  if (getTrainable() && (getRoleAttr() || !llvm::isa<FloatType>(type.getElementType())))
     return emitOpError("only floating-point parameters can be trainable");
+  if (getInitAttr() && isParameter())
+    return emitOpError("a parameter starts at the model's value: only a state (with a role) has init");
   if (bool(getStoredViewAttr()) != bool(getStoredPermAttr()))
     return emitOpError("stored_view and stored_perm come together");
   if (auto view = getStoredViewAttr()) {
+    if (!isParameter())
+      return emitOpError("only a parameter is stored in another element order");
     ArrayRef<int64_t> perm = getStoredPermAttr().asArrayRef();
     SmallVector<bool> seen(perm.size(), false);
     bool isPerm = perm.size() == view.size();
     for (int64_t p : perm)
       isPerm = isPerm && p >= 0 && p < (int64_t)perm.size() && !seen[p] && (seen[p] = true);
-    auto global = getGlobalShapeAttr() ? getGlobalShapeAttr().asArrayRef() : getType().getShape();
+    auto global = getGlobalShapeAttr() ? getGlobalShapeAttr().asArrayRef() : type.getShape();
     if (!isPerm || numElements(view.asArrayRef()) != numElements(global))
       return emitOpError("stored_perm must permute the dims of stored_view, whose elements are the parameter's");
   }
-  return verifyShardedVariable(*this, llvm::cast<RankedTensorType>(getType()), getGlobalShapeAttr(), getShardingAttr());
+  return verifyShardedVariable(*this, type, getGlobalShapeAttr(), getShardingAttr());
 }
+
+LogicalResult VariableOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyShardedVariableUses(*this, getTensorType(), getGlobalShapeAttr(), getShardingAttr(), symbols);
+}
+
+/// The variable `name` that `op` reads or writes as a value of `type`, or a diagnostic: the
+/// symbol names no cpc.variable, one of the other kind (`parameter`: a read of a parameter,
+/// false: of a state, nullopt: any), or one of another type.
+static LogicalResult verifyVariableAccess(Operation *op, FlatSymbolRefAttr name, Type type,
+                                          std::optional<bool> parameter, SymbolTableCollection &symbols) {
+  auto variable = symbols.lookupNearestSymbolFrom<VariableOp>(op, name);
+  if (!variable)
+    return op->emitOpError("refers to ") << name << ", which is no cpc.variable";
+  if (parameter && variable.isParameter() != *parameter)
+    return op->emitOpError("reads ") << name << ", which is a " << (variable.isParameter() ? "parameter" : "state")
+                                     << ": read it with cpc." << (variable.isParameter() ? "parameter" : "state");
+  if (variable.getType() != type)
+    return op->emitOpError("uses ") << name << " as " << type << ", but the variable is " << variable.getType();
+  return success();
+}
+
+VariableOp ParameterOp::getVariable() { return SymbolTable::lookupNearestSymbolFrom<VariableOp>(*this, getNameAttr()); }
+DenseI64ArrayAttr ParameterOp::getGlobalShapeAttr() { return getVariable().getGlobalShapeAttr(); }
+ShardingAttr ParameterOp::getShardingAttr() { return getVariable().getShardingAttr(); }
+bool ParameterOp::getTrainable() { return getVariable().getTrainable(); }
+DenseI64ArrayAttr ParameterOp::getStoredViewAttr() { return getVariable().getStoredViewAttr(); }
+DenseI64ArrayAttr ParameterOp::getStoredPermAttr() { return getVariable().getStoredPermAttr(); }
+VariableOp StateOp::getVariable() { return SymbolTable::lookupNearestSymbolFrom<VariableOp>(*this, getNameAttr()); }
+DenseI64ArrayAttr StateOp::getGlobalShapeAttr() { return getVariable().getGlobalShapeAttr(); }
+ShardingAttr StateOp::getShardingAttr() { return getVariable().getShardingAttr(); }
+StateRole StateOp::getRole() { return *getVariable().getRole(); }
 
 LogicalResult ParameterOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return verifyShardedVariableUses(*this, llvm::cast<RankedTensorType>(getType()), getGlobalShapeAttr(),
-                                   getShardingAttr(), symbols);
-}
-
-LogicalResult StateOp::verify() {
-  return verifyShardedVariable(*this, llvm::cast<RankedTensorType>(getType()), getGlobalShapeAttr(), getShardingAttr());
+  return verifyVariableAccess(*this, getNameAttr(), getType(), true, symbols);
 }
 
 LogicalResult StateOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  return verifyShardedVariableUses(*this, llvm::cast<RankedTensorType>(getType()), getGlobalShapeAttr(),
-                                   getShardingAttr(), symbols);
+  return verifyVariableAccess(*this, getNameAttr(), getType(), false, symbols);
+}
+
+LogicalResult AssignOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyVariableAccess(*this, getNameAttr(), getValue().getType(), std::nullopt, symbols);
 }
 
 LogicalResult RandomUniformOp::verify() {

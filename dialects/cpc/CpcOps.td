@@ -25,34 +25,81 @@ def Cpc_ConstantOp : Cpc_Op<"constant", [ConstantLike, Pure,
   let hasFolder = 1;
 }
 
-def Cpc_ParameterOp : Cpc_Op<"parameter", [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "A model parameter (an ONNX initializer), by name";
+def Cpc_VariableOp : Cpc_Op<"variable", [Symbol, HasParent<"::mlir::ModuleOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "A persistent variable of the model or of training: a parameter or a state";
   let description = [{
-    The value lives outside the IR (the weight store of the imported model) under `name`.
-    `trainable` marks parameters that training updates; frozen ones (e.g. MAE's fixed
-    positional embeddings) are plain inputs to the step.
+    Declares, once per module, a value that outlives a call of the module's functions; they read
+    it by symbol (cpc.parameter, cpc.state) and write it (cpc.assign), as ml_program.global or
+    IREE's util.global. `type` is the value every read returns (on each rank, this rank's block).
 
-    A sharded parameter carries `global_shape` and `sharding`, and every rank stores only its
-    block: either a 1-D block of the flattened parameter (ZeRO-3: dim 0 split over the
-    sharding's axes) or a block of the same rank as the global shape, each dim split over
-    its axes (tensor parallelism).
-
-    `stored_view` and `stored_perm` say that the value is kept in another element order than
-    the model's: stored = transpose(reshape(model value, stored_view), stored_perm), read as
+    Without `role` the variable is a model parameter (an ONNX initializer): its initial value is
+    the weight of the imported model under the symbol's name. `trainable` marks parameters that
+    training updates; frozen ones (e.g. MAE's fixed positional embeddings) are plain inputs to
+    the step. `stored_view` and `stored_perm` say that the value is kept in another element order
+    than the model's: stored = transpose(reshape(model value, stored_view), stored_perm), read as
     the model's shape (e.g. a fused qkv weight's rows in head-major order, so that a split of
     its rows gives each rank whole heads). The plan permutes the initial value and the runtime
     writes parameters back in the model's order.
+
+    With `role` it is a training state (optimizer moments, gradient accumulators, loss-scaler
+    state): every element starts at `init` (zero without it).
+
+    A sharded variable carries `global_shape` and `sharding`, and every rank stores only its
+    block: either a 1-D block of the flattened value (ZeRO-3: dim 0 split over the sharding's
+    axes) or a block of the same rank as the global shape, each dim split over its axes (tensor
+    parallelism). Examples:
+    `cpc.variable @w trainable : tensor<4x8xf32>`,
+    `cpc.variable @"adamw.exp_avg.w" state <exp_avg> : tensor<4x8xf32>`
   }];
-  let arguments = (ins StrAttr:$name, UnitAttr:$trainable, OptionalAttr<DenseI64ArrayAttr>:$global_shape,
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<Cpc_Tensor>:$type, OptionalAttr<Cpc_StateRoleAttr>:$role,
+                   UnitAttr:$trainable, OptionalAttr<DenseI64ArrayAttr>:$global_shape,
                    OptionalAttr<Cpc_ShardingAttr>:$sharding, OptionalAttr<DenseI64ArrayAttr>:$stored_view,
-                   OptionalAttr<DenseI64ArrayAttr>:$stored_perm);
-  let results = (outs Cpc_Tensor:$result);
-  let assemblyFormat = "$name (`trainable` $trainable^)? attr-dict `:` type($result)";
-  let builders = [OpBuilder<(ins "::mlir::Type":$type, "::mlir::StringAttr":$name, "::mlir::UnitAttr":$trainable), [{
-    build($_builder, $_state, type, name, trainable, ::mlir::DenseI64ArrayAttr(), ShardingAttr(),
-          ::mlir::DenseI64ArrayAttr(), ::mlir::DenseI64ArrayAttr());
+                   OptionalAttr<DenseI64ArrayAttr>:$stored_perm, OptionalAttr<F64Attr>:$init);
+  let assemblyFormat = "$sym_name (`state` $role^)? (`trainable` $trainable^)? attr-dict `:` $type";
+  let builders = [OpBuilder<(ins "::llvm::StringRef":$name, "::mlir::RankedTensorType":$type,
+                                 "::cpc::StateRoleAttr":$role, "bool":$trainable), [{
+    build($_builder, $_state, $_builder.getStringAttr(name), ::mlir::TypeAttr::get(type), role,
+          trainable ? $_builder.getUnitAttr() : ::mlir::UnitAttr(), ::mlir::DenseI64ArrayAttr(), ShardingAttr(),
+          ::mlir::DenseI64ArrayAttr(), ::mlir::DenseI64ArrayAttr(), ::mlir::FloatAttr());
   }]>];
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() { return ::llvm::cast<::mlir::RankedTensorType>(getType()); }
+    /// Whether the variable is a model parameter (no role) rather than a training state.
+    bool isParameter() { return !getRoleAttr(); }
+  }];
   let hasVerifier = 1;
+}
+
+// The reads of a variable: one op per kind of variable, so that passes find parameters and
+// states by type. What the variable is (sharding, role, element order) is the variable's.
+class Cpc_VariableReadOp<string mnemonic, list<Trait> traits = []>
+    : Cpc_Op<mnemonic, traits # [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs Cpc_Tensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let builders = [OpBuilder<(ins "::cpc::VariableOp":$variable), [{
+    build($_builder, $_state, variable.getTensorType(), variable.getSymName());
+  }]>];
+  // Defined in CpcOps.cpp (VariableOp is declared after the reads).
+  code variableAccessors = [{
+    /// The variable read (null when the symbol names none: the verifier reports it).
+    VariableOp getVariable();
+    ::mlir::DenseI64ArrayAttr getGlobalShapeAttr();
+    ShardingAttr getShardingAttr();
+  }];
+}
+
+def Cpc_ParameterOp : Cpc_VariableReadOp<"parameter", [Pure]> {
+  let summary = "Reads a model parameter (a cpc.variable without a role)";
+  let description = [{
+    Example: `%w = cpc.parameter @w : tensor<4x8xf32>`
+  }];
+  let extraClassDeclaration = variableAccessors # [{
+    bool getTrainable();
+    ::mlir::DenseI64ArrayAttr getStoredViewAttr();
+    ::mlir::DenseI64ArrayAttr getStoredPermAttr();
+  }];
 }
 
 def Cpc_RandomUniformOp : Cpc_Op<"random_uniform", []> {
@@ -566,36 +613,26 @@ def Cpc_Conv2DGradWeightOp : Cpc_Op<"conv2d_grad_weight", [DeclareOpInterfaceMet
 // Training state: persistent variables and the optimizer.
 //===----------------------------------------------------------------------===//
 
-def Cpc_StateOp : Cpc_Op<"state", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Cpc_StateOp : Cpc_VariableReadOp<"state"> {
   let summary = "Reads a persistent training variable (optimizer moments, gradient accumulators, loss scale)";
   let description = [{
-    `role` says what the variable holds; passes, the plan and the runtime read it (the name
-    only identifies the variable). Every element starts at `init` (zero without it; the loss
-    scale starts at its initial scale). A sharded state (the moments of a tensor-parallel
-    parameter) carries `global_shape` and `sharding` like a sharded parameter. Example:
-    `%m = cpc.state <exp_avg> "adamw.exp_avg.w" : tensor<4xf32>`
+    The variable (a cpc.variable with a `role`) says what it holds; passes, the plan and the
+    runtime read the role (the name only identifies the variable). Example:
+    `%m = cpc.state @"adamw.exp_avg.w" : tensor<4xf32>`
   }];
-  let arguments = (ins Cpc_StateRoleAttr:$role, StrAttr:$name, OptionalAttr<DenseI64ArrayAttr>:$global_shape,
-                   OptionalAttr<Cpc_ShardingAttr>:$sharding, OptionalAttr<F64Attr>:$init);
-  let results = (outs Cpc_Tensor:$result);
-  let assemblyFormat = "$role $name attr-dict `:` type($result)";
-  let builders = [
-    OpBuilder<(ins "::mlir::Type":$type, "::cpc::StateRole":$role, "::llvm::StringRef":$name), [{
-      build($_builder, $_state, type, role, name, ::mlir::DenseI64ArrayAttr(), ShardingAttr(), ::mlir::FloatAttr());
-    }]>,
-    OpBuilder<(ins "::mlir::Type":$type, "::cpc::StateRoleAttr":$role, "::mlir::StringAttr":$name), [{
-      build($_builder, $_state, type, role, name, ::mlir::DenseI64ArrayAttr(), ShardingAttr(), ::mlir::FloatAttr());
-    }]>];
-  let hasVerifier = 1;
+  let extraClassDeclaration = variableAccessors # [{
+    StateRole getRole();
+  }];
 }
 
-def Cpc_AssignOp : Cpc_Op<"assign", []> {
+def Cpc_AssignOp : Cpc_Op<"assign", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Writes a new value into a parameter or state variable";
   let description = [{
     The write happens where the op stands; reads after it in the same function see the new
     value. Training steps end with assigns of the updated parameters and optimizer states.
+    Example: `cpc.assign %new to @w : tensor<4x8xf32>`
   }];
-  let arguments = (ins Cpc_Tensor:$value, StrAttr:$name);
+  let arguments = (ins Cpc_Tensor:$value, FlatSymbolRefAttr:$name);
   let assemblyFormat = "$value `to` $name attr-dict `:` type($value)";
 }
 

@@ -8,6 +8,7 @@
 #define CPC_DIALECTS_CPC_ROLES_H
 
 #include "dialects/cpc/CpcDialect.h"
+#include "dialects/cpc/Variables.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -59,9 +60,7 @@ inline constexpr llvm::StringLiteral kOverflowTrackerStateName = "amp.overflow_t
 /// A read of the loss-scale state, which starts at `initialScale`.
 inline StateOp readLossScale(mlir::OpBuilder &b, mlir::Location loc, double initialScale) {
   auto type = mlir::RankedTensorType::get({}, b.getF32Type());
-  auto read = b.create<StateOp>(loc, type, StateRole::LossScale, kLossScaleStateName);
-  read.setInitAttr(b.getF64FloatAttr(initialScale));
-  return read;
+  return readState(b, loc, StateRole::LossScale, kLossScaleStateName, type, initialScale);
 }
 
 // Pipeline parallelism. Op attributes: the model chunk of a forward op (`cpc.stage`, i64, set

@@ -2,6 +2,7 @@
 #include "frontends/onnx/ModelLoader.h"
 #include "frontends/onnx/NodeImporter.h"
 #include "frontends/onnx/OnnxImporter.h"
+#include "dialects/cpc/Variables.h"
 #include "passes/Passes.h"
 #include "support/CheckedSize.h"
 
@@ -70,9 +71,9 @@ public:
       std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
       auto type = RankedTensorType::get(dims, elementType(t.data_type()));
       bool trainable = llvm::isa<FloatType>(type.getElementType()) && !isFrozen(name);
-      auto op = builder.create<ParameterOp>(NameLoc::get(builder.getStringAttr(name)), type,
-                                                 builder.getStringAttr(name),
-                                                 trainable ? builder.getUnitAttr() : UnitAttr());
+      auto module = builder.getInsertionBlock()->getParentOp()->getParentOfType<ModuleOp>();
+      VariableOp variable = declareVariable(module, name, type, std::nullopt, trainable);
+      auto op = builder.create<ParameterOp>(NameLoc::get(builder.getStringAttr(name)), variable);
       return values[name] = ImportedValue{op.getResult(), nullptr, type};
     }
     throw NodeError("uses value '" + name + "', which nothing defines");

@@ -139,6 +139,8 @@ def main():
                 assert s["trainable"] > 0, "no trainable elements"
                 params = [l for l in ir.splitlines() if "cpc.parameter" in l]
                 expect_eq("cpc.parameter lines", len(params), 50)
+                params = [l for l in ir.splitlines() if "cpc.variable" in l]
+                expect_eq("cpc.variable lines", len(params), 50)
                 not_trainable = [l.strip() for l in params if " trainable " not in l]
                 assert not not_trainable, "parameters not trainable by default:\n" + "\n".join(not_trainable[:5])
 
@@ -152,12 +154,12 @@ def main():
                 expect_eq("total elements", s["trainable"] + s["frozen"], s_all["trainable"])
                 frozen_mlir = os.path.join(tmp, "tiny-%d-frozen.mlir" % opset)
                 fir = import_model(model, frozen_mlir, "--frozen", "pos_embed")
-                params = [l for l in fir.splitlines() if "cpc.parameter" in l]
+                params = [l for l in fir.splitlines() if "cpc.variable" in l]
                 frozen = [l.strip() for l in params if " trainable " not in l]
                 expect_eq("frozen parameter tensors", len(frozen), 2)
-                assert any('cpc.parameter "pos_embed" :' in l for l in frozen), \
-                    "no frozen 'cpc.parameter \"pos_embed\" :' in:\n" + "\n".join(frozen)
-                assert any('"decoder_pos_embed"' in l for l in frozen), \
+                assert any('cpc.variable @pos_embed :' in l for l in frozen), \
+                    "no frozen 'cpc.variable @pos_embed :' in:\n" + "\n".join(frozen)
+                assert any('@decoder_pos_embed ' in l for l in frozen), \
                     "decoder_pos_embed not frozen:\n" + "\n".join(frozen)
                 verify(frozen_mlir)
 

@@ -48,11 +48,15 @@ std::string moduleText(const Case &c) {
   std::string yType = tensorType(c.yShape), axes;
   for (size_t d = 0; d < c.yShape.size(); ++d)
     axes += (d ? ", " : "") + std::to_string(d);
-  std::string text = "func.func @main() -> (tensor<f64> {cpc.name = \"loss\"}) {\n";
+  std::string text;
   for (auto &[name, shape] : c.params)
-    text += "  %" + name + " = cpc.parameter \"" + name + "\" trainable : " + tensorType(shape) + "\n";
+    text += "cpc.variable @" + name + " trainable : " + tensorType(shape) + "\n";
+  text += "cpc.variable @w : " + yType + "\n";
+  text += "func.func @main() -> (tensor<f64> {cpc.name = \"loss\"}) {\n";
+  for (auto &[name, shape] : c.params)
+    text += "  %" + name + " = cpc.parameter @" + name + " : " + tensorType(shape) + "\n";
   text += c.ops;
-  text += "  %w = cpc.parameter \"w\" : " + yType + "\n";
+  text += "  %w = cpc.parameter @w : " + yType + "\n";
   text += "  %yw = cpc.mul %y, %w : (" + yType + ", " + yType + ") -> " + yType + "\n";
   text += "  %loss = cpc.reduce_sum %yw {axes = array<i64: " + axes + ">} : " + yType + " -> tensor<f64>\n";
   return text + "  return %loss : tensor<f64>\n}\n";
@@ -91,7 +95,9 @@ TEST_P(VJPRules, MatchesFiniteDifferences) {
   cpc::PlanOptions options;
   options.mode = cpc::PlanMode::Train; // parameters get their own, writable memory
   options.functions = {"main", "main_grad"};
-  cpc::Plan plan = cpc::buildPlan(*module, weightStore, "vjp-test", options);
+  mlir::FailureOr<cpc::Plan> built = cpc::buildPlan(*module, weightStore, "vjp-test", options);
+  ASSERT_TRUE(mlir::succeeded(built));
+  cpc::Plan plan = std::move(*built);
   cpc::Executor exec(plan, {});
   exec.run("main_grad");
   std::map<std::string, std::vector<double>> grads;

@@ -38,7 +38,7 @@ void printSummary(mlir::ModuleOp module, double seconds) {
   std::map<std::string, int> opCounts;
   int64_t trainable = 0, frozen = 0, numParams = 0;
   module.walk([&](mlir::Operation *op) {
-    if (llvm::isa<mlir::ModuleOp, mlir::func::FuncOp, mlir::func::ReturnOp>(op))
+    if (llvm::isa<mlir::ModuleOp, mlir::func::FuncOp, mlir::func::ReturnOp, cpc::VariableOp>(op))
       return;
     opCounts[op->getName().getStringRef().str()]++;
     if (auto p = llvm::dyn_cast<cpc::ParameterOp>(op)) {

@@ -26,8 +26,8 @@
 //                                           with `AttrEnumCases<E>::names` (a template the
 //                                           includer declares)
 //
-// Attributes whose class has no plan form (ElementsAttr: a constant's value lives in a buffer)
-// are left out of the attribute macros.
+// Attributes whose class has no plan form (ElementsAttr: a constant's value lives in a buffer;
+// TypeAttr: a variable's type is its buffer's) are left out of the attribute macros.
 //
 // A user defines the macros it needs before including the generated file; the others expand to
 // nothing. The file is #include-d several times, so it has no include guard.
@@ -133,6 +133,8 @@ std::optional<mlir::tblgen::EnumAttr> storedEnum(const mlir::tblgen::Attribute &
 std::string runtimeType(const mlir::tblgen::Attribute &attr) {
   if (std::optional<mlir::tblgen::EnumAttr> info = storedEnum(attr))
     return info->getEnumClassName().str();
+  if (attr.getBaseAttr().getDef().isSubClassOf("TypeAttrBase"))
+    return ""; // a variable's type: the plan's buffer has it
   static const std::map<std::string, std::string> types = {
       {"I64Attr", "int64_t"},
       {"F64Attr", "double"},

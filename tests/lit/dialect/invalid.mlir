@@ -206,59 +206,107 @@ func.func @shard_type_change(%a: tensor<8x8xf32>) {
 // Values with no operands.
 //===----------------------------------------------------------------------===//
 
-// Tests that a parameter needs a name.
-func.func @parameter_empty_name() {
-  // expected-error @+1 {{'cpc.parameter' op needs a non-empty name}}
-  %0 = cpc.parameter "" : tensor<4xf32>
-  return
-}
+// Tests that a variable needs a name.
+// expected-error @+1 {{'cpc.variable' op needs a non-empty name}}
+cpc.variable @"" : tensor<4xf32>
 
 // -----
 
 // Tests that integer parameters cannot be trainable.
-func.func @parameter_trainable_int() {
-  // expected-error @+1 {{'cpc.parameter' op only floating-point parameters can be trainable}}
-  %0 = cpc.parameter "step" trainable : tensor<i64>
-  return
-}
+// expected-error @+1 {{'cpc.variable' op only floating-point parameters can be trainable}}
+cpc.variable @step trainable : tensor<i64>
+
+// -----
+
+// Tests that a state (a variable with a role) is never trainable: training updates parameters.
+// expected-error @+1 {{'cpc.variable' op only floating-point parameters can be trainable}}
+cpc.variable @m state <exp_avg> trainable : tensor<4xf32>
+
+// -----
+
+// Tests that a parameter starts at the model's value, not at an init.
+// expected-error @+1 {{'cpc.variable' op a parameter starts at the model's value: only a state (with a role) has init}}
+cpc.variable @w {init = 1.0 : f64} : tensor<4xf32>
+
+// -----
+
+// Tests that only a parameter is kept in another element order.
+// expected-error @+1 {{'cpc.variable' op only a parameter is stored in another element order}}
+cpc.variable @m state <exp_avg> {stored_perm = array<i64: 1, 0>, stored_view = array<i64: 2, 2>} : tensor<4xf32>
 
 // -----
 
 cpc.mesh @mesh shape = [2] axes = ["dp"]
-// Tests that a sharded parameter names both its global shape and its sharding.
-func.func @parameter_shard_without_global_shape() {
-  // expected-error @+1 {{'cpc.parameter' op a sharded variable needs both global_shape and sharding}}
-  %0 = cpc.parameter "w" trainable {sharding = #cpc.sharding<@mesh, [["dp"]]>} : tensor<6xf32>
-  return
-}
+// Tests that a sharded variable names both its global shape and its sharding.
+// expected-error @+1 {{'cpc.variable' op a sharded variable needs both global_shape and sharding}}
+cpc.variable @w trainable {sharding = #cpc.sharding<@mesh, [["dp"]]>} : tensor<6xf32>
 
 // -----
 
 cpc.mesh @mesh shape = [2] axes = ["dp"]
-// Tests that a sharded parameter's block times the ranks is its global size.
-func.func @parameter_shard_wrong_block() {
-  // expected-error @+1 {{'cpc.parameter' op block of 4 elements along dim 0 times 2 ranks is not the global 12 elements}}
-  %0 = cpc.parameter "w" trainable {global_shape = array<i64: 4, 3>, sharding = #cpc.sharding<@mesh, [["dp"]]>} : tensor<4xf32>
-  return
-}
+// Tests that a sharded variable's block times the ranks is its global size.
+// expected-error @+1 {{'cpc.variable' op block of 4 elements along dim 0 times 2 ranks is not the global 12 elements}}
+cpc.variable @w trainable {global_shape = array<i64: 4, 3>, sharding = #cpc.sharding<@mesh, [["dp"]]>} : tensor<4xf32>
 
 // -----
 
 cpc.mesh @mesh shape = [2, 2] axes = ["dp", "tp"]
 // Tests that a block split dim by dim (tensor parallelism) matches its global shape per dim.
-func.func @parameter_shard_wrong_dim_block() {
-  // expected-error @+1 {{'cpc.parameter' op block of 3 elements along dim 1 times 2 ranks is not the global 3 elements}}
-  %0 = cpc.parameter "w" trainable {global_shape = array<i64: 4, 3>, sharding = #cpc.sharding<@mesh, [["tp"], ["dp"]]>} : tensor<2x3xf32>
-  return
-}
+// expected-error @+1 {{'cpc.variable' op block of 3 elements along dim 1 times 2 ranks is not the global 3 elements}}
+cpc.variable @w trainable {global_shape = array<i64: 4, 3>, sharding = #cpc.sharding<@mesh, [["tp"], ["dp"]]>} : tensor<2x3xf32>
 
 // -----
 
 cpc.mesh @mesh shape = [2, 2] axes = ["dp", "tp"]
 // Tests that a sharded state is never partial.
-func.func @state_shard_partial() {
-  // expected-error @+1 {{'cpc.state' op a sharded variable is a 1-D block of the flattened value or a block split dim by dim}}
-  %0 = cpc.state <exp_avg> "m" {global_shape = array<i64: 4, 3>, sharding = #cpc.sharding<@mesh, [["tp"], []], partial = ["dp"]>} : tensor<2x3xf32>
+// expected-error @+1 {{'cpc.variable' op a sharded variable is a 1-D block of the flattened value or a block split dim by dim}}
+cpc.variable @m state <exp_avg> {global_shape = array<i64: 4, 3>, sharding = #cpc.sharding<@mesh, [["tp"], []], partial = ["dp"]>} : tensor<2x3xf32>
+
+// -----
+
+// Tests that a read names a declared variable.
+func.func @read_undeclared() {
+  // expected-error @+1 {{'cpc.parameter' op refers to @w, which is no cpc.variable}}
+  %0 = cpc.parameter @w : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that a state is not read as a parameter.
+cpc.variable @m state <exp_avg> : tensor<4xf32>
+func.func @read_state_as_parameter() {
+  // expected-error @+1 {{'cpc.parameter' op reads @m, which is a state: read it with cpc.state}}
+  %0 = cpc.parameter @m : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that a read has its variable's type: a variable is stored once, one way.
+cpc.variable @w trainable : tensor<4x3xf32>
+func.func @read_other_type() {
+  // expected-error @+1 {{'cpc.parameter' op uses @w as 'tensor<2x3xf32>', but the variable is 'tensor<4x3xf32>'}}
+  %0 = cpc.parameter @w : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// Tests that an assign writes a value of its variable's type.
+cpc.variable @m state <exp_avg> : tensor<4xf32>
+func.func @assign_other_type(%v: tensor<2xf32>) {
+  // expected-error @+1 {{'cpc.assign' op uses @m as 'tensor<2xf32>', but the variable is 'tensor<4xf32>'}}
+  cpc.assign %v to @m : tensor<2xf32>
+  return
+}
+
+// -----
+
+// Tests that a variable is declared in the module, not in a function.
+func.func @variable_in_function() {
+  // expected-error @+1 {{'cpc.variable' op expects parent op 'builtin.module'}}
+  cpc.variable @w : tensor<4xf32>
   return
 }
 

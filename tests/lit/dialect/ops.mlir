@@ -4,8 +4,27 @@
 // Tests that meshes (a 3-d dp/pp/tp grid and a 1-d one) round-trip at module level.
 // CHECK: cpc.mesh @mesh shape = [2, 2, 4] axes = ["dp", "pp", "tp"]
 // CHECK: cpc.mesh @ring shape = [8] axes = ["x"]
+
 cpc.mesh @mesh shape = [2, 2, 4] axes = ["dp", "pp", "tp"]
 cpc.mesh @ring shape = [8] axes = ["x"]
+
+// Tests that variables round-trip at module level: parameters (trainable float, frozen float,
+// frozen integer, a sharded one kept in head-major order, a name that is no bare identifier)
+// and states (a role, a start value, a ZeRO-3 block of the flattened value).
+// CHECK: cpc.variable @blocks.0.norm1.weight trainable : tensor<768xf32>
+// CHECK: cpc.variable @pos_embed : tensor<1x196x768xf32>
+// CHECK: cpc.variable @mask_ids : tensor<3xi64>
+// CHECK: cpc.variable @qkv trainable {global_shape = array<i64: 24, 8>, sharding = #cpc.sharding<@mesh, {{\[\[}}"tp"], []]>, stored_perm = array<i64: 1, 0, 2, 3>, stored_view = array<i64: 3, 2, 4, 8>} : tensor<6x8xf32>
+// CHECK: cpc.variable @"onnx::MatMul_7" trainable : tensor<8x8xf32>
+// CHECK: cpc.variable @amp.loss_scale state <loss_scale> {init = 6.553600e+04 : f64} : tensor<f32>
+// CHECK: cpc.variable @adamw.exp_avg.qkv state <exp_avg> {global_shape = array<i64: 24, 8>, sharding = #cpc.sharding<@mesh, {{\[\[}}"dp"]]>} : tensor<96xf32>
+cpc.variable @blocks.0.norm1.weight trainable : tensor<768xf32>
+cpc.variable @pos_embed : tensor<1x196x768xf32>
+cpc.variable @mask_ids : tensor<3xi64>
+cpc.variable @qkv trainable {global_shape = array<i64: 24, 8>, sharding = #cpc.sharding<@mesh, [["tp"], []]>, stored_perm = array<i64: 1, 0, 2, 3>, stored_view = array<i64: 3, 2, 4, 8>} : tensor<6x8xf32>
+cpc.variable @"onnx::MatMul_7" trainable : tensor<8x8xf32>
+cpc.variable @amp.loss_scale state <loss_scale> {init = 65536.0 : f64} : tensor<f32>
+cpc.variable @adamw.exp_avg.qkv state <exp_avg> {global_shape = array<i64: 24, 8>, sharding = #cpc.sharding<@mesh, [["dp"]]>} : tensor<96xf32>
 
 //===----------------------------------------------------------------------===//
 // Values with no operands.
@@ -20,16 +39,15 @@ func.func @constant() -> (tensor<f32>, tensor<2x2xi64>) {
   return %0, %1 : tensor<f32>, tensor<2x2xi64>
 }
 
-// Tests that parameters keep their name and the trainable flag (trainable float, frozen
-// float, frozen integer).
+// Tests that parameter reads name their variable.
 // CHECK-LABEL: func.func @parameter
-// CHECK: cpc.parameter "blocks.0.norm1.weight" trainable : tensor<768xf32>
-// CHECK: cpc.parameter "pos_embed" : tensor<1x196x768xf32>
-// CHECK: cpc.parameter "mask_ids" : tensor<3xi64>
+// CHECK: cpc.parameter @blocks.0.norm1.weight : tensor<768xf32>
+// CHECK: cpc.parameter @pos_embed : tensor<1x196x768xf32>
+// CHECK: cpc.parameter @mask_ids : tensor<3xi64>
 func.func @parameter() -> (tensor<768xf32>, tensor<1x196x768xf32>, tensor<3xi64>) {
-  %0 = cpc.parameter "blocks.0.norm1.weight" trainable : tensor<768xf32>
-  %1 = cpc.parameter "pos_embed" : tensor<1x196x768xf32>
-  %2 = cpc.parameter "mask_ids" : tensor<3xi64>
+  %0 = cpc.parameter @blocks.0.norm1.weight : tensor<768xf32>
+  %1 = cpc.parameter @pos_embed : tensor<1x196x768xf32>
+  %2 = cpc.parameter @mask_ids : tensor<3xi64>
   return %0, %1, %2 : tensor<768xf32>, tensor<1x196x768xf32>, tensor<3xi64>
 }
 

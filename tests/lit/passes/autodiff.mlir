@@ -7,8 +7,9 @@
 // CHECK: %[[DW:.*]] = cpc.mul %{{.*}}, %arg0 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
 // CHECK-NOT: cpc.equal
 // CHECK: return %{{.*}}, %[[DW]] : tensor<f32>, tensor<4xf32>
+cpc.variable @w trainable : tensor<4xf32>
 func.func @main(%x: tensor<4xf32>) -> tensor<f32> {
-  %w = cpc.parameter "w" trainable : tensor<4xf32>
+  %w = cpc.parameter @w : tensor<4xf32>
   %y = cpc.mul %x, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   %m = cpc.reduce_max %y {axes = array<i64: 0>, keepdims = true} : tensor<4xf32> -> tensor<1xf32>
   %s = cpc.stop_gradient %m : tensor<1xf32>

@@ -5,14 +5,15 @@
 // bucket before it.
 // CHECK-LABEL: func.func @grads
 // CHECK: %[[B:.*]]:2 = cpc.all_reduce %{{.*}}, %{{.*}} over @mesh ["dp"] : tensor<4x3xf32>, tensor<3xf32>
-// CHECK: cpc.assign %[[B]]#0 to "w"
+// CHECK: cpc.assign %[[B]]#0 to @w
 // CHECK: cpc.all_reduce %{{.*}} over @mesh ["dp"] : tensor<5xf32>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
+cpc.variable @w trainable : tensor<4x3xf32>
 func.func @grads(%a: tensor<4x3xf32>, %b: tensor<3xf32>, %c: tensor<5xf32>) -> (tensor<3xf32>, tensor<5xf32>) {
-  %w = cpc.parameter "w" trainable : tensor<4x3xf32>
+  %w = cpc.parameter @w : tensor<4x3xf32>
   %ra = cpc.all_reduce %a over @mesh ["dp"] : tensor<4x3xf32>
   %rb = cpc.all_reduce %b over @mesh ["dp"] : tensor<3xf32>
-  cpc.assign %ra to "w" : tensor<4x3xf32>
+  cpc.assign %ra to @w : tensor<4x3xf32>
   %rc = cpc.all_reduce %c over @mesh ["dp"] : tensor<5xf32>
   return %rb, %rc : tensor<3xf32>, tensor<5xf32>
 }

@@ -8,25 +8,26 @@
 // CHECK-SAME: {cpc.name = "step", cpc.runtime = #cpc.runtime_input<step>}
 // CHECK-SAME: attributes {cpc.phase = #cpc.phase<train_step>}
 // CHECK: cpc.min
-// CHECK: %[[M:.*]] = cpc.state <exp_avg> "adamw.exp_avg.w" : tensor<4x3xf32>
-// CHECK: %[[V:.*]] = cpc.state <exp_avg_sq> "adamw.exp_avg_sq.w" : tensor<4x3xf32>
+// CHECK: %[[M:.*]] = cpc.state @adamw.exp_avg.w : tensor<4x3xf32>
+// CHECK: %[[V:.*]] = cpc.state @adamw.exp_avg_sq.w : tensor<4x3xf32>
 // CHECK: cpc.adamw
-// CHECK: cpc.assign %{{.*}} to "w"
+// CHECK: cpc.assign %{{.*}} to @w
 
 // Tests that with accumulation the gradients go into gradient-accumulator states, read back
 // and zeroed by the apply phase.
 // ACC-LABEL: func.func @accumulate
 // ACC-SAME: attributes {cpc.phase = #cpc.phase<accumulate>}
-// ACC: %[[OLD:.*]] = cpc.state <gradient_accumulator> "grad_acc.w" : tensor<4x3xf32>
-// ACC: cpc.assign %{{.*}} to "grad_acc.w"
+// ACC: %[[OLD:.*]] = cpc.state @grad_acc.w : tensor<4x3xf32>
+// ACC: cpc.assign %{{.*}} to @grad_acc.w
 // ACC-LABEL: func.func @apply
 // ACC-SAME: cpc.runtime = #cpc.runtime_input<learning_rate>
 // ACC-SAME: attributes {cpc.phase = #cpc.phase<apply>}
-// ACC: cpc.state <gradient_accumulator> "grad_acc.w"
+// ACC: cpc.state @grad_acc.w
 // ACC: cpc.adamw
-// ACC: cpc.assign %{{.*}} to "grad_acc.w"
+// ACC: cpc.assign %{{.*}} to @grad_acc.w
+cpc.variable @w trainable : tensor<4x3xf32>
 func.func @main(%x: tensor<2x4xf32> {cpc.name = "x"}) -> tensor<f32> {
-  %w = cpc.parameter "w" trainable : tensor<4x3xf32>
+  %w = cpc.parameter @w : tensor<4x3xf32>
   %y = cpc.matmul %x, %w : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
   %l = cpc.reduce_mean %y {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x3xf32> -> tensor<f32>
   return %l : tensor<f32>

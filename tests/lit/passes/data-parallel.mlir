@@ -25,14 +25,15 @@
 // BUCKET: %[[B:.*]]:2 = cpc.all_reduce %{{.*}}, %{{.*}} over @mesh ["dp"] : tensor<f32>, tensor<3x2xf32>
 // BUCKET-NEXT: cpc.sub %{{.*}}, %[[B]]#1
 // BUCKET: return %[[B]]#0 : tensor<f32>
+cpc.variable @w trainable : tensor<3x2xf32>
 func.func @step(%x: tensor<4x3xf32> {cpc.name = "x"}, %lr: tensor<f32> {cpc.runtime = #cpc.runtime_input<learning_rate>}) -> tensor<f32> {
-  %w = cpc.parameter "w" trainable : tensor<3x2xf32>
+  %w = cpc.parameter @w : tensor<3x2xf32>
   %y = cpc.matmul %x, %w : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32>
   %loss = cpc.reduce_mean %y {axes = array<i64: 0, 1>} : tensor<4x2xf32> -> tensor<f32>
   %g = cpc.constant dense<0.125> : tensor<4x2xf32>
   %dw = cpc.matmul %x, %g {transpose_lhs = true} : (tensor<4x3xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
   %nw = cpc.sub %w, %dw : (tensor<3x2xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
-  cpc.assign %nw to "w" : tensor<3x2xf32>
+  cpc.assign %nw to @w : tensor<3x2xf32>
   return %loss : tensor<f32>
 }
 
@@ -47,13 +48,15 @@ func.func @step(%x: tensor<4x3xf32> {cpc.name = "x"}, %lr: tensor<f32> {cpc.runt
 // CHECK-DAG: cpc.all_reduce %[[DS]] over @mesh ["dp"] : tensor<8xf32>
 // CHECK-DAG: cpc.all_reduce %[[DB]] over @mesh ["dp"] : tensor<8xf32>
 // CHECK-NOT: cpc.all_reduce %[[DX]]
+cpc.variable @s trainable : tensor<8xf32>
+cpc.variable @b trainable : tensor<8xf32>
 func.func @step(%x: tensor<4x5x8xf32> {cpc.name = "x"}, %g: tensor<4x5x8xf32> {cpc.name = "g"}) -> tensor<4x5x8xf32> {
-  %s = cpc.parameter "s" trainable : tensor<8xf32>
-  %b = cpc.parameter "b" trainable : tensor<8xf32>
+  %s = cpc.parameter @s : tensor<8xf32>
+  %b = cpc.parameter @b : tensor<8xf32>
   %dx, %ds, %db = cpc.layer_norm_grad %x, %s, %g {axis = 2 : i64, epsilon = 1.0e-6 : f64} : (tensor<4x5x8xf32>, tensor<8xf32>, tensor<4x5x8xf32>) -> (tensor<4x5x8xf32>, tensor<8xf32>, tensor<8xf32>)
   %ns = cpc.sub %s, %ds : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
   %nb = cpc.sub %b, %db : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
-  cpc.assign %ns to "s" : tensor<8xf32>
-  cpc.assign %nb to "b" : tensor<8xf32>
+  cpc.assign %ns to @s : tensor<8xf32>
+  cpc.assign %nb to @b : tensor<8xf32>
   return %dx : tensor<4x5x8xf32>
 }

@@ -13,9 +13,9 @@
 // loss keeps its declared f32 type.
 // CHECK-LABEL: func.func @main
 // CHECK: %[[X:.*]] = cpc.cast %arg0 : tensor<2x4xf32> -> tensor<2x4xbf16>
-// CHECK: %[[W:.*]] = cpc.parameter "w" trainable : tensor<4x3xf32>
+// CHECK: %[[W:.*]] = cpc.parameter @w : tensor<4x3xf32>
 // CHECK-NEXT: %[[WL:.*]] = cpc.cast %[[W]] : tensor<4x3xf32> -> tensor<4x3xbf16>
-// CHECK: %[[B:.*]] = cpc.parameter "b" trainable : tensor<3xf32>
+// CHECK: %[[B:.*]] = cpc.parameter @b : tensor<3xf32>
 // CHECK-NEXT: %[[BL:.*]] = cpc.cast %[[B]] : tensor<3xf32> -> tensor<3xbf16>
 // CHECK: %[[Y:.*]] = cpc.matmul %[[X]], %[[WL]] : (tensor<2x4xbf16>, tensor<4x3xbf16>) -> tensor<2x3xbf16>
 // CHECK: %[[YB:.*]] = cpc.add %[[Y]], %[[BL]] : (tensor<2x3xbf16>, tensor<3xbf16>) -> tensor<2x3xbf16>
@@ -28,9 +28,11 @@
 // F16: cpc.matmul {{.*}} : (tensor<2x4xf16>, tensor<4x3xf16>) -> tensor<2x3xf16>
 // F32-LABEL: func.func @main
 // F32-NOT: cpc.cast
+cpc.variable @w trainable : tensor<4x3xf32>
+cpc.variable @b trainable : tensor<3xf32>
 func.func @main(%x: tensor<2x4xf32> {cpc.name = "x"}) -> tensor<f32> {
-  %w = cpc.parameter "w" trainable : tensor<4x3xf32>
-  %b = cpc.parameter "b" trainable : tensor<3xf32>
+  %w = cpc.parameter @w : tensor<4x3xf32>
+  %b = cpc.parameter @b : tensor<3xf32>
   %y = cpc.matmul %x, %w : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
   %yb = cpc.add %y, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   %g = cpc.gelu %yb : tensor<2x3xf32>
@@ -44,7 +46,7 @@ func.func @main(%x: tensor<2x4xf32> {cpc.name = "x"}) -> tensor<f32> {
 // 16-bit operand widened), and that an elementwise op of a 16-bit and an f32 operand takes the
 // widest type while a one-element constant does not widen it.
 // CHECK-LABEL: func.func @main
-// CHECK: cpc.parameter "w"
+// CHECK: cpc.parameter @w
 // CHECK-NEXT: cpc.cast {{.*}} : tensor<4x4xf32> -> tensor<4x4xbf16>
 // CHECK-NOT: tensor<4x4xf32> -> tensor<4x4xbf16>
 // CHECK: %[[A:.*]] = cpc.matmul {{.*}} -> tensor<2x4xbf16>
@@ -53,8 +55,9 @@ func.func @main(%x: tensor<2x4xf32> {cpc.name = "x"}) -> tensor<f32> {
 // CHECK: cpc.softmax %[[AW]] {{.*}} : tensor<2x4xf32>
 // CHECK: cpc.matmul {{.*}} -> tensor<2x4xbf16>
 // CHECK: cpc.add {{.*}} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+cpc.variable @w trainable : tensor<4x4xf32>
 func.func @main(%x: tensor<2x4xf32> {cpc.name = "x"}) -> tensor<f32> {
-  %w = cpc.parameter "w" trainable : tensor<4x4xf32>
+  %w = cpc.parameter @w : tensor<4x4xf32>
   %c = cpc.constant dense<0.5> : tensor<f32>
   %a = cpc.matmul %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
   %as = cpc.mul %a, %c : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>

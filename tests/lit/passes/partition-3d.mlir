@@ -9,9 +9,10 @@
 // Tests that the forward Linear gathers its input over tp_in and its weight over tp_wt (each
 // dim's minor axis), multiplies, and reduce-scatters the product over tp_out along its rows:
 // the result [b/q^2 over (tp_wt, tp_out), s, out/q over tp_in] has tp_in and tp_out swapped.
+// CHECK: cpc.variable @w trainable {global_shape = array<i64: 6, 8>, sharding = #cpc.sharding<@mesh, {{\[\[}}"tp_in"], ["tp_out", "tp_wt"]]>} : tensor<3x2xf32>
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: (%[[X:[^:]*]]: tensor<2x3x4xf32>
-// CHECK: %[[W:.*]] = cpc.parameter "w" {{.*}}sharding = #cpc.sharding<@mesh, {{\[\[}}"tp_in"], ["tp_out", "tp_wt"]]>} : tensor<3x2xf32>
+// CHECK: %[[W:.*]] = cpc.parameter @w : tensor<3x2xf32>
 // CHECK: %[[XG:.*]] = cpc.all_gather %[[X]] over @mesh ["tp_in"] : tensor<2x3x4xf32> -> tensor<4x3x4xf32>
 // CHECK: %[[WG:.*]] = cpc.all_gather %[[W]] over @mesh ["tp_wt"] {dim = 1 : i64} : tensor<3x2xf32> -> tensor<3x4xf32>
 // CHECK: %[[P:.*]] = cpc.matmul %[[XG]], %[[WG]] {transpose_rhs = true} : (tensor<4x3x4xf32>, tensor<3x4xf32>) -> tensor<4x3x3xf32>
@@ -21,8 +22,9 @@
 #w = #cpc.sharding<@mesh, [["tp_in"], ["tp_out", "tp_wt"]]>
 #y = #cpc.sharding<@mesh, [["tp_wt", "tp_out"], [], ["tp_in"]]>
 cpc.mesh @mesh shape = [2, 2, 2] axes = ["tp_wt", "tp_in", "tp_out"]
+cpc.variable @w trainable : tensor<6x8xf32>
 func.func @forward(%x: tensor<8x3x8xf32> {cpc.sharding = #x}) -> tensor<8x3x6xf32> {
-  %w = cpc.parameter "w" trainable {cpc.shardings = [#w]} : tensor<6x8xf32>
+  %w = cpc.parameter @w {cpc.shardings = [#w]} : tensor<6x8xf32>
   %y = cpc.matmul %x, %w {cpc.shardings = [#y], transpose_rhs = true} : (tensor<8x3x8xf32>, tensor<6x8xf32>) -> tensor<8x3x6xf32>
   return %y : tensor<8x3x6xf32>
 }
@@ -40,8 +42,9 @@ func.func @forward(%x: tensor<8x3x8xf32> {cpc.sharding = #x}) -> tensor<8x3x6xf3
 #x = #cpc.sharding<@mesh, [["tp_wt", "tp_in"], [], ["tp_out"]]>
 #w = #cpc.sharding<@mesh, [["tp_in"], ["tp_out", "tp_wt"]]>
 cpc.mesh @mesh shape = [2, 2, 2] axes = ["tp_wt", "tp_in", "tp_out"]
+cpc.variable @w trainable : tensor<6x8xf32>
 func.func @input_gradient(%g: tensor<8x3x6xf32> {cpc.sharding = #act}) -> tensor<8x3x8xf32> {
-  %w = cpc.parameter "w" trainable {cpc.shardings = [#w]} : tensor<6x8xf32>
+  %w = cpc.parameter @w {cpc.shardings = [#w]} : tensor<6x8xf32>
   %dx = cpc.matmul %g, %w {cpc.shardings = [#x]} : (tensor<8x3x6xf32>, tensor<6x8xf32>) -> tensor<8x3x8xf32>
   return %dx : tensor<8x3x8xf32>
 }

@@ -9,9 +9,10 @@
 // where it is computed: step t broadcasts the input's column block t along the row of ranks
 // and the weight's row block t along the column, multiplies and adds; no rank holds more than
 // one block of either.
+// CHECK: cpc.variable @w trainable {global_shape = array<i64: 6, 8>, sharding = #cpc.sharding<@mesh, {{\[\[}}"tp_col"], ["tp_row"]]>} : tensor<3x4xf32>
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: (%[[X:[^:]*]]: tensor<2x3x4xf32>
-// CHECK: %[[W:.*]] = cpc.parameter "w" {{.*}} : tensor<3x4xf32>
+// CHECK: %[[W:.*]] = cpc.parameter @w : tensor<3x4xf32>
 // CHECK: %[[X0:.*]] = cpc.broadcast_from %[[X]] over @mesh ["tp_col"] root 0 : tensor<2x3x4xf32>
 // CHECK: %[[W0:.*]] = cpc.broadcast_from %[[W]] over @mesh ["tp_row"] root 0 : tensor<3x4xf32>
 // CHECK: %[[P0:.*]] = cpc.matmul %[[X0]], %[[W0]] {transpose_rhs = true} : (tensor<2x3x4xf32>, tensor<3x4xf32>) -> tensor<2x3x3xf32>
@@ -23,8 +24,9 @@
 #x = #cpc.sharding<@mesh, [["tp_row"], [], ["tp_col"]]>
 #w = #cpc.sharding<@mesh, [["tp_col"], ["tp_row"]]>
 cpc.mesh @mesh shape = [2, 2] axes = ["tp_row", "tp_col"]
+cpc.variable @w trainable : tensor<6x8xf32>
 func.func @forward(%x: tensor<4x3x8xf32> {cpc.sharding = #x}) -> tensor<4x3x6xf32> {
-  %w = cpc.parameter "w" trainable {cpc.shardings = [#w]} : tensor<6x8xf32>
+  %w = cpc.parameter @w {cpc.shardings = [#w]} : tensor<6x8xf32>
   %y = cpc.matmul %x, %w {cpc.shardings = [#x], transpose_rhs = true} : (tensor<4x3x8xf32>, tensor<6x8xf32>) -> tensor<4x3x6xf32>
   return %y : tensor<4x3x6xf32>
 }
@@ -34,9 +36,10 @@ func.func @forward(%x: tensor<4x3x8xf32> {cpc.sharding = #x}) -> tensor<4x3x6xf3
 // Tests that the input gradient dX = dY W keeps dY where it is: step t broadcasts the weight's
 // block of input features t along the column and reduces the product over the row of ranks to
 // the owner of dX's column block t (zeros elsewhere, so the q results add up to each rank's).
+// CHECK: cpc.variable @w trainable {global_shape = array<i64: 6, 8>, sharding = #cpc.sharding<@mesh, {{\[\[}}"tp_col"], ["tp_row"]]>} : tensor<3x4xf32>
 // CHECK-LABEL: func.func @input_gradient
 // CHECK-SAME: (%[[G:[^:]*]]: tensor<2x3x3xf32>
-// CHECK: %[[W:.*]] = cpc.parameter "w" {{.*}} : tensor<3x4xf32>
+// CHECK: %[[W:.*]] = cpc.parameter @w : tensor<3x4xf32>
 // CHECK: %[[W0:.*]] = cpc.broadcast_from %[[W]] over @mesh ["tp_row"] root 0 : tensor<3x4xf32>
 // CHECK: %[[P0:.*]] = cpc.matmul %[[G]], %[[W0]] : (tensor<2x3x3xf32>, tensor<3x4xf32>) -> tensor<2x3x4xf32>
 // CHECK: %[[R0:.*]] = cpc.reduce_to %[[P0]] over @mesh ["tp_col"] root 0 : tensor<2x3x4xf32>
@@ -48,8 +51,9 @@ func.func @forward(%x: tensor<4x3x8xf32> {cpc.sharding = #x}) -> tensor<4x3x6xf3
 #act = #cpc.sharding<@mesh, [["tp_row"], [], ["tp_col"]]>
 #w = #cpc.sharding<@mesh, [["tp_col"], ["tp_row"]]>
 cpc.mesh @mesh shape = [2, 2] axes = ["tp_row", "tp_col"]
+cpc.variable @w trainable : tensor<6x8xf32>
 func.func @input_gradient(%g: tensor<4x3x6xf32> {cpc.sharding = #act}) -> tensor<4x3x8xf32> {
-  %w = cpc.parameter "w" trainable {cpc.shardings = [#w]} : tensor<6x8xf32>
+  %w = cpc.parameter @w {cpc.shardings = [#w]} : tensor<6x8xf32>
   %dx = cpc.matmul %g, %w {cpc.shardings = [#act]} : (tensor<4x3x6xf32>, tensor<6x8xf32>) -> tensor<4x3x8xf32>
   return %dx : tensor<4x3x8xf32>
 }

@@ -18,10 +18,13 @@
 #batch3 = #cpc.sharding<@mesh, [["dp"], [], []]>
 #batch4 = #cpc.sharding<@mesh, [["dp"], [], [], []]>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
+cpc.variable @w trainable : tensor<6x3x4x4xf32>
+cpc.variable @b trainable : tensor<6xf32>
+cpc.variable @pos : tensor<1x4x6xf32>
 func.func @patch_embed(%imgs: tensor<4x3x8x8xf32> {cpc.sharding = #batch4}) -> tensor<4x4x6xf32> {
-  %w = cpc.parameter "w" trainable : tensor<6x3x4x4xf32>
-  %b = cpc.parameter "b" trainable : tensor<6xf32>
-  %pos = cpc.parameter "pos" : tensor<1x4x6xf32>
+  %w = cpc.parameter @w : tensor<6x3x4x4xf32>
+  %b = cpc.parameter @b : tensor<6xf32>
+  %pos = cpc.parameter @pos : tensor<1x4x6xf32>
   %c = cpc.conv2d %imgs, %w, %b {cpc.shardings = [#batch4], strides = array<i64: 4, 4>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<4x3x8x8xf32>, tensor<6x3x4x4xf32>, tensor<6xf32>) -> tensor<4x6x2x2xf32>
   %r = cpc.reshape %c {cpc.shardings = [#batch3]} : tensor<4x6x2x2xf32> -> tensor<4x6x4xf32>
   %t = cpc.transpose %r {cpc.shardings = [#batch3], permutation = array<i64: 0, 2, 1>} : tensor<4x6x4xf32> -> tensor<4x4x6xf32>
@@ -53,8 +56,9 @@ func.func @patch_embed(%imgs: tensor<4x3x8x8xf32> {cpc.sharding = #batch4}) -> t
 #batch3 = #cpc.sharding<@mesh, [["dp"], [], []]>
 #dim1of6 = #cpc.sharding<@mesh, [[], ["dp"], [], [], [], []]>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
+cpc.variable @cls trainable : tensor<1x1x6xf32>
 func.func @masking(%x: tensor<4x8x6xf32> {cpc.sharding = #batch3}, %noise: tensor<4x8xf32> {cpc.sharding = #batch2}) -> (tensor<4x3x6xf32>, tensor<4x8xf32>) {
-  %cls = cpc.parameter "cls" trainable : tensor<1x1x6xf32>
+  %cls = cpc.parameter @cls : tensor<1x1x6xf32>
   %ones = cpc.constant {cpc.shardings = [#batch2]} dense<1.0> : tensor<4x8xf32>
   %sorted, %shuffle = cpc.topk %noise {cpc.shardings = [#batch2, #batch2], axis = 1 : i64, k = 8 : i64, largest = false} : tensor<4x8xf32> -> tensor<4x8xf32>, tensor<4x8xi64>
   %unused, %restore = cpc.topk %shuffle {cpc.shardings = [#batch2, #batch2], axis = 1 : i64, k = 8 : i64, largest = false} : tensor<4x8xi64> -> tensor<4x8xi64>, tensor<4x8xi64>
@@ -98,12 +102,17 @@ func.func @masking(%x: tensor<4x8x6xf32> {cpc.sharding = #batch3}, %noise: tenso
 #batch5 = #cpc.sharding<@mesh, [["dp"], [], [], [], []]>
 #dim1of5 = #cpc.sharding<@mesh, [[], ["dp"], [], [], []]>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
+cpc.variable @norm.weight trainable : tensor<8xf32>
+cpc.variable @norm.bias trainable : tensor<8xf32>
+cpc.variable @qkv.weight trainable : tensor<24x8xf32>
+cpc.variable @fc1.weight trainable : tensor<16x8xf32>
+cpc.variable @fc2.weight trainable : tensor<8x16xf32>
 func.func @block(%x: tensor<4x3x8xf32> {cpc.sharding = #batch3}) -> tensor<4x3x8xf32> {
-  %s = cpc.parameter "norm.weight" trainable : tensor<8xf32>
-  %b = cpc.parameter "norm.bias" trainable : tensor<8xf32>
-  %wqkv = cpc.parameter "qkv.weight" trainable : tensor<24x8xf32>
-  %w1 = cpc.parameter "fc1.weight" trainable : tensor<16x8xf32>
-  %w2 = cpc.parameter "fc2.weight" trainable : tensor<8x16xf32>
+  %s = cpc.parameter @norm.weight : tensor<8xf32>
+  %b = cpc.parameter @norm.bias : tensor<8xf32>
+  %wqkv = cpc.parameter @qkv.weight : tensor<24x8xf32>
+  %w1 = cpc.parameter @fc1.weight : tensor<16x8xf32>
+  %w2 = cpc.parameter @fc2.weight : tensor<8x16xf32>
   %scale = cpc.constant dense<0.5> : tensor<f32>
   %i0 = cpc.constant dense<0> : tensor<i64>
   %i1 = cpc.constant dense<1> : tensor<i64>
@@ -201,8 +210,9 @@ func.func @loss(%pred: tensor<4x3x8xf32> {cpc.sharding = #batch3}, %target: tens
 #partial3 = #cpc.sharding<@mesh, [[], [], []], partial = ["dp"]>
 #partial4 = #cpc.sharding<@mesh, [[], [], [], []], partial = ["dp"]>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
+cpc.variable @fc.weight trainable : tensor<16x8xf32>
 func.func @weight_grads(%x: tensor<4x3x8xf32> {cpc.sharding = #batch3}, %dy: tensor<4x3x16xf32> {cpc.sharding = #batch3}, %imgs: tensor<4x3x8x8xf32> {cpc.sharding = #batch4}, %dc: tensor<4x6x2x2xf32> {cpc.sharding = #batch4}) -> (tensor<16x8xf32>, tensor<16xf32>, tensor<6x3x4x4xf32>, tensor<4x3x8xf32>) {
-  %w = cpc.parameter "fc.weight" trainable : tensor<16x8xf32>
+  %w = cpc.parameter @fc.weight : tensor<16x8xf32>
   %dx = cpc.matmul %dy, %w {cpc.shardings = [#batch3]} : (tensor<4x3x16xf32>, tensor<16x8xf32>) -> tensor<4x3x8xf32>
   %x2 = cpc.reshape %x {cpc.shardings = [#batch2]} : tensor<4x3x8xf32> -> tensor<12x8xf32>
   %dy2 = cpc.reshape %dy {cpc.shardings = [#batch2]} : tensor<4x3x16xf32> -> tensor<12x16xf32>
@@ -229,8 +239,9 @@ func.func @weight_grads(%x: tensor<4x3x8xf32> {cpc.sharding = #batch3}, %dy: ten
 #batch4 = #cpc.sharding<@mesh, [["dp"], [], [], []]>
 #partial1 = #cpc.sharding<@mesh, [[]], partial = ["dp"]>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
+cpc.variable @norm.weight trainable : tensor<8xf32>
 func.func @fused_grads(%x: tensor<4x3x8xf32> {cpc.sharding = #batch3}, %g: tensor<4x3x8xf32> {cpc.sharding = #batch3}, %p: tensor<4x2x3x3xf32> {cpc.sharding = #batch4}, %dp: tensor<4x2x3x3xf32> {cpc.sharding = #batch4}) -> (tensor<4x3x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<4x2x3x3xf32>, tensor<4x3x8xf32>) {
-  %s = cpc.parameter "norm.weight" trainable : tensor<8xf32>
+  %s = cpc.parameter @norm.weight : tensor<8xf32>
   %dx, %ds, %db = cpc.layer_norm_grad %x, %s, %g {cpc.shardings = [#batch3, #partial1, #partial1], axis = 2 : i64, epsilon = 1.0e-6 : f64} : (tensor<4x3x8xf32>, tensor<8xf32>, tensor<4x3x8xf32>) -> (tensor<4x3x8xf32>, tensor<8xf32>, tensor<8xf32>)
   %dsm = cpc.softmax_grad %p, %dp {cpc.shardings = [#batch4], axis = 3 : i64} : tensor<4x2x3x3xf32>
   %dg = cpc.gelu_grad %x, %g {cpc.shardings = [#batch3]} : tensor<4x3x8xf32>
@@ -287,10 +298,13 @@ func.func @scatter_grads(%dq: tensor<4x2x3x4xf32> {cpc.sharding = #batch4}, %dt:
 #batch2 = #cpc.sharding<@mesh, [["dp"], []]>
 #partial2 = #cpc.sharding<@mesh, [[], []], partial = ["dp"]>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
+cpc.variable @fc.weight trainable : tensor<16x8xf32>
+cpc.variable @adamw.exp_avg.fc.weight state <exp_avg> : tensor<16x8xf32>
+cpc.variable @adamw.exp_avg_sq.fc.weight state <exp_avg_sq> : tensor<16x8xf32>
 func.func @optimizer(%x: tensor<4x8xf32> {cpc.sharding = #batch2}, %dy: tensor<4x16xf32> {cpc.sharding = #batch2}, %lr: tensor<f32> {cpc.runtime = #cpc.runtime_input<learning_rate>}, %step: tensor<f32> {cpc.runtime = #cpc.runtime_input<step>}) -> tensor<f32> {
-  %w = cpc.parameter "fc.weight" trainable : tensor<16x8xf32>
-  %m = cpc.state <exp_avg> "adamw.exp_avg.fc.weight" : tensor<16x8xf32>
-  %v = cpc.state <exp_avg_sq> "adamw.exp_avg_sq.fc.weight" : tensor<16x8xf32>
+  %w = cpc.parameter @fc.weight : tensor<16x8xf32>
+  %m = cpc.state @adamw.exp_avg.fc.weight : tensor<16x8xf32>
+  %v = cpc.state @adamw.exp_avg_sq.fc.weight : tensor<16x8xf32>
   %one = cpc.constant dense<1.0> : tensor<f32>
   %dw = cpc.matmul %dy, %x {cpc.shardings = [#partial2], transpose_lhs = true} : (tensor<4x16xf32>, tensor<4x8xf32>) -> tensor<16x8xf32>
   %sq = cpc.mul %dw, %dw : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
@@ -300,9 +314,9 @@ func.func @optimizer(%x: tensor<4x8xf32> {cpc.sharding = #batch2}, %dy: tensor<4
   %coef = cpc.min %inv, %one : (tensor<f32>, tensor<f32>) -> tensor<f32>
   %clipped = cpc.mul %dw, %coef {cpc.shardings = [#partial2]} : (tensor<16x8xf32>, tensor<f32>) -> tensor<16x8xf32>
   %nw, %nm, %nv = cpc.adamw %w, %clipped, %m, %v, %lr, %step {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.05 : f64} : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>, tensor<f32>) -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>)
-  cpc.assign %nw to "fc.weight" : tensor<16x8xf32>
-  cpc.assign %nm to "adamw.exp_avg.fc.weight" : tensor<16x8xf32>
-  cpc.assign %nv to "adamw.exp_avg_sq.fc.weight" : tensor<16x8xf32>
+  cpc.assign %nw to @fc.weight : tensor<16x8xf32>
+  cpc.assign %nm to @adamw.exp_avg.fc.weight : tensor<16x8xf32>
+  cpc.assign %nv to @adamw.exp_avg_sq.fc.weight : tensor<16x8xf32>
   return %norm : tensor<f32>
 }
 
@@ -313,12 +327,12 @@ func.func @optimizer(%x: tensor<4x8xf32> {cpc.sharding = #batch2}, %dy: tensor<4
 // and assigns the partial sum; the update all-reduces the accumulator once, after the linear
 // 1/k scaling.
 // CHECK-LABEL: func.func @accumulate
-// CHECK: %[[ACC:.*]] = cpc.state <gradient_accumulator> "grad_acc.fc.weight" {{.*}}: tensor<16x8xf32>
+// CHECK: %[[ACC:.*]] = cpc.state @grad_acc.fc.weight {{.*}}: tensor<16x8xf32>
 // CHECK: %[[DW:.*]] = cpc.matmul {{.*}} : (tensor<2x16xf32>, tensor<2x8xf32>) -> tensor<16x8xf32>
 // CHECK: %[[SUM:.*]] = cpc.add %[[ACC]], %[[DW]] {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], []], partial = ["dp"]>]}
-// CHECK: cpc.assign %[[SUM]] to "grad_acc.fc.weight"
+// CHECK: cpc.assign %[[SUM]] to @grad_acc.fc.weight
 // CHECK-LABEL: func.func @apply
-// CHECK: %[[ACC:.*]] = cpc.state <gradient_accumulator> "grad_acc.fc.weight" {{.*}}: tensor<16x8xf32>
+// CHECK: %[[ACC:.*]] = cpc.state @grad_acc.fc.weight {{.*}}: tensor<16x8xf32>
 // CHECK: %[[AVG:.*]] = cpc.mul %[[ACC]], %{{.*}} {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], []], partial = ["dp"]>]}
 // CHECK-NEXT: %[[AVGALL:.*]] = cpc.all_reduce %[[AVG]] over @mesh ["dp"] : tensor<16x8xf32>
 // CHECK: cpc.adamw %{{.*}}, %[[AVGALL]],
@@ -327,18 +341,22 @@ func.func @optimizer(%x: tensor<4x8xf32> {cpc.sharding = #batch2}, %dy: tensor<4
 #batch2 = #cpc.sharding<@mesh, [["dp"], []]>
 #partial2 = #cpc.sharding<@mesh, [[], []], partial = ["dp"]>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
+cpc.variable @grad_acc.fc.weight state <gradient_accumulator> : tensor<16x8xf32>
+cpc.variable @fc.weight trainable : tensor<16x8xf32>
+cpc.variable @adamw.exp_avg.fc.weight state <exp_avg> : tensor<16x8xf32>
+cpc.variable @adamw.exp_avg_sq.fc.weight state <exp_avg_sq> : tensor<16x8xf32>
 func.func @accumulate(%x: tensor<4x8xf32> {cpc.sharding = #batch2}, %dy: tensor<4x16xf32> {cpc.sharding = #batch2}) {
-  %acc = cpc.state <gradient_accumulator> "grad_acc.fc.weight" {cpc.shardings = [#partial2]} : tensor<16x8xf32>
+  %acc = cpc.state @grad_acc.fc.weight {cpc.shardings = [#partial2]} : tensor<16x8xf32>
   %dw = cpc.matmul %dy, %x {cpc.shardings = [#partial2], transpose_lhs = true} : (tensor<4x16xf32>, tensor<4x8xf32>) -> tensor<16x8xf32>
   %sum = cpc.add %acc, %dw : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
-  cpc.assign %sum to "grad_acc.fc.weight" : tensor<16x8xf32>
+  cpc.assign %sum to @grad_acc.fc.weight : tensor<16x8xf32>
   return
 }
 func.func @apply(%lr: tensor<f32> {cpc.runtime = #cpc.runtime_input<learning_rate>}, %step: tensor<f32> {cpc.runtime = #cpc.runtime_input<step>}) -> tensor<f32> {
-  %w = cpc.parameter "fc.weight" trainable : tensor<16x8xf32>
-  %m = cpc.state <exp_avg> "adamw.exp_avg.fc.weight" : tensor<16x8xf32>
-  %v = cpc.state <exp_avg_sq> "adamw.exp_avg_sq.fc.weight" : tensor<16x8xf32>
-  %acc = cpc.state <gradient_accumulator> "grad_acc.fc.weight" {cpc.shardings = [#partial2]} : tensor<16x8xf32>
+  %w = cpc.parameter @fc.weight : tensor<16x8xf32>
+  %m = cpc.state @adamw.exp_avg.fc.weight : tensor<16x8xf32>
+  %v = cpc.state @adamw.exp_avg_sq.fc.weight : tensor<16x8xf32>
+  %acc = cpc.state @grad_acc.fc.weight {cpc.shardings = [#partial2]} : tensor<16x8xf32>
   %k = cpc.constant dense<0.5> : tensor<f32>
   %zero = cpc.constant dense<0.0> : tensor<16x8xf32>
   %avg = cpc.mul %acc, %k : (tensor<16x8xf32>, tensor<f32>) -> tensor<16x8xf32>
@@ -346,10 +364,10 @@ func.func @apply(%lr: tensor<f32> {cpc.runtime = #cpc.runtime_input<learning_rat
   %ss = cpc.reduce_sum %sq {axes = array<i64: 0, 1>} : tensor<16x8xf32> -> tensor<f32>
   %norm = cpc.sqrt %ss : tensor<f32>
   %nw, %nm, %nv = cpc.adamw %w, %avg, %m, %v, %lr, %step {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.05 : f64} : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>, tensor<f32>) -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>)
-  cpc.assign %nw to "fc.weight" : tensor<16x8xf32>
-  cpc.assign %nm to "adamw.exp_avg.fc.weight" : tensor<16x8xf32>
-  cpc.assign %nv to "adamw.exp_avg_sq.fc.weight" : tensor<16x8xf32>
-  cpc.assign %zero to "grad_acc.fc.weight" : tensor<16x8xf32>
+  cpc.assign %nw to @fc.weight : tensor<16x8xf32>
+  cpc.assign %nm to @adamw.exp_avg.fc.weight : tensor<16x8xf32>
+  cpc.assign %nv to @adamw.exp_avg_sq.fc.weight : tensor<16x8xf32>
+  cpc.assign %zero to @grad_acc.fc.weight : tensor<16x8xf32>
   return %norm : tensor<f32>
 }
 
@@ -468,12 +486,13 @@ func.func @max_over_batch(%x: tensor<4x6xf32> {cpc.sharding = #batch2}) -> (tens
 // gathered first.
 // CHECK-LABEL: func.func @assign_split
 // CHECK: %[[G:.*]] = cpc.all_gather %{{.*}} over @mesh ["dp"] : tensor<2x6xf32> -> tensor<4x6xf32>
-// CHECK: cpc.assign %[[G]] to "v" : tensor<4x6xf32>
+// CHECK: cpc.assign %[[G]] to @v : tensor<4x6xf32>
 #batch2 = #cpc.sharding<@mesh, [["dp"], []]>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
+cpc.variable @v : tensor<4x6xf32>
 func.func @assign_split(%x: tensor<4x6xf32> {cpc.sharding = #batch2}) {
   %e = cpc.exp %x {cpc.shardings = [#batch2]} : tensor<4x6xf32>
-  cpc.assign %e to "v" : tensor<4x6xf32>
+  cpc.assign %e to @v : tensor<4x6xf32>
   return
 }
 
@@ -605,8 +624,9 @@ func.func @axes_out_of_order(%x: tensor<4x6xf32> {cpc.sharding = #cpc.sharding<@
 // CHECK-NOT: cpc.all_reduce
 // CHECK: cpc.add %arg1, %[[RS]] {{.*}} : (tensor<2x2x4xf32>, tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
 cpc.mesh @mesh shape = [2] axes = ["tp"]
+cpc.variable @w trainable : tensor<16x4xf32>
 func.func @reduce_scatter_seq(%h: tensor<2x4x16xf32> {cpc.sharding = #cpc.sharding<@mesh, [[], [], ["tp"]]>}, %res: tensor<2x4x4xf32> {cpc.sharding = #cpc.sharding<@mesh, [[], ["tp"], []]>}) -> tensor<2x4x4xf32> {
-  %w = cpc.parameter "w" trainable {cpc.shardings = [#cpc.sharding<@mesh, [["tp"], []]>]} : tensor<16x4xf32>
+  %w = cpc.parameter @w {cpc.shardings = [#cpc.sharding<@mesh, [["tp"], []]>]} : tensor<16x4xf32>
   %p = cpc.matmul %h, %w {cpc.shardings = [#cpc.sharding<@mesh, [[], [], []], partial = ["tp"]>]} : (tensor<2x4x16xf32>, tensor<16x4xf32>) -> tensor<2x4x4xf32>
   %o = cpc.add %res, %p {cpc.shardings = [#cpc.sharding<@mesh, [[], ["tp"], []]>]} : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   return %o : tensor<2x4x4xf32>

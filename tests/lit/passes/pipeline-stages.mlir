@@ -8,10 +8,10 @@
 // are copied where used) and that the module records each chunk's costs and the bytes that
 // cross into it.
 // CHECK: module attributes {cpc.pipeline_chunks = [{boundary_bytes = 0 : i64, chunk = 0 : i64, first_op = "fc1", flops = 1.280000e+02 : f64, ops = 1 : i64, parameter_bytes = 128 : i64, seconds = 5.5999999999999999E-8 : f64}, {boundary_bytes = 64 : i64, chunk = 1 : i64, first_op = "act", flops = 1.130000e+02 : f64, ops = 3 : i64, parameter_bytes = 96 : i64, seconds = 8.5000000000000007E-8 : f64}]}
-// CHECK: cpc.parameter "w1" trainable : tensor<4x8xf32>
+// CHECK: cpc.parameter @w1 : tensor<4x8xf32>
 // CHECK: cpc.matmul %{{.*}}, %{{.*}} {cpc.stage = 0 : i64}
 // CHECK: cpc.tanh %{{.*}} {cpc.stage = 1 : i64}
-// CHECK: cpc.parameter "w2" trainable : tensor<8x3xf32>
+// CHECK: cpc.parameter @w2 : tensor<8x3xf32>
 // CHECK: cpc.matmul %{{.*}}, %{{.*}} {cpc.stage = 1 : i64}
 
 // Tests a cut named by hand: before the first op whose name contains "fc2".
@@ -20,11 +20,13 @@
 
 // Tests that a cut point no op matches is an error naming it.
 // BAD: no op named like 'nowhere' to cut before
+cpc.variable @w1 trainable : tensor<4x8xf32>
+cpc.variable @w2 trainable : tensor<8x3xf32>
 func.func @main(%x: tensor<2x4xf32> {cpc.name = "x"}) -> tensor<f32> {
-  %w1 = cpc.parameter "w1" trainable : tensor<4x8xf32>
+  %w1 = cpc.parameter @w1 : tensor<4x8xf32>
   %h = cpc.matmul %x, %w1 : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32> loc("fc1")
   %a = cpc.tanh %h : tensor<2x8xf32> loc("act")
-  %w2 = cpc.parameter "w2" trainable : tensor<8x3xf32>
+  %w2 = cpc.parameter @w2 : tensor<8x3xf32>
   %y = cpc.matmul %a, %w2 : (tensor<2x8xf32>, tensor<8x3xf32>) -> tensor<2x3xf32> loc("fc2")
   %l = cpc.reduce_mean %y {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x3xf32> -> tensor<f32> loc("loss")
   return %l : tensor<f32>

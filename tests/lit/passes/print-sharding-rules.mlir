@@ -21,6 +21,7 @@
 // CHECK: cpc.concat {{.*}}cpc.sharding_rule = "([i, k, j], [i, l, j]) -> ([i, m, j]) {i=2, j=8, k=4, l=4, m=8} permutation={k, l, m}"
 // CHECK: cpc.layer_norm {{.*}}cpc.sharding_rule = "([i, j, k], [l], [m]) -> ([i, j, n]) {i=2, j=4, k=8, l=8, m=8, n=8} need_replication={k, l, m, n}"
 // CHECK: cpc.transpose {{.*}}cpc.sharding_rule = "([i, k, j]) -> ([i, j, k]) {i=2, j=8, k=4}"
+cpc.variable @tok.weight trainable : tensor<16x8xf32>
 func.func @rules(%x: tensor<2x4x8xf32>, %w: tensor<24x8xf32>, %b: tensor<8xf32>, %m: tensor<6x4xf32>, %s: tensor<4x6xf32>) -> (tensor<2x4x3x2x4xf32>, tensor<4x6xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x2x8xf32>, tensor<2x8x8xf32>, tensor<2x4x8xf32>, tensor<2x8x4xf32>) {
   %qkv = cpc.matmul %x, %w {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<24x8xf32>) -> tensor<2x4x24xf32>
   %heads = cpc.reshape %qkv : tensor<2x4x24xf32> -> tensor<2x4x3x2x4xf32>
@@ -47,7 +48,7 @@ func.func @rules(%x: tensor<2x4x8xf32>, %w: tensor<24x8xf32>, %b: tensor<8xf32>,
 // CHECK: cpc.gather_grad {{.*}}cpc.sharding_rule = "([j, k, l], [j, k]) -> ([i, l]) {i=16, j=2, k=4, l=8} reduction={j, k}"
 // CHECK: cpc.gather_elements {{.*}}cpc.sharding_rule = "([i, k, j], [i, l, j]) -> ([i, m, j]) {i=2, j=8, k=4, l=3, m=3} need_replication={k, l, m}"
 func.func @gathers(%ids: tensor<2x4xi64>, %tgt: tensor<8x1xi64>, %logits: tensor<8x16xf32>, %g: tensor<2x4x8xf32>, %act: tensor<2x4x8xf32>, %pos: tensor<2x3x8xi64>) -> (tensor<2x4x8xf32>, tensor<8x1xf32>, tensor<16x8xf32>, tensor<2x3x8xf32>) {
-  %t = cpc.parameter "tok.weight" trainable : tensor<16x8xf32>
+  %t = cpc.parameter @tok.weight : tensor<16x8xf32>
   %e = cpc.gather %t, %ids {axis = 0 : i64} : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
   %p = cpc.gather_elements %logits, %tgt {axis = 1 : i64} : (tensor<8x16xf32>, tensor<8x1xi64>) -> tensor<8x1xf32>
   %dt = cpc.gather_grad %g, %ids {axis = 0 : i64, dim_size = 16 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<16x8xf32>

@@ -8,18 +8,21 @@
 // the parameters themselves stay whole.
 // CHECK-LABEL: func.func @patch_embed
 // CHECK-SAME: %[[IMGS:[^:]*]]: tensor<4x3x8x8xf32> {cpc.sharding = #cpc.sharding<@mesh, {{\[\[}}"dp"], [], [], []]>}
-// CHECK: cpc.parameter "w" trainable : tensor<6x3x4x4xf32>{{$}}
-// CHECK: cpc.parameter "b" trainable : tensor<6xf32>{{$}}
-// CHECK: %[[POS:.*]] = cpc.parameter "pos" : tensor<1x4x6xf32>{{$}}
+// CHECK: cpc.parameter @w : tensor<6x3x4x4xf32>{{$}}
+// CHECK: cpc.parameter @b : tensor<6xf32>{{$}}
+// CHECK: %[[POS:.*]] = cpc.parameter @pos : tensor<1x4x6xf32>{{$}}
 // CHECK: %[[C:.*]] = cpc.conv2d %[[IMGS]], {{.*}}cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"dp"], [], [], []]>]{{.*}} -> tensor<4x6x2x2xf32>
 // CHECK: %[[R:.*]] = cpc.reshape %[[C]] {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"dp"], [], []]>]} : tensor<4x6x2x2xf32> -> tensor<4x6x4xf32>
 // CHECK: %[[T:.*]] = cpc.transpose %[[R]] {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"dp"], [], []]>]{{.*}} -> tensor<4x4x6xf32>
 // CHECK: cpc.add %[[T]], %[[POS]] {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"dp"], [], []]>]}
 cpc.mesh @mesh shape = [2] axes = ["dp"]
+cpc.variable @w trainable : tensor<6x3x4x4xf32>
+cpc.variable @b trainable : tensor<6xf32>
+cpc.variable @pos : tensor<1x4x6xf32>
 func.func @patch_embed(%imgs: tensor<4x3x8x8xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], [], [], []]>}) -> tensor<4x4x6xf32> {
-  %w = cpc.parameter "w" trainable : tensor<6x3x4x4xf32>
-  %b = cpc.parameter "b" trainable : tensor<6xf32>
-  %pos = cpc.parameter "pos" : tensor<1x4x6xf32>
+  %w = cpc.parameter @w : tensor<6x3x4x4xf32>
+  %b = cpc.parameter @b : tensor<6xf32>
+  %pos = cpc.parameter @pos : tensor<1x4x6xf32>
   %c = cpc.conv2d %imgs, %w, %b {strides = array<i64: 4, 4>, padding = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<4x3x8x8xf32>, tensor<6x3x4x4xf32>, tensor<6xf32>) -> tensor<4x6x2x2xf32>
   %r = cpc.reshape %c : tensor<4x6x2x2xf32> -> tensor<4x6x4xf32>
   %t = cpc.transpose %r {permutation = array<i64: 0, 2, 1>} : tensor<4x6x4xf32> -> tensor<4x4x6xf32>
@@ -44,8 +47,9 @@ func.func @patch_embed(%imgs: tensor<4x3x8x8xf32> {cpc.sharding = #cpc.sharding<
 // CHECK: cpc.broadcast {{.*}}#cpc.sharding<@mesh, {{\[\[}}"dp"], [], []]>{{.*}} : tensor<1x1x6xf32> -> tensor<4x1x6xf32>
 // CHECK: cpc.concat {{.*}}#cpc.sharding<@mesh, {{\[\[}}"dp"], [], []]>{{.*}} -> tensor<4x3x6xf32>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
+cpc.variable @cls trainable : tensor<1x1x6xf32>
 func.func @masking(%x: tensor<4x8x6xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], [], []]>}, %noise: tensor<4x8xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], []]>}) -> (tensor<4x3x6xf32>, tensor<4x8xi64>) {
-  %cls = cpc.parameter "cls" trainable : tensor<1x1x6xf32>
+  %cls = cpc.parameter @cls : tensor<1x1x6xf32>
   %sorted, %shuffle = cpc.topk %noise {axis = 1 : i64, k = 8 : i64, largest = false} : tensor<4x8xf32> -> tensor<4x8xf32>, tensor<4x8xi64>
   %unused, %restore = cpc.topk %shuffle {axis = 1 : i64, k = 8 : i64, largest = false} : tensor<4x8xi64> -> tensor<4x8xi64>, tensor<4x8xi64>
   %keep = cpc.slice %shuffle {starts = array<i64: 0, 0>, limits = array<i64: 4, 2>, strides = array<i64: 1, 1>} : tensor<4x8xi64> -> tensor<4x2xi64>
@@ -81,12 +85,17 @@ func.func @masking(%x: tensor<4x8x6xf32> {cpc.sharding = #cpc.sharding<@mesh, [[
 // CHECK: cpc.matmul {{.*}}#cpc.sharding<@mesh, {{\[\[}}"dp"], [], []]>{{.*}} -> tensor<4x3x16xf32>
 // CHECK: cpc.gelu {{.*}}{cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"dp"], [], []]>]} : tensor<4x3x16xf32>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
+cpc.variable @norm.weight trainable : tensor<8xf32>
+cpc.variable @norm.bias trainable : tensor<8xf32>
+cpc.variable @qkv.weight trainable : tensor<24x8xf32>
+cpc.variable @fc1.weight trainable : tensor<16x8xf32>
+cpc.variable @fc2.weight trainable : tensor<8x16xf32>
 func.func @block(%x: tensor<4x3x8xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], [], []]>}) -> tensor<4x3x8xf32> {
-  %s = cpc.parameter "norm.weight" trainable : tensor<8xf32>
-  %b = cpc.parameter "norm.bias" trainable : tensor<8xf32>
-  %wqkv = cpc.parameter "qkv.weight" trainable : tensor<24x8xf32>
-  %w1 = cpc.parameter "fc1.weight" trainable : tensor<16x8xf32>
-  %w2 = cpc.parameter "fc2.weight" trainable : tensor<8x16xf32>
+  %s = cpc.parameter @norm.weight : tensor<8xf32>
+  %b = cpc.parameter @norm.bias : tensor<8xf32>
+  %wqkv = cpc.parameter @qkv.weight : tensor<24x8xf32>
+  %w1 = cpc.parameter @fc1.weight : tensor<16x8xf32>
+  %w2 = cpc.parameter @fc2.weight : tensor<8x16xf32>
   %scale = cpc.constant dense<0.5> : tensor<f32>
   %i0 = cpc.constant dense<0> : tensor<i64>
   %i1 = cpc.constant dense<1> : tensor<i64>
@@ -160,8 +169,9 @@ func.func @loss(%pred: tensor<4x3x8xf32> {cpc.sharding = #cpc.sharding<@mesh, [[
 // CHECK: cpc.reshape {{.*}}{cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}]], partial = ["dp"]>]} : tensor<1x1x16xf32> -> tensor<16xf32>
 // CHECK: cpc.conv2d_grad_weight {{.*}}cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], [], [], []], partial = ["dp"]>]{{.*}} -> tensor<6x3x4x4xf32>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
+cpc.variable @fc.weight trainable : tensor<16x8xf32>
 func.func @weight_grads(%x: tensor<4x3x8xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], [], []]>}, %dy: tensor<4x3x16xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], [], []]>}, %imgs: tensor<4x3x8x8xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], [], [], []]>}, %dc: tensor<4x6x2x2xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], [], [], []]>}) -> (tensor<16x8xf32>, tensor<16xf32>, tensor<6x3x4x4xf32>, tensor<4x3x8xf32>) {
-  %w = cpc.parameter "fc.weight" trainable : tensor<16x8xf32>
+  %w = cpc.parameter @fc.weight : tensor<16x8xf32>
   %dx = cpc.matmul %dy, %w : (tensor<4x3x16xf32>, tensor<16x8xf32>) -> tensor<4x3x8xf32>
   %x2 = cpc.reshape %x : tensor<4x3x8xf32> -> tensor<12x8xf32>
   %dy2 = cpc.reshape %dy : tensor<4x3x16xf32> -> tensor<12x16xf32>
@@ -181,8 +191,9 @@ func.func @weight_grads(%x: tensor<4x3x8xf32> {cpc.sharding = #cpc.sharding<@mes
 // CHECK: cpc.softmax_grad {{.*}}{axis = 3 : i64, cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"dp"], [], [], []]>]}
 // CHECK: cpc.gelu_grad {{.*}}{cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"dp"], [], []]>]}
 cpc.mesh @mesh shape = [2] axes = ["dp"]
+cpc.variable @norm.weight trainable : tensor<8xf32>
 func.func @fused_grads(%x: tensor<4x3x8xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], [], []]>}, %g: tensor<4x3x8xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], [], []]>}, %p: tensor<4x2x3x3xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], [], [], []]>}, %dp: tensor<4x2x3x3xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], [], [], []]>}) -> (tensor<4x3x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<4x2x3x3xf32>, tensor<4x3x8xf32>) {
-  %s = cpc.parameter "norm.weight" trainable : tensor<8xf32>
+  %s = cpc.parameter @norm.weight : tensor<8xf32>
   %dx, %ds, %db = cpc.layer_norm_grad %x, %s, %g {axis = 2 : i64, epsilon = 1.0e-6 : f64} : (tensor<4x3x8xf32>, tensor<8xf32>, tensor<4x3x8xf32>) -> (tensor<4x3x8xf32>, tensor<8xf32>, tensor<8xf32>)
   %dsm = cpc.softmax_grad %p, %dp {axis = 3 : i64} : tensor<4x2x3x3xf32>
   %dg = cpc.gelu_grad %x, %g : tensor<4x3x8xf32>
@@ -221,7 +232,7 @@ func.func @scatter_grads(%dq: tensor<4x2x3x4xf32> {cpc.sharding = #cpc.sharding<
 // (not linear) and the assigns get no layout.
 // CHECK-LABEL: func.func @optimizer
 // CHECK-SAME: %{{[^:]*}}: tensor<f32> {cpc.runtime = #cpc.runtime_input<learning_rate>}, %{{[^:]*}}: tensor<f32> {cpc.runtime = #cpc.runtime_input<step>}
-// CHECK: cpc.state <exp_avg> "adamw.exp_avg.fc.weight" : tensor<16x8xf32>{{$}}
+// CHECK: cpc.state @adamw.exp_avg.fc.weight : tensor<16x8xf32>{{$}}
 // CHECK: %[[DW:.*]] = cpc.matmul {{.*}}partial = ["dp"]>], transpose_lhs = true}
 // CHECK: %[[SQ:.*]] = cpc.mul %[[DW]], %[[DW]] : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
 // CHECK: cpc.reduce_sum %[[SQ]] {axes = array<i64: 0, 1>} : tensor<16x8xf32> -> tensor<f32>
@@ -230,12 +241,15 @@ func.func @scatter_grads(%dq: tensor<4x2x3x4xf32> {cpc.sharding = #cpc.sharding<
 // CHECK: %[[COEF:.*]] = cpc.min %{{.*}}, %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // CHECK: %[[CLIPPED:.*]] = cpc.mul %[[DW]], %[[COEF]] {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], []], partial = ["dp"]>]}
 // CHECK: cpc.adamw %{{.*}}, %[[CLIPPED]], %{{.*}} {beta1 = 9.000000e-01 : f64, beta2 = {{[^,]*}}, epsilon
-// CHECK: cpc.assign %{{.*}} to "fc.weight" : tensor<16x8xf32>
+// CHECK: cpc.assign %{{.*}} to @fc.weight : tensor<16x8xf32>
 cpc.mesh @mesh shape = [2] axes = ["dp"]
+cpc.variable @fc.weight trainable : tensor<16x8xf32>
+cpc.variable @adamw.exp_avg.fc.weight state <exp_avg> : tensor<16x8xf32>
+cpc.variable @adamw.exp_avg_sq.fc.weight state <exp_avg_sq> : tensor<16x8xf32>
 func.func @optimizer(%x: tensor<4x8xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], []]>}, %dy: tensor<4x16xf32> {cpc.sharding = #cpc.sharding<@mesh, [["dp"], []]>}, %lr: tensor<f32> {cpc.runtime = #cpc.runtime_input<learning_rate>}, %step: tensor<f32> {cpc.runtime = #cpc.runtime_input<step>}) -> tensor<f32> {
-  %w = cpc.parameter "fc.weight" trainable : tensor<16x8xf32>
-  %m = cpc.state <exp_avg> "adamw.exp_avg.fc.weight" : tensor<16x8xf32>
-  %v = cpc.state <exp_avg_sq> "adamw.exp_avg_sq.fc.weight" : tensor<16x8xf32>
+  %w = cpc.parameter @fc.weight : tensor<16x8xf32>
+  %m = cpc.state @adamw.exp_avg.fc.weight : tensor<16x8xf32>
+  %v = cpc.state @adamw.exp_avg_sq.fc.weight : tensor<16x8xf32>
   %one = cpc.constant dense<1.0> : tensor<f32>
   %dw = cpc.matmul %dy, %x {transpose_lhs = true} : (tensor<4x16xf32>, tensor<4x8xf32>) -> tensor<16x8xf32>
   %sq = cpc.mul %dw, %dw : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
@@ -245,9 +259,9 @@ func.func @optimizer(%x: tensor<4x8xf32> {cpc.sharding = #cpc.sharding<@mesh, [[
   %coef = cpc.min %inv, %one : (tensor<f32>, tensor<f32>) -> tensor<f32>
   %clipped = cpc.mul %dw, %coef : (tensor<16x8xf32>, tensor<f32>) -> tensor<16x8xf32>
   %nw, %nm, %nv = cpc.adamw %w, %clipped, %m, %v, %lr, %step {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.05 : f64} : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>, tensor<f32>) -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>)
-  cpc.assign %nw to "fc.weight" : tensor<16x8xf32>
-  cpc.assign %nm to "adamw.exp_avg.fc.weight" : tensor<16x8xf32>
-  cpc.assign %nv to "adamw.exp_avg_sq.fc.weight" : tensor<16x8xf32>
+  cpc.assign %nw to @fc.weight : tensor<16x8xf32>
+  cpc.assign %nm to @adamw.exp_avg.fc.weight : tensor<16x8xf32>
+  cpc.assign %nv to @adamw.exp_avg_sq.fc.weight : tensor<16x8xf32>
   return %norm : tensor<f32>
 }
 
@@ -437,8 +451,9 @@ func.func @two_axes(%x: tensor<8x6xf32> {cpc.sharding = #cpc.sharding<@mesh2d, [
 // CHECK: cpc.matmul {{.*}}#cpc.sharding<@mesh2d, {{\[\[}}"dp"], ["tp"]]>{{.*}} -> tensor<4x16xf32>
 // CHECK: cpc.gelu {{.*}}#cpc.sharding<@mesh2d, {{\[\[}}"dp"], ["tp"]]>
 cpc.mesh @mesh2d shape = [2, 2] axes = ["dp", "tp"]
+cpc.variable @fc1.weight trainable : tensor<16x8xf32>
 func.func @dp_and_tp(%x: tensor<4x8xf32> {cpc.sharding = #cpc.sharding<@mesh2d, [["dp"], []]>}) -> tensor<4x16xf32> {
-  %w = cpc.parameter "fc1.weight" trainable : tensor<16x8xf32>
+  %w = cpc.parameter @fc1.weight : tensor<16x8xf32>
   %ws = cpc.shard %w to <@mesh2d, [["tp"], []], priority = 1> : tensor<16x8xf32>
   %y = cpc.matmul %x, %ws {transpose_rhs = true} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
   %g = cpc.gelu %y : tensor<4x16xf32>

@@ -14,9 +14,9 @@
 // again by a later matmul (its gradient's) keeps the first placement. With 2.5d the mesh has the depth axis and the batch is split over tp_dep x tp_row.
 // CHECK: cpc.mesh @mesh shape = [1, 2, 2] axes = ["dp", "tp_row", "tp_col"]
 // CHECK-LABEL: func.func @mlp
-// CHECK: cpc.parameter "fc1.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_col"], ["tp_row"]], priority = 1>]} : tensor<16x8xf32>
-// CHECK: %[[B:.*]] = cpc.parameter "fc1.bias" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_col", "tp_row"]], priority = 1>]} : tensor<16xf32>
-// CHECK: cpc.parameter "fc2.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_row"], ["tp_col"]], priority = 1>]} : tensor<16x8xf32>
+// CHECK: cpc.parameter @fc1.weight {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_col"], ["tp_row"]], priority = 1>]} : tensor<16x8xf32>
+// CHECK: %[[B:.*]] = cpc.parameter @fc1.bias {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_col", "tp_row"]], priority = 1>]} : tensor<16xf32>
+// CHECK: cpc.parameter @fc2.weight {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_row"], ["tp_col"]], priority = 1>]} : tensor<16x8xf32>
 // CHECK: cpc.matmul {{.*}}cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_row"], [], ["tp_col"]], priority = 1>]
 // CHECK: %[[READ:.*]] = cpc.shard %[[B]] to <@mesh, {{\[\[}}"tp_col"]], priority = 1> : tensor<16xf32>
 // CHECK: cpc.add %[[READ]],
@@ -26,15 +26,18 @@
 // tp_out, so its weight is [in over (tp_out, tp_wt), out over tp_in]; the second Linear finds
 // them swapped: [in over (tp_in, tp_wt), out over tp_out].
 // CUBE: cpc.mesh @mesh shape = [1, 2, 2, 2] axes = ["dp", "tp_wt", "tp_in", "tp_out"]
-// CUBE: cpc.parameter "fc1.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_in"], ["tp_out", "tp_wt"]], priority = 1>]}
-// CUBE: cpc.parameter "fc1.bias" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_in"]], priority = 1>]}
-// CUBE: cpc.parameter "fc2.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_in", "tp_wt"], ["tp_out"]], priority = 1>]}
+// CUBE: cpc.parameter @fc1.weight {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_in"], ["tp_out", "tp_wt"]], priority = 1>]}
+// CUBE: cpc.parameter @fc1.bias {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_in"]], priority = 1>]}
+// CUBE: cpc.parameter @fc2.weight {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_in", "tp_wt"], ["tp_out"]], priority = 1>]}
 // DEPTH: cpc.mesh @mesh shape = [1, 2, 2, 2] axes = ["dp", "tp_dep", "tp_row", "tp_col"]
-// DEPTH: cpc.parameter "fc1.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_col"], ["tp_row"]], priority = 1>]}
+// DEPTH: cpc.parameter @fc1.weight {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_col"], ["tp_row"]], priority = 1>]}
+cpc.variable @fc1.weight trainable : tensor<16x8xf32>
+cpc.variable @fc1.bias trainable : tensor<16xf32>
+cpc.variable @fc2.weight trainable : tensor<16x8xf32>
 func.func @mlp(%x: tensor<2x4x8xf32>) -> tensor<2x4x16xf32> attributes {cpc.phase = #cpc.phase<train_step>} {
-  %w1 = cpc.parameter "fc1.weight" trainable : tensor<16x8xf32>
-  %b1 = cpc.parameter "fc1.bias" trainable : tensor<16xf32>
-  %w2 = cpc.parameter "fc2.weight" trainable : tensor<16x8xf32>
+  %w1 = cpc.parameter @fc1.weight : tensor<16x8xf32>
+  %b1 = cpc.parameter @fc1.bias : tensor<16xf32>
+  %w2 = cpc.parameter @fc2.weight : tensor<16x8xf32>
   %h = cpc.matmul %x, %w1 {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
   %hb = cpc.add %b1, %h : (tensor<16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
   %a = cpc.gelu %hb : tensor<2x4x16xf32>
@@ -46,8 +49,9 @@ func.func @mlp(%x: tensor<2x4x8xf32>) -> tensor<2x4x16xf32> attributes {cpc.phas
 // -----
 
 // Tests that a Linear whose weight does not split into q x q blocks stays replicated, with a note.
+cpc.variable @head.weight trainable : tensor<5x8xf32>
 func.func @odd(%x: tensor<2x4x8xf32>) -> tensor<2x4x5xf32> attributes {cpc.phase = #cpc.phase<train_step>} {
-  %w = cpc.parameter "head.weight" trainable : tensor<5x8xf32>
+  %w = cpc.parameter @head.weight : tensor<5x8xf32>
   // expected-remark @+1 {{the Linear of 'head.weight' stays replicated: its 8x5 weight does not split into 2x2 blocks}}
   %y = cpc.matmul %x, %w {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<5x8xf32>) -> tensor<2x4x5xf32>
   return %y : tensor<2x4x5xf32>

@@ -7,15 +7,19 @@
 // bias stays whole. The mesh is dp x tp.
 // CHECK: cpc.mesh @mesh shape = [1, 2] axes = ["dp", "tp"]
 // CHECK-LABEL: func.func @mlp
-// CHECK: cpc.parameter "fc1.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp"], []], priority = 1>]} : tensor<16x8xf32>
-// CHECK: cpc.parameter "fc1.bias" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp"]], priority = 1>]} : tensor<16xf32>
-// CHECK: cpc.parameter "fc2.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], ["tp"]], priority = 1>]} : tensor<8x16xf32>
-// CHECK: cpc.parameter "fc2.bias" trainable : tensor<8xf32>
+// CHECK: cpc.parameter @fc1.weight {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp"], []], priority = 1>]} : tensor<16x8xf32>
+// CHECK: cpc.parameter @fc1.bias {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp"]], priority = 1>]} : tensor<16xf32>
+// CHECK: cpc.parameter @fc2.weight {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], ["tp"]], priority = 1>]} : tensor<8x16xf32>
+// CHECK: cpc.parameter @fc2.bias : tensor<8xf32>
+cpc.variable @fc1.weight trainable : tensor<16x8xf32>
+cpc.variable @fc1.bias trainable : tensor<16xf32>
+cpc.variable @fc2.weight trainable : tensor<8x16xf32>
+cpc.variable @fc2.bias trainable : tensor<8xf32>
 func.func @mlp(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {cpc.phase = #cpc.phase<train_step>} {
-  %w1 = cpc.parameter "fc1.weight" trainable : tensor<16x8xf32>
-  %b1 = cpc.parameter "fc1.bias" trainable : tensor<16xf32>
-  %w2 = cpc.parameter "fc2.weight" trainable : tensor<8x16xf32>
-  %b2 = cpc.parameter "fc2.bias" trainable : tensor<8xf32>
+  %w1 = cpc.parameter @fc1.weight : tensor<16x8xf32>
+  %b1 = cpc.parameter @fc1.bias : tensor<16xf32>
+  %w2 = cpc.parameter @fc2.weight : tensor<8x16xf32>
+  %b2 = cpc.parameter @fc2.bias : tensor<8xf32>
   %h = cpc.matmul %x, %w1 {transpose_rhs = true} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
   %hb = cpc.add %b1, %h : (tensor<16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
   %a = cpc.gelu %hb : tensor<4x16xf32>
@@ -30,11 +34,13 @@ func.func @mlp(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {cpc.phase = #
 // 3-D inputs): the column split is then dim 1 of the first weight, the row split dim 0 of the
 // second.
 // CHECK-LABEL: func.func @pretransposed
-// CHECK: cpc.parameter "onnx::MatMul_1" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], ["tp"]], priority = 1>]} : tensor<8x16xf32>
-// CHECK: cpc.parameter "onnx::MatMul_2" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp"], []], priority = 1>]} : tensor<16x8xf32>
+// CHECK: cpc.parameter @"onnx::MatMul_1" {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], ["tp"]], priority = 1>]} : tensor<8x16xf32>
+// CHECK: cpc.parameter @"onnx::MatMul_2" {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp"], []], priority = 1>]} : tensor<16x8xf32>
+cpc.variable @"onnx::MatMul_1" trainable : tensor<8x16xf32>
+cpc.variable @"onnx::MatMul_2" trainable : tensor<16x8xf32>
 func.func @pretransposed(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {cpc.phase = #cpc.phase<train_step>} {
-  %w1 = cpc.parameter "onnx::MatMul_1" trainable : tensor<8x16xf32>
-  %w2 = cpc.parameter "onnx::MatMul_2" trainable : tensor<16x8xf32>
+  %w1 = cpc.parameter @"onnx::MatMul_1" : tensor<8x16xf32>
+  %w2 = cpc.parameter @"onnx::MatMul_2" : tensor<16x8xf32>
   %h = cpc.matmul %x, %w1 : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
   %a = cpc.relu %h : tensor<2x4x16xf32>
   %y = cpc.matmul %a, %w2 : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
@@ -45,11 +51,13 @@ func.func @pretransposed(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes 
 
 // Tests that an MLP whose hidden size does not divide by tp stays replicated, with a note.
 // CHECK-LABEL: func.func @odd_hidden
-// CHECK: cpc.parameter "w1" trainable : tensor<5x8xf32>
-// CHECK: cpc.parameter "w2" trainable : tensor<8x5xf32>
+// CHECK: cpc.parameter @w1 : tensor<5x8xf32>
+// CHECK: cpc.parameter @w2 : tensor<8x5xf32>
+cpc.variable @w1 trainable : tensor<5x8xf32>
+cpc.variable @w2 trainable : tensor<8x5xf32>
 func.func @odd_hidden(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {cpc.phase = #cpc.phase<train_step>} {
-  %w1 = cpc.parameter "w1" trainable : tensor<5x8xf32>
-  %w2 = cpc.parameter "w2" trainable : tensor<8x5xf32>
+  %w1 = cpc.parameter @w1 : tensor<5x8xf32>
+  %w2 = cpc.parameter @w2 : tensor<8x5xf32>
   // expected-remark @+1 {{the MLP of 'w1' stays replicated: its 5 hidden features do not split over tp=2}}
   %h = cpc.matmul %x, %w1 {transpose_rhs = true} : (tensor<4x8xf32>, tensor<5x8xf32>) -> tensor<4x5xf32>
   %a = cpc.gelu %h : tensor<4x5xf32>
@@ -67,9 +75,11 @@ func.func @odd_hidden(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {cpc.ph
 // CHECK: return
 // SP-LABEL: func.func @sp_block
 // SP: cpc.layer_norm {{.*}}cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], ["tp"], []], priority = 2>]
+cpc.variable @w1 trainable : tensor<16x8xf32>
+cpc.variable @w2 trainable : tensor<8x16xf32>
 func.func @sp_block(%x: tensor<2x4x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<2x4x8xf32> attributes {cpc.phase = #cpc.phase<train_step>} {
-  %w1 = cpc.parameter "w1" trainable : tensor<16x8xf32>
-  %w2 = cpc.parameter "w2" trainable : tensor<8x16xf32>
+  %w1 = cpc.parameter @w1 : tensor<16x8xf32>
+  %w2 = cpc.parameter @w2 : tensor<8x16xf32>
   %n = cpc.layer_norm %x, %g, %b {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
   %h = cpc.matmul %n, %w1 {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
   %a = cpc.gelu %h : tensor<2x4x16xf32>
@@ -84,15 +94,19 @@ func.func @sp_block(%x: tensor<2x4x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>)
 // cpc-head-major-qkv leaves it) is column-parallel, weight and bias; the first Linear its heads
 // reach, the output projection, is row-parallel; its bias stays whole.
 // CHECK-LABEL: func.func @attention
-// CHECK: cpc.parameter "qkv.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp"], []], priority = 1>], stored_perm
-// CHECK: cpc.parameter "qkv.bias" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp"]], priority = 1>], stored_perm
-// CHECK: cpc.parameter "proj.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], ["tp"]], priority = 1>]} : tensor<8x8xf32>
-// CHECK: cpc.parameter "proj.bias" trainable : tensor<8xf32>
+// CHECK: cpc.parameter @qkv.weight {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp"], []], priority = 1>]} : tensor<24x8xf32>
+// CHECK: cpc.parameter @qkv.bias {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp"]], priority = 1>]} : tensor<24xf32>
+// CHECK: cpc.parameter @proj.weight {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}], ["tp"]], priority = 1>]} : tensor<8x8xf32>
+// CHECK: cpc.parameter @proj.bias : tensor<8xf32>
+cpc.variable @qkv.weight trainable {stored_perm = array<i64: 1, 0, 2, 3>, stored_view = array<i64: 3, 2, 4, 8>} : tensor<24x8xf32>
+cpc.variable @qkv.bias trainable {stored_perm = array<i64: 1, 0, 2>, stored_view = array<i64: 3, 2, 4>} : tensor<24xf32>
+cpc.variable @proj.weight trainable : tensor<8x8xf32>
+cpc.variable @proj.bias trainable : tensor<8xf32>
 func.func @attention(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {cpc.phase = #cpc.phase<train_step>} {
-  %w = cpc.parameter "qkv.weight" trainable {stored_perm = array<i64: 1, 0, 2, 3>, stored_view = array<i64: 3, 2, 4, 8>} : tensor<24x8xf32>
-  %b = cpc.parameter "qkv.bias" trainable {stored_perm = array<i64: 1, 0, 2>, stored_view = array<i64: 3, 2, 4>} : tensor<24xf32>
-  %pw = cpc.parameter "proj.weight" trainable : tensor<8x8xf32>
-  %pb = cpc.parameter "proj.bias" trainable : tensor<8xf32>
+  %w = cpc.parameter @qkv.weight : tensor<24x8xf32>
+  %b = cpc.parameter @qkv.bias : tensor<24xf32>
+  %pw = cpc.parameter @proj.weight : tensor<8x8xf32>
+  %pb = cpc.parameter @proj.bias : tensor<8xf32>
   %i0 = cpc.constant dense<0> : tensor<i64>
   %i1 = cpc.constant dense<1> : tensor<i64>
   %i2 = cpc.constant dense<2> : tensor<i64>
@@ -118,9 +132,10 @@ func.func @attention(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> attributes {cpc
 // Tests vocab parallelism: a token embedding (a table gathered along its rows at an integer
 // input) is split by rows over tp, whether or not an output head reads it too.
 // CHECK-LABEL: func.func @embedding
-// CHECK: cpc.parameter "tok.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp"], []], priority = 1>]} : tensor<16x8xf32>
+// CHECK: cpc.parameter @tok.weight {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp"], []], priority = 1>]} : tensor<16x8xf32>
+cpc.variable @tok.weight trainable : tensor<16x8xf32>
 func.func @embedding(%ids: tensor<2x4xi64>) -> tensor<2x4x16xf32> attributes {cpc.phase = #cpc.phase<train_step>} {
-  %t = cpc.parameter "tok.weight" trainable : tensor<16x8xf32>
+  %t = cpc.parameter @tok.weight : tensor<16x8xf32>
   %e = cpc.gather %t, %ids {axis = 0 : i64} : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
   %logits = cpc.matmul %e, %t {transpose_rhs = true} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
   return %logits : tensor<2x4x16xf32>
@@ -130,9 +145,10 @@ func.func @embedding(%ids: tensor<2x4xi64>) -> tensor<2x4x16xf32> attributes {cp
 
 // Tests that a table whose rows do not divide by tp stays whole, with a note.
 // CHECK-LABEL: func.func @odd_vocabulary
-// CHECK: cpc.parameter "tok.weight" trainable : tensor<15x8xf32>
+// CHECK: cpc.parameter @tok.weight : tensor<15x8xf32>
+cpc.variable @tok.weight trainable : tensor<15x8xf32>
 func.func @odd_vocabulary(%ids: tensor<2x4xi64>) -> tensor<2x4x8xf32> attributes {cpc.phase = #cpc.phase<train_step>} {
-  %t = cpc.parameter "tok.weight" trainable : tensor<15x8xf32>
+  %t = cpc.parameter @tok.weight : tensor<15x8xf32>
   // expected-remark @+1 {{the embedding 'tok.weight' stays replicated: its 15 rows do not split over tp=2}}
   %e = cpc.gather %t, %ids {axis = 0 : i64} : (tensor<15x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
   return %e : tensor<2x4x8xf32>

@@ -17,8 +17,9 @@
 // ACC: cpc-training-pipeline: accumulation must be >= 1, got 0
 // FITS: cpc.phase = #cpc.phase<train_step>
 
+cpc.variable @w trainable : tensor<4x4xf32>
 func.func @main(%x: tensor<8x4xf32> {cpc.name = "x"}) -> (tensor<f32> {cpc.name = "loss"}) {
-  %w = cpc.parameter "w" trainable : tensor<4x4xf32>
+  %w = cpc.parameter @w : tensor<4x4xf32>
   %y = cpc.matmul %x, %w : (tensor<8x4xf32>, tensor<4x4xf32>) -> tensor<8x4xf32>
   %loss = cpc.reduce_sum %y {axes = array<i64: 0, 1>} : tensor<8x4xf32> -> tensor<f32>
   return %loss : tensor<f32>

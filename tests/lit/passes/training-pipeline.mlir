@@ -8,7 +8,7 @@
 // CHECK-SAME: tensor<2x4xf32> {cpc.name = "x"
 // CHECK-SAME: attributes {cpc.phase = #cpc.phase<train_step>}
 // CHECK: cpc.all_reduce
-// CHECK: cpc.state <exp_avg> "adamw.exp_avg.w" {{.*}}: tensor<2x3xf32>
+// CHECK: cpc.state @adamw.exp_avg.w {{.*}}: tensor<2x3xf32>
 // CHECK: cpc.all_gather
 
 // Tests that with accumulation both phases are partitioned: the accumulators stay partial sums
@@ -18,10 +18,11 @@
 // ACC: cpc.all_reduce %{{.*}} over @mesh ["dp"] : tensor<f32>
 // ACC-NOT: cpc.all_reduce
 // ACC-LABEL: func.func @apply
-// ACC: cpc.state <gradient_accumulator> "grad_acc.w"
+// ACC: cpc.state @grad_acc.w
 // ACC: cpc.all_reduce
+cpc.variable @w trainable : tensor<4x3xf32>
 func.func @main(%x: tensor<4x4xf32> {cpc.name = "x"}) -> tensor<f32> {
-  %w = cpc.parameter "w" trainable : tensor<4x3xf32>
+  %w = cpc.parameter @w : tensor<4x3xf32>
   %y = cpc.matmul %x, %w : (tensor<4x4xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
   %l = cpc.reduce_mean %y {axes = array<i64: 0, 1>, keepdims = false} : tensor<4x3xf32> -> tensor<f32>
   return %l : tensor<f32>

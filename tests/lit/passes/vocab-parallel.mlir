@@ -5,8 +5,9 @@
 // are split over the vocabulary, their max and the picked target logits are partial values
 // (max and sum) all-reduced as such, and the lookup's gradient scatters into this rank's block
 // only (dim_size becomes the block's).
+// CHECK: cpc.variable @tok.weight trainable {global_shape = array<i64: 16, 8>, sharding = #cpc.sharding<@mesh, {{\[\[}}"tp"], []]>} : tensor<8x8xf32>
 // CHECK-LABEL: func.func @vocab_parallel
-// CHECK: %[[T:.*]] = cpc.parameter "tok.weight" {{.*}} : tensor<8x8xf32>
+// CHECK: %[[T:.*]] = cpc.parameter @tok.weight : tensor<8x8xf32>
 // CHECK: %[[E:.*]] = cpc.gather %[[T]], %arg0 {axis = 0 : i64, block_axes = ["tp"], {{.*}}partial = ["tp"]
 // CHECK: %[[H:.*]] = cpc.reshape %[[E]]
 // CHECK: %[[HR:.*]] = cpc.all_reduce %[[H]] over @mesh ["tp"] : tensor<8x8xf32>
@@ -18,8 +19,9 @@
 // CHECK: cpc.sub %[[PR]], %[[MR]]
 // CHECK: cpc.gather_grad %arg2, %arg0 {axis = 0 : i64, block_axes = ["tp"], {{.*}}dim_size = 8 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<8x8xf32>
 cpc.mesh @mesh shape = [2] axes = ["tp"]
+cpc.variable @tok.weight trainable : tensor<16x8xf32>
 func.func @vocab_parallel(%ids: tensor<2x4xi64>, %tgt: tensor<8x1xi64>, %dy: tensor<2x4x8xf32>) -> (tensor<8x1xf32>, tensor<16x8xf32>) {
-  %t = cpc.parameter "tok.weight" trainable {cpc.shardings = [#cpc.sharding<@mesh, [["tp"], []]>]} : tensor<16x8xf32>
+  %t = cpc.parameter @tok.weight {cpc.shardings = [#cpc.sharding<@mesh, [["tp"], []]>]} : tensor<16x8xf32>
   %e = cpc.gather %t, %ids {axis = 0 : i64} : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
   %h = cpc.reshape %e : tensor<2x4x8xf32> -> tensor<8x8xf32>
   %logits = cpc.matmul %h, %t {transpose_rhs = true} : (tensor<8x8xf32>, tensor<16x8xf32>) -> tensor<8x16xf32>

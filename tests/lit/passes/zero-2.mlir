@@ -15,8 +15,11 @@
 // CHECK-NOT: cpc.reduce_scatter
 // CHECK: %[[NP:.*]], %{{.*}}, %{{.*}} = cpc.adamw %{{.*}}, %[[CLIPPED]], {{.*}} -> (tensor<2x6xf32>, tensor<2x6xf32>, tensor<2x6xf32>)
 // CHECK: cpc.all_gather %[[NP]] over @mesh ["dp"] : tensor<2x6xf32> -> tensor<4x6xf32>
+cpc.variable @w trainable : tensor<4x6xf32>
+cpc.variable @adamw.exp_avg.w state <exp_avg> : tensor<4x6xf32>
+cpc.variable @adamw.exp_avg_sq.w state <exp_avg_sq> : tensor<4x6xf32>
 func.func @step(%x: tensor<4x4xf32> {cpc.name = "x"}, %lr: tensor<f32> {cpc.name = "lr", cpc.runtime = #cpc.runtime_input<learning_rate>}, %t: tensor<f32> {cpc.name = "step", cpc.runtime = #cpc.runtime_input<step>}) -> (tensor<4x4xf32>, tensor<f32>) {
-  %w = cpc.parameter "w" trainable : tensor<4x6xf32>
+  %w = cpc.parameter @w : tensor<4x6xf32>
   %y = cpc.matmul %x, %w : (tensor<4x4xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
   %dx = cpc.matmul %y, %w {transpose_rhs = true} : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x4xf32>
   %g = cpc.matmul %x, %y {transpose_lhs = true} : (tensor<4x4xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
@@ -25,11 +28,11 @@ func.func @step(%x: tensor<4x4xf32> {cpc.name = "x"}, %lr: tensor<f32> {cpc.name
   %norm = cpc.sqrt %s : tensor<f32>
   %c = cpc.constant dense<0.5> : tensor<f32>
   %gc = cpc.mul %g, %c : (tensor<4x6xf32>, tensor<f32>) -> tensor<4x6xf32>
-  %m = cpc.state <exp_avg> "adamw.exp_avg.w" : tensor<4x6xf32>
-  %v = cpc.state <exp_avg_sq> "adamw.exp_avg_sq.w" : tensor<4x6xf32>
+  %m = cpc.state @adamw.exp_avg.w : tensor<4x6xf32>
+  %v = cpc.state @adamw.exp_avg_sq.w : tensor<4x6xf32>
   %nw, %nm, %nv = cpc.adamw %w, %gc, %m, %v, %lr, %t {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-8 : f64, weight_decay = 0.05 : f64} : (tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>, tensor<f32>, tensor<f32>) -> (tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>)
-  cpc.assign %nw to "w" : tensor<4x6xf32>
-  cpc.assign %nm to "adamw.exp_avg.w" : tensor<4x6xf32>
-  cpc.assign %nv to "adamw.exp_avg_sq.w" : tensor<4x6xf32>
+  cpc.assign %nw to @w : tensor<4x6xf32>
+  cpc.assign %nm to @adamw.exp_avg.w : tensor<4x6xf32>
+  cpc.assign %nv to @adamw.exp_avg_sq.w : tensor<4x6xf32>
   return %dx, %norm : tensor<4x4xf32>, tensor<f32>
 }

@@ -89,7 +89,9 @@ struct PlanFixture : ::testing::Test {
     context.loadDialect<CpcDialect, mlir::func::FuncDialect>();
     auto module = mlir::parseSourceString<mlir::ModuleOp>(kModule, &context);
     ASSERT_TRUE(module);
-    plan = buildPlan(*module, std::make_shared<test::DoubleWeights>(), "fault-test", PlanOptions{});
+    mlir::FailureOr<Plan> built = buildPlan(*module, std::make_shared<test::DoubleWeights>(), "fault-test", PlanOptions{});
+    ASSERT_TRUE(mlir::succeeded(built));
+    plan = std::move(*built);
   }
   /// The step of the plan's program that runs `op`.
   int64_t stepOf(OpKind op) const {

@@ -32,8 +32,9 @@ using namespace cpc;
 /// Ops that never reach a kernel, and why.
 const std::map<OpKind, std::string> kNoKernel = {
     {OpKind::Constant, "the plan holds its value as a buffer's initial contents"},
-    {OpKind::Parameter, "a variable of the plan, bound to its buffer by the plan builder"},
-    {OpKind::State, "a variable of the plan (optimizer and accumulator state), bound by role"},
+    {OpKind::Parameter, "a read of a parameter variable, bound to its buffer by the plan builder"},
+    {OpKind::State, "a read of a state variable, bound to its buffer by the plan builder"},
+    {OpKind::Variable, "a symbol declaring a parameter or state: the plan builder makes its buffer"},
     {OpKind::Mesh, "a symbol naming the device mesh; no value"},
     {OpKind::Shard, "a sharding annotation that cpc-partition replaces by local shapes and collectives"},
 };

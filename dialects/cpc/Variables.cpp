@@ -1,0 +1,59 @@
+//===- Variables.cpp - declaring, reading and writing cpc.variable --------===//
+#include "dialects/cpc/Variables.h"
+
+using namespace mlir;
+
+namespace cpc {
+
+VariableOp findVariable(ModuleOp module, StringRef name) {
+  return llvm::dyn_cast_if_present<VariableOp>(SymbolTable::lookupSymbolIn(module, name));
+}
+
+/// Where the next variable is declared: after the last one, else at the module's start.
+static OpBuilder declarationPoint(ModuleOp module) {
+  OpBuilder b(module.getContext());
+  b.setInsertionPointToStart(module.getBody());
+  for (Operation &op : *module.getBody())
+    if (llvm::isa<VariableOp>(op))
+      b.setInsertionPointAfter(&op);
+  return b;
+}
+
+VariableOp declareVariable(ModuleOp module, StringRef name, RankedTensorType type, std::optional<StateRole> role,
+                           bool trainable) {
+  if (VariableOp existing = findVariable(module, name))
+    return existing;
+  OpBuilder b = declarationPoint(module);
+  StateRoleAttr roleAttr = role ? StateRoleAttr::get(module.getContext(), *role) : StateRoleAttr();
+  return b.create<VariableOp>(module.getLoc(), name, type, roleAttr, trainable);
+}
+
+StateOp readState(OpBuilder &b, Location loc, StateRole role, StringRef name, RankedTensorType type,
+                  std::optional<double> init) {
+  auto module = b.getInsertionBlock()->getParentOp()->getParentOfType<ModuleOp>();
+  VariableOp variable = declareVariable(module, name, type, role);
+  if (init && !variable.getInitAttr())
+    variable.setInitAttr(b.getF64FloatAttr(*init));
+  return b.create<StateOp>(loc, variable);
+}
+
+AssignOp assignVariable(OpBuilder &b, Location loc, Value value, StringRef name) {
+  return b.create<AssignOp>(loc, value, FlatSymbolRefAttr::get(b.getContext(), name));
+}
+
+SmallVector<Operation *> variableAccesses(ModuleOp module, VariableOp variable) {
+  SmallVector<Operation *> accesses;
+  if (std::optional<SymbolTable::UseRange> uses = SymbolTable::getSymbolUses(variable, module))
+    for (const SymbolTable::SymbolUse &use : *uses)
+      accesses.push_back(use.getUser());
+  return accesses;
+}
+
+VariableOp cloneVariable(VariableOp variable, StringRef name) {
+  OpBuilder b = declarationPoint(variable->getParentOfType<ModuleOp>());
+  auto copy = llvm::cast<VariableOp>(b.clone(*variable));
+  copy.setSymName(name);
+  return copy;
+}
+
+} // namespace cpc
