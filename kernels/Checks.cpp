@@ -2,6 +2,7 @@
 #include "kernels/Checks.h"
 #include "kernels/Float16.h"
 #include "kernels/Kernel.h"
+#include "support/ShapeMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -30,14 +31,6 @@ int64_t rowAxis(const KernelContext &ctx, int64_t rank, bool negativeAllowed) {
   return axis;
 }
 
-/// `shape` with dim `axis` replaced by `inner` (a gather's result, a gather_grad's gradient).
-std::vector<int64_t> gatheredShape(const std::vector<int64_t> &shape, int64_t axis, const std::vector<int64_t> &inner) {
-  std::vector<int64_t> out(shape.begin(), shape.begin() + axis);
-  out.insert(out.end(), inner.begin(), inner.end());
-  out.insert(out.end(), shape.begin() + axis + 1, shape.end());
-  return out;
-}
-
 /// An integer type's value for a float, saturating (infinities to the limits, NaN 0).
 template <typename I> I saturate(double value) {
   if (std::isnan(value))
@@ -54,6 +47,13 @@ template <typename I> I saturate(double value) {
 //===----------------------------------------------------------------------===//
 // Shared by many ops
 //===----------------------------------------------------------------------===//
+
+void checkShape(const KernelContext &ctx, const TensorRef &out, const shapes::Inferred &expected) {
+  if (!expected.ok())
+    ctx.fail(expected.error);
+  if (out.shape != expected.shape)
+    ctx.fail("result " + shapes::str(out.shape) + " should be " + shapes::str(expected.shape));
+}
 
 void checkArity(const KernelContext &ctx, size_t inputs, size_t outputs) {
   if (ctx.inputs.size() != inputs || ctx.outputs.size() != outputs)
@@ -98,6 +98,7 @@ void checkBinary(const KernelContext &ctx) {
   const TensorRef &lhs = ctx.inputs[0], &rhs = ctx.inputs[1];
   if (lhs.dtype != rhs.dtype)
     ctx.fail(std::string("operand element types differ: ") + dtypeName(lhs.dtype) + " and " + dtypeName(rhs.dtype));
+  checkShape(ctx, ctx.outputs[0], shapes::broadcast(lhs.shape, rhs.shape));
 }
 
 void checkWhere(const KernelContext &ctx) {
@@ -191,21 +192,11 @@ template BroadcastPlan<3> checkBroadcastOperands<3>(const KernelContext &,
 std::vector<int64_t> checkTranspose(const KernelContext &ctx) {
   checkOneToOne(ctx);
   const TensorRef &in = ctx.inputs[0], &out = ctx.outputs[0];
-  const std::vector<int64_t> &perm = ctx.attrs.permutation;
+  std::vector<int64_t> dims = ctx.attrs.permutation;
   int64_t r = in.rank();
-  if ((int64_t)perm.size() != r || out.rank() != r)
-    ctx.fail("permutation size must equal the rank");
-  std::vector<bool> seen(r, false);
-  std::vector<int64_t> dims(r);
-  for (int64_t i = 0; i < r; ++i) {
-    int64_t p = perm[i] < 0 ? perm[i] + r : perm[i];
-    if (p < 0 || p >= r || seen[p])
-      ctx.fail("invalid permutation");
-    seen[p] = true;
-    if (out.shape[i] != in.shape[p])
-      ctx.fail("result " + shapeString(out.shape) + " does not match the permuted input");
-    dims[i] = p;
-  }
+  for (int64_t &p : dims) // negative entries count from the end (ONNX's)
+    p = p < 0 ? p + r : p;
+  checkShape(ctx, out, shapes::transpose(in.shape, dims));
   return dims;
 }
 
@@ -253,20 +244,17 @@ ConcatOperands checkConcat(const KernelContext &ctx) {
   if (ctx.inputs.empty() || ctx.outputs.size() != 1)
     ctx.fail("expects at least 1 input and 1 output");
   const TensorRef &out = ctx.outputs[0];
-  int64_t r = out.rank();
-  ConcatOperands c{wrappedAxis(ctx, r), {}};
+  ConcatOperands c{wrappedAxis(ctx, out.rank()), {}};
+  std::vector<std::vector<int64_t>> inputs;
   int64_t total = 0;
   for (const TensorRef &in : ctx.inputs) {
-    if (in.dtype != out.dtype || in.rank() != r)
-      ctx.fail("inputs must share the result's element type and rank");
-    for (int64_t i = 0; i < r; ++i)
-      if (i != c.axis && in.shape[i] != out.shape[i])
-        ctx.fail("input " + shapeString(in.shape) + " does not fit result " + shapeString(out.shape));
+    if (in.dtype != out.dtype)
+      ctx.fail("inputs must share rank and element type");
+    inputs.push_back(in.shape);
     c.offsets.push_back(total);
-    total += in.shape[c.axis];
+    total += in.rank() > c.axis ? in.shape[c.axis] : 0;
   }
-  if (total != out.shape[c.axis])
-    ctx.fail("input sizes along the axis do not add up to the result's");
+  checkShape(ctx, out, shapes::concat(inputs, c.axis));
   return c;
 }
 
@@ -317,9 +305,9 @@ int64_t checkGather(const KernelContext &ctx) {
     ctx.fail("expects data, indices and 1 output");
   const TensorRef &data = ctx.inputs[0], &indices = ctx.inputs[1], &out = ctx.outputs[0];
   int64_t axis = wrappedAxis(ctx, data.rank());
-  std::vector<int64_t> expect = gatheredShape(data.shape, axis, indices.shape);
-  if (out.shape != expect || out.dtype != data.dtype)
-    ctx.fail("result " + shapeString(out.shape) + " should be " + shapeString(expect));
+  if (out.dtype != data.dtype)
+    ctx.fail("the result's element type is not the data's");
+  checkShape(ctx, out, shapes::gather(data.shape, indices.shape, axis));
   return axis;
 }
 
@@ -343,7 +331,7 @@ int64_t checkGatherGrad(const KernelContext &ctx) {
   int64_t axis = rowAxis(ctx, out.rank(), true);
   if (ctx.attrs.has(AttrId::dimSize) && ctx.attrs.dimSize != out.shape[axis])
     ctx.fail("result dim " + std::to_string(axis) + " is not dim_size " + std::to_string(ctx.attrs.dimSize));
-  std::vector<int64_t> expect = gatheredShape(out.shape, axis, indices.shape);
+  std::vector<int64_t> expect = shapes::gather(out.shape, indices.shape, axis).shape; // the gather's rule
   if (grad.shape != expect || grad.dtype != out.dtype)
     ctx.fail("grad is " + shapeString(grad.shape) + ", expected " + shapeString(expect) + " of the result's type");
   return axis;
@@ -561,15 +549,12 @@ int64_t checkLayerNormGradAdd(const KernelContext &ctx) {
 
 bool matmulShape(const std::vector<int64_t> &lhs, const std::vector<int64_t> &rhs, const std::vector<int64_t> &out,
                  bool transposeLhs, bool transposeRhs, MatmulShape &shape, std::string *error) {
+  shapes::Inferred expected = shapes::matmul(lhs, rhs, transposeLhs, transposeRhs); // the dialect's rule
+  if (!expected.ok()) {
+    *error = expected.error;
+    return false;
+  }
   std::vector<int64_t> a = lhs, b = rhs;
-  if (a.empty() || b.empty()) {
-    *error = "operands must have rank >= 1";
-    return false;
-  }
-  if ((transposeLhs && a.size() < 2) || (transposeRhs && b.size() < 2)) {
-    *error = "only operands of rank >= 2 can be transposed";
-    return false;
-  }
   if (transposeLhs)
     std::swap(a[a.size() - 1], a[a.size() - 2]);
   if (transposeRhs)
@@ -580,26 +565,17 @@ bool matmulShape(const std::vector<int64_t> &lhs, const std::vector<int64_t> &rh
     b.push_back(1);
   MatmulShape s;
   s.M = a[a.size() - 2], s.K = a.back(), s.N = b.back();
-  if (b[b.size() - 2] != s.K) {
-    *error = "contraction dims differ: " + shapeString(lhs) + " x " + shapeString(rhs);
-    return false;
-  }
   s.lhsBatch.assign(a.begin(), a.end() - 2);
   s.rhsBatch.assign(b.begin(), b.end() - 2);
   size_t rank = std::max(s.lhsBatch.size(), s.rhsBatch.size());
   s.lhsBatch.insert(s.lhsBatch.begin(), rank - s.lhsBatch.size(), 1);
   s.rhsBatch.insert(s.rhsBatch.begin(), rank - s.rhsBatch.size(), 1);
   s.batch.resize(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t l = s.lhsBatch[i], r = s.rhsBatch[i];
-    if (l != r && l != 1 && r != 1) {
-      *error = "batch dims do not broadcast: " + shapeString(lhs) + " x " + shapeString(rhs);
-      return false;
-    }
-    s.batch[i] = std::max(l, r);
-  }
-  if (numElements(out) != numElements(s.batch) * s.M * s.N) {
-    *error = "result " + shapeString(out) + " does not match the operands";
+  for (size_t i = 0; i < rank; ++i)
+    s.batch[i] = std::max(s.lhsBatch[i], s.rhsBatch[i]);
+  // A result of the rule's element count: a rank-1 operand's dim may be kept as 1 (a view).
+  if (numElements(out) != numElements(expected.shape)) {
+    *error = "result " + shapeString(out) + " does not match the operands' " + shapeString(expected.shape);
     return false;
   }
   shape = std::move(s);

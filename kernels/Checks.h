@@ -13,6 +13,7 @@
 
 #include "kernels/OpAttrs.h"
 #include "kernels/Tensor.h"
+#include "support/ShapeMath.h"
 
 #include <array>
 #include <cstddef>
@@ -28,6 +29,8 @@ struct KernelContext;
 // Shared by many ops
 //===----------------------------------------------------------------------===//
 
+/// The dialect's shape rule held for output `out`: no error, and exactly its shape.
+void checkShape(const KernelContext &ctx, const TensorRef &out, const shapes::Inferred &expected);
 /// Exactly `inputs` inputs and `outputs` outputs.
 void checkArity(const KernelContext &ctx, size_t inputs, size_t outputs);
 /// `t` has the element type and shape of `like`; `what` names `t` in the message.

@@ -7,6 +7,7 @@
 //
 #include "dialects/cpc/CpcDialect.h"
 #include "support/CheckedSize.h"
+#include "support/ShapeMath.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -18,6 +19,8 @@ using namespace cpc;
 
 namespace {
 RankedTensorType rankedOrNull(Type t) { return llvm::dyn_cast<RankedTensorType>(t); }
+
+shapes::Shape shapeOf(RankedTensorType t) { return shapes::Shape(t.getShape().begin(), t.getShape().end()); }
 
 /// Element count; -1 when it overflows (verified types never do: see TensorSizeLimit).
 int64_t numElements(ArrayRef<int64_t> shape) { return checkedNumElements(shape).value_or(-1); }
@@ -237,35 +240,14 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                                          Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
   auto lt = rankedOrNull(adaptor.getLhs().getType());
   auto rt = rankedOrNull(adaptor.getRhs().getType());
-  if (!lt || !rt || lt.getRank() < 1 || rt.getRank() < 1)
+  if (!lt || !rt)
     return emitShapeError(loc, "operands must have rank >= 1");
   if (lt.getElementType() != rt.getElementType())
     return emitShapeError(loc, "operand element types differ");
-  SmallVector<int64_t> l(lt.getShape()), r(rt.getShape());
-  if ((adaptor.getTransposeLhs() && l.size() < 2) || (adaptor.getTransposeRhs() && r.size() < 2))
-    return emitShapeError(loc, "only operands of rank >= 2 can be transposed");
-  if (adaptor.getTransposeLhs())
-    std::swap(l[l.size() - 1], l[l.size() - 2]);
-  if (adaptor.getTransposeRhs())
-    std::swap(r[r.size() - 1], r[r.size() - 2]);
-  bool lhsVector = l.size() == 1, rhsVector = r.size() == 1;
-  if (lhsVector)
-    l.insert(l.begin(), 1);
-  if (rhsVector)
-    r.push_back(1);
-  if (l.back() != r[r.size() - 2])
-    return emitShapeError(loc, "contracting dims differ: " + shapeStr(lt.getShape()) + " x " +
-                                   shapeStr(rt.getShape()));
-  auto batch = broadcastShapes(ArrayRef<int64_t>(l).drop_back(2), ArrayRef<int64_t>(r).drop_back(2));
-  if (!batch)
-    return emitShapeError(loc, "batch dims do not broadcast: " + shapeStr(lt.getShape()) + " x " +
-                                   shapeStr(rt.getShape()));
-  SmallVector<int64_t> shape(*batch);
-  if (!lhsVector)
-    shape.push_back(l[l.size() - 2]);
-  if (!rhsVector)
-    shape.push_back(r.back());
-  inferred.push_back(RankedTensorType::get(shape, lt.getElementType()));
+  shapes::Inferred out = shapes::matmul(shapeOf(lt), shapeOf(rt), adaptor.getTransposeLhs(), adaptor.getTransposeRhs());
+  if (!out.ok())
+    return emitShapeError(loc, out.error);
+  inferred.push_back(RankedTensorType::get(out.shape, lt.getElementType()));
   return success();
 }
 
@@ -463,18 +445,13 @@ LogicalResult ReshapeOp::verify() {
 LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
   auto in = rankedOrNull(adaptor.getInput().getType());
-  ArrayRef<int64_t> perm = adaptor.getPermutation();
-  if (!in || (int64_t)perm.size() != in.getRank())
+  if (!in)
     return emitShapeError(loc, "permutation size must equal the input rank");
-  SmallVector<bool> used(perm.size(), false);
-  SmallVector<int64_t> shape;
-  for (int64_t p : perm) {
-    if (p < 0 || p >= (int64_t)perm.size() || used[p])
-      return emitShapeError(loc, "permutation must be a permutation of [0, rank)");
-    used[p] = true;
-    shape.push_back(in.getDimSize(p));
-  }
-  inferred.push_back(RankedTensorType::get(shape, in.getElementType()));
+  ArrayRef<int64_t> perm = adaptor.getPermutation();
+  shapes::Inferred out = shapes::transpose(shapeOf(in), shapes::Shape(perm.begin(), perm.end()));
+  if (!out.ok())
+    return emitShapeError(loc, out.error);
+  inferred.push_back(RankedTensorType::get(out.shape, in.getElementType()));
   return success();
 }
 
@@ -500,25 +477,19 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
 
 LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
-  auto inputs = adaptor.getInputs();
-  if (inputs.empty())
-    return emitShapeError(loc, "needs at least one input");
-  auto first = rankedOrNull(inputs.front().getType());
-  int64_t axis = adaptor.getAxis();
-  if (!first || failed(checkAxis(loc, axis, first.getRank())))
-    return failure();
-  SmallVector<int64_t> shape(first.getShape());
-  shape[axis] = 0;
-  for (Value v : inputs) {
+  std::vector<shapes::Shape> inputs;
+  Type element;
+  for (Value v : adaptor.getInputs()) {
     auto t = rankedOrNull(v.getType());
-    if (!t || t.getRank() != first.getRank() || t.getElementType() != first.getElementType())
+    if (!t || (element && t.getElementType() != element))
       return emitShapeError(loc, "inputs must share rank and element type");
-    for (int64_t d = 0; d < t.getRank(); ++d)
-      if (d != axis && t.getDimSize(d) != first.getDimSize(d))
-        return emitShapeError(loc, "inputs differ in dim " + Twine(d) + " outside the axis");
-    shape[axis] += t.getDimSize(axis);
+    element = t.getElementType();
+    inputs.push_back(shapeOf(t));
   }
-  inferred.push_back(RankedTensorType::get(shape, first.getElementType()));
+  shapes::Inferred out = shapes::concat(inputs, adaptor.getAxis());
+  if (!out.ok())
+    return emitShapeError(loc, out.error);
+  inferred.push_back(RankedTensorType::get(out.shape, element));
   return success();
 }
 
@@ -536,13 +507,12 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                                          Adaptor adaptor, SmallVectorImpl<Type> &inferred) {
   auto data = rankedOrNull(adaptor.getData().getType());
   auto idx = rankedOrNull(adaptor.getIndices().getType());
-  int64_t axis = adaptor.getAxis();
-  if (!data || !idx || failed(checkAxis(loc, axis, data.getRank())))
+  if (!data || !idx)
     return failure();
-  SmallVector<int64_t> shape(data.getShape().take_front(axis));
-  llvm::append_range(shape, idx.getShape());
-  llvm::append_range(shape, data.getShape().drop_front(axis + 1));
-  inferred.push_back(RankedTensorType::get(shape, data.getElementType()));
+  shapes::Inferred out = shapes::gather(shapeOf(data), shapeOf(idx), adaptor.getAxis());
+  if (!out.ok())
+    return emitShapeError(loc, out.error);
+  inferred.push_back(RankedTensorType::get(out.shape, data.getElementType()));
   return success();
 }
 

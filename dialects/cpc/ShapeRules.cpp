@@ -1,5 +1,6 @@
 //===- ShapeRules.cpp -----------------------------------------------------===//
 #include "dialects/cpc/ShapeRules.h"
+#include "support/ShapeMath.h"
 
 #include "mlir/IR/Diagnostics.h"
 
@@ -15,16 +16,10 @@ LogicalResult emitShapeError(std::optional<Location> loc, const llvm::Twine &mes
 
 std::optional<llvm::SmallVector<int64_t>> broadcastShapes(llvm::ArrayRef<int64_t> a,
                                                           llvm::ArrayRef<int64_t> b) {
-  size_t rank = std::max(a.size(), b.size());
-  llvm::SmallVector<int64_t> out(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return std::nullopt;
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
+  shapes::Inferred out = shapes::broadcast(shapes::Shape(a.begin(), a.end()), shapes::Shape(b.begin(), b.end()));
+  if (!out.ok())
+    return std::nullopt;
+  return llvm::SmallVector<int64_t>(out.shape.begin(), out.shape.end());
 }
 
 bool isBroadcastableTo(llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to) {
@@ -37,13 +32,6 @@ bool isBroadcastableTo(llvm::ArrayRef<int64_t> from, llvm::ArrayRef<int64_t> to)
   return true;
 }
 
-static std::string shapeString(llvm::ArrayRef<int64_t> shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 LogicalResult inferBroadcastResult(std::optional<Location> loc, Type lhs, Type rhs,
                                    bool boolResult, llvm::SmallVectorImpl<Type> &inferred) {
   auto lt = llvm::dyn_cast<RankedTensorType>(lhs);
@@ -52,12 +40,12 @@ LogicalResult inferBroadcastResult(std::optional<Location> loc, Type lhs, Type r
     return emitShapeError(loc, "operands must be ranked tensors");
   if (lt.getElementType() != rt.getElementType())
     return emitShapeError(loc, "operand element types differ");
-  auto shape = broadcastShapes(lt.getShape(), rt.getShape());
-  if (!shape)
-    return emitShapeError(loc, "shapes " + shapeString(lt.getShape()) + " and " +
-                                   shapeString(rt.getShape()) + " do not broadcast");
+  shapes::Inferred shape = shapes::broadcast(shapes::Shape(lt.getShape().begin(), lt.getShape().end()),
+                                             shapes::Shape(rt.getShape().begin(), rt.getShape().end()));
+  if (!shape.ok())
+    return emitShapeError(loc, shape.error);
   Type element = boolResult ? Type(IntegerType::get(lhs.getContext(), 1)) : lt.getElementType();
-  inferred.push_back(RankedTensorType::get(*shape, element));
+  inferred.push_back(RankedTensorType::get(shape.shape, element));
   return success();
 }
 
@@ -67,23 +55,11 @@ LogicalResult inferReduceResult(std::optional<Location> loc, Type input,
   auto t = llvm::dyn_cast<RankedTensorType>(input);
   if (!t)
     return emitShapeError(loc, "input must be a ranked tensor");
-  int64_t rank = t.getRank();
-  for (size_t i = 0; i < axes.size(); ++i) {
-    if (axes[i] < 0 || axes[i] >= rank)
-      return emitShapeError(loc, "reduction axis " + llvm::Twine(axes[i]) +
-                                     " out of range for rank " + llvm::Twine(rank));
-    if (i && axes[i] <= axes[i - 1])
-      return emitShapeError(loc, "reduction axes must be sorted and unique");
-  }
-  llvm::SmallVector<int64_t> shape;
-  for (int64_t d = 0; d < rank; ++d) {
-    bool reduced = llvm::is_contained(axes, d);
-    if (!reduced)
-      shape.push_back(t.getDimSize(d));
-    else if (keepdims)
-      shape.push_back(1);
-  }
-  inferred.push_back(RankedTensorType::get(shape, t.getElementType()));
+  shapes::Inferred shape =
+      shapes::reduce(shapes::Shape(t.getShape().begin(), t.getShape().end()), shapes::Shape(axes.begin(), axes.end()), keepdims);
+  if (!shape.ok())
+    return emitShapeError(loc, shape.error);
+  inferred.push_back(RankedTensorType::get(shape.shape, t.getElementType()));
   return success();
 }
 

@@ -12,6 +12,7 @@
 #include "kernels/cpu/Dispatch.h"
 #include "kernels/cpu/Kernel.h"
 #include "kernels/cpu/RowSums.h"
+#include "support/ShapeMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -204,18 +205,14 @@ template <template <class> class Op, unsigned K> void reduceKernel(KernelContext
              dtypeName(in.dtype));
 
   int64_t rank = in.rank();
+  shapes::Inferred expected = shapes::reduce(in.shape, axes, keepdims); // the dialect's rule
+  if (!expected.ok())
+    ctx.fail(expected.error);
+  if (expected.shape != out.shape)
+    ctx.fail("output shape " + shapeString(out.shape) + ", expected " + shapeString(expected.shape));
   std::vector<bool> isReduced(rank, false);
-  for (size_t i = 0; i < axes.size(); ++i) {
-    if (axes[i] < 0 || axes[i] >= rank || (i && axes[i] <= axes[i - 1]))
-      ctx.fail("axes must be sorted, unique and in [0, " + std::to_string(rank) + ")");
-    isReduced[axes[i]] = true;
-  }
-  std::vector<int64_t> expected;
-  for (int64_t d = 0; d < rank; ++d)
-    if (!isReduced[d] || keepdims)
-      expected.push_back(isReduced[d] ? 1 : in.shape[d]);
-  if (expected != out.shape)
-    ctx.fail("output shape " + shapeString(out.shape) + ", expected " + shapeString(expected));
+  for (int64_t axis : axes)
+    isReduced[axis] = true;
 
   // Collapse into alternating runs of kept and reduced dims.
   std::vector<Dim> kept, reducedDims;

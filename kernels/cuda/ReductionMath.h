@@ -17,6 +17,7 @@
 
 #include "kernels/cuda/ElementwiseMath.h"
 #include "kernels/cuda/HostDevice.h"
+#include "support/ShapeMath.h"
 
 #include <cstdint>
 #include <limits>
@@ -137,30 +138,17 @@ struct ReduceGeometry {
 inline bool planReduction(const std::vector<int64_t> &shape, std::vector<int64_t> axes, bool keepdims,
                           const std::vector<int64_t> &outShape, ReduceGeometry &g, std::string *error) {
   int64_t rank = (int64_t)shape.size();
-  std::vector<bool> isReduced(rank, false);
-  for (size_t i = 0; i < axes.size(); ++i) {
-    if (axes[i] < 0)
-      axes[i] += rank;
-    if (axes[i] < 0 || axes[i] >= rank || (i && axes[i] <= axes[i - 1])) {
-      *error = "axes must be sorted, unique and in [0, " + std::to_string(rank) + ")";
-      return false;
-    }
-    isReduced[axes[i]] = true;
-  }
-  std::vector<int64_t> expected;
-  for (int64_t d = 0; d < rank; ++d)
-    if (!isReduced[d] || keepdims)
-      expected.push_back(isReduced[d] ? 1 : shape[d]);
-  if (expected != outShape) {
-    auto text = [](const std::vector<int64_t> &s) {
-      std::string t = "[";
-      for (size_t i = 0; i < s.size(); ++i)
-        t += (i ? "x" : "") + std::to_string(s[i]);
-      return t + "]";
-    };
-    *error = "output shape " + text(outShape) + ", expected " + text(expected);
+  for (int64_t &axis : axes)
+    axis = axis < 0 ? axis + rank : axis;
+  shapes::Inferred expected = shapes::reduce(shape, axes, keepdims); // the dialect's rule
+  if (!expected.ok() || expected.shape != outShape) {
+    *error = !expected.ok() ? expected.error
+                            : "output shape " + shapes::str(outShape) + ", expected " + shapes::str(expected.shape);
     return false;
   }
+  std::vector<bool> isReduced(rank, false);
+  for (int64_t axis : axes)
+    isReduced[axis] = true;
   std::vector<int64_t> strides(rank);
   for (int64_t d = rank - 1, stride = 1; d >= 0; --d) {
     strides[d] = stride;

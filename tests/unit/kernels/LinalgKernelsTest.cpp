@@ -199,3 +199,41 @@ TEST(LinalgKernels, MatMulTransposeFlagsMatchExplicitTranspose) {
         EXPECT_NEAR(out[(b * M + m) * N + n], ref, 1e-5) << b << " " << m << " " << n;
       }
 }
+
+namespace {
+
+/// The message of the RuntimeError a kernel run throws, or "" when it runs.
+std::string failureOf(OpKind op, std::vector<TensorRef> ins, std::vector<TensorRef> outs,
+                      const nlohmann::json &attrs = nlohmann::json::object()) {
+  try {
+    run(op, std::move(ins), std::move(outs), attrs);
+  } catch (const RuntimeError &e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace
+
+// Tests that the kernels refuse operands an untrusted plan gets wrong with the dialect's own
+// shape rules and words (support/ShapeMath.h): contracting dims, a broadcast, a permutation, a
+// reduction's axes, a concat's other dims.
+TEST(KernelShapeChecks, UseTheDialectsShapeRules) {
+  std::vector<float> a(12), b(30), c(18), d(6), e(3), f(9);
+  EXPECT_NE(failureOf(OpKind::MatMul, {ref(a, {3, 4}), ref(b, {5, 6})}, {ref(c, {3, 6})})
+                .find("contracting dims differ: [3,4] x [5,6]"),
+            std::string::npos);
+  EXPECT_NE(failureOf(OpKind::Add, {ref(a, {2, 6}), ref(e, {3})}, {ref(a, {2, 6})}).find("shapes [2,6] and [3] do not broadcast"),
+            std::string::npos);
+  std::string wrongResult = failureOf(OpKind::Add, {ref(e, {3}), ref(e, {3})}, {ref(d, {2, 3})});
+  EXPECT_NE(wrongResult.find("result [2,3] should be [3]"), std::string::npos) << wrongResult;
+  EXPECT_NE(failureOf(OpKind::Transpose, {ref(d, {2, 3})}, {ref(d, {3, 2})}, {{"permutation", {0, 0}}})
+                .find("permutation must be a permutation of [0, rank)"),
+            std::string::npos);
+  EXPECT_NE(failureOf(OpKind::ReduceSum, {ref(d, {2, 3})}, {ref(e, {3})}, {{"axes", {1, 0}}})
+                .find("reduction axes must be sorted and unique"),
+            std::string::npos);
+  EXPECT_NE(failureOf(OpKind::Concat, {ref(d, {2, 3}), ref(e, {1, 3})}, {ref(f, {3, 3})}, {{"axis", 1}})
+                .find("inputs differ in dim 0 outside the axis"),
+            std::string::npos);
+}
