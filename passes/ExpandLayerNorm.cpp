@@ -9,7 +9,8 @@
 //
 #include "passes/Passes.h"
 
-#include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <numeric>
 
@@ -23,35 +24,42 @@ using namespace cpc;
 
 namespace {
 
-void expand(LayerNormOp op) {
-  OpBuilder b(op);
-  Location loc = op.getLoc();
-  auto type = llvm::cast<RankedTensorType>(op.getInput().getType());
-  SmallVector<int64_t> axes(type.getRank() - op.getAxis());
-  std::iota(axes.begin(), axes.end(), op.getAxis());
-  auto mean = [&](Value v) {
-    return b.create<ReduceMeanOp>(loc, v, b.getDenseI64ArrayAttr(axes), b.getBoolAttr(true)).getResult();
-  };
-  Value centered = b.create<SubOp>(loc, op.getInput(), mean(op.getInput()));
-  Value variance = mean(b.create<MulOp>(loc, centered, centered));
-  Type et = type.getElementType();
-  Value epsilon = b.create<ConstantOp>(
-      loc, DenseElementsAttr::get(RankedTensorType::get({}, et), b.getFloatAttr(et, op.getEpsilon().convertToDouble())));
-  Value inverse = b.create<RsqrtOp>(loc, b.create<AddOp>(loc, variance, epsilon));
-  Value normalized = b.create<MulOp>(loc, centered, inverse);
-  Value scaled = b.create<MulOp>(loc, normalized, op.getScale());
-  Value result = b.create<AddOp>(loc, scaled, op.getBias());
-  op.getResult().replaceAllUsesWith(result);
-  op.erase();
-}
+struct ExpandLayerNormPattern : OpRewritePattern<LayerNormOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(LayerNormOp op, PatternRewriter &b) const override {
+    Location loc = op.getLoc();
+    auto type = llvm::cast<RankedTensorType>(op.getInput().getType());
+    SmallVector<int64_t> axes(type.getRank() - op.getAxis());
+    std::iota(axes.begin(), axes.end(), op.getAxis());
+    auto mean = [&](Value v) {
+      return b.create<ReduceMeanOp>(loc, v, b.getDenseI64ArrayAttr(axes), b.getBoolAttr(true)).getResult();
+    };
+    Value centered = b.create<SubOp>(loc, op.getInput(), mean(op.getInput()));
+    Value variance = mean(b.create<MulOp>(loc, centered, centered));
+    Type et = type.getElementType();
+    Value epsilon = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(RankedTensorType::get({}, et), b.getFloatAttr(et, op.getEpsilon().convertToDouble())));
+    Value inverse = b.create<RsqrtOp>(loc, b.create<AddOp>(loc, variance, epsilon));
+    Value normalized = b.create<MulOp>(loc, centered, inverse);
+    Value scaled = b.create<MulOp>(loc, normalized, op.getScale());
+    b.replaceOpWithNewOp<AddOp>(op, scaled, op.getBias());
+    return success();
+  }
+};
 
 struct CpcExpandLayerNormPass : cpc::impl::CpcExpandLayerNormBase<CpcExpandLayerNormPass> {
   using CpcExpandLayerNormBase::CpcExpandLayerNormBase;
   void runOnOperation() override {
-    SmallVector<LayerNormOp> norms;
+    SmallVector<Operation *> norms;
     getOperation().walk([&](LayerNormOp op) { norms.push_back(op); });
-    for (LayerNormOp op : norms)
-      expand(op);
+    RewritePatternSet patterns(&getContext());
+    patterns.add<ExpandLayerNormPattern>(&getContext());
+    // The LayerNorms alone: nothing else is folded or rewritten.
+    GreedyRewriteConfig config;
+    config.strictMode = GreedyRewriteStrictness::ExistingOps;
+    if (failed(applyOpPatternsAndFold(norms, std::move(patterns), config)))
+      return signalPassFailure();
   }
 };
 

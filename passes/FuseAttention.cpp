@@ -11,7 +11,8 @@
 #include "passes/PatternUtils.h"
 #include "passes/Passes.h"
 
-#include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/SetVector.h"
 
 #include <cmath>
@@ -63,45 +64,48 @@ bool fitsAttention(Value q, Value k, Value v) {
          kt.getDimSize(rank - 2) == vt.getDimSize(rank - 2);
 }
 
-/// Rewrites softmax(scale * q k^T) v at `softmax` into one cpc.attention; false when the
-/// pattern is not there.
-bool fuse(SoftmaxOp softmax) {
+/// Rewrites softmax(scale * q k^T) v at `softmax` into one cpc.attention.
+struct FuseSoftmaxAttention : OpRewritePattern<SoftmaxOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SoftmaxOp softmax, PatternRewriter &b) const override;
+};
+
+LogicalResult FuseSoftmaxAttention::matchAndRewrite(SoftmaxOp softmax, PatternRewriter &b) const {
   Value probabilities = softmax.getResult();
   int64_t rank = tensorType(probabilities).getRank();
   if (rank < 2 || softmax.getAxis() != rank - 1 || !probabilities.hasOneUse())
-    return false;
+    return failure();
   auto output = llvm::dyn_cast<MatMulOp>(*probabilities.getUsers().begin());
   if (!output || output.getLhs() != probabilities || output.getTransposeLhs() || output.getTransposeRhs())
-    return false;
+    return failure();
   Value x = softmax.getInput();
   if (!x.hasOneUse())
-    return false;
+    return failure();
   std::optional<std::pair<Value, double>> scaled = scaledScores(x);
   if (!scaled)
-    return false;
+    return failure();
   auto scores = scaled->first.getDefiningOp<MatMulOp>();
   if (!scores || !scores.getResult().hasOneUse() || scores.getTransposeLhs() || !scores.getTransposeRhs())
-    return false;
+    return failure();
   Value q = scores.getLhs(), k = scores.getRhs(), v = output.getRhs();
   if (!fitsAttention(q, k, v))
-    return false;
+    return failure();
   SmallVector<int64_t> resultShape(tensorType(q).getShape());
   resultShape.back() = tensorType(v).getShape().back();
   if (output.getType() != tensorType(q).clone(resultShape))
-    return false;
+    return failure();
   // At the output product: q, k and v dominate it (they dominate the ops before it).
-  OpBuilder builder(output);
-  auto fused = builder.create<AttentionOp>(output.getLoc(), TypeRange{output.getType(), probabilities.getType()}, q, k,
-                                           v, llvm::APFloat(scaled->second), AttentionLayout::HeadMajor);
+  b.setInsertionPoint(output);
+  auto fused = b.create<AttentionOp>(output.getLoc(), TypeRange{output.getType(), probabilities.getType()}, q, k, v,
+                                     llvm::APFloat(scaled->second), AttentionLayout::HeadMajor);
   fused->setDiscardableAttrs(output->getDiscardableAttrDictionary());
-  output.getResult().replaceAllUsesWith(fused.getResult());
   Operation *scaleOp = x.getDefiningOp() == scores ? nullptr : x.getDefiningOp();
-  output->erase();
-  softmax->erase();
+  b.replaceOp(output, fused.getResult());
+  b.eraseOp(softmax);
   if (scaleOp)
-    scaleOp->erase();
-  scores->erase();
-  return true;
+    b.eraseOp(scaleOp);
+  b.eraseOp(scores);
+  return success();
 }
 
 //===----------------------------------------------------------------------===//
@@ -159,29 +163,33 @@ Value materialize(OpBuilder &b, Location loc, TokenMajorSource s) {
 
 /// Rewrites attention(swap(q'), swap(k'), swap(v')) whose result only feeds swap(.) into
 /// attention{layout = "bnhd"}(q', k', v'): the kernels read each head's rows in place, and
-/// neither the transposes nor their gradients are materialised. False when the pattern is not
-/// there.
-bool foldHeadTransposes(AttentionOp attention) {
+/// neither the transposes nor their gradients are materialised.
+struct FoldHeadTransposes : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AttentionOp attention, PatternRewriter &b) const override;
+};
+
+LogicalResult FoldHeadTransposes::matchAndRewrite(AttentionOp attention, PatternRewriter &b) const {
   if (attention.isTokenMajor() || !attention.getResult().hasOneUse())
-    return false;
+    return failure();
   auto back = llvm::dyn_cast<TransposeOp>(*attention.getResult().getUsers().begin());
   if (!back || !isHeadSwap(back.getPermutation()))
-    return false;
+    return failure();
   SmallVector<TokenMajorSource> sources;
   for (Value x : {attention.getQ(), attention.getK(), attention.getV()}) {
     std::optional<TokenMajorSource> s = tokenMajorSource(x);
     if (!s)
-      return false;
+      return failure();
     sources.push_back(*s);
   }
-  OpBuilder b(attention);
+  b.setInsertionPoint(attention);
   Location loc = attention.getLoc();
   Value q = materialize(b, loc, sources[0]), k = materialize(b, loc, sources[1]), v = materialize(b, loc, sources[2]);
   auto fused = b.create<AttentionOp>(loc, TypeRange{back.getType(), attention.getProbabilities().getType()}, q, k, v,
                                      attention.getScale(), AttentionLayout::TokenMajor);
   fused->setDiscardableAttrs(attention->getDiscardableAttrDictionary());
-  back.getResult().replaceAllUsesWith(fused.getResult());
-  attention.getProbabilities().replaceAllUsesWith(fused.getProbabilities());
+  b.replaceOp(back, fused.getResult());
+  b.replaceAllUsesWith(attention.getProbabilities(), fused.getProbabilities());
   // The head-major operands' producers (gathers, then the transposes they read; q, k and v may
   // share them), each erased once, once nothing reads it.
   llvm::SetVector<Operation *> producers;
@@ -191,24 +199,31 @@ bool foldHeadTransposes(AttentionOp attention) {
   for (const TokenMajorSource &s : sources)
     if (s.transpose)
       producers.insert(s.transpose);
-  back->erase();
-  attention->erase();
+  b.eraseOp(attention);
   for (Operation *op : producers)
     if (op->use_empty())
-      op->erase();
-  return true;
+      b.eraseOp(op);
+  return success();
 }
 
 struct CpcFuseAttentionPass : cpc::impl::CpcFuseAttentionBase<CpcFuseAttentionPass> {
   void runOnOperation() override {
-    SmallVector<SoftmaxOp> softmaxes;
+    // The softmaxes, then the attentions (fused or imported) alone: nothing else is folded or
+    // rewritten.
+    GreedyRewriteConfig config;
+    config.strictMode = GreedyRewriteStrictness::ExistingOps;
+    SmallVector<Operation *> softmaxes;
     getOperation()->walk([&](SoftmaxOp op) { softmaxes.push_back(op); });
-    for (SoftmaxOp softmax : softmaxes)
-      (void)fuse(softmax);
-    SmallVector<AttentionOp> fused;
-    getOperation()->walk([&](AttentionOp op) { fused.push_back(op); });
-    for (AttentionOp attention : fused)
-      (void)foldHeadTransposes(attention);
+    RewritePatternSet fuse(&getContext());
+    fuse.add<FuseSoftmaxAttention>(&getContext());
+    if (failed(applyOpPatternsAndFold(softmaxes, std::move(fuse), config)))
+      return signalPassFailure();
+    SmallVector<Operation *> attentions;
+    getOperation()->walk([&](AttentionOp op) { attentions.push_back(op); });
+    RewritePatternSet fold(&getContext());
+    fold.add<FoldHeadTransposes>(&getContext());
+    if (failed(applyOpPatternsAndFold(attentions, std::move(fold), config)))
+      return signalPassFailure();
   }
 };
 

@@ -2,6 +2,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace cpc {
 #define GEN_PASS_DEF_CPCFUSEEPILOGUES
@@ -27,58 +28,66 @@ Value biasOf(AddOp add, Value product) {
   return other;
 }
 
-/// Rewrites `matmul` -> add(bias) [-> gelu] into one cpc.matmul_bias; false when the pattern
-/// is not there.
-bool fuse(MatMulOp matmul) {
-  auto lhsType = llvm::cast<RankedTensorType>(matmul.getLhs().getType());
-  auto rhsType = llvm::cast<RankedTensorType>(matmul.getRhs().getType());
-  Value product = matmul.getResult();
-  if (lhsType.getRank() < 2 || rhsType.getRank() != 2 || !product.hasOneUse())
-    return false;
-  auto add = llvm::dyn_cast<AddOp>(*product.getUsers().begin());
-  if (!add || add->getBlock() != matmul->getBlock())
-    return false;
-  Value bias = biasOf(add, product);
-  if (!bias)
-    return false;
-  Value sum = add.getResult();
-  GeluOp gelu;
-  for (Operation *user : sum.getUsers())
-    if (auto g = llvm::dyn_cast<GeluOp>(user); g && g->getBlock() == add->getBlock()) {
-      gelu = g;
-      break;
-    }
-  // At the add: its operands and the matmul's dominate it, and it dominates every use of the sum
-  // and of the GELU.
-  OpBuilder builder(add.getOperation());
-  bool keepSum = gelu && !sum.hasOneUse();
-  SmallVector<Type> results{sum.getType()};
-  if (keepSum)
-    results.push_back(sum.getType());
-  auto fused = builder.create<MatMulBiasOp>(add.getLoc(), results, matmul.getLhs(), matmul.getRhs(), bias,
-                                            matmul.getTransposeLhs(), matmul.getTransposeRhs(),
-                                            gelu ? FusedActivation::Gelu : FusedActivation::None,
-                                            gelu ? gelu.getApproximate() : GeluApproximation::None);
-  fused->setDiscardableAttrs(matmul->getDiscardableAttrDictionary());
-  if (gelu) {
-    gelu.getResult().replaceAllUsesWith(fused.getResult());
+/// Rewrites `matmul` -> add(bias) [-> gelu] into one cpc.matmul_bias.
+struct FuseMatMulEpilogue : OpRewritePattern<MatMulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MatMulOp matmul, PatternRewriter &b) const override {
+    auto lhsType = llvm::cast<RankedTensorType>(matmul.getLhs().getType());
+    auto rhsType = llvm::cast<RankedTensorType>(matmul.getRhs().getType());
+    Value product = matmul.getResult();
+    if (lhsType.getRank() < 2 || rhsType.getRank() != 2 || !product.hasOneUse())
+      return failure();
+    auto add = llvm::dyn_cast<AddOp>(*product.getUsers().begin());
+    if (!add || add->getBlock() != matmul->getBlock())
+      return failure();
+    Value bias = biasOf(add, product);
+    if (!bias)
+      return failure();
+    Value sum = add.getResult();
+    GeluOp gelu;
+    for (Operation *user : sum.getUsers())
+      if (auto g = llvm::dyn_cast<GeluOp>(user); g && g->getBlock() == add->getBlock()) {
+        gelu = g;
+        break;
+      }
+    // At the add: its operands and the matmul's dominate it, and it dominates every use of the
+    // sum and of the GELU.
+    b.setInsertionPoint(add);
+    bool keepSum = gelu && !sum.hasOneUse();
+    SmallVector<Type> results{sum.getType()};
     if (keepSum)
-      sum.replaceAllUsesWith(fused.getPreactivation()[0]);
-    gelu->erase();
-  } else {
-    sum.replaceAllUsesWith(fused.getResult());
+      results.push_back(sum.getType());
+    auto fused = b.create<MatMulBiasOp>(add.getLoc(), results, matmul.getLhs(), matmul.getRhs(), bias,
+                                        matmul.getTransposeLhs(), matmul.getTransposeRhs(),
+                                        gelu ? FusedActivation::Gelu : FusedActivation::None,
+                                        gelu ? gelu.getApproximate() : GeluApproximation::None);
+    fused->setDiscardableAttrs(matmul->getDiscardableAttrDictionary());
+    if (gelu) {
+      b.replaceOp(gelu, fused.getResult());
+      if (keepSum)
+        b.replaceOp(add, fused.getPreactivation()[0]);
+      else
+        b.eraseOp(add);
+    } else {
+      b.replaceOp(add, fused.getResult());
+    }
+    b.eraseOp(matmul);
+    return success();
   }
-  add->erase();
-  matmul->erase();
-  return true;
-}
+};
 
 struct CpcFuseEpiloguesPass : cpc::impl::CpcFuseEpiloguesBase<CpcFuseEpiloguesPass> {
   void runOnOperation() override {
-    SmallVector<MatMulOp> matmuls;
+    SmallVector<Operation *> matmuls;
     getOperation()->walk([&](MatMulOp op) { matmuls.push_back(op); });
-    for (MatMulOp matmul : matmuls)
-      (void)fuse(matmul);
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FuseMatMulEpilogue>(&getContext());
+    // The matmuls alone: nothing else is folded or rewritten.
+    GreedyRewriteConfig config;
+    config.strictMode = GreedyRewriteStrictness::ExistingOps;
+    if (failed(applyOpPatternsAndFold(matmuls, std::move(patterns), config)))
+      return signalPassFailure();
   }
 };
 

@@ -9,7 +9,8 @@
 //
 #include "passes/Passes.h"
 
-#include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace cpc {
 #define GEN_PASS_DEF_CPCFUSEOPTIMIZER
@@ -23,48 +24,61 @@ namespace {
 
 bool isScalar(Value v) { return llvm::cast<RankedTensorType>(v.getType()).getRank() == 0; }
 
-void fuseSquares(ReduceSumOp sum) {
-  auto square = sum.getInput().getDefiningOp<MulOp>();
-  if (!square || square.getLhs() != square.getRhs() || !square->hasOneUse() ||
-      square.getLhs().getType() != square.getType() || !llvm::isa<FloatType>(square.getType().getElementType()))
-    return; // (integer sums of squares keep their ops: the fused op is for floats)
-  OpBuilder b(sum);
-  auto fused = b.create<ReduceSumSquaresOp>(sum.getLoc(), sum.getType(), square.getLhs(), sum.getAxesAttr(),
-                                            sum.getKeepdimsAttr());
-  fused->setDiscardableAttrs(sum->getDiscardableAttrDictionary());
-  sum.getResult().replaceAllUsesWith(fused.getResult());
-  sum->erase();
-  square->erase();
-}
+/// reduce_sum(x * x), the square read by nothing else -> reduce_sum_squares(x).
+struct FuseSumOfSquares : OpRewritePattern<ReduceSumOp> {
+  using OpRewritePattern::OpRewritePattern;
 
-void fuseGradScale(AdamWOp adam) {
-  auto product = adam.getGrad().getDefiningOp<MulOp>();
-  if (adam.getGradScale() || !product || !product->hasOneUse() || product.getType() != adam.getGrad().getType())
-    return;
-  Value grad = product.getLhs(), scale = product.getRhs();
-  if (!isScalar(scale))
-    std::swap(grad, scale);
-  if (!isScalar(scale) || grad.getType() != product.getType())
-    return;
-  adam.getGradMutable().assign(grad);
-  adam.getGradScaleMutable().assign(scale);
-  product->erase();
-}
+  LogicalResult matchAndRewrite(ReduceSumOp sum, PatternRewriter &b) const override {
+    auto square = sum.getInput().getDefiningOp<MulOp>();
+    if (!square || square.getLhs() != square.getRhs() || !square->hasOneUse() ||
+        square.getLhs().getType() != square.getType() || !llvm::isa<FloatType>(square.getType().getElementType()))
+      return failure(); // (integer sums of squares keep their ops: the fused op is for floats)
+    auto fused = b.create<ReduceSumSquaresOp>(sum.getLoc(), sum.getType(), square.getLhs(), sum.getAxesAttr(),
+                                              sum.getKeepdimsAttr());
+    fused->setDiscardableAttrs(sum->getDiscardableAttrDictionary());
+    b.replaceOp(sum, fused.getResult());
+    b.eraseOp(square);
+    return success();
+  }
+};
+
+/// adamw(p, g * s, ...), s rank 0 and the product read by nothing else -> adamw(p, g, ...,
+/// grad_scale = s).
+struct FuseGradScale : OpRewritePattern<AdamWOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AdamWOp adam, PatternRewriter &b) const override {
+    auto product = adam.getGrad().getDefiningOp<MulOp>();
+    if (adam.getGradScale() || !product || !product->hasOneUse() || product.getType() != adam.getGrad().getType())
+      return failure();
+    Value grad = product.getLhs(), scale = product.getRhs();
+    if (!isScalar(scale))
+      std::swap(grad, scale);
+    if (!isScalar(scale) || grad.getType() != product.getType())
+      return failure();
+    b.modifyOpInPlace(adam, [&] {
+      adam.getGradMutable().assign(grad);
+      adam.getGradScaleMutable().assign(scale);
+    });
+    b.eraseOp(product);
+    return success();
+  }
+};
 
 struct CpcFuseOptimizerPass : cpc::impl::CpcFuseOptimizerBase<CpcFuseOptimizerPass> {
   void runOnOperation() override {
-    SmallVector<ReduceSumOp> sums;
-    SmallVector<AdamWOp> updates;
+    SmallVector<Operation *> candidates;
     getOperation()->walk([&](Operation *op) {
-      if (auto sum = llvm::dyn_cast<ReduceSumOp>(op))
-        sums.push_back(sum);
-      else if (auto adam = llvm::dyn_cast<AdamWOp>(op))
-        updates.push_back(adam);
+      if (llvm::isa<ReduceSumOp, AdamWOp>(op))
+        candidates.push_back(op);
     });
-    for (ReduceSumOp sum : sums)
-      fuseSquares(sum);
-    for (AdamWOp adam : updates)
-      fuseGradScale(adam);
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FuseSumOfSquares, FuseGradScale>(&getContext());
+    // The sums and updates alone: nothing else is folded or rewritten.
+    GreedyRewriteConfig config;
+    config.strictMode = GreedyRewriteStrictness::ExistingOps;
+    if (failed(applyOpPatternsAndFold(candidates, std::move(patterns), config)))
+      return signalPassFailure();
   }
 };
 

@@ -11,7 +11,8 @@
 //
 #include "passes/Passes.h"
 
-#include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/IR/Dominance.h"
 
 namespace cpc {
@@ -32,64 +33,70 @@ bool fusible(Type t) {
 /// layer_norm(add(a, b)) with a, b and the sum of one f32/f64 type, where nothing reads the sum
 /// before the LayerNorm: one cpc.add_layer_norm at the LayerNorm (the sum's later readers read
 /// its `sum`).
-bool fuseForward(LayerNormOp norm) {
-  auto add = norm.getInput().getDefiningOp<AddOp>();
-  Type t = norm.getType();
-  if (!add || add->getBlock() != norm->getBlock() || add.getLhs().getType() != t || add.getRhs().getType() != t ||
-      add.getType() != t || !fusible(t))
-    return false;
-  for (Operation *user : add->getUsers())
-    if (user != norm && (user->getBlock() != norm->getBlock() || user->isBeforeInBlock(norm)))
-      return false;
-  OpBuilder b(norm);
-  auto fused = b.create<AddLayerNormOp>(norm.getLoc(), TypeRange{t, t}, add.getLhs(), add.getRhs(), norm.getScale(),
-                                        norm.getBias(), norm.getAxisAttr(), norm.getEpsilonAttr());
-  norm.getResult().replaceAllUsesWith(fused.getResult());
-  add.getResult().replaceAllUsesWith(fused.getSum());
-  norm->erase();
-  add->erase();
-  return true;
-}
+struct FuseAddLayerNorm : OpRewritePattern<LayerNormOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(LayerNormOp norm, PatternRewriter &b) const override {
+    auto add = norm.getInput().getDefiningOp<AddOp>();
+    Type t = norm.getType();
+    if (!add || add->getBlock() != norm->getBlock() || add.getLhs().getType() != t || add.getRhs().getType() != t ||
+        add.getType() != t || !fusible(t))
+      return failure();
+    for (Operation *user : add->getUsers())
+      if (user != norm && (user->getBlock() != norm->getBlock() || user->isBeforeInBlock(norm)))
+        return failure();
+    auto fused = b.create<AddLayerNormOp>(norm.getLoc(), TypeRange{t, t}, add.getLhs(), add.getRhs(), norm.getScale(),
+                                          norm.getBias(), norm.getAxisAttr(), norm.getEpsilonAttr());
+    b.replaceOp(norm, fused.getResult());
+    b.replaceOp(add, fused.getSum());
+    return success();
+  }
+};
 
 /// add(layer_norm_grad(x, s, g)#0, r) (either order) where the input gradient has no other
 /// reader and r is available at the layer_norm_grad: one cpc.layer_norm_grad_add there.
-bool fuseBackward(AddOp add, DominanceInfo &dominance) {
-  Type t = add.getType();
-  if (add.getLhs().getType() != t || add.getRhs().getType() != t || !fusible(t))
-    return false;
-  for (auto [grad, addend] : {std::pair{add.getLhs(), add.getRhs()}, std::pair{add.getRhs(), add.getLhs()}}) {
-    auto norm = grad.getDefiningOp<LayerNormGradOp>();
-    if (!norm || grad != norm.getInputGrad() || !grad.hasOneUse() || addend == grad || !dominance.properlyDominates(addend, norm))
-      continue;
-    OpBuilder b(norm);
-    auto fused = b.create<LayerNormGradAddOp>(norm.getLoc(), norm->getResultTypes(), norm.getInput(), norm.getScale(),
-                                              norm.getGrad(), addend, norm.getAxisAttr(), norm.getEpsilonAttr());
-    add.getResult().replaceAllUsesWith(fused.getInputGrad());
-    norm.getScaleGrad().replaceAllUsesWith(fused.getScaleGrad());
-    norm.getBiasGrad().replaceAllUsesWith(fused.getBiasGrad());
-    add->erase();
-    norm->erase();
-    return true;
+struct FuseLayerNormGradAdd : OpRewritePattern<AddOp> {
+  FuseLayerNormGradAdd(MLIRContext *context, DominanceInfo &dominance)
+      : OpRewritePattern(context), dominance(dominance) {}
+
+  LogicalResult matchAndRewrite(AddOp add, PatternRewriter &b) const override {
+    Type t = add.getType();
+    if (add.getLhs().getType() != t || add.getRhs().getType() != t || !fusible(t))
+      return failure();
+    for (auto [grad, addend] : {std::pair{add.getLhs(), add.getRhs()}, std::pair{add.getRhs(), add.getLhs()}}) {
+      auto norm = grad.getDefiningOp<LayerNormGradOp>();
+      if (!norm || grad != norm.getInputGrad() || !grad.hasOneUse() || addend == grad ||
+          !dominance.properlyDominates(addend, norm))
+        continue;
+      b.setInsertionPoint(norm);
+      auto fused = b.create<LayerNormGradAddOp>(norm.getLoc(), norm->getResultTypes(), norm.getInput(),
+                                                norm.getScale(), norm.getGrad(), addend, norm.getAxisAttr(),
+                                                norm.getEpsilonAttr());
+      b.replaceOp(add, fused.getInputGrad());
+      b.replaceOp(norm, ValueRange{fused.getInputGrad(), fused.getScaleGrad(), fused.getBiasGrad()});
+      return success();
+    }
+    return failure();
   }
-  return false;
-}
+
+  DominanceInfo &dominance;
+};
 
 struct CpcFuseResidualNormPass : cpc::impl::CpcFuseResidualNormBase<CpcFuseResidualNormPass> {
   void runOnOperation() override {
-    SmallVector<LayerNormOp> norms;
-    SmallVector<AddOp> adds;
+    SmallVector<Operation *> candidates;
     getOperation()->walk([&](Operation *op) {
-      if (auto norm = llvm::dyn_cast<LayerNormOp>(op))
-        norms.push_back(norm);
-      else if (auto add = llvm::dyn_cast<AddOp>(op))
-        adds.push_back(add);
+      if (llvm::isa<LayerNormOp, AddOp>(op))
+        candidates.push_back(op);
     });
-    // The backward first: a forward fusion erases adds the list holds.
-    DominanceInfo &dominance = getAnalysis<DominanceInfo>();
-    for (AddOp add : adds)
-      (void)fuseBackward(add, dominance);
-    for (LayerNormOp norm : norms)
-      (void)fuseForward(norm);
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FuseAddLayerNorm>(&getContext());
+    patterns.add<FuseLayerNormGradAdd>(&getContext(), getAnalysis<DominanceInfo>());
+    // The LayerNorms and adds alone: nothing else is folded or rewritten.
+    GreedyRewriteConfig config;
+    config.strictMode = GreedyRewriteStrictness::ExistingOps;
+    if (failed(applyOpPatternsAndFold(candidates, std::move(patterns), config)))
+      return signalPassFailure();
   }
 };
 
