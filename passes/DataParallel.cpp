@@ -45,7 +45,7 @@ void seedBatch(func::FuncOp func, const Mesh &mesh) {
   // gradients come out split (tp_row, tp_wt, tp_in; the gradients that are partial over them, of
   // biases and norms, are summed over them per microbatch).
   MeshAxes partial = batch;
-  llvm::erase_if(partial, [](const std::string &a) { return a != "dp" && a != kTpDepthAxis; });
+  llvm::erase_if(partial, [&](const std::string &a) { return a != "dp" && mesh.roleOf(a) != MeshAxisRole::TensorDepth; });
   if (partial.empty())
     return;
   func.walk([&](StateOp state) {

@@ -27,21 +27,26 @@ namespace {
 
 RankedTensorType tensorType(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
-bool is3DAxis(StringRef a) { return a == kTpWeightAxis || a == kTpInputAxis || a == kTpOutputAxis; }
+/// Whether `a` is one of the q x q x q axes (the mesh's tensor_weight, tensor_input and
+/// tensor_output axes).
+bool is3DAxis(const Mesh &mesh, StringRef a) {
+  MeshAxisRole role = mesh.roleOf(a);
+  return role == MeshAxisRole::TensorWeight || role == MeshAxisRole::TensorInput || role == MeshAxisRole::TensorOutput;
+}
 
 /// The 3D axes of a dim, in its order (major first).
-MeshAxes axes3DIn(const MeshAxes &axes) {
+MeshAxes axes3DIn(const Mesh &mesh, const MeshAxes &axes) {
   MeshAxes found;
   for (const std::string &a : axes)
-    if (is3DAxis(a))
+    if (is3DAxis(mesh, a))
       found.push_back(a);
   return found;
 }
 
-MeshAxes otherAxesIn(const MeshAxes &axes) {
+MeshAxes otherAxesIn(const Mesh &mesh, const MeshAxes &axes) {
   MeshAxes found;
   for (const std::string &a : axes)
-    if (!is3DAxis(a))
+    if (!is3DAxis(mesh, a))
       found.push_back(a);
   return found;
 }
@@ -62,10 +67,10 @@ struct Plan3D {
 
 /// Whether a dim's 3D axes are minor to its other axes (a gather over the minor axis, then the
 /// scatter of k after them, keep the blocks contiguous).
-bool minorTo3D(const MeshAxes &axes) {
+bool minorTo3D(const Mesh &mesh, const MeshAxes &axes) {
   bool seen = false;
   for (const std::string &a : axes) {
-    if (is3DAxis(a))
+    if (is3DAxis(mesh, a))
       seen = true;
     else if (seen)
       return false;
@@ -73,29 +78,31 @@ bool minorTo3D(const MeshAxes &axes) {
   return true;
 }
 
-std::optional<Plan3D> plan3D(const MatMulDims &dims, const Layout &la, const Layout &lb, const Layout *c) {
+std::optional<Plan3D> plan3D(const Mesh &mesh, const MatMulDims &dims, const Layout &la, const Layout &lb,
+                             const Layout *c) {
   if (!la.partial.empty() || !lb.partial.empty() || la.dims.size() != (size_t)dims.rank || lb.dims.size() != 2)
     return std::nullopt;
   Plan3D p;
   for (int64_t d = 0; d < dims.rank; ++d) {
     if (d == dims.lk)
       continue;
-    MeshAxes found = axes3DIn(la.dims[d]);
+    MeshAxes found = axes3DIn(mesh, la.dims[d]);
     if (found.empty())
       continue;
-    if (p.a.rowDim >= 0 || !minorTo3D(la.dims[d]))
+    if (p.a.rowDim >= 0 || !minorTo3D(mesh, la.dims[d]))
       return std::nullopt;
     p.a.rowDim = d;
     p.a.rows = found;
   }
-  p.a.k = axes3DIn(la.dims[dims.lk]);
-  p.b.k = axes3DIn(lb.dims[dims.rk]);
-  p.b.rows = axes3DIn(lb.dims[dims.rn]);
+  p.a.k = axes3DIn(mesh, la.dims[dims.lk]);
+  p.b.k = axes3DIn(mesh, lb.dims[dims.rk]);
+  p.b.rows = axes3DIn(mesh, lb.dims[dims.rn]);
   auto sized = [](const MeshAxes &x) { return x.size() == 1 || x.size() == 2; };
-  MeshAxes kOthers = otherAxesIn(la.dims[dims.lk]);
+  MeshAxes kOthers = otherAxesIn(mesh, la.dims[dims.lk]);
   if (p.a.rowDim < 0 || !sized(p.a.rows) || !sized(p.a.k) || !sized(p.b.k) || !sized(p.b.rows) ||
       p.a.rows.size() + p.a.k.size() != 3 || p.b.k.size() + p.b.rows.size() != 3 ||
-      !minorTo3D(la.dims[dims.lk]) || !minorTo3D(lb.dims[dims.rk]) || otherAxesIn(lb.dims[dims.rk]) != kOthers ||
+      !minorTo3D(mesh, la.dims[dims.lk]) || !minorTo3D(mesh, lb.dims[dims.rk]) ||
+      otherAxesIn(mesh, lb.dims[dims.rk]) != kOthers ||
       lb.dims[dims.rn] != p.b.rows)
     return std::nullopt; // K's other axes alike in A and B (dp: C is a partial sum over them), none on N
   p.r = p.a.rows.front();
@@ -112,7 +119,7 @@ std::optional<Plan3D> plan3D(const MatMulDims &dims, const Layout &la, const Lay
     if (d != dims.lk)
       r.dims[dims.resultDimOfLhs(d)] = la.dims[d];
   MeshAxes &rows = r.dims[dims.resultDimOfLhs(p.a.rowDim)];
-  llvm::erase_if(rows, [](const std::string &a) { return is3DAxis(a); });
+  llvm::erase_if(rows, [&](const std::string &a) { return is3DAxis(mesh, a); });
   rows.push_back(p.r);
   if (!p.scatterOnN)
     rows.push_back(p.k);
@@ -137,7 +144,7 @@ public:
 
   FailureOr<Value> run() {
     Layout propagated = hooks_.propagated(op_.getResult());
-    std::optional<Plan3D> p = plan3D(dims_, hooks_.current(op_.getLhs()), hooks_.current(op_.getRhs()), &propagated);
+    std::optional<Plan3D> p = plan3D(mesh_, dims_, hooks_.current(op_.getLhs()), hooks_.current(op_.getRhs()), &propagated);
     if (!p || !divides(op_, mesh_, p->result))
       return Value();
     Value a = gatherMinor(op_.getLhs(), p->a.rowDim, p->a.rows);
@@ -178,16 +185,19 @@ private:
 } // namespace
 
 bool has3DAxes(const Mesh &mesh) {
-  int64_t q = mesh.parts({kTpWeightAxis.str()});
-  return mesh.hasAxis(kTpWeightAxis) && mesh.hasAxis(kTpInputAxis) && mesh.hasAxis(kTpOutputAxis) && q > 1 &&
-         mesh.parts({kTpInputAxis.str()}) == q && mesh.parts({kTpOutputAxis.str()}) == q;
+  std::string w = mesh.axisWith(MeshAxisRole::TensorWeight), in = mesh.axisWith(MeshAxisRole::TensorInput),
+              out = mesh.axisWith(MeshAxisRole::TensorOutput);
+  if (w.empty() || in.empty() || out.empty())
+    return false;
+  int64_t q = mesh.parts({w});
+  return q > 1 && mesh.parts({in}) == q && mesh.parts({out}) == q;
 }
 
 bool has3DRhs(MatMulOp op, const Mesh &mesh, const Layout &b) {
   std::optional<MatMulDims> dims = matMulDims(op);
   if (!has3DAxes(mesh) || !dims || !b.partial.empty() || b.dims.size() != 2)
     return false;
-  MeshAxes k = axes3DIn(b.dims[dims->rk]), n = axes3DIn(b.dims[dims->rn]);
+  MeshAxes k = axes3DIn(mesh, b.dims[dims->rk]), n = axes3DIn(mesh, b.dims[dims->rn]);
   return k.size() + n.size() == 3 && !k.empty() && !n.empty();
 }
 
@@ -196,7 +206,7 @@ std::optional<Layout> matmul3DResultLayout(MatMulOp op, const Mesh &mesh, const 
   std::optional<MatMulDims> dims = matMulDims(op);
   if (!has3DAxes(mesh) || !dims)
     return std::nullopt;
-  std::optional<Plan3D> p = plan3D(*dims, a, b, &c);
+  std::optional<Plan3D> p = plan3D(mesh, *dims, a, b, &c);
   return p && divides(op, mesh, p->result) ? std::optional<Layout>(p->result) : std::nullopt;
 }
 

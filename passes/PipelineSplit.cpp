@@ -468,6 +468,11 @@ LogicalResult Splitter::addPipelineAxis() {
   }
   mesh->setShapeAttr(b_.getDenseI64ArrayAttr(shape));
   mesh->setAxisNamesAttr(b_.getStrArrayAttr(names));
+  if (ArrayAttr roles = mesh->getAxisRolesAttr()) { // pp has no strategy role
+    SmallVector<Attribute> all{MeshAxisRoleAttr::get(b_.getContext(), MeshAxisRole::None)};
+    llvm::append_range(all, roles);
+    mesh->setAxisRolesAttr(b_.getArrayAttr(all));
+  }
   mesh_ = FlatSymbolRefAttr::get(b_.getContext(), "mesh");
   return success();
 }

@@ -25,23 +25,31 @@ bool Layout::uses(StringRef axis) const {
          llvm::any_of(dims, [&](const MeshAxes &d) { return llvm::is_contained(d, axis); });
 }
 
-FailureOr<MeshOp> getOrCreateMesh(ModuleOp module, ArrayRef<std::pair<StringRef, int64_t>> axes) {
+FailureOr<MeshOp> getOrCreateMesh(ModuleOp module, ArrayRef<MeshAxisSpec> axes) {
   if (auto mesh = module.lookupSymbol<MeshOp>("mesh")) {
-    for (auto [name, size] : axes)
-      if (mesh.getAxisSize(name) != size)
-        return mesh.emitError("@mesh exists but has no axis ") << name << " of size " << size;
+    for (const MeshAxisSpec &axis : axes) {
+      if (mesh.getAxisSize(axis.name) != axis.size)
+        return mesh.emitError("@mesh exists but has no axis ") << axis.name << " of size " << axis.size;
+      if (axis.role != MeshAxisRole::None && mesh.getAxisRole(axis.name) != axis.role)
+        return mesh.emitError("@mesh exists but its axis ")
+               << axis.name << " is not the " << stringifyMeshAxisRole(axis.role) << " axis";
+    }
     return mesh;
   }
   OpBuilder b(module.getContext());
   b.setInsertionPointToStart(module.getBody());
   SmallVector<int64_t> shape;
   SmallVector<StringRef> names;
-  for (auto [name, size] : axes) {
-    names.push_back(name);
-    shape.push_back(size);
+  SmallVector<Attribute> roles;
+  bool anyRole = false;
+  for (const MeshAxisSpec &axis : axes) {
+    names.push_back(axis.name);
+    shape.push_back(axis.size);
+    roles.push_back(MeshAxisRoleAttr::get(module.getContext(), axis.role));
+    anyRole |= axis.role != MeshAxisRole::None;
   }
   return b.create<MeshOp>(module.getLoc(), b.getStringAttr("mesh"), b.getDenseI64ArrayAttr(shape),
-                          b.getStrArrayAttr(names));
+                          b.getStrArrayAttr(names), anyRole ? b.getArrayAttr(roles) : ArrayAttr());
 }
 
 ShardingAttr Layout::toAttr(FlatSymbolRefAttr mesh, int64_t priority) const {
@@ -79,11 +87,20 @@ bool isParameterUpdate(Operation *user, StringRef name) {
 
 MeshAxes batchAxes(const Mesh &mesh) {
   MeshAxes axes;
-  for (StringRef a : {StringRef("dp"), StringRef(kTpDepthAxis), StringRef(kTpRowAxis), StringRef(kTpWeightAxis),
-                      StringRef(kTpInputAxis)})
-    if (mesh.hasAxis(a) && mesh.parts({a.str()}) > 1)
-      axes.push_back(a.str());
+  for (Attribute a : mesh.op().getAxisNames()) {
+    StringRef name = llvm::cast<StringAttr>(a).getValue();
+    MeshAxisRole role = mesh.roleOf(name);
+    bool splitsBatch = name == "dp" || role == MeshAxisRole::TensorDepth || role == MeshAxisRole::TensorRow ||
+                       role == MeshAxisRole::TensorWeight || role == MeshAxisRole::TensorInput;
+    if (splitsBatch && mesh.parts({name.str()}) > 1)
+      axes.push_back(name.str());
+  }
   return axes;
+}
+
+int64_t Mesh::sizeOf(MeshAxisRole role) const {
+  std::string axis = axisWith(role);
+  return axis.empty() ? 1 : parts({axis});
 }
 
 FlatSymbolRefAttr Mesh::ref() const { return FlatSymbolRefAttr::get(op_.getContext(), op_.getSymName()); }

@@ -25,9 +25,10 @@ inline constexpr llvm::StringLiteral kResultShardingsAttr = "cpc.shardings";
 
 using MeshAxes = llvm::SmallVector<std::string>;
 
-/// The sub-axes of tensor parallelism beyond 1D (tp_dep x tp_row x tp_col for 2D and 2.5D,
-/// Colossal-AI's PARALLEL_2D_ROW / COL and 2P5D_DEP). The batch is split over the depth and row
-/// axes as over dp.
+/// The names cpc-tensor-parallel gives the sub-axes of tensor parallelism beyond 1D (tp_dep x
+/// tp_row x tp_col for 2D and 2.5D, Colossal-AI's PARALLEL_2D_ROW / COL and 2P5D_DEP), each
+/// with its MeshAxisRole: the strategies find the axes by role, never by these names. The batch
+/// is split over the depth and row axes as over dp.
 inline constexpr llvm::StringLiteral kTpRowAxis = "tp_row";
 inline constexpr llvm::StringLiteral kTpColAxis = "tp_col";
 inline constexpr llvm::StringLiteral kTpDepthAxis = "tp_dep";
@@ -80,6 +81,12 @@ public:
   bool inOrder(llvm::ArrayRef<std::string> axes) const;
   /// The position of axis `name` in the mesh (-1 when absent).
   int64_t axisIndex(llvm::StringRef name) const;
+  /// The role of axis `name` (none when it has none).
+  MeshAxisRole roleOf(llvm::StringRef name) const { return op_.getAxisRole(name); }
+  /// The axis with `role`, "" when the mesh has none.
+  std::string axisWith(MeshAxisRole role) const { return op_.getAxisWithRole(role).str(); }
+  /// The size of the axis with `role` (1 when the mesh has none).
+  int64_t sizeOf(MeshAxisRole role) const;
 
 private:
   mutable MeshOp op_;
@@ -90,15 +97,22 @@ private:
 /// stored block there and a cpc.shard of its read layout everywhere else.
 bool isParameterUpdate(mlir::Operation *user, llvm::StringRef name);
 
-/// The axes the batch of the inputs is split over, in mesh order: dp, tp_dep and tp_row (2D,
-/// 2.5D), tp_wt and tp_in (3D) where the mesh has them with more than one rank.
+/// The axes the batch of the inputs is split over, in mesh order: dp, the tensor_depth and
+/// tensor_row axes (2D, 2.5D), the tensor_weight and tensor_input axes (3D) where the mesh has
+/// them with more than one rank.
 MeshAxes batchAxes(const Mesh &mesh);
 
-/// The module's @mesh, which must have each axis of `axes` (name, size); when the module has
-/// none it is created with exactly those axes, in that order (what the seeding passes share).
-/// Emits an error on a mismatch.
-mlir::FailureOr<MeshOp> getOrCreateMesh(mlir::ModuleOp module,
-                                        llvm::ArrayRef<std::pair<llvm::StringRef, int64_t>> axes);
+/// An axis a pass needs on the mesh: its name, size and role.
+struct MeshAxisSpec {
+  llvm::StringRef name;
+  int64_t size;
+  MeshAxisRole role = MeshAxisRole::None;
+};
+
+/// The module's @mesh, which must have each axis of `axes` (name, size, and the role when it is
+/// not none); when the module has none it is created with exactly those axes, in that order
+/// (what the seeding passes share). Emits an error on a mismatch.
+mlir::FailureOr<MeshOp> getOrCreateMesh(mlir::ModuleOp module, llvm::ArrayRef<MeshAxisSpec> axes);
 
 /// The mesh that the annotations in `func` (argument and result attributes, cpc.shard ops) refer
 /// to: a null MeshOp when there are none. Fails when they name an unknown mesh or several.

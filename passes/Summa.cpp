@@ -28,32 +28,40 @@ namespace {
 
 RankedTensorType tensorType(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
 
-/// The pair axes (tp_row, tp_col) among `axes`.
-MeshAxes pairAxesIn(const MeshAxes &axes) {
+/// Whether `axis` is one of the q x q pair (the mesh's tensor_row and tensor_col axes).
+bool isPairAxis(const Mesh &mesh, StringRef axis) {
+  MeshAxisRole role = mesh.roleOf(axis);
+  return role == MeshAxisRole::TensorRow || role == MeshAxisRole::TensorCol;
+}
+
+/// The pair axes among `axes`.
+MeshAxes pairAxesIn(const Mesh &mesh, const MeshAxes &axes) {
   MeshAxes found;
   for (const std::string &a : axes)
-    if (a == kTpRowAxis || a == kTpColAxis)
+    if (isPairAxis(mesh, a))
       found.push_back(a);
   return found;
 }
 
-MeshAxes otherAxesIn(const MeshAxes &axes) {
+MeshAxes otherAxesIn(const Mesh &mesh, const MeshAxes &axes) {
   MeshAxes found;
   for (const std::string &a : axes)
-    if (a != kTpRowAxis && a != kTpColAxis)
+    if (!isPairAxis(mesh, a))
       found.push_back(a);
   return found;
 }
 
-std::string otherPairAxis(StringRef axis) { return axis == kTpRowAxis ? kTpColAxis.str() : kTpRowAxis.str(); }
+std::string otherPairAxis(const Mesh &mesh, StringRef axis) {
+  return mesh.axisWith(mesh.roleOf(axis) == MeshAxisRole::TensorRow ? MeshAxisRole::TensorCol : MeshAxisRole::TensorRow);
+}
 
 /// The one pair axis on the rows of `l` (the dims of A or C other than `skip`), and its dim.
-std::optional<std::pair<std::string, int64_t>> rowPairAxis(const Layout &l, int64_t skip) {
+std::optional<std::pair<std::string, int64_t>> rowPairAxis(const Mesh &mesh, const Layout &l, int64_t skip) {
   std::optional<std::pair<std::string, int64_t>> found;
   for (int64_t d = 0; d < (int64_t)l.dims.size(); ++d) {
     if (d == skip)
       continue;
-    MeshAxes pair = pairAxesIn(l.dims[d]);
+    MeshAxes pair = pairAxesIn(mesh, l.dims[d]);
     if (pair.empty())
       continue;
     if (found || pair.size() > 1)
@@ -64,8 +72,8 @@ std::optional<std::pair<std::string, int64_t>> rowPairAxis(const Layout &l, int6
 }
 
 /// The one pair axis of a dim, if it has exactly one.
-std::optional<std::string> singlePairAxis(const MeshAxes &axes) {
-  MeshAxes pair = pairAxesIn(axes);
+std::optional<std::string> singlePairAxis(const Mesh &mesh, const MeshAxes &axes) {
+  MeshAxes pair = pairAxesIn(mesh, axes);
   return pair.size() == 1 ? std::optional<std::string>(pair.front()) : std::nullopt;
 }
 
@@ -84,22 +92,25 @@ struct SummaPlan {
 };
 
 /// B's pair axes on K and N, when B is laid out as SUMMA needs.
-std::optional<std::pair<std::string, std::string>> rhsPairAxes(const Layout &lb, const MatMulDims &dims) {
+std::optional<std::pair<std::string, std::string>> rhsPairAxes(const Mesh &mesh, const Layout &lb,
+                                                                const MatMulDims &dims) {
   if (!lb.partial.empty() || lb.dims.size() != 2)
     return std::nullopt;
-  std::optional<std::string> bk = singlePairAxis(lb.dims[dims.rk]), bn = singlePairAxis(lb.dims[dims.rn]);
-  if (!bk || !bn || *bk == *bn || !otherAxesIn(lb.dims[dims.rn]).empty())
+  std::optional<std::string> bk = singlePairAxis(mesh, lb.dims[dims.rk]), bn = singlePairAxis(mesh, lb.dims[dims.rn]);
+  if (!bk || !bn || *bk == *bn || !otherAxesIn(mesh, lb.dims[dims.rn]).empty())
     return std::nullopt;
   return std::make_pair(*bk, *bn);
 }
 
-std::optional<SummaPlan> planSumma(const MatMulDims &dims, const Layout &la, const Layout &lb, const Layout *c) {
-  std::optional<std::pair<std::string, std::string>> b = rhsPairAxes(lb, dims);
+std::optional<SummaPlan> planSumma(const Mesh &mesh, const MatMulDims &dims, const Layout &la, const Layout &lb,
+                                   const Layout *c) {
+  std::optional<std::pair<std::string, std::string>> b = rhsPairAxes(mesh, lb, dims);
   if (!b || !la.partial.empty() || la.dims.size() != (size_t)dims.rank)
     return std::nullopt;
-  std::optional<std::pair<std::string, int64_t>> aRows = rowPairAxis(la, dims.lk);
-  std::optional<std::string> ak = singlePairAxis(la.dims[dims.lk]);
-  if (!aRows || !ak || *ak == aRows->first || otherAxesIn(la.dims[dims.lk]) != otherAxesIn(lb.dims[dims.rk]))
+  std::optional<std::pair<std::string, int64_t>> aRows = rowPairAxis(mesh, la, dims.lk);
+  std::optional<std::string> ak = singlePairAxis(mesh, la.dims[dims.lk]);
+  if (!aRows || !ak || *ak == aRows->first ||
+      otherAxesIn(mesh, la.dims[dims.lk]) != otherAxesIn(mesh, lb.dims[dims.rk]))
     return std::nullopt;
   SummaPlan plan;
   plan.rows = aRows->first;
@@ -107,13 +118,13 @@ std::optional<SummaPlan> planSumma(const MatMulDims &dims, const Layout &la, con
   if (aRows->first != b->first) { // A's K axis is B's: A or B stays, the products are reduced
     std::optional<std::pair<std::string, int64_t>> cRows;
     if (c && c->dims.size() == (size_t)dims.rank)
-      cRows = rowPairAxis(*c, dims.rank - 1);
+      cRows = rowPairAxis(mesh, *c, dims.rank - 1);
     bool aRowsOnlyPair = true;
     for (int64_t d = 0; d < dims.rank; ++d)
-      aRowsOnlyPair &= d == dims.lk || otherAxesIn(la.dims[d]).empty();
+      aRowsOnlyPair &= d == dims.lk || otherAxesIn(mesh, la.dims[d]).empty();
     plan.kind = cRows && cRows->first == b->first && aRowsOnlyPair ? Stationary::B : Stationary::A;
   }
-  std::string other = otherPairAxis(plan.rows);
+  std::string other = otherPairAxis(mesh, plan.rows);
   Layout &r = plan.result;
   r = Layout::whole(dims.rank);
   for (int64_t d = 0; d < dims.rank; ++d)
@@ -122,7 +133,7 @@ std::optional<SummaPlan> planSumma(const MatMulDims &dims, const Layout &la, con
   r.dims[dims.rank - 1] = {plan.kind == Stationary::B ? plan.rows : other};
   if (plan.kind == Stationary::B)
     r.dims[dims.resultDimOfLhs(plan.rowDim)] = {other};
-  r.partial = otherAxesIn(la.dims[dims.lk]); // K's other axes (2.5D's depth): a partial sum over them
+  r.partial = otherAxesIn(mesh, la.dims[dims.lk]); // K's other axes (2.5D's depth): a partial sum over them
   return plan;
 }
 
@@ -134,15 +145,15 @@ public:
   FailureOr<Value> run() {
     Value a = op_.getLhs();
     Layout la = hooks_.current(a), lb = hooks_.current(op_.getRhs());
-    std::optional<std::pair<std::string, std::string>> b = rhsPairAxes(lb, dims_);
+    std::optional<std::pair<std::string, std::string>> b = rhsPairAxes(mesh_, lb, dims_);
     if (!b)
       return Value(); // B is not split over the pair, one axis per dim
     Layout propagated = hooks_.propagated(op_.getResult());
-    std::optional<SummaPlan> plan = planSumma(dims_, la, lb, &propagated);
+    std::optional<SummaPlan> plan = planSumma(mesh_, dims_, la, lb, &propagated);
     if (!plan) { // A resharded to what C's layout and B's imply, if they do
       std::optional<std::pair<std::string, int64_t>> cRows;
       if (propagated.dims.size() == (size_t)dims_.rank)
-        cRows = rowPairAxis(propagated, dims_.rank - 1);
+        cRows = rowPairAxis(mesh_, propagated, dims_.rank - 1);
       if (!cRows || !la.partial.empty())
         return Value();
       FailureOr<Value> laidOut = lhsFromResult(a, propagated, *cRows, b->first);
@@ -150,7 +161,7 @@ public:
         return laidOut;
       a = *laidOut;
       la = hooks_.current(a);
-      plan = planSumma(dims_, la, lb, &propagated);
+      plan = planSumma(mesh_, dims_, la, lb, &propagated);
       if (!plan)
         return Value();
     }
@@ -166,7 +177,7 @@ private:
     for (int64_t d = 0; d < dims_.rank; ++d)
       if (d != dims_.lk)
         want.dims[d] = c.dims[dims_.resultDimOfLhs(d)];
-    want.dims[dims_.lk] = {cRows.first == bk ? otherPairAxis(bk) : bk};
+    want.dims[dims_.lk] = {cRows.first == bk ? otherPairAxis(mesh_, bk) : bk};
     return hooks_.reshard(a, want, op_);
   }
 
@@ -186,7 +197,7 @@ private:
   FailureOr<Value> emit(const SummaPlan &plan, Value a) {
     Value rhs = op_.getRhs();
     const std::string &rows = plan.rows;
-    std::string other = otherPairAxis(rows);
+    std::string other = otherPairAxis(mesh_, rows);
     int64_t q = mesh_.parts({rows});
     Value sum;
     for (int64_t t = 0; t < q; ++t) {
@@ -213,8 +224,8 @@ private:
 } // namespace
 
 bool hasSummaAxes(const Mesh &mesh) {
-  return mesh.hasAxis(kTpRowAxis) && mesh.hasAxis(kTpColAxis) && mesh.parts({kTpRowAxis.str()}) > 1 &&
-         mesh.parts({kTpRowAxis.str()}) == mesh.parts({kTpColAxis.str()});
+  std::string row = mesh.axisWith(MeshAxisRole::TensorRow), col = mesh.axisWith(MeshAxisRole::TensorCol);
+  return !row.empty() && !col.empty() && mesh.parts({row}) > 1 && mesh.parts({row}) == mesh.parts({col});
 }
 
 std::optional<Layout> summaResultLayout(MatMulOp op, const Mesh &mesh, const Layout &a, const Layout &b,
@@ -222,13 +233,13 @@ std::optional<Layout> summaResultLayout(MatMulOp op, const Mesh &mesh, const Lay
   std::optional<MatMulDims> dims = matMulDims(op);
   if (!hasSummaAxes(mesh) || !dims)
     return std::nullopt;
-  std::optional<SummaPlan> plan = planSumma(*dims, a, b, &c);
+  std::optional<SummaPlan> plan = planSumma(mesh, *dims, a, b, &c);
   return plan ? std::optional<Layout>(plan->result) : std::nullopt;
 }
 
 bool hasSummaRhs(MatMulOp op, const Mesh &mesh, const Layout &b) {
   std::optional<MatMulDims> dims = matMulDims(op);
-  return hasSummaAxes(mesh) && dims && rhsPairAxes(b, *dims).has_value();
+  return hasSummaAxes(mesh) && dims && rhsPairAxes(mesh, b, *dims).has_value();
 }
 
 FailureOr<Value> partitionSumma(MatMulOp op, const Mesh &mesh, const PartitionHooks &hooks) {

@@ -126,7 +126,7 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       module.emitError("dp and tp must be >= 1");
       return signalPassFailure();
     }
-    FailureOr<SmallVector<std::pair<StringRef, int64_t>>> axes = meshAxes();
+    FailureOr<SmallVector<MeshAxisSpec>> axes = meshAxes();
     if (failed(axes))
       return signalPassFailure();
     FailureOr<MeshOp> meshOp = getOrCreateMesh(module, *axes);
@@ -168,10 +168,10 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
 
   /// The mesh of the mode: dp x tp (1d), dp x tp_row x tp_col (2d, q x q),
   /// dp x tp_dep x tp_row x tp_col (2.5d, d x q x q) or dp x tp_wt x tp_in x tp_out (3d, q^3).
-  FailureOr<SmallVector<std::pair<StringRef, int64_t>>> meshAxes() {
+  FailureOr<SmallVector<MeshAxisSpec>> meshAxes() {
     ModuleOp module = getOperation();
     if (mode == TensorParallelMode::OneD)
-      return SmallVector<std::pair<StringRef, int64_t>>{{"dp", dp}, {"tp", tp}};
+      return SmallVector<MeshAxisSpec>{{"dp", dp}, {"tp", tp}};
     int64_t d = mode == TensorParallelMode::TwoHalfD ? (int64_t)depth : 1, q = tensorParallelSide(mode, tp, d);
     if (q == 0)
       return module.emitError("tensor-parallel mode ")
@@ -180,13 +180,15 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
                  << " ranks (q >= 2), got tp=" << (int64_t)tp << (d > 1 ? " and depth " + std::to_string(d) : std::string()),
              failure();
     if (mode == TensorParallelMode::ThreeD)
-      return SmallVector<std::pair<StringRef, int64_t>>{
-          {"dp", dp}, {kTpWeightAxis, q}, {kTpInputAxis, q}, {kTpOutputAxis, q}};
-    SmallVector<std::pair<StringRef, int64_t>> axes{{"dp", dp}};
+      return SmallVector<MeshAxisSpec>{{"dp", dp},
+                                       {kTpWeightAxis, q, MeshAxisRole::TensorWeight},
+                                       {kTpInputAxis, q, MeshAxisRole::TensorInput},
+                                       {kTpOutputAxis, q, MeshAxisRole::TensorOutput}};
+    SmallVector<MeshAxisSpec> axes{{"dp", dp}};
     if (mode == TensorParallelMode::TwoHalfD)
-      axes.push_back({kTpDepthAxis, d});
-    axes.push_back({kTpRowAxis, q});
-    axes.push_back({kTpColAxis, q});
+      axes.push_back({kTpDepthAxis, d, MeshAxisRole::TensorDepth});
+    axes.push_back({kTpRowAxis, q, MeshAxisRole::TensorRow});
+    axes.push_back({kTpColAxis, q, MeshAxisRole::TensorCol});
     return axes;
   }
 

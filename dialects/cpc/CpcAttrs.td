@@ -184,4 +184,23 @@ def Cpc_TensorParallelMode : I32EnumAttr<"TensorParallelMode", "how tensor paral
   let genSpecializedAttr = 0;
 }
 
+def Cpc_MeshAxisRole : I32EnumAttr<"MeshAxisRole", "what a mesh axis is for, where a strategy needs to know", [
+    I32EnumAttrCase<"None", 0, "none">,
+    // 2D and 2.5D tensor parallelism (SUMMA): the q x q grid and the depth of 2.5D's copies.
+    I32EnumAttrCase<"TensorRow", 1, "tensor_row">,
+    I32EnumAttrCase<"TensorCol", 2, "tensor_col">,
+    I32EnumAttrCase<"TensorDepth", 3, "tensor_depth">,
+    // 3D tensor parallelism (q x q x q): the weight, input and output axes.
+    I32EnumAttrCase<"TensorWeight", 4, "tensor_weight">,
+    I32EnumAttrCase<"TensorInput", 5, "tensor_input">,
+    I32EnumAttrCase<"TensorOutput", 6, "tensor_output">]> {
+  let cppNamespace = "::cpc";
+  let genSpecializedAttr = 0;
+}
+def Cpc_MeshAxisRoleAttr : EnumAttr<Cpc_Dialect, Cpc_MeshAxisRole, "axis_role"> {
+  let assemblyFormat = "`<` $value `>`";
+  let summary = "The role of a cpc.mesh axis: 2D/2.5D and 3D tensor parallelism find their axes by it";
+}
+def Cpc_MeshAxisRolesAttr : TypedArrayAttrBase<Cpc_MeshAxisRoleAttr, "one role per mesh axis">;
+
 #endif // CPC_ATTRS_TD

@@ -708,7 +708,33 @@ LogicalResult MeshOp::verify() {
     if (n.empty() || !names.insert(n).second)
       return emitOpError("axis names must be non-empty and unique");
   }
+  if (ArrayAttr roles = getAxisRolesAttr()) {
+    if (roles.size() != getAxisNames().size())
+      return emitOpError("needs one role per axis, got ") << roles.size() << " for " << getAxisNames().size();
+    llvm::SmallDenseSet<MeshAxisRole> seen;
+    for (Attribute role : roles) {
+      MeshAxisRole r = llvm::cast<MeshAxisRoleAttr>(role).getValue();
+      if (r != MeshAxisRole::None && !seen.insert(r).second)
+        return emitOpError("has two axes with role ") << stringifyMeshAxisRole(r);
+    }
+  }
   return success();
+}
+
+MeshAxisRole MeshOp::getAxisRole(StringRef name) {
+  ArrayAttr roles = getAxisRolesAttr();
+  for (auto [i, n] : llvm::enumerate(getAxisNames()))
+    if (roles && llvm::cast<StringAttr>(n).getValue() == name)
+      return llvm::cast<MeshAxisRoleAttr>(roles[i]).getValue();
+  return MeshAxisRole::None;
+}
+
+StringRef MeshOp::getAxisWithRole(MeshAxisRole role) {
+  ArrayAttr roles = getAxisRolesAttr();
+  for (auto [i, n] : llvm::enumerate(getAxisNames()))
+    if (roles && role != MeshAxisRole::None && llvm::cast<MeshAxisRoleAttr>(roles[i]).getValue() == role)
+      return llvm::cast<StringAttr>(n).getValue();
+  return "";
 }
 
 int64_t MeshOp::getAxisSize(StringRef name) {

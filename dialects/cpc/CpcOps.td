@@ -706,14 +706,25 @@ def Cpc_MultiTensorAdamWOp : Cpc_Op<"multi_tensor_adamw", [Pure]> {
 
 def Cpc_MeshOp : Cpc_Op<"mesh", [Symbol]> {
   let summary = "A named n-d grid of ranks, e.g. axes (dp, pp, tp)";
+  let description = [{
+    `roles`, when given, says per axis what it is for where a strategy needs to know: SUMMA
+    (2D, 2.5D tensor parallelism) finds its row, column and depth axes by role, the 3D matmul
+    its weight, input and output axes; `none` for the others. Names only label axes. Example:
+    `cpc.mesh @mesh shape = [2, 2] axes = ["dp", "tp"]`,
+    `cpc.mesh @mesh shape = [2, 2] axes = ["r", "c"] roles = [#cpc.axis_role<tensor_row>, #cpc.axis_role<tensor_col>]`
+  }];
   let arguments = (ins SymbolNameAttr:$sym_name, DenseI64ArrayAttr:$shape,
-                       StrArrayAttr:$axis_names);
-  let assemblyFormat = "$sym_name `shape` `=` $shape `axes` `=` $axis_names attr-dict";
+                       StrArrayAttr:$axis_names, OptionalAttr<Cpc_MeshAxisRolesAttr>:$axis_roles);
+  let assemblyFormat = "$sym_name `shape` `=` $shape `axes` `=` $axis_names (`roles` `=` $axis_roles^)? attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// Size of the axis named `name`, or -1 when the mesh has no such axis.
     int64_t getAxisSize(::llvm::StringRef name);
     int64_t getNumRanks();
+    /// The role of axis `name` (none without roles or such an axis).
+    MeshAxisRole getAxisRole(::llvm::StringRef name);
+    /// The name of the axis with `role`, or "" when the mesh has none.
+    ::llvm::StringRef getAxisWithRole(MeshAxisRole role);
   }];
 }
 

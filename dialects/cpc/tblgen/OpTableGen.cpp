@@ -27,7 +27,8 @@
 //                                           includer declares)
 //
 // Attributes whose class has no plan form (ElementsAttr: a constant's value lives in a buffer;
-// TypeAttr: a variable's type is its buffer's) are left out of the attribute macros.
+// TypeAttr: a variable's type is its buffer's; arrays of attributes such as a mesh's axis roles)
+// are left out of the attribute macros.
 //
 // A user defines the macros it needs before including the generated file; the others expand to
 // nothing. The file is #include-d several times, so it has no include guard.
@@ -150,6 +151,9 @@ std::string runtimeType(const mlir::tblgen::Attribute &attr) {
       {"ElementsAttr", ""},
   };
   auto it = types.find(storageClass(attr));
+  if (it == types.end() && attr.getBaseAttr().getDef().isSubClassOf("TypedArrayAttrBase") &&
+      attr.getBaseAttr().getDef().getValueAsDef("elementAttr")->isSubClassOf("EnumAttr"))
+    return ""; // an array of enums (a mesh's axis roles): the compiler's; the plan keeps the mesh's shape and names
   if (it == types.end())
     llvm::PrintFatalError("cpc-tblgen: no runtime type for attribute class " + storageClass(attr) +
                           " (add it to runtimeType)");

@@ -1431,3 +1431,15 @@ func.func @layer_norm_grad_add_axis(%x: tensor<4x8xf32>, %s: tensor<8xf32>) {
   %dx, %ds, %db = cpc.layer_norm_grad_add %x, %s, %x, %x {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
   return
 }
+
+// -----
+
+// Tests that a mesh's roles name one role per axis.
+// expected-error @+1 {{'cpc.mesh' op needs one role per axis, got 1 for 2}}
+cpc.mesh @mesh shape = [2, 2] axes = ["r", "c"] roles = [#cpc.axis_role<tensor_row>]
+
+// -----
+
+// Tests that no two axes of a mesh share a role (none aside).
+// expected-error @+1 {{'cpc.mesh' op has two axes with role tensor_row}}
+cpc.mesh @mesh shape = [2, 2, 2] axes = ["a", "b", "c"] roles = [#cpc.axis_role<none>, #cpc.axis_role<tensor_row>, #cpc.axis_role<tensor_row>]

@@ -1,12 +1,15 @@
 // RUN: cpc-opt %s | cpc-opt | FileCheck %s
 // RUN: cpc-opt %s --mlir-print-op-generic | cpc-opt | FileCheck %s
 
-// Tests that meshes (a 3-d dp/pp/tp grid and a 1-d one) round-trip at module level.
+// Tests that meshes (a 3-d dp/pp/tp grid, a 1-d one, one with axis roles) round-trip at module
+// level.
 // CHECK: cpc.mesh @mesh shape = [2, 2, 4] axes = ["dp", "pp", "tp"]
 // CHECK: cpc.mesh @ring shape = [8] axes = ["x"]
+// CHECK: cpc.mesh @grid shape = [2, 2, 2] axes = ["dp", "r", "c"] roles = [#cpc.axis_role<none>, #cpc.axis_role<tensor_row>, #cpc.axis_role<tensor_col>]
 
 cpc.mesh @mesh shape = [2, 2, 4] axes = ["dp", "pp", "tp"]
 cpc.mesh @ring shape = [8] axes = ["x"]
+cpc.mesh @grid shape = [2, 2, 2] axes = ["dp", "r", "c"] roles = [#cpc.axis_role<none>, #cpc.axis_role<tensor_row>, #cpc.axis_role<tensor_col>]
 
 // Tests that variables round-trip at module level: parameters (trainable float, frozen float,
 // frozen integer, a sharded one kept in head-major order, a name that is no bare identifier)

@@ -21,7 +21,7 @@
 #x = #cpc.sharding<@mesh, [["tp_wt", "tp_in"], [], ["tp_out"]]>
 #w = #cpc.sharding<@mesh, [["tp_in"], ["tp_out", "tp_wt"]]>
 #y = #cpc.sharding<@mesh, [["tp_wt", "tp_out"], [], ["tp_in"]]>
-cpc.mesh @mesh shape = [2, 2, 2] axes = ["tp_wt", "tp_in", "tp_out"]
+cpc.mesh @mesh shape = [2, 2, 2] axes = ["tp_wt", "tp_in", "tp_out"] roles = [#cpc.axis_role<tensor_weight>, #cpc.axis_role<tensor_input>, #cpc.axis_role<tensor_output>]
 cpc.variable @w trainable : tensor<6x8xf32>
 func.func @forward(%x: tensor<8x3x8xf32> {cpc.sharding = #x}) -> tensor<8x3x6xf32> {
   %w = cpc.parameter @w {cpc.shardings = [#w]} : tensor<6x8xf32>
@@ -41,7 +41,7 @@ func.func @forward(%x: tensor<8x3x8xf32> {cpc.sharding = #x}) -> tensor<8x3x6xf3
 #act = #cpc.sharding<@mesh, [["tp_wt", "tp_out"], [], ["tp_in"]]>
 #x = #cpc.sharding<@mesh, [["tp_wt", "tp_in"], [], ["tp_out"]]>
 #w = #cpc.sharding<@mesh, [["tp_in"], ["tp_out", "tp_wt"]]>
-cpc.mesh @mesh shape = [2, 2, 2] axes = ["tp_wt", "tp_in", "tp_out"]
+cpc.mesh @mesh shape = [2, 2, 2] axes = ["tp_wt", "tp_in", "tp_out"] roles = [#cpc.axis_role<tensor_weight>, #cpc.axis_role<tensor_input>, #cpc.axis_role<tensor_output>]
 cpc.variable @w trainable : tensor<6x8xf32>
 func.func @input_gradient(%g: tensor<8x3x6xf32> {cpc.sharding = #act}) -> tensor<8x3x8xf32> {
   %w = cpc.parameter @w {cpc.shardings = [#w]} : tensor<6x8xf32>
@@ -62,7 +62,7 @@ func.func @input_gradient(%g: tensor<8x3x6xf32> {cpc.sharding = #act}) -> tensor
 #g = #cpc.sharding<@mesh, [["tp_wt", "tp_out"], ["tp_in"]]>
 #a = #cpc.sharding<@mesh, [["tp_wt", "tp_in"], ["tp_out"]]>
 #w = #cpc.sharding<@mesh, [["tp_in", "tp_wt"], ["tp_out"]]>
-cpc.mesh @mesh shape = [2, 2, 2] axes = ["tp_wt", "tp_in", "tp_out"]
+cpc.mesh @mesh shape = [2, 2, 2] axes = ["tp_wt", "tp_in", "tp_out"] roles = [#cpc.axis_role<tensor_weight>, #cpc.axis_role<tensor_input>, #cpc.axis_role<tensor_output>]
 func.func @weight_gradient(%g: tensor<24x8xf32> {cpc.sharding = #g}, %a: tensor<24x8xf32> {cpc.sharding = #a}) -> tensor<8x8xf32> {
   %dw = cpc.matmul %g, %a {cpc.shardings = [#w], transpose_lhs = true} : (tensor<24x8xf32>, tensor<24x8xf32>) -> tensor<8x8xf32>
   return %dw : tensor<8x8xf32>

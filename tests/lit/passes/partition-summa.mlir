@@ -23,7 +23,7 @@
 // CHECK: return %[[Y]] : tensor<2x3x3xf32>
 #x = #cpc.sharding<@mesh, [["tp_row"], [], ["tp_col"]]>
 #w = #cpc.sharding<@mesh, [["tp_col"], ["tp_row"]]>
-cpc.mesh @mesh shape = [2, 2] axes = ["tp_row", "tp_col"]
+cpc.mesh @mesh shape = [2, 2] axes = ["tp_row", "tp_col"] roles = [#cpc.axis_role<tensor_row>, #cpc.axis_role<tensor_col>]
 cpc.variable @w trainable : tensor<6x8xf32>
 func.func @forward(%x: tensor<4x3x8xf32> {cpc.sharding = #x}) -> tensor<4x3x6xf32> {
   %w = cpc.parameter @w {cpc.shardings = [#w]} : tensor<6x8xf32>
@@ -50,7 +50,7 @@ func.func @forward(%x: tensor<4x3x8xf32> {cpc.sharding = #x}) -> tensor<4x3x6xf3
 // CHECK: return %[[DX]] : tensor<2x3x4xf32>
 #act = #cpc.sharding<@mesh, [["tp_row"], [], ["tp_col"]]>
 #w = #cpc.sharding<@mesh, [["tp_col"], ["tp_row"]]>
-cpc.mesh @mesh shape = [2, 2] axes = ["tp_row", "tp_col"]
+cpc.mesh @mesh shape = [2, 2] axes = ["tp_row", "tp_col"] roles = [#cpc.axis_role<tensor_row>, #cpc.axis_role<tensor_col>]
 cpc.variable @w trainable : tensor<6x8xf32>
 func.func @input_gradient(%g: tensor<4x3x6xf32> {cpc.sharding = #act}) -> tensor<4x3x8xf32> {
   %w = cpc.parameter @w {cpc.shardings = [#w]} : tensor<6x8xf32>
@@ -74,7 +74,7 @@ func.func @input_gradient(%g: tensor<4x3x6xf32> {cpc.sharding = #act}) -> tensor
 // CHECK: %[[DW:.*]] = cpc.add %[[R0]], %[[R1]] {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_row"], ["tp_col"]]>]}
 // CHECK: return %[[DW]] : tensor<4x3xf32>
 #rows = #cpc.sharding<@mesh, [["tp_row"], ["tp_col"]]>
-cpc.mesh @mesh shape = [2, 2] axes = ["tp_row", "tp_col"]
+cpc.mesh @mesh shape = [2, 2] axes = ["tp_row", "tp_col"] roles = [#cpc.axis_role<tensor_row>, #cpc.axis_role<tensor_col>]
 func.func @weight_gradient(%a: tensor<12x8xf32> {cpc.sharding = #rows}, %g: tensor<12x6xf32> {cpc.sharding = #rows}) -> tensor<8x6xf32> {
   %dw = cpc.matmul %a, %g {cpc.shardings = [#rows], transpose_lhs = true} : (tensor<12x8xf32>, tensor<12x6xf32>) -> tensor<8x6xf32>
   return %dw : tensor<8x6xf32>
@@ -94,8 +94,46 @@ func.func @weight_gradient(%a: tensor<12x8xf32> {cpc.sharding = #rows}, %g: tens
 // CHECK: return %[[SUM]] : tensor<3x4xf32>
 #rows = #cpc.sharding<@mesh, [["tp_dep", "tp_row"], ["tp_col"]]>
 #w = #cpc.sharding<@mesh, [["tp_col"], ["tp_row"]]>
-cpc.mesh @mesh shape = [2, 2, 2] axes = ["tp_dep", "tp_row", "tp_col"]
+cpc.mesh @mesh shape = [2, 2, 2] axes = ["tp_dep", "tp_row", "tp_col"] roles = [#cpc.axis_role<tensor_depth>, #cpc.axis_role<tensor_row>, #cpc.axis_role<tensor_col>]
 func.func @depth(%g: tensor<12x6xf32> {cpc.sharding = #rows}, %a: tensor<12x8xf32> {cpc.sharding = #rows}) -> tensor<6x8xf32> {
   %dw = cpc.matmul %g, %a {cpc.shardings = [#w], transpose_lhs = true} : (tensor<12x6xf32>, tensor<12x8xf32>) -> tensor<6x8xf32>
   return %dw : tensor<6x8xf32>
+}
+
+// -----
+
+// Tests that SUMMA finds its axes by their roles, not by their names: axes named "down" and
+// "across" with the tensor_row and tensor_col roles get the same broadcasts as tp_row x tp_col.
+// CHECK-LABEL: func.func @roles_not_names
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<2x3x4xf32>
+// CHECK: %[[W:.*]] = cpc.parameter @w : tensor<3x4xf32>
+// CHECK: cpc.broadcast_from %[[X]] over @mesh ["across"] root 0 : tensor<2x3x4xf32>
+// CHECK: cpc.broadcast_from %[[W]] over @mesh ["down"] root 0 : tensor<3x4xf32>
+#x = #cpc.sharding<@mesh, [["down"], [], ["across"]]>
+#w = #cpc.sharding<@mesh, [["across"], ["down"]]>
+cpc.mesh @mesh shape = [2, 2] axes = ["down", "across"] roles = [#cpc.axis_role<tensor_row>, #cpc.axis_role<tensor_col>]
+cpc.variable @w trainable : tensor<6x8xf32>
+func.func @roles_not_names(%x: tensor<4x3x8xf32> {cpc.sharding = #x}) -> tensor<4x3x6xf32> {
+  %w = cpc.parameter @w {cpc.shardings = [#w]} : tensor<6x8xf32>
+  %y = cpc.matmul %x, %w {cpc.shardings = [#x], transpose_rhs = true} : (tensor<4x3x8xf32>, tensor<6x8xf32>) -> tensor<4x3x6xf32>
+  return %y : tensor<4x3x6xf32>
+}
+
+// -----
+
+// Tests that axes named tp_row and tp_col without roles are plain axes: the matmul is
+// partitioned by its factor rule (the weight's contracted block gathered), with no SUMMA steps.
+// CHECK-LABEL: func.func @names_without_roles
+// CHECK-NOT: cpc.broadcast_from
+// CHECK: cpc.all_gather
+// CHECK-NOT: cpc.broadcast_from
+// CHECK: return
+#x = #cpc.sharding<@mesh, [["tp_row"], [], ["tp_col"]]>
+#w = #cpc.sharding<@mesh, [["tp_col"], ["tp_row"]]>
+cpc.mesh @mesh shape = [2, 2] axes = ["tp_row", "tp_col"]
+cpc.variable @w trainable : tensor<6x8xf32>
+func.func @names_without_roles(%x: tensor<4x3x8xf32> {cpc.sharding = #x}) -> tensor<4x3x6xf32> {
+  %w = cpc.parameter @w {cpc.shardings = [#w]} : tensor<6x8xf32>
+  %y = cpc.matmul %x, %w {cpc.shardings = [#x], transpose_rhs = true} : (tensor<4x3x8xf32>, tensor<6x8xf32>) -> tensor<4x3x6xf32>
+  return %y : tensor<4x3x6xf32>
 }

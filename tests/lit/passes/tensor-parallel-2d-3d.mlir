@@ -7,12 +7,13 @@
 // Tests that a tensor-parallel mode is one of the enum's cases.
 // BADMODE: option: Cannot find option named '5d'!
 
-// Tests the seeds of 2D tensor parallelism (Optimus, q = 2): the mesh is dp x tp_row x tp_col, every
+// Tests the seeds of 2D tensor parallelism (Optimus, q = 2): the mesh is dp x tp_row x tp_col (the
+// latter two with the tensor_row and tensor_col roles, by which SUMMA finds them), every
 // Linear's weight is split [in over tp_row, out over tp_col] (torch's [out, in] and the
 // pre-transposed [in, out] alike), its bias stored over (tp_col, tp_row) and read over tp_col
 // through a cpc.shard, and its result [batch over tp_row, ..., out over tp_col]; a weight read
 // again by a later matmul (its gradient's) keeps the first placement. With 2.5d the mesh has the depth axis and the batch is split over tp_dep x tp_row.
-// CHECK: cpc.mesh @mesh shape = [1, 2, 2] axes = ["dp", "tp_row", "tp_col"]
+// CHECK: cpc.mesh @mesh shape = [1, 2, 2] axes = ["dp", "tp_row", "tp_col"] roles = [#cpc.axis_role<none>, #cpc.axis_role<tensor_row>, #cpc.axis_role<tensor_col>]
 // CHECK-LABEL: func.func @mlp
 // CHECK: cpc.parameter @fc1.weight {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_col"], ["tp_row"]], priority = 1>]} : tensor<16x8xf32>
 // CHECK: %[[B:.*]] = cpc.parameter @fc1.bias {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_col", "tp_row"]], priority = 1>]} : tensor<16xf32>
@@ -25,11 +26,11 @@
 // With 3d the mesh is dp x tp_wt x tp_in x tp_out; the first Linear's input has its features over
 // tp_out, so its weight is [in over (tp_out, tp_wt), out over tp_in]; the second Linear finds
 // them swapped: [in over (tp_in, tp_wt), out over tp_out].
-// CUBE: cpc.mesh @mesh shape = [1, 2, 2, 2] axes = ["dp", "tp_wt", "tp_in", "tp_out"]
+// CUBE: cpc.mesh @mesh shape = [1, 2, 2, 2] axes = ["dp", "tp_wt", "tp_in", "tp_out"] roles = [#cpc.axis_role<none>, #cpc.axis_role<tensor_weight>, #cpc.axis_role<tensor_input>, #cpc.axis_role<tensor_output>]
 // CUBE: cpc.parameter @fc1.weight {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_in"], ["tp_out", "tp_wt"]], priority = 1>]}
 // CUBE: cpc.parameter @fc1.bias {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_in"]], priority = 1>]}
 // CUBE: cpc.parameter @fc2.weight {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_in", "tp_wt"], ["tp_out"]], priority = 1>]}
-// DEPTH: cpc.mesh @mesh shape = [1, 2, 2, 2] axes = ["dp", "tp_dep", "tp_row", "tp_col"]
+// DEPTH: cpc.mesh @mesh shape = [1, 2, 2, 2] axes = ["dp", "tp_dep", "tp_row", "tp_col"] roles = [#cpc.axis_role<none>, #cpc.axis_role<tensor_depth>, #cpc.axis_role<tensor_row>, #cpc.axis_role<tensor_col>]
 // DEPTH: cpc.parameter @fc1.weight {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"tp_col"], ["tp_row"]], priority = 1>]}
 cpc.variable @fc1.weight trainable : tensor<16x8xf32>
 cpc.variable @fc1.bias trainable : tensor<16xf32>
