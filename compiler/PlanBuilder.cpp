@@ -17,6 +17,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <set>
 
 using namespace mlir;
 
@@ -268,13 +269,22 @@ private:
     return most;
   }
 
-  /// The fixed scratch of the runtime's collectives (see kCollectiveChunkBytes).
+  /// The fixed scratch of the runtime's collectives (see kCollectiveChunkBytes), and on CPUs the
+  /// shared-memory segments of the all-reduce groups (runtime/MpiShared.h: a chunk per member).
   int64_t collectiveScratchBytes() const {
     bool summing = false;
     int64_t interleave = 0; // an all-gather along an inner dim stacks the blocks in a temporary first
+    std::set<std::vector<std::string>> allReduceGroups;
+    int64_t sharedSegments = 0;
     for (const RankProgram &p : plan_.programs)
       for (const StepDesc &s : p.steps) {
         summing |= hasTrait(s.op, PlanTrait::CombiningCollective);
+        if (s.op == OpKind::AllReduce && plan_.device == DeviceKind::Cpu) {
+          std::vector<std::string> axes = kernels::decodeOpAttrs(s.op, s.attrs).meshAxes;
+          int64_t members = meshShardIndex(0, plan_.meshShape, plan_.meshAxes, axes).second;
+          if (members > 1 && allReduceGroups.insert(axes).second)
+            sharedSegments += members * kCollectiveChunkBytes;
+        }
         const int64_t dim = communicates(s.op) ? kernels::decodeOpAttrs(s.op, s.attrs).dim : 0;
         if (s.op == OpKind::ReduceScatter && dim > 0) // packed blocks of the input
           interleave = std::max<int64_t>(interleave, plan_.buffers[s.inputs[0]].bytes());
@@ -289,7 +299,7 @@ private:
             interleave = std::max<int64_t>(interleave, out.bytes());
         }
       }
-    return (summing ? 2 * kCollectiveChunkBytes : 0) + interleave;
+    return (summing ? 2 * kCollectiveChunkBytes : 0) + interleave + sharedSegments;
   }
 
   int newBuffer(Type t, const std::string &name, BufferKind kind, Operation *where) {

@@ -12,6 +12,7 @@
 #include "kernels/Float16.h"
 #include "runtime/Communicator.h"
 #include "runtime/MpiSchedule.h"
+#include "runtime/MpiShared.h"
 #include "runtime/Plan.h"
 
 #include <mpi.h>
@@ -96,6 +97,9 @@ public:
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tagUpperBound, &found);
     if (found && tagUpperBound)
       maxChannel_ = *tagUpperBound;
+    worldGroup_ = Group{world_, rank_, size_, nullptr};
+    if (sharedMemoryWanted()) // collective over the world, as the duplicates above
+      worldGroup_.shared = mpi::SharedSegment::create(world_, rank_, size_);
   }
   ~MpiCommunicator() override {
     if (!mpiActive())
@@ -167,6 +171,9 @@ public:
     for (const BufferRange &b : buffers)
       count += b.count;
     const Group &g = groupOf("all_reduce", count, type, group);
+    if (g.shared) // members on one node: through their shared memory
+      return enqueue(std::make_shared<mpi::SharedAllReduce>(*g.shared, mpi::Bucket(buffers, dtypeSize(type)),
+                                                            combiner(type, options.op)));
     auto schedule = newSchedule("all_reduce", g, group);
     mpi::ringAllReduce(*schedule, mpi::Bucket(buffers, dtypeSize(type)), g.rank, g.size, scratch(),
                        combiner(type, options.op));
@@ -333,7 +340,7 @@ private:
   /// A posted collective: moving it on moves the queue on (collectives complete in order).
   class MpiWork final : public Work {
   public:
-    MpiWork(MpiCommunicator &owner, std::shared_ptr<mpi::Schedule> schedule)
+    MpiWork(MpiCommunicator &owner, std::shared_ptr<mpi::Pending> schedule)
         : owner_(owner), schedule_(std::move(schedule)) {}
     bool test() override {
       owner_.progress(nullptr);
@@ -343,14 +350,14 @@ private:
 
   private:
     MpiCommunicator &owner_;
-    std::shared_ptr<mpi::Schedule> schedule_;
+    std::shared_ptr<mpi::Pending> schedule_;
   };
 
   std::shared_ptr<mpi::Schedule> newSchedule(const char *kind, const Group &g, const std::vector<int> &group) {
     return std::make_shared<mpi::Schedule>(where(kind, group), g.comm, kRingTag);
   }
 
-  std::unique_ptr<Work> enqueue(std::shared_ptr<mpi::Schedule> schedule) {
+  std::unique_ptr<Work> enqueue(std::shared_ptr<mpi::Pending> schedule) {
     queue_.push_back(schedule);
     progress(nullptr); // the first messages go out now, so the peers can match them early
     return std::make_unique<MpiWork>(*this, std::move(schedule));
@@ -358,7 +365,7 @@ private:
 
   /// Moves the queued collectives on, in order: without blocking (`until` null), or until
   /// `until` is done.
-  void progress(const mpi::Schedule *until) {
+  void progress(const mpi::Pending *until) {
     while (!queue_.empty()) {
       if (until && until->done())
         return;
@@ -382,7 +389,15 @@ private:
     MPI_Comm comm = MPI_COMM_NULL;
     int rank = 0; // this process's rank in the group
     int size = 1;
+    std::shared_ptr<mpi::SharedSegment> shared; // when the members share this node's memory
   };
+
+  /// The all-reduces of groups on one node go through shared memory unless
+  /// CPC_MPI_SHARED_MEMORY=0 asks for the rings (to compare, or to measure them).
+  static bool sharedMemoryWanted() {
+    const char *v = std::getenv("CPC_MPI_SHARED_MEMORY");
+    return !v || std::string(v) != "0";
+  }
 
   std::string where(const char *kind, const std::vector<int> &group) const {
     std::string s = "rank " + std::to_string(rank_) + ": " + kind;
@@ -413,10 +428,8 @@ private:
       throw RuntimeError(where(kind, group) + ": unsupported element type " + dtypeName(type));
     if (count < 0)
       throw RuntimeError(where(kind, group) + ": negative count " + std::to_string(count));
-    if (group.empty()) {
-      worldGroup_ = Group{world_, rank_, size_};
+    if (group.empty())
       return worldGroup_;
-    }
     auto it = groups_.find(group);
     if (it == groups_.end()) // Communicator::group made the CommGroup, and createGroup this
       throw RuntimeError(where(kind, group) + ": a group this communicator did not make");
@@ -443,7 +456,10 @@ private:
     MPI_Group_free(&worldGroup);
     check(rc, "create", group);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-    groups_[group] = Group{comm, commGroup.position(), commGroup.size()};
+    Group g{comm, commGroup.position(), commGroup.size(), nullptr};
+    if (sharedMemoryWanted()) // collective over the members, as the creation above
+      g.shared = mpi::SharedSegment::create(comm, g.rank, g.size);
+    groups_[group] = std::move(g);
   }
 
   /// Posts a send (kind "send") or receive of `bytes` in chunks an int can count (MPI keeps the
@@ -481,7 +497,7 @@ private:
   int rank_ = 0, size_ = 1;
   Group worldGroup_;
   std::map<std::vector<int>, Group> groups_;
-  std::deque<std::shared_ptr<mpi::Schedule>> queue_; // posted collectives, oldest first
+  std::deque<std::shared_ptr<mpi::Pending>> queue_; // posted collectives, oldest first
 };
 
 } // namespace

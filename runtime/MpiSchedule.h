@@ -43,8 +43,18 @@ struct Exchange {
   std::function<void()> then;
 };
 
+/// A posted collective of this rank, moved on by polls.
+class Pending {
+public:
+  virtual ~Pending() = default;
+  /// Moves it on as far as it goes without blocking (with `block`: to its end). Returns whether
+  /// it is done. Throws RuntimeError naming the call on an error.
+  virtual bool advance(bool block) = 0;
+  virtual bool done() const = 0;
+};
+
 /// A collective as the steps it takes on this rank, run one after another.
-class Schedule {
+class Schedule final : public Pending {
 public:
   Schedule(std::string where, MPI_Comm comm, int tag) : where_(std::move(where)), comm_(comm), tag_(tag) {}
   Schedule(const Schedule &) = delete;
@@ -54,10 +64,8 @@ public:
   std::function<void()> begin;
   std::vector<Exchange> steps;
 
-  /// Moves the schedule on as far as it goes without blocking (with `block`: to its end).
-  /// Returns whether it is done. Throws RuntimeError naming the call on an MPI error.
-  bool advance(bool block);
-  bool done() const { return done_; }
+  bool advance(bool block) override;
+  bool done() const override { return done_; }
 
 private:
   void post(Exchange &e);

@@ -512,6 +512,31 @@ void postedCollectives(Communicator &comm) {
   check(r != n - 1 || top == float(n - 1), "reduce_to max at the root");
 }
 
+/// The all-reduce through shared memory (members on one node, the default) and the rings
+/// (CPC_MPI_SHARED_MEMORY=0, read when a communicator is made) give the same sums of values
+/// that round: the same bits for two ranks (each element's two values added once), within an
+/// ulp or so for more (a block's order of arithmetic is the ring's, its chunking is not).
+void sharedMemoryAgreesWithTheRings(Communicator &shared) {
+  const int n = shared.size(), r = shared.rank();
+  setenv("CPC_MPI_SHARED_MEMORY", "0", 1);
+  std::unique_ptr<Communicator> rings = makeMpiCommunicator();
+  unsetenv("CPC_MPI_SHARED_MEMORY");
+  const int64_t count = 3 * (kCollectiveChunkBytes / 4) + 11; // several chunks of both
+  std::vector<float> a(count), b;
+  uint64_t state = 0x9E3779B97F4A7C15ull * uint64_t(r + 1);
+  for (float &x : a) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    x = float(int64_t(state >> 40) % 2000003) * 1e-3f + 0.1f;
+  }
+  b = a;
+  shared.allReduceSum(a.data(), count, DType::F32, {});
+  rings->allReduceSum(b.data(), count, DType::F32, {});
+  bool ok = true;
+  for (int64_t i = 0; i < count && ok; ++i)
+    ok = n == 2 ? a[i] == b[i] : std::abs(a[i] - b[i]) <= 4e-7f * std::abs(b[i]);
+  check(ok, "shared-memory all_reduce agrees with the rings");
+}
+
 int main() {
   std::unique_ptr<Communicator> comm = start();
   if (!comm)
@@ -520,7 +545,8 @@ int main() {
   auto second = makeMpiCommunicator(); // a second communicator (its own MPI_Comm_dup) works too
   check(second->size() == comm->size(), "second communicator");
   for (auto *step : {&worldCollectives, &maxCollectives, &largeAndUnevenCollectives, &groupCollectives, &allToAllCollectives,
-                     &rootedCollectives, &pointToPoint, &errorPaths, &sixteenBitCollectives, &postedCollectives}) {
+                     &rootedCollectives, &pointToPoint, &errorPaths, &sixteenBitCollectives, &postedCollectives,
+                     &sharedMemoryAgreesWithTheRings}) {
     try {
       step(*comm);
     } catch (const std::exception &e) {

@@ -1,0 +1,177 @@
+//===- MpiShared.cpp ------------------------------------------------------===//
+#include "runtime/MpiShared.h"
+#include "runtime/Plan.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <immintrin.h>
+#include <sched.h>
+
+namespace cpc::mpi {
+
+namespace {
+
+constexpr int64_t kStagingBytes = kCollectiveChunkBytes;
+
+/// The segment's layout: every member's control block, then every member's staging area.
+int64_t controlBytes(int size) { return (int64_t(size) * sizeof(SharedSegment::Control) + 4095) / 4096 * 4096; }
+
+/// Whether the members of `comm` all share this node's memory (every member gets the same answer).
+bool onOneNode(MPI_Comm comm, int size) {
+  MPI_Comm node = MPI_COMM_NULL;
+  int all = 0, agreed = 0;
+  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    int nodeSize = 0;
+    MPI_Comm_size(node, &nodeSize);
+    MPI_Comm_free(&node);
+    all = nodeSize == size;
+  }
+  if (MPI_Allreduce(&all, &agreed, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
+    return false;
+  return agreed;
+}
+
+} // namespace
+
+std::unique_ptr<SharedSegment> SharedSegment::create(MPI_Comm comm, int rank, int size) {
+  if (size < 2 || !onOneNode(comm, size))
+    return nullptr;
+  const int64_t bytes = controlBytes(size) + int64_t(size) * kStagingBytes;
+  // Member 0 makes the object under a name unique to it and tells the others; each maps it; once
+  // all have, member 0 removes the name, so that nothing outlives the job.
+  char name[64] = {};
+  static int made = 0;
+  int ok = 1;
+  if (rank == 0) {
+    std::snprintf(name, sizeof(name), "/cpc-%d-%d", (int)getpid(), made++);
+    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    ok = fd >= 0 && ftruncate(fd, bytes) == 0;
+    if (fd >= 0)
+      close(fd);
+  }
+  MPI_Bcast(name, sizeof(name), MPI_CHAR, 0, comm);
+  MPI_Bcast(&ok, 1, MPI_INT, 0, comm);
+  char *base = nullptr;
+  if (ok) {
+    int fd = shm_open(name, O_RDWR, 0600);
+    void *p = fd >= 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (fd >= 0)
+      close(fd);
+    base = p == MAP_FAILED ? nullptr : static_cast<char *>(p);
+  }
+  int mapped = base != nullptr, all = 0;
+  MPI_Allreduce(&mapped, &all, 1, MPI_INT, MPI_MIN, comm);
+  if (rank == 0 && ok)
+    shm_unlink(name);
+  if (!all) { // (the rings carry the group's all-reduces instead)
+    if (base)
+      munmap(base, bytes);
+    return nullptr;
+  }
+  return std::unique_ptr<SharedSegment>(new SharedSegment(base, bytes, rank, size));
+}
+
+SharedSegment::~SharedSegment() { munmap(base_, bytes_); }
+
+SharedSegment::Control &SharedSegment::control(int member) const {
+  return reinterpret_cast<Control *>(base_)[member];
+}
+
+char *SharedSegment::staging(int member) const { return base_ + controlBytes(size_) + int64_t(member) * kStagingBytes; }
+
+bool SharedAllReduce::allReached(SharedSegment::Counter SharedSegment::Control::*counter, uint64_t sequence,
+                                 bool block) const {
+  for (int m = 0; m < segment_.size(); ++m)
+    for (int spins = 0; (segment_.control(m).*counter).value.load(std::memory_order_acquire) < sequence; ++spins) {
+      if (!block)
+        return false;
+      if (spins % 1024 == 1023) // more ranks than cores: let the member we wait for run
+        sched_yield();
+      else
+        _mm_pause();
+    }
+  return true;
+}
+
+std::pair<int64_t, int64_t> SharedAllReduce::blockOf(int member) const {
+  const int64_t n = segment_.size();
+  return {member * length_ / n, (member + 1) * length_ / n};
+}
+
+void SharedAllReduce::copyIn() {
+  Region chunk = bucket_.region(start_, start_ + length_);
+  char *out = segment_.staging(segment_.rank());
+  for (const auto &[p, bytes] : chunk.pieces) {
+    std::memcpy(out, p, bytes);
+    out += bytes;
+  }
+}
+
+void SharedAllReduce::combineOwnBlock() {
+  // The ring's order: the block's value starts at its own member and each next member adds its
+  // value in front (dst = op(next, running)).
+  const int me = segment_.rank(), n = segment_.size();
+  const int64_t es = bucket_.elementSize();
+  auto [begin, end] = blockOf(me);
+  char *running = segment_.staging(me) + begin * es;
+  for (int t = 1; t < n; ++t)
+    combine_(running, segment_.staging((me + t) % n) + begin * es, running, end - begin);
+}
+
+void SharedAllReduce::copyOut() {
+  const int64_t es = bucket_.elementSize();
+  for (int m = 0; m < segment_.size(); ++m) {
+    auto [begin, end] = blockOf(m);
+    Region target = bucket_.region(start_ + begin, start_ + end);
+    const char *from = segment_.staging(m) + begin * es;
+    for (const auto &[p, bytes] : target.pieces) {
+      std::memcpy(p, from, bytes);
+      from += bytes;
+    }
+  }
+}
+
+bool SharedAllReduce::advance(bool block) {
+  const int me = segment_.rank();
+  const int64_t chunk = kStagingBytes / bucket_.elementSize();
+  using Control = SharedSegment::Control;
+  while (!done_) {
+    if (phase_ == Phase::CopyIn) {
+      if (start_ >= bucket_.elements()) {
+        done_ = true;
+        break;
+      }
+      // This member's staging area is free once every member has copied the last chunk out.
+      if (!allReached(&Control::finished, segment_.nextSequence() - 1, block))
+        return false;
+      length_ = std::min(chunk, bucket_.elements() - start_);
+      copyIn();
+      sequence_ = segment_.takeSequence();
+      segment_.control(me).posted.value.store(sequence_, std::memory_order_release);
+      phase_ = Phase::Combine;
+    }
+    if (phase_ == Phase::Combine) {
+      if (!allReached(&Control::posted, sequence_, block))
+        return false;
+      combineOwnBlock();
+      segment_.control(me).reduced.value.store(sequence_, std::memory_order_release);
+      phase_ = Phase::CopyOut;
+    }
+    if (phase_ == Phase::CopyOut) {
+      if (!allReached(&Control::reduced, sequence_, block))
+        return false;
+      copyOut();
+      segment_.control(me).finished.value.store(sequence_, std::memory_order_release);
+      start_ += length_;
+      phase_ = Phase::CopyIn;
+    }
+  }
+  return true;
+}
+
+} // namespace cpc::mpi
