@@ -7,10 +7,10 @@
 // gradients' sums backward), and the rest is elementwise on the blocks. Runs before autodiff,
 // so the gradients come from the ops' own rules.
 //
+#include "passes/PatternUtils.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <numeric>
 
@@ -55,10 +55,7 @@ struct CpcExpandLayerNormPass : cpc::impl::CpcExpandLayerNormBase<CpcExpandLayer
     getOperation().walk([&](LayerNormOp op) { norms.push_back(op); });
     RewritePatternSet patterns(&getContext());
     patterns.add<ExpandLayerNormPattern>(&getContext());
-    // The LayerNorms alone: nothing else is folded or rewritten.
-    GreedyRewriteConfig config;
-    config.strictMode = GreedyRewriteStrictness::ExistingOps;
-    if (failed(applyOpPatternsAndFold(norms, std::move(patterns), config)))
+    if (failed(rewriteOnly(norms, std::move(patterns))))
       return signalPassFailure();
   }
 };

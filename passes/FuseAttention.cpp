@@ -12,7 +12,6 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/SetVector.h"
 
 #include <cmath>
@@ -208,21 +207,18 @@ LogicalResult FoldHeadTransposes::matchAndRewrite(AttentionOp attention, Pattern
 
 struct CpcFuseAttentionPass : cpc::impl::CpcFuseAttentionBase<CpcFuseAttentionPass> {
   void runOnOperation() override {
-    // The softmaxes, then the attentions (fused or imported) alone: nothing else is folded or
-    // rewritten.
-    GreedyRewriteConfig config;
-    config.strictMode = GreedyRewriteStrictness::ExistingOps;
+    // The softmaxes, then the attentions (fused or imported).
     SmallVector<Operation *> softmaxes;
     getOperation()->walk([&](SoftmaxOp op) { softmaxes.push_back(op); });
     RewritePatternSet fuse(&getContext());
     fuse.add<FuseSoftmaxAttention>(&getContext());
-    if (failed(applyOpPatternsAndFold(softmaxes, std::move(fuse), config)))
+    if (failed(rewriteOnly(softmaxes, std::move(fuse))))
       return signalPassFailure();
     SmallVector<Operation *> attentions;
     getOperation()->walk([&](AttentionOp op) { attentions.push_back(op); });
     RewritePatternSet fold(&getContext());
     fold.add<FoldHeadTransposes>(&getContext());
-    if (failed(applyOpPatternsAndFold(attentions, std::move(fold), config)))
+    if (failed(rewriteOnly(attentions, std::move(fold))))
       return signalPassFailure();
   }
 };

@@ -1,8 +1,8 @@
 //===- FuseEpilogues.cpp - matmul + bias (+ GELU) -> cpc.matmul_bias -------===//
+#include "passes/PatternUtils.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace cpc {
 #define GEN_PASS_DEF_CPCFUSEEPILOGUES
@@ -83,10 +83,7 @@ struct CpcFuseEpiloguesPass : cpc::impl::CpcFuseEpiloguesBase<CpcFuseEpiloguesPa
     getOperation()->walk([&](MatMulOp op) { matmuls.push_back(op); });
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseMatMulEpilogue>(&getContext());
-    // The matmuls alone: nothing else is folded or rewritten.
-    GreedyRewriteConfig config;
-    config.strictMode = GreedyRewriteStrictness::ExistingOps;
-    if (failed(applyOpPatternsAndFold(matmuls, std::move(patterns), config)))
+    if (failed(rewriteOnly(matmuls, std::move(patterns))))
       return signalPassFailure();
   }
 };

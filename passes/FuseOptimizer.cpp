@@ -7,10 +7,10 @@
 //     grad_scale operand.
 // Both keep the roundings of the ops they replace: the CPU kernels give the same bits.
 //
+#include "passes/PatternUtils.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace cpc {
 #define GEN_PASS_DEF_CPCFUSEOPTIMIZER
@@ -74,10 +74,7 @@ struct CpcFuseOptimizerPass : cpc::impl::CpcFuseOptimizerBase<CpcFuseOptimizerPa
     });
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseSumOfSquares, FuseGradScale>(&getContext());
-    // The sums and updates alone: nothing else is folded or rewritten.
-    GreedyRewriteConfig config;
-    config.strictMode = GreedyRewriteStrictness::ExistingOps;
-    if (failed(applyOpPatternsAndFold(candidates, std::move(patterns), config)))
+    if (failed(rewriteOnly(candidates, std::move(patterns))))
       return signalPassFailure();
   }
 };

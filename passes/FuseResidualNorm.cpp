@@ -9,10 +9,10 @@
 // Late, on per-rank IR (with cpc-fuse-epilogues): the fused ops have kernels, not sharding
 // rules or VJPs. f32/f64 only (the fused kernels round as the separate ones there).
 //
+#include "passes/PatternUtils.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/IR/Dominance.h"
 
 namespace cpc {
@@ -92,10 +92,7 @@ struct CpcFuseResidualNormPass : cpc::impl::CpcFuseResidualNormBase<CpcFuseResid
     RewritePatternSet patterns(&getContext());
     patterns.add<FuseAddLayerNorm>(&getContext());
     patterns.add<FuseLayerNormGradAdd>(&getContext(), getAnalysis<DominanceInfo>());
-    // The LayerNorms and adds alone: nothing else is folded or rewritten.
-    GreedyRewriteConfig config;
-    config.strictMode = GreedyRewriteStrictness::ExistingOps;
-    if (failed(applyOpPatternsAndFold(candidates, std::move(patterns), config)))
+    if (failed(rewriteOnly(candidates, std::move(patterns))))
       return signalPassFailure();
   }
 };

@@ -4,6 +4,7 @@
 
 #include "dialects/cpc/CpcDialect.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace cpc {
 
@@ -40,6 +41,14 @@ mlir::Value otherOperandIf(OpT op, Pred pred) {
   if (pred(op.getLhs()))
     return op.getRhs();
   return {};
+}
+
+/// Applies `patterns` to `ops` alone, through the greedy driver: nothing else is folded or
+/// rewritten (what a fusion pass asks: its rewrites, not a canonicalization of the function).
+inline mlir::LogicalResult rewriteOnly(llvm::ArrayRef<mlir::Operation *> ops, mlir::RewritePatternSet &&patterns) {
+  mlir::GreedyRewriteConfig config;
+  config.strictMode = mlir::GreedyRewriteStrictness::ExistingOps;
+  return mlir::applyOpPatternsAndFold(ops, std::move(patterns), config);
 }
 
 } // namespace cpc
