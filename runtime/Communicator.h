@@ -208,6 +208,12 @@ public:
   /// deadlock. MPI needs nothing.
   virtual void preparePeers(const std::vector<int> &peers) {}
 
+  /// Host memory of `bytes` that the ranks on this node can reach directly, for the arena of a
+  /// CPU plan: collectives whose buffers lie in it read and write the peers' buffers in place
+  /// (MPI: see MpiShared.h). Collective over the world; null where the communicator has none, or
+  /// when any rank could not make its own (then every rank gets null). The communicator owns it.
+  virtual void *allocateSharedHost(int64_t bytes) { return nullptr; }
+
   /// Counters since the last reset, by kind ("all_reduce", "all_gather", "reduce_scatter", ...).
   const std::map<std::string, CollectiveCount> &counts() const { return counts_; }
   void resetCounts() { counts_.clear(); }

@@ -130,6 +130,7 @@ public:
     inner_->prepareGroups(axisSets, meshShape, meshAxes);
   }
   void preparePeers(const std::vector<int> &peers) override { inner_->preparePeers(peers); }
+  void *allocateSharedHost(int64_t bytes) override { return inner_->allocateSharedHost(bytes); }
 
 private:
   /// The members of `group` (the world when empty) and this rank's position among them; the

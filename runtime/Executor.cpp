@@ -61,6 +61,17 @@ void *Executor::allocateBuffer(const BufferDesc &b) {
   return ptr;
 }
 
+void Executor::allocateArena(int64_t bytes) {
+  // Shared, the collectives read and write the peers' buffers in place (MpiShared.h).
+  if (options_.comm && plan_.worldSize > 1 && device_->kind() == DeviceKind::Cpu)
+    mem_->arena = options_.comm->allocateSharedHost(bytes);
+  if (!mem_->arena) {
+    Allocator &allocator = device_->allocator(device_->tensorSpace());
+    mem_->arena = allocator.allocate(bytes);
+    mem_->blocks.push_back({&allocator, mem_->arena});
+  }
+}
+
 void Executor::upload(void *dst, const void *src, size_t bytes) const {
   device_->copy(dst, device_->tensorSpace(), src, MemorySpace::Host, bytes);
 }
@@ -78,11 +89,7 @@ Executor::Executor(const Plan &plan, ExecutorOptions options)
   if (device_->kind() != plan.device)
     throw RuntimeError(std::string("this plan runs on ") + deviceKindName(plan.device) + ", not on " + device_->name());
   int64_t arenaBytes = plan.arenaBytesOfRank(options.rank);
-  {
-    Allocator &allocator = device_->allocator(device_->tensorSpace());
-    mem_->arena = allocator.allocate(arenaBytes);
-    mem_->blocks.push_back({&allocator, mem_->arena});
-  }
+  allocateArena(arenaBytes);
   memory_.arenaBytes = arenaBytes;
 
   // Memory of every root buffer this rank's programs use (a pipeline stage holds only its own

@@ -110,6 +110,9 @@ private:
   void loadBlock(const BufferDesc &b, void *dst) const;
   /// Memory for root buffer `b` in its memory space, zero-filled.
   void *allocateBuffer(const BufferDesc &b);
+  /// The arena: in memory the node's ranks share for a CPU plan of several ranks (collective),
+  /// else from the device.
+  void allocateArena(int64_t bytes);
   /// Copies `bytes` of host memory into buffer memory `dst`.
   void upload(void *dst, const void *src, size_t bytes) const;
   /// Prepares the steps of `desc` (attributes decoded, kernels found) for this rank.

@@ -171,9 +171,16 @@ public:
     for (const BufferRange &b : buffers)
       count += b.count;
     const Group &g = groupOf("all_reduce", count, type, group);
-    if (g.shared) // members on one node: through their shared memory
+    if (g.shared) { // members on one node: through their shared memory
+      std::vector<int> members = group;
+      if (members.empty())
+        for (int r = 0; r < size_; ++r)
+          members.push_back(r);
+      auto [arena, layout] = arenaLayout(buffers, dtypeSize(type), members);
       return enqueue(std::make_shared<mpi::SharedAllReduce>(*g.shared, mpi::Bucket(buffers, dtypeSize(type)),
-                                                            combiner(type, options.op)));
+                                                            combiner(type, options.op), arena, layout,
+                                                            std::move(members)));
+    }
     auto schedule = newSchedule("all_reduce", g, group);
     mpi::ringAllReduce(*schedule, mpi::Bucket(buffers, dtypeSize(type)), g.rank, g.size, scratch(),
                        combiner(type, options.op));
@@ -295,6 +302,16 @@ public:
     check(MPI_Barrier(world_), "barrier", {});
   }
 
+  void *allocateSharedHost(int64_t bytes) override {
+    if (!sharedMemoryWanted() || size_ < 2)
+      return nullptr;
+    std::unique_ptr<mpi::SharedArena> arena = mpi::SharedArena::create(world_, rank_, size_, bytes);
+    if (!arena)
+      return nullptr;
+    arenas_.push_back(std::move(arena));
+    return arenas_.back()->mine();
+  }
+
 private:
   struct Group;
 
@@ -391,6 +408,30 @@ private:
     int size = 1;
     std::shared_ptr<mpi::SharedSegment> shared; // when the members share this node's memory
   };
+
+  /// The shared arena holding every buffer of a bucket, and a fingerprint of where they lie in
+  /// it (offsets and sizes, never 0); {null, 0} when some buffer is elsewhere or a member's region
+  /// is not mapped here.
+  std::pair<const mpi::SharedArena *, uint64_t> arenaLayout(const std::vector<BufferRange> &buffers, int64_t es,
+                                                            const std::vector<int> &members) const {
+    for (const auto &arena : arenas_) {
+      uint64_t h = 1469598103934665603ull;
+      bool inside = true;
+      for (const BufferRange &b : buffers) {
+        if (b.count == 0)
+          continue;
+        int64_t offset = arena->offsetOf(b.data, b.count * es);
+        inside = inside && offset >= 0;
+        for (uint64_t v : {uint64_t(offset), uint64_t(b.count * es)})
+          h = (h ^ v) * 1099511628211ull;
+      }
+      for (int m : members)
+        inside = inside && arena->at(m, 0, 1) != nullptr;
+      if (inside)
+        return {arena.get(), h | 1};
+    }
+    return {nullptr, 0};
+  }
 
   /// The all-reduces of groups on one node go through shared memory unless
   /// CPC_MPI_SHARED_MEMORY=0 asks for the rings (to compare, or to measure them).
@@ -498,6 +539,7 @@ private:
   Group worldGroup_;
   std::map<std::vector<int>, Group> groups_;
   std::deque<std::shared_ptr<mpi::Pending>> queue_; // posted collectives, oldest first
+  std::vector<std::unique_ptr<mpi::SharedArena>> arenas_; // the executors' arenas (allocateSharedHost)
 };
 
 } // namespace

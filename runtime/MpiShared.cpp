@@ -84,6 +84,112 @@ SharedSegment::Control &SharedSegment::control(int member) const {
 
 char *SharedSegment::staging(int member) const { return base_ + controlBytes(size_) + int64_t(member) * kStagingBytes; }
 
+std::unique_ptr<SharedArena> SharedArena::create(MPI_Comm world, int rank, int size, int64_t bytes) {
+  // Each rank makes its own region under a name unique to it, the ranks of a node exchange the
+  // names and map each other's, and once every rank has, each removes its name.
+  static int made = 0;
+  const int64_t mapped = std::max<int64_t>(bytes, 4096);
+  char name[64] = {};
+  std::snprintf(name, sizeof(name), "/cpc-arena-%d-%d", (int)getpid(), made++);
+  char *mine = nullptr;
+  int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd >= 0) {
+    void *p = ftruncate(fd, mapped) == 0 ? mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                                         : MAP_FAILED;
+    close(fd);
+    mine = p == MAP_FAILED ? nullptr : static_cast<char *>(p);
+  }
+  MPI_Comm node = MPI_COMM_NULL;
+  bool ok = mine && MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS;
+  std::vector<std::pair<char *, int64_t>> regions(size, {nullptr, 0});
+  if (node != MPI_COMM_NULL) {
+    int nodeSize = 0;
+    MPI_Comm_size(node, &nodeSize);
+    struct Entry {
+      char name[64];
+      int64_t bytes;
+      int rank;
+    } own{}, *all = new Entry[nodeSize];
+    std::memcpy(own.name, name, sizeof(name));
+    own.bytes = mine ? mapped : 0;
+    own.rank = rank;
+    MPI_Allgather(&own, sizeof(Entry), MPI_BYTE, all, sizeof(Entry), MPI_BYTE, node);
+    for (int i = 0; i < nodeSize && ok; ++i) {
+      const Entry &e = all[i];
+      if (e.rank == rank) {
+        regions[rank] = {mine, mapped};
+        continue;
+      }
+      int peer = e.bytes > 0 ? shm_open(e.name, O_RDWR, 0600) : -1;
+      void *p = peer >= 0 ? mmap(nullptr, e.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, peer, 0) : MAP_FAILED;
+      if (peer >= 0)
+        close(peer);
+      ok = p != MAP_FAILED;
+      if (ok)
+        regions[e.rank] = {static_cast<char *>(p), e.bytes};
+    }
+    delete[] all;
+    MPI_Comm_free(&node);
+  }
+  int good = ok, everyone = 0;
+  MPI_Allreduce(&good, &everyone, 1, MPI_INT, MPI_MIN, world); // also: every rank has mapped
+  if (mine)
+    shm_unlink(name);
+  if (!everyone) { // (the arena comes from the device, the all-reduces stage)
+    for (auto &[base, n] : regions)
+      if (base && base != mine)
+        munmap(base, n);
+    if (mine)
+      munmap(mine, mapped);
+    return nullptr;
+  }
+  return std::unique_ptr<SharedArena>(new SharedArena(std::move(regions), rank));
+}
+
+SharedArena::~SharedArena() {
+  for (auto &[base, bytes] : regions_)
+    if (base)
+      munmap(base, bytes);
+}
+
+int64_t SharedArena::offsetOf(const void *p, int64_t bytes) const {
+  const char *c = static_cast<const char *>(p);
+  auto [base, size] = regions_[rank_];
+  return c >= base && c + bytes <= base + size ? c - base : -1;
+}
+
+char *SharedArena::at(int peer, int64_t offset, int64_t bytes) const {
+  if (peer < 0 || peer >= (int)regions_.size())
+    return nullptr;
+  auto [base, size] = regions_[peer];
+  return base && offset >= 0 && offset + bytes <= size ? base + offset : nullptr;
+}
+
+Region SharedAllReduce::memberRegion(int member, int64_t begin, int64_t end) const {
+  Region r;
+  for (const auto &[p, bytes] : bucket_.region(begin, end).pieces)
+    r.add(arena_->at(members_[member], arena_->offsetOf(p, bytes), bytes), bytes);
+  return r;
+}
+
+void SharedAllReduce::combineInPlace() {
+  // The ring's order, in this member's own buffers; then the block goes to every other member.
+  const int me = segment_.rank(), n = segment_.size();
+  const int64_t es = bucket_.elementSize();
+  auto [begin, end] = blockOf(me);
+  Region own = bucket_.region(begin, end);
+  for (int t = 1; t < n; ++t) {
+    Region next = memberRegion((me + t) % n, begin, end);
+    for (size_t i = 0; i < own.pieces.size(); ++i)
+      combine_(own.pieces[i].first, next.pieces[i].first, own.pieces[i].first, own.pieces[i].second / es);
+  }
+  for (int t = 1; t < n; ++t) {
+    Region other = memberRegion((me + t) % n, begin, end);
+    for (size_t i = 0; i < own.pieces.size(); ++i)
+      std::memcpy(other.pieces[i].first, own.pieces[i].first, own.pieces[i].second);
+  }
+}
+
 bool SharedAllReduce::allReached(SharedSegment::Counter SharedSegment::Control::*counter, uint64_t sequence,
                                  bool block) const {
   for (int m = 0; m < segment_.size(); ++m)
@@ -104,22 +210,35 @@ std::pair<int64_t, int64_t> SharedAllReduce::blockOf(int member) const {
 }
 
 void SharedAllReduce::copyIn() {
-  Region chunk = bucket_.region(start_, start_ + length_);
-  char *out = segment_.staging(segment_.rank());
-  for (const auto &[p, bytes] : chunk.pieces) {
-    std::memcpy(out, p, bytes);
-    out += bytes;
+  // The others' blocks only: this member's own block is combined from its bucket directly.
+  const int me = segment_.rank();
+  const int64_t es = bucket_.elementSize();
+  for (int m = 0; m < segment_.size(); ++m) {
+    if (m == me)
+      continue;
+    auto [begin, end] = blockOf(m);
+    char *out = segment_.staging(me) + begin * es;
+    for (const auto &[p, bytes] : bucket_.region(start_ + begin, start_ + end).pieces) {
+      std::memcpy(out, p, bytes);
+      out += bytes;
+    }
   }
 }
 
 void SharedAllReduce::combineOwnBlock() {
   // The ring's order: the block's value starts at its own member and each next member adds its
-  // value in front (dst = op(next, running)).
+  // value in front (dst = op(next, running)); the first sum reads this member's bucket.
   const int me = segment_.rank(), n = segment_.size();
   const int64_t es = bucket_.elementSize();
   auto [begin, end] = blockOf(me);
   char *running = segment_.staging(me) + begin * es;
-  for (int t = 1; t < n; ++t)
+  const char *next = segment_.staging((me + 1) % n) + begin * es;
+  int64_t offset = 0;
+  for (const auto &[p, bytes] : bucket_.region(start_ + begin, start_ + end).pieces) {
+    combine_(running + offset, next + offset, p, bytes / es);
+    offset += bytes;
+  }
+  for (int t = 2; t < n; ++t)
     combine_(running, segment_.staging((me + t) % n) + begin * es, running, end - begin);
 }
 
@@ -136,11 +255,47 @@ void SharedAllReduce::copyOut() {
   }
 }
 
+// Over 80 lines: one state machine, its phases in the order they run (the handshake that picks
+// in place or staged, then either's steps), each returning where it must wait.
 bool SharedAllReduce::advance(bool block) {
-  const int me = segment_.rank();
+  const int me = segment_.rank(), n = segment_.size();
   const int64_t chunk = kStagingBytes / bucket_.elementSize();
   using Control = SharedSegment::Control;
   while (!done_) {
+    if (phase_ == Phase::Handshake) {
+      // Every member says where its bucket is; the counters of the last call must be done.
+      if (!allReached(&Control::finished, segment_.nextSequence() - 1, block))
+        return false;
+      sequence_ = segment_.takeSequence();
+      segment_.control(me).layout.value.store(layout_, std::memory_order_relaxed);
+      segment_.control(me).posted.value.store(sequence_, std::memory_order_release);
+      phase_ = Phase::Decide;
+    }
+    if (phase_ == Phase::Decide) {
+      if (!allReached(&Control::posted, sequence_, block))
+        return false;
+      bool inPlace = layout_ != 0;
+      for (int m = 0; m < n; ++m)
+        inPlace = inPlace && segment_.control(m).layout.value.load(std::memory_order_relaxed) == layout_;
+      if (!inPlace) { // through the stages, from the next sequence on (every member decides alike)
+        segment_.control(me).reduced.value.store(sequence_, std::memory_order_release);
+        segment_.control(me).finished.value.store(sequence_, std::memory_order_release);
+        phase_ = Phase::CopyIn;
+        continue;
+      }
+      start_ = 0;
+      length_ = bucket_.elements();
+      combineInPlace();
+      segment_.control(me).reduced.value.store(sequence_, std::memory_order_release);
+      phase_ = Phase::InPlaceDone;
+    }
+    if (phase_ == Phase::InPlaceDone) {
+      if (!allReached(&Control::reduced, sequence_, block)) // every block written here
+        return false;
+      segment_.control(me).finished.value.store(sequence_, std::memory_order_release);
+      done_ = true;
+      break;
+    }
     if (phase_ == Phase::CopyIn) {
       if (start_ >= bucket_.elements()) {
         done_ = true;

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace cpc::mpi {
 
@@ -44,6 +45,7 @@ public:
   };
   struct Control {
     Counter posted, reduced, finished;
+    Counter layout; // an all-reduce's buffers in the shared arena (offsets and sizes), 0: not there
   };
 
   Control &control(int member) const;
@@ -63,16 +65,52 @@ private:
   uint64_t nextSequence_ = 1;
 };
 
-/// An all-reduce of a bucket in place through a group's shared segment.
+/// Every rank's region of memory on this node, each mapped by all of them: a CPU plan's arena
+/// (Communicator::allocateSharedHost). A rank's buffers in it are at the same offsets in its
+/// peers' regions when they run the same program, which an all-reduce checks before it reads
+/// and writes them there.
+class SharedArena {
+public:
+  /// Collective over `world`: this rank's region of `bytes`, and the regions of the ranks on its
+  /// node mapped; null on every rank when any rank could not make or map them.
+  static std::unique_ptr<SharedArena> create(MPI_Comm world, int rank, int size, int64_t bytes);
+  ~SharedArena();
+  SharedArena(const SharedArena &) = delete;
+  SharedArena &operator=(const SharedArena &) = delete;
+  char *mine() const { return regions_[rank_].first; }
+  /// The offset of [p, p + bytes) in this rank's region, or -1 when it is not inside.
+  int64_t offsetOf(const void *p, int64_t bytes) const;
+  /// Where offset `offset` of `bytes` is in world rank `peer`'s region; null when that region is
+  /// not mapped or too small.
+  char *at(int peer, int64_t offset, int64_t bytes) const;
+
+private:
+  SharedArena(std::vector<std::pair<char *, int64_t>> regions, int rank) : regions_(std::move(regions)), rank_(rank) {}
+  std::vector<std::pair<char *, int64_t>> regions_; // by world rank: base, bytes (null: another node)
+  int rank_;
+};
+
+/// An all-reduce of a bucket in place through a group's shared segment. When every member's
+/// bucket lies in the shared arena at the same offsets (`layout` agrees), each member combines its
+/// block straight from the others' buffers and writes the result into all of them: no staging.
+/// Otherwise it goes chunk by chunk through the stages.
 class SharedAllReduce final : public Pending {
 public:
-  SharedAllReduce(SharedSegment &segment, Bucket bucket, Combine combine)
-      : segment_(segment), bucket_(std::move(bucket)), combine_(std::move(combine)) {}
+  /// `arena` (may be null) holds the bucket when `layout` is nonzero; `members` are the group's
+  /// world ranks in group order.
+  SharedAllReduce(SharedSegment &segment, Bucket bucket, Combine combine, const SharedArena *arena,
+                  uint64_t layout, std::vector<int> members)
+      : segment_(segment), bucket_(std::move(bucket)), combine_(std::move(combine)), arena_(arena), layout_(layout),
+        members_(std::move(members)) {}
   bool advance(bool block) override;
   bool done() const override { return done_; }
 
 private:
-  enum class Phase { CopyIn, Combine, CopyOut };
+  enum class Phase { Handshake, Decide, InPlaceDone, CopyIn, Combine, CopyOut };
+  /// Both members' buffers in the arena: combine this member's block in place, write it to all.
+  void combineInPlace();
+  /// Where elements [begin, end) of the bucket are in member `member`'s memory, piece by piece.
+  Region memberRegion(int member, int64_t begin, int64_t end) const;
   /// Whether every member's `counter` has reached `sequence` (spinning for it with `block`).
   bool allReached(SharedSegment::Counter SharedSegment::Control::*counter, uint64_t sequence, bool block) const;
   /// Elements [begin, end) of member `member`'s block of the current chunk.
@@ -84,7 +122,10 @@ private:
   SharedSegment &segment_;
   Bucket bucket_;
   Combine combine_;
-  Phase phase_ = Phase::CopyIn;
+  const SharedArena *arena_;
+  uint64_t layout_;
+  std::vector<int> members_;
+  Phase phase_ = Phase::Handshake;
   int64_t start_ = 0, length_ = 0; // the current chunk, in elements of the bucket
   uint64_t sequence_ = 0;
   bool done_ = false;
