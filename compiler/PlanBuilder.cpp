@@ -541,7 +541,7 @@ private:
   }
 
   // Over 80 lines: lifetimes, direct writes, in-place reuse and the layout read and update one table of
-  // buffer intervals in order; splitting waits for variables as symbols (issue 30, item 3).
+  // buffer intervals in order.
   /// Lifetimes, direct writes into variables, in-place reuse, then the arena layout.
   void finishMemory(Program &p) {
     auto &steps = p.desc.steps;

@@ -36,6 +36,18 @@ bool onOneNode(MPI_Comm comm, int size) {
   return agreed;
 }
 
+/// Maps the shared-memory object `name` of `bytes`, making it first when `make` (a name nobody
+/// holds); null when it cannot.
+char *mapObject(const char *name, int64_t bytes, bool make) {
+  int fd = shm_open(name, make ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
+  if (fd < 0)
+    return nullptr;
+  void *p = !make || ftruncate(fd, bytes) == 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                                               : MAP_FAILED;
+  close(fd);
+  return p == MAP_FAILED ? nullptr : static_cast<char *>(p);
+}
+
 } // namespace
 
 std::unique_ptr<SharedSegment> SharedSegment::create(MPI_Comm comm, int rank, int size) {
@@ -46,24 +58,16 @@ std::unique_ptr<SharedSegment> SharedSegment::create(MPI_Comm comm, int rank, in
   // all have, member 0 removes the name, so that nothing outlives the job.
   char name[64] = {};
   static int made = 0;
-  int ok = 1;
+  char *base = nullptr;
   if (rank == 0) {
     std::snprintf(name, sizeof(name), "/cpc-%d-%d", (int)getpid(), made++);
-    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    ok = fd >= 0 && ftruncate(fd, bytes) == 0;
-    if (fd >= 0)
-      close(fd);
+    base = mapObject(name, bytes, true);
   }
+  int ok = rank != 0 || base;
   MPI_Bcast(name, sizeof(name), MPI_CHAR, 0, comm);
   MPI_Bcast(&ok, 1, MPI_INT, 0, comm);
-  char *base = nullptr;
-  if (ok) {
-    int fd = shm_open(name, O_RDWR, 0600);
-    void *p = fd >= 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-    if (fd >= 0)
-      close(fd);
-    base = p == MAP_FAILED ? nullptr : static_cast<char *>(p);
-  }
+  if (ok && rank != 0)
+    base = mapObject(name, bytes, false);
   int mapped = base != nullptr, all = 0;
   MPI_Allreduce(&mapped, &all, 1, MPI_INT, MPI_MIN, comm);
   if (rank == 0 && ok)
@@ -91,16 +95,9 @@ std::unique_ptr<SharedArena> SharedArena::create(MPI_Comm world, int rank, int s
   const int64_t mapped = std::max<int64_t>(bytes, 4096);
   char name[64] = {};
   std::snprintf(name, sizeof(name), "/cpc-arena-%d-%d", (int)getpid(), made++);
-  char *mine = nullptr;
-  int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd >= 0) {
-    void *p = ftruncate(fd, mapped) == 0 ? mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                                         : MAP_FAILED;
-    close(fd);
-    mine = p == MAP_FAILED ? nullptr : static_cast<char *>(p);
-  }
-  MPI_Comm node = MPI_COMM_NULL;
-  bool ok = mine && MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS;
+  char *mine = mapObject(name, mapped, true);
+  MPI_Comm node = MPI_COMM_NULL; // (every rank takes part in the split, even one without a region)
+  bool ok = MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS && mine;
   std::vector<std::pair<char *, int64_t>> regions(size, {nullptr, 0});
   if (node != MPI_COMM_NULL) {
     int nodeSize = 0;
@@ -109,26 +106,23 @@ std::unique_ptr<SharedArena> SharedArena::create(MPI_Comm world, int rank, int s
       char name[64];
       int64_t bytes;
       int rank;
-    } own{}, *all = new Entry[nodeSize];
+    } own{};
+    std::vector<Entry> all(nodeSize);
     std::memcpy(own.name, name, sizeof(name));
     own.bytes = mine ? mapped : 0;
     own.rank = rank;
-    MPI_Allgather(&own, sizeof(Entry), MPI_BYTE, all, sizeof(Entry), MPI_BYTE, node);
+    MPI_Allgather(&own, sizeof(Entry), MPI_BYTE, all.data(), sizeof(Entry), MPI_BYTE, node);
     for (int i = 0; i < nodeSize && ok; ++i) {
       const Entry &e = all[i];
       if (e.rank == rank) {
         regions[rank] = {mine, mapped};
         continue;
       }
-      int peer = e.bytes > 0 ? shm_open(e.name, O_RDWR, 0600) : -1;
-      void *p = peer >= 0 ? mmap(nullptr, e.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, peer, 0) : MAP_FAILED;
-      if (peer >= 0)
-        close(peer);
-      ok = p != MAP_FAILED;
+      char *p = e.bytes > 0 ? mapObject(e.name, e.bytes, false) : nullptr;
+      ok = p != nullptr;
       if (ok)
-        regions[e.rank] = {static_cast<char *>(p), e.bytes};
+        regions[e.rank] = {p, e.bytes};
     }
-    delete[] all;
     MPI_Comm_free(&node);
   }
   int good = ok, everyone = 0;
