@@ -188,6 +188,7 @@ void setPipelineOptions(TrainingPipelineOptions &options, const TrainRecipe &rec
   options.epsilon = recipe.epsilon;
   options.weightDecay = recipe.weightDecay;
   options.noWeightDecay = recipe.noWeightDecay;
+  options.defaultNoDecay = !recipe.decayNormsAndBiases;
   options.dataParallel = dataParallel;
   options.zeroStage = zeroStage;
   options.precision = *symbolizePrecision(recipe.precision); // the recipe checked it
@@ -454,6 +455,8 @@ void compileModel(const CompileRequest &request, std::ostream &out) {
   mlir::MLIRContext context; // function-level passes run on the functions in parallel
   PhaseClock clock(request.timing);
   ImportedModel model = importOnnxFile(context, request.model, importOptions);
+  for (const std::string &warning : model.warnings)
+    std::cerr << "cpc: warning: " << warning << "\n";
   clock.mark("import");
   PlanOptions plan = request.plan;
   plan.mode = request.mode.value_or(returnsScalarLoss(*model.module) ? PlanMode::Train : PlanMode::Infer);

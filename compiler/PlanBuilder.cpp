@@ -136,7 +136,7 @@ void appendElements(DenseElementsAttr attr, std::vector<uint8_t> &out) {
 /// Ops whose kernels may write the result over an input of the same size.
 bool mayRunInPlace(Operation *op) {
   return llvm::isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp,
-                   ReciprocalOp, ErfOp, TanhOp, SigmoidOp, ReluOp, GeluOp, NotOp>(op);
+                   ReciprocalOp, ErfOp, TanhOp, SinOp, CosOp, SigmoidOp, ReluOp, GeluOp, NotOp>(op);
 }
 
 class Builder {

@@ -47,6 +47,9 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
   Option<double> weightDecay{*this, "weight-decay", llvm::cl::desc("Decoupled weight decay"), llvm::cl::init(0.0)};
   ListOption<std::string> noWeightDecay{*this, "no-weight-decay",
                                         llvm::cl::desc("Regexes of parameters without weight decay")};
+  Option<bool> defaultNoDecay{*this, "default-no-decay",
+                              llvm::cl::desc("No weight decay on 1-D parameters and names ending in .bias"),
+                              llvm::cl::init(true)};
   Option<int64_t> dataParallel{*this, "dp", llvm::cl::desc("Data-parallel ranks"), llvm::cl::init(1)};
   Option<int64_t> zeroStage{*this, "zero", llvm::cl::desc("ZeRO stage over dp (0-3)"), llvm::cl::init(0)};
   Option<int64_t> tensorParallel{*this, "tp", llvm::cl::desc("Tensor-parallel ranks (Megatron 1D)"), llvm::cl::init(1)};

@@ -76,6 +76,7 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   step.epsilon = options.epsilon;
   step.weightDecay = options.weightDecay;
   step.noWeightDecay = options.noWeightDecay;
+  step.defaultNoDecay = options.defaultNoDecay;
   step.separateApply = chunks > 1;
   pm.addPass(createCpcBuildTrainStep(step));
   pm.addPass(mlir::createCanonicalizerPass());

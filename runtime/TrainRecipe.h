@@ -55,6 +55,9 @@ struct TrainRecipe {
   double beta1 = 0.9, beta2 = 0.95, epsilon = 1e-8;
   std::vector<std::string> frozen;
   std::vector<std::string> noWeightDecay;
+  /// Weight decay on 1-D parameters and *.bias too, as torch.optim.AdamW(model.parameters()) does
+  /// (false: MAE's and timm's groups, which leave them alone).
+  bool decayNormsAndBiases = false;
 
   /// Reads `path` over the current values; throws ConfigError naming the file and key.
   void loadFile(const std::string &path);

@@ -130,6 +130,8 @@ def Cpc_RsqrtOp : Cpc_UnaryOp<"rsqrt", Cpc_FloatTensor, [Cpc_AutocastFullPrecisi
 def Cpc_ReciprocalOp : Cpc_UnaryOp<"reciprocal", Cpc_FloatTensor, [Cpc_AutocastFullPrecision, Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "1/x"; }
 def Cpc_ErfOp : Cpc_UnaryOp<"erf", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "Gauss error function"; }
 def Cpc_TanhOp : Cpc_UnaryOp<"tanh", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "tanh(x)"; }
+def Cpc_SinOp : Cpc_UnaryOp<"sin", Cpc_FloatTensor, [Cpc_AutocastFullPrecision, Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "sin(x)"; }
+def Cpc_CosOp : Cpc_UnaryOp<"cos", Cpc_FloatTensor, [Cpc_AutocastFullPrecision, Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "cos(x)"; }
 def Cpc_SigmoidOp : Cpc_UnaryOp<"sigmoid", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "1/(1+e^-x)"; }
 def Cpc_ReluOp : Cpc_UnaryOp<"relu", Cpc_FloatTensor, [Cpc_ShardingRuleOpInterface, DeclareOpInterfaceMethods<Cpc_VJPOpInterface>]> { let summary = "max(x, 0)"; }
 def Cpc_NotOp : Cpc_UnaryOp<"not", Cpc_BoolTensor, [Cpc_ShardingRuleOpInterface]> { let summary = "logical not"; }

@@ -139,6 +139,8 @@ CPC_UNARY_VJP(RsqrtOp, { return gb.mul(g, gb.mul(gb.mul(y, gb.mul(y, y)), gb.sca
 CPC_UNARY_VJP(ReciprocalOp, { return gb.neg(gb.mul(g, gb.mul(y, y))); })
 CPC_UNARY_VJP(TanhOp, { return gb.mul(g, gb.sub(gb.scalar(1.0, y), gb.mul(y, y))); })
 CPC_UNARY_VJP(SigmoidOp, { return gb.mul(g, gb.mul(y, gb.sub(gb.scalar(1.0, y), y))); })
+CPC_UNARY_VJP(SinOp, { return gb.mul(g, gb.b.create<CosOp>(gb.loc, x.getType(), x)); })
+CPC_UNARY_VJP(CosOp, { return gb.neg(gb.mul(g, gb.b.create<SinOp>(gb.loc, x.getType(), x))); })
 CPC_UNARY_VJP(ErfOp, {
   // d/dx erf(x) = 2/sqrt(pi) * exp(-x^2)
   Value e = gb.b.create<ExpOp>(gb.loc, x.getType(), gb.neg(gb.mul(x, x)));

@@ -1,5 +1,7 @@
 //===- Importer.cpp - drives the import of one ONNX graph -----------------===//
+#include "frontends/onnx/ExportChecks.h"
 #include "frontends/onnx/ModelLoader.h"
+#include "frontends/onnx/OpVersions.h"
 #include "frontends/onnx/NodeImporter.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "dialects/cpc/Variables.h"
@@ -54,6 +56,24 @@ public:
     }
   }
 
+  /// An initializer the exporter's signature says is neither a parameter nor a buffer.
+  bool isExportedConstant(const std::string &name) const {
+    if (model.sourceRoles.empty())
+      return false;
+    auto it = model.sourceRoles.find(name);
+    return it == model.sourceRoles.end() || it->second == SourceRole::Constant;
+  }
+
+  /// Trained: a float parameter, not frozen, and a parameter (not a buffer) where the export says.
+  bool isTrainable(const std::string &name, Type type) const {
+    if (!llvm::isa<FloatType>(type.cast<ShapedType>().getElementType()) || isFrozen(name))
+      return false;
+    if (model.sourceRoles.empty())
+      return true;
+    auto it = model.sourceRoles.find(name);
+    return it != model.sourceRoles.end() && it->second == SourceRole::Parameter;
+  }
+
   bool isFrozen(const std::string &name) const {
     for (const auto &re : frozen)
       if (std::regex_search(name, re))
@@ -70,7 +90,7 @@ public:
       const onnx::TensorProto &t = *param->second;
       std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
       auto type = RankedTensorType::get(dims, elementType(t.data_type()));
-      bool trainable = llvm::isa<FloatType>(type.getElementType()) && !isFrozen(name);
+      bool trainable = isTrainable(name, type);
       auto module = builder.getInsertionBlock()->getParentOp()->getParentOfType<ModuleOp>();
       VariableOp variable = declareVariable(module, name, type, std::nullopt, trainable);
       auto op = builder.create<ParameterOp>(NameLoc::get(builder.getStringAttr(name)), variable);
@@ -92,19 +112,39 @@ MLIRContext *NodeImporter::context() { return &state_.ctx; }
 
 void NodeImporter::fail(const std::string &message) const { throw NodeError(message); }
 
-Value NodeImporter::input(size_t i) {
+/// The tensor behind input i: fails when it is missing or a sequence.
+static ImportedValue &tensorInput(ImportState &state, const onnx::NodeProto &node, size_t i,
+                                  const NodeImporter &n) {
+  if (i >= (size_t)node.input_size() || node.input(i).empty())
+    n.fail("input " + std::to_string(i) + " is required");
+  ImportedValue &v = state.lookup(node.input(i));
+  if (v.sequence)
+    n.fail("input " + std::to_string(i) + " ('" + node.input(i) + "') is a sequence, not a tensor");
+  return v;
+}
+
+const ImportedValue &NodeImporter::inputValue(size_t i) {
   if (!hasInput(i))
     fail("input " + std::to_string(i) + " is required");
-  ImportedValue &v = state_.lookup(node_.input(i));
+  return state_.lookup(node_.input(i));
+}
+
+const ImportedSequence &NodeImporter::inputSequence(size_t i) {
+  const ImportedValue &v = inputValue(i);
+  if (!v.sequence)
+    fail("input " + std::to_string(i) + " ('" + node_.input(i) + "') is a tensor, not a sequence");
+  return *v.sequence;
+}
+
+Value NodeImporter::input(size_t i) {
+  ImportedValue &v = tensorInput(state_, node_, i, *this);
   if (!v.value)
     v.value = constant(*v.host);
   return v.value;
 }
 
 RankedTensorType NodeImporter::inputType(size_t i) {
-  if (!hasInput(i))
-    fail("input " + std::to_string(i) + " is required");
-  return state_.lookup(node_.input(i)).type;
+  return tensorInput(state_, node_, i, *this).type;
 }
 
 std::vector<int64_t> NodeImporter::inputShape(size_t i) {
@@ -115,7 +155,7 @@ std::vector<int64_t> NodeImporter::inputShape(size_t i) {
 const ConstTensor *NodeImporter::constInput(size_t i) {
   if (!hasInput(i))
     return nullptr;
-  return state_.lookup(node_.input(i)).host.get();
+  return tensorInput(state_, node_, i, *this).host.get();
 }
 
 const ConstTensor &NodeImporter::requireConstInput(size_t i, const std::string &what) {
@@ -216,6 +256,21 @@ void NodeImporter::setOutput(size_t i, ConstTensor host) {
   auto type = RankedTensorType::get(host.shape(), elementType(host.type()));
   state_.values[node_.output(i)] =
       ImportedValue{Value(), std::make_shared<const ConstTensor>(std::move(host)), type};
+}
+
+void NodeImporter::setOutput(size_t i, const ImportedValue &value) {
+  if (i >= (size_t)node_.output_size() || node_.output(i).empty())
+    return;
+  state_.values[node_.output(i)] = value;
+}
+
+ImportedValue NodeImporter::imported(Value value) {
+  return ImportedValue{value, nullptr, llvm::cast<RankedTensorType>(value.getType()), nullptr};
+}
+
+ImportedValue NodeImporter::imported(ConstTensor host) {
+  auto type = RankedTensorType::get(host.shape(), elementType(host.type()));
+  return ImportedValue{Value(), std::make_shared<const ConstTensor>(std::move(host)), type, nullptr};
 }
 
 Type NodeImporter::elementType(int onnxType) {
@@ -348,8 +403,11 @@ const Handler *HandlerRegistry::find(const std::string &opType, int opset) const
   auto it = table_.find(opType);
   if (it == table_.end())
     return nullptr;
+  int version = opVersionAt(opType, opset);
+  if (version == 0)
+    version = opset; // not in the ONNX table: a range over opsets
   for (const auto &entry : it->second)
-    if (opset >= entry.minOpset && opset <= entry.maxOpset)
+    if (version >= entry.minVersion && version <= entry.maxVersion)
       return &entry.handler;
   return nullptr;
 }
@@ -362,6 +420,8 @@ static const HandlerRegistry &handlers() {
     registerNeuralHandlers(r);
     registerReductionHandlers(r);
     registerLossHandlers(r);
+    registerSequenceHandlers(r);
+    registerPoolingHandlers(r);
     return r;
   }();
   return registry;
@@ -372,12 +432,6 @@ static const HandlerRegistry &handlers() {
 //===----------------------------------------------------------------------===//
 
 namespace {
-std::string describeNode(const onnx::NodeProto &node, int index) {
-  std::string name = node.name().empty() ? "#" + std::to_string(index) : node.name();
-  std::string op = node.domain().empty() || node.domain() == "ai.onnx" ? node.op_type()
-                                                                       : node.domain() + "::" + node.op_type();
-  return "node '" + name + "' (" + op + ")";
-}
 
 /// The type of graph input `name`; fails when the tensor is larger than cpc supports.
 RankedTensorType checkedInputType(ImportState &state, const std::string &name, const std::vector<int64_t> &dims,
@@ -503,7 +557,8 @@ ImportedModel importOnnxFile(MLIRContext &context, const std::string &path, cons
     } catch (const std::exception &e) {
       state.fail("initializer '" + init.name() + "': " + e.what());
     }
-    if (!isFloatType((onnx::TensorProto_DataType)init.data_type()) && !external) {
+    if ((!isFloatType((onnx::TensorProto_DataType)init.data_type()) || state.isExportedConstant(init.name())) &&
+        !external) {
       try {
         auto host = std::make_shared<const ConstTensor>(ConstTensor::fromProto(init));
         auto type = RankedTensorType::get(host->shape(), state.elementType(init.data_type()));
@@ -573,6 +628,8 @@ ImportedModel importOnnxFile(MLIRContext &context, const std::string &path, cons
     if (!state.values.count(out.name()) && !state.parameters.count(out.name()))
       state.fail("graph output '" + out.name() + "' is never computed");
     ImportedValue &v = state.lookup(out.name());
+    if (v.sequence)
+      state.fail("graph output '" + out.name() + "' is a sequence; cpc's outputs are tensors");
     if (!v.value) {
       onnx::NodeProto none;
       NodeImporter materializer(state, none, model.opset, NameLoc::get(state.builder.getStringAttr(out.name())));
@@ -612,7 +669,10 @@ ImportedModel importOnnxFile(MLIRContext &context, const std::string &path, cons
         state.fail("clean-up passes failed: " + diagnostic);
     }
   }
-  return ImportedModel{std::move(module), makeWeightStore(model)};
+  ImportedModel imported{std::move(module), makeWeightStore(model), {}};
+  for (const std::string &warning : exportChangedModelWarnings(model, *imported.weights))
+    imported.warnings.push_back(path + ": " + warning);
+  return imported;
 }
 
 } // namespace cpc

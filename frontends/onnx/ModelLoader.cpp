@@ -9,6 +9,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/unknown_field_set.h>
 
 #include <cerrno>
 #include <csignal>
@@ -123,6 +124,54 @@ void checkExternalData(const LoadedModel &model) {
 }
 } // namespace
 
+std::string describeNode(const onnx::NodeProto &node, int index) {
+  std::string name = node.name().empty() ? "#" + std::to_string(index) : node.name();
+  std::string op = node.domain().empty() || node.domain() == "ai.onnx" ? node.op_type()
+                                                                       : node.domain() + "::" + node.op_type();
+  return "node '" + name + "' (" + op + ")";
+}
+
+std::vector<onnx::StringStringEntryProto> newerMetadata(const google::protobuf::Message &message, int field) {
+  std::vector<onnx::StringStringEntryProto> entries;
+  const google::protobuf::UnknownFieldSet &unknown = message.GetReflection()->GetUnknownFields(message);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField &entryField = unknown.field(i);
+    onnx::StringStringEntryProto entry;
+    if (entryField.number() == field && entryField.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED &&
+        entry.ParseFromString(entryField.length_delimited()))
+      entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+std::string newerMetadataValue(const google::protobuf::Message &message, int field, const std::string &key) {
+  for (const auto &entry : newerMetadata(message, field))
+    if (entry.key() == key)
+      return entry.value();
+  return {};
+}
+
+namespace {
+/// torch.export's input kinds (PARAMETER, BUFFER, CONSTANT_TENSOR, ...) as the exporter records them.
+std::unordered_map<std::string, SourceRole> readSourceRoles(const onnx::GraphProto &graph) {
+  std::unordered_map<std::string, SourceRole> roles;
+  auto visit = [&](const onnx::ValueInfoProto &value) {
+    for (const auto &entry : newerMetadata(value, kValueInfoMetadataField)) {
+      if (entry.key() != "pkg.torch.export.graph_signature.InputSpec.kind")
+        continue;
+      roles[value.name()] = entry.value() == "PARAMETER" ? SourceRole::Parameter
+                            : entry.value() == "BUFFER" ? SourceRole::Buffer
+                                                        : SourceRole::Constant;
+    }
+  };
+  for (const auto &value : graph.value_info())
+    visit(value);
+  for (const auto &value : graph.input())
+    visit(value);
+  return roles;
+}
+} // namespace
+
 /// A non-negative decimal byte count, all of the string; throws otherwise (also on overflow).
 static int64_t parseByteCount(const std::string &text) {
   size_t used = 0;
@@ -175,10 +224,10 @@ LoadedModel parseModel(const std::string &path) {
   if (it == opsets.end())
     fail(path, "imports no version of the default ONNX opset");
   model.opset = it->second;
-  if (model.opset < kMinOpset || model.opset > kMaxOpset)
+  model.sourceRoles = readSourceRoles(proto.graph());
+  if (model.opset < kMinOpset || model.opset > kNewestOpset)
     fail(path, "opset " + std::to_string(model.opset) + " is outside the supported range " +
-                   std::to_string(kMinOpset) + ".." + std::to_string(kMaxOpset) +
-                   " (re-export with opset_version=17)");
+                   std::to_string(kMinOpset) + ".." + std::to_string(kNewestOpset));
 
   return model;
 }
@@ -241,17 +290,60 @@ std::optional<std::string> shapeInferenceError(onnx::ModelProto &proto) {
 }
 } // namespace
 
+namespace {
+/// The newest opset of the default domain the linked ONNX library defines.
+int libraryOpset() {
+  const auto &ranges = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  auto it = ranges.find(onnx::ONNX_DOMAIN);
+  return it == ranges.end() ? 0 : it->second.second;
+}
+
+/// A model newer than the library: the library checks what it still defines, node by node as
+/// the op's unchanged older version; whole-graph shape inference would misread changed ops.
+void checkAboveLibraryOpset(const LoadedModel &model, int ceiling) {
+  const onnx::GraphProto &graph = model.proto->graph();
+  onnx::checker::CheckerContext ctx;
+  ctx.set_ir_version(std::min<int>((int)model.proto->ir_version(), onnx::IR_VERSION));
+  std::unordered_map<std::string, int> opsets{{onnx::ONNX_DOMAIN, ceiling}};
+  ctx.set_opset_imports(opsets);
+  ctx.set_model_dir(model.modelDir);
+  onnx::checker::LexicalScopeContext lex;
+  for (const auto &init : graph.initializer()) {
+    try {
+      onnx::checker::check_tensor(init, ctx);
+    } catch (const std::exception &e) {
+      fail(model.path, "invalid model: initializer '" + init.name() + "': " + oneLine(e.what()));
+    }
+  }
+  for (int index = 0; index < graph.node_size(); ++index) {
+    const onnx::NodeProto &node = graph.node(index);
+    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+    if (!defaultDomain || opVersionAt(node.op_type(), model.opset) != opVersionAt(node.op_type(), ceiling))
+      continue;
+    try {
+      onnx::checker::check_node(node, ctx, lex);
+    } catch (const std::exception &e) {
+      fail(model.path, "invalid model: " + describeNode(node, index) + ": " + oneLine(e.what()));
+    }
+  }
+}
+} // namespace
+
 void validateModel(LoadedModel &model) {
   const std::string &path = model.path;
   onnx::ModelProto &proto = *model.proto;
+  checkExternalData(model);
+  int ceiling = libraryOpset();
+  if (model.opset > ceiling) {
+    checkAboveLibraryOpset(model, ceiling);
+    return;
+  }
   std::unordered_map<std::string, int> opsets;
   for (const auto &imp : proto.opset_import())
     opsets[imp.domain() == "ai.onnx" ? "" : imp.domain()] = (int)imp.version();
-  checkExternalData(model);
-
   try {
     onnx::checker::CheckerContext ctx;
-    ctx.set_ir_version((int)proto.ir_version());
+    ctx.set_ir_version(std::min<int>((int)proto.ir_version(), onnx::IR_VERSION));
     ctx.set_opset_imports(opsets);
     ctx.set_model_dir(model.modelDir);
     onnx::checker::LexicalScopeContext lex;

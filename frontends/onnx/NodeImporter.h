@@ -9,6 +9,7 @@
 
 #include "dialects/cpc/CpcDialect.h"
 #include "frontends/onnx/ConstTensor.h"
+#include "frontends/onnx/OpVersions.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -19,11 +20,20 @@
 
 namespace cpc::onnx_import {
 
-/// An ONNX value during import: an IR value, a host constant, or both.
+/// Constants up to this many elements are folded on the host; larger ones become IR.
+constexpr int64_t kMaxFoldElements = 1 << 16;
+
+struct ImportedValue;
+using ImportedSequence = std::vector<ImportedValue>;
+
+/// An ONNX value during import: an IR value, a host constant, or both; or a sequence of them
+/// (SplitToSequence ... SequenceAt, which exporters write for chunk/split and which import
+/// resolves to its elements: a sequence never reaches the IR).
 struct ImportedValue {
   mlir::Value value;
   std::shared_ptr<const ConstTensor> host;
   mlir::RankedTensorType type;
+  std::shared_ptr<const ImportedSequence> sequence;
 };
 
 /// Thrown by handlers; the driver prefixes the file and node.
@@ -49,6 +59,10 @@ public:
   mlir::Value input(size_t i);
   mlir::RankedTensorType inputType(size_t i);
   std::vector<int64_t> inputShape(size_t i);
+  /// Input i as a sequence; fails when it is a tensor.
+  const ImportedSequence &inputSequence(size_t i);
+  /// Input i as imported (tensor, constant or sequence), e.g. to pass it on unchanged.
+  const ImportedValue &inputValue(size_t i);
   /// Host value of input i when it is a compile-time constant, else null.
   const ConstTensor *constInput(size_t i);
   /// Host value of input i; fails with "input i (what) must be a constant" otherwise.
@@ -71,6 +85,10 @@ public:
   // --- outputs ------------------------------------------------------------
   void setOutput(size_t i, mlir::Value value);
   void setOutput(size_t i, ConstTensor host);
+  void setOutput(size_t i, const ImportedValue &value);
+  /// An ImportedValue for an IR value or a host constant (for sequences' elements).
+  ImportedValue imported(mlir::Value value);
+  ImportedValue imported(ConstTensor host);
 
   // --- emitting IR --------------------------------------------------------
   /// Creates OpT with result types inferred by its shape rule; a rule failure becomes a
@@ -138,17 +156,22 @@ private:
   std::string lastDiagnostic_;
 };
 
-/// Handler registry: op type -> handlers, each for an opset range.
+/// Handler registry: op type -> handlers, each for a range of the op's versions (the opsets at
+/// which its definition changed, OpVersions.h). A model at opset N needs a handler whose range
+/// holds the op's version in effect at N, so an op that changed at 18 is refused by a handler
+/// written for version 13 until someone extends it; ops unchanged since stay served.
 using Handler = std::function<void(NodeImporter &)>;
 struct HandlerEntry {
-  int minOpset;
-  int maxOpset;
+  int minVersion;
+  int maxVersion;
   Handler handler;
 };
+/// The definitions the handlers without an explicit range were written against.
+constexpr int kBaseHandlerOpset = 17;
 class HandlerRegistry {
 public:
-  void add(const std::string &opType, Handler handler, int minOpset = 1, int maxOpset = 1000) {
-    table_[opType].push_back({minOpset, maxOpset, std::move(handler)});
+  void add(const std::string &opType, Handler handler, int minVersion = 1, int maxVersion = kBaseHandlerOpset) {
+    table_[opType].push_back({minVersion, maxVersion, std::move(handler)});
   }
   const Handler *find(const std::string &opType, int opset) const;
   bool knows(const std::string &opType) const { return table_.count(opType); }
@@ -163,6 +186,8 @@ void registerShapeHandlers(HandlerRegistry &registry);
 void registerNeuralHandlers(HandlerRegistry &registry);
 void registerReductionHandlers(HandlerRegistry &registry);
 void registerLossHandlers(HandlerRegistry &registry);
+void registerSequenceHandlers(HandlerRegistry &registry);
+void registerPoolingHandlers(HandlerRegistry &registry);
 
 } // namespace cpc::onnx_import
 

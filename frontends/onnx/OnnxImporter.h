@@ -47,6 +47,9 @@ public:
 struct ImportedModel {
   mlir::OwningOpRef<mlir::ModuleOp> module;
   std::shared_ptr<WeightStore> weights;
+  /// One line each ("FILE: ..."): the model imports, but likely not as its author meant (an
+  /// export that merged or folded parameters). Tools print them as warnings.
+  std::vector<std::string> warnings;
 };
 
 /// Loads, checks and imports the model at `path` (.onnx binary or .onnxtext text format) into a

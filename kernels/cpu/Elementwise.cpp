@@ -49,6 +49,8 @@ struct Sqrt { template <class T> T operator()(T x) const { return std::sqrt(x); 
 struct Rsqrt { template <class T> T operator()(T x) const { return T(1) / std::sqrt(x); } };
 struct Reciprocal { template <class T> T operator()(T x) const { return T(1) / x; } };
 struct Erf { template <class T> T operator()(T x) const { return fastErf(x); } };
+struct Sin { template <class T> T operator()(T x) const { return std::sin(x); } };
+struct Cos { template <class T> T operator()(T x) const { return std::cos(x); } };
 struct Tanh { template <class T> T operator()(T x) const { return std::tanh(x); } };
 struct Sigmoid { template <class T> T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); } };
 // Written so that NaN passes through, as max(x, 0) does in numpy.
@@ -315,6 +317,8 @@ void registerElementwiseKernels(KernelRegistry &r) {
   r.add(OpKind::Reciprocal, unaryKernel<kFloat, Reciprocal>, Storage16::Elementwise);
   r.add(OpKind::Erf, unaryKernel<kFloat, Erf>, Storage16::Elementwise);
   r.add(OpKind::Tanh, unaryKernel<kFloat, Tanh>, Storage16::Elementwise);
+  r.add(OpKind::Sin, unaryKernel<kFloat, Sin>, Storage16::Elementwise);
+  r.add(OpKind::Cos, unaryKernel<kFloat, Cos>, Storage16::Elementwise);
   r.add(OpKind::Sigmoid, unaryKernel<kFloat, Sigmoid>, Storage16::Elementwise);
   r.add(OpKind::Relu, unaryKernel<kFloat, Relu>, Storage16::Elementwise);
   r.add(OpKind::Not, unaryKernel<kBool, Not>, Storage16::Elementwise);

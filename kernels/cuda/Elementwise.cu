@@ -242,6 +242,8 @@ void registerCudaElementwiseKernels(KernelRegistry &r) {
   addFor(r, OpKind::Reciprocal, unaryHost<kFloat, ReciprocalOp>, kFloat);
   addFor(r, OpKind::Erf, unaryHost<kFloat, ErfOp>, kFloat);
   addFor(r, OpKind::Tanh, unaryHost<kFloat, TanhOp>, kFloat);
+  addFor(r, OpKind::Sin, unaryHost<kFloat, SinOp>, kFloat);
+  addFor(r, OpKind::Cos, unaryHost<kFloat, CosOp>, kFloat);
   addFor(r, OpKind::Sigmoid, unaryHost<kFloat, SigmoidOp>, kFloat);
   addFor(r, OpKind::Relu, unaryHost<kFloat, ReluOp>, kFloat);
   addFor(r, OpKind::Not, unaryHost<kBool, NotOp>, kBool);

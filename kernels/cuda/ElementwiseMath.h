@@ -39,6 +39,10 @@ CPC_HD float sqrt(float x) { return ::sqrtf(x); }
 CPC_HD double sqrt(double x) { return ::sqrt(x); }
 CPC_HD float tanh(float x) { return ::tanhf(x); }
 CPC_HD double tanh(double x) { return ::tanh(x); }
+CPC_HD float sin(float x) { return ::sinf(x); }
+CPC_HD double sin(double x) { return ::sin(x); }
+CPC_HD float cos(float x) { return ::cosf(x); }
+CPC_HD double cos(double x) { return ::cos(x); }
 CPC_HD float pow(float a, float b) { return ::powf(a, b); }
 CPC_HD double pow(double a, double b) { return ::pow(a, b); }
 CPC_HD float abs(float x) { return ::fabsf(x); }
@@ -73,6 +77,8 @@ struct SqrtOp { template <class T> CPC_HD T operator()(T x) const { return fmath
 struct RsqrtOp { template <class T> CPC_HD T operator()(T x) const { return T(1) / fmath::sqrt(x); } };
 struct ReciprocalOp { template <class T> CPC_HD T operator()(T x) const { return T(1) / x; } };
 struct ErfOp { template <class T> CPC_HD T operator()(T x) const { return fmath::erf(x); } };
+struct SinOp { template <class T> CPC_HD T operator()(T x) const { return fmath::sin(x); } };
+struct CosOp { template <class T> CPC_HD T operator()(T x) const { return fmath::cos(x); } };
 struct TanhOp { template <class T> CPC_HD T operator()(T x) const { return fmath::tanh(x); } };
 struct SigmoidOp { template <class T> CPC_HD T operator()(T x) const { return T(1) / (T(1) + fmath::exp(-x)); } };
 // x < 0 ? 0 : x, so that NaN passes through as in the CPU kernel.

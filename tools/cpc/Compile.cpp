@@ -22,7 +22,7 @@ Options:
   --config CFG.json          Training recipe (Colossal-AI keys: TOTAL_BATCH_SIZE, LR, WEIGHT_DECAY,
                              NUM_EPOCHS, WARMUP_EPOCHS, gradient_accumulation, clip_grad_norm,
                              NUM_MICRO_BATCHES, parallel, fp16; cpc keys: BETAS, EPS, MIN_LR,
-                             lr_schedule, STEPS_PER_EPOCH, frozen, no_weight_decay)
+                             lr_schedule, STEPS_PER_EPOCH, frozen, no_weight_decay, decay_norms_and_biases)
   --set KEY=VALUE            Override one config key (VALUE is JSON, e.g. --set LR=1e-3); repeatable
   --input-shape NAME=AxBxC   Static shape for a graph input with symbolic dims (repeatable)
   --frozen REGEX             Treat matching parameters as frozen (repeatable)

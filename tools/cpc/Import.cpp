@@ -94,6 +94,8 @@ int runImport(int argc, char **argv) {
   context.disableMultithreading(); // deterministic output, and no thread pool for one import
   auto start = std::chrono::steady_clock::now();
   cpc::ImportedModel model = cpc::importOnnxFile(context, input, options);
+  for (const std::string &warning : model.warnings)
+    std::cerr << "cpc: warning: " << warning << "\n";
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   std::error_code ec;

@@ -381,7 +381,7 @@ void registerNeuralHandlers(HandlerRegistry &r) {
   r.add("Einsum", importEinsum);
   r.add("TopK", importTopK);
   r.add("GatherElements", importGatherElements);
-  r.add("ScatterND", importScatterND);
+  r.add("ScatterND", importScatterND, 1, kNewestOpset);
   r.add("RandomUniform", importRandomUniform);
   r.add("RandomUniformLike", importRandomUniformLike);
 }

@@ -49,6 +49,18 @@ Handler reduction(bool axesAsInput, Fold fold) {
   };
 }
 
+/// GlobalAveragePool / GlobalMaxPool: the reduction over every spatial dim (2..), kept as 1s.
+template <typename OpT>
+void globalPool(NodeImporter &n) {
+  int64_t rank = n.inputShape(0).size();
+  if (rank < 3)
+    n.fail("input must be N x C x spatial..., got rank " + std::to_string(rank));
+  std::vector<int64_t> axes;
+  for (int64_t d = 2; d < rank; ++d)
+    axes.push_back(d);
+  n.setOutput(0, n.emit1<OpT>({n.input(0)}, {n.namedI64s("axes", axes), n.namedBool("keepdims", true)}));
+}
+
 } // namespace
 
 void registerReductionHandlers(HandlerRegistry &r) {
@@ -57,6 +69,13 @@ void registerReductionHandlers(HandlerRegistry &r) {
   r.add("ReduceMax", reduction<ReduceMaxOp>(false, Fold::None), 1, 17);
   r.add("ReduceMin", reduction<ReduceMinOp>(false, Fold::None), 1, 17);
   r.add("ReduceProd", reduction<ReduceProdOp>(false, Fold::Prod), 1, 17);
+  // Opset 18 moved their axes from an attribute to an input (ReduceMax/Min-20 add bool types).
+  r.add("ReduceMean", reduction<ReduceMeanOp>(true, Fold::None), 18, kNewestOpset);
+  r.add("ReduceMax", reduction<ReduceMaxOp>(true, Fold::None), 18, kNewestOpset);
+  r.add("ReduceMin", reduction<ReduceMinOp>(true, Fold::None), 18, kNewestOpset);
+  r.add("ReduceProd", reduction<ReduceProdOp>(true, Fold::Prod), 18, kNewestOpset);
+  r.add("GlobalAveragePool", globalPool<ReduceMeanOp>, 1, kNewestOpset);
+  r.add("GlobalMaxPool", globalPool<ReduceMaxOp>, 1, kNewestOpset);
 }
 
 } // namespace cpc::onnx_import

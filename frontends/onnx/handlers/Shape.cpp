@@ -11,9 +11,6 @@ using namespace mlir;
 namespace cpc::onnx_import {
 namespace {
 
-/// Folding beyond this many elements would bloat the IR; emit ops instead.
-constexpr int64_t kMaxFoldElements = 1 << 16;
-
 bool foldable(NodeImporter &n, size_t dataInput = 0) {
   const ConstTensor *c = n.constInput(dataInput);
   return c && c->numElements() <= kMaxFoldElements;
@@ -210,7 +207,28 @@ void importConcat(NodeImporter &n) {
   n.setOutput(0, operands.size() == 1 ? operands[0] : n.emit1<ConcatOp>(operands, {n.namedI64("axis", axis)}));
 }
 
-/// ONNX Slice with constant starts/ends/axes/steps, normalized to cpc.slice.
+/// The indices a negative-step ONNX Slice visits along one dim of size `dim`: from `start`
+/// (clamped to [0, dim-1]) down to, not including, `end` (clamped to [-1, dim-1]).
+std::vector<int64_t> descendingIndices(int64_t start, int64_t end, int64_t step, int64_t dim) {
+  int64_t s = std::clamp<int64_t>(start < 0 ? start + dim : start, 0, dim - 1);
+  int64_t e = std::clamp<int64_t>(end < 0 ? end + dim : end, -1, dim - 1);
+  std::vector<int64_t> indices;
+  for (int64_t i = s; i > e; i += step)
+    indices.push_back(i);
+  return indices;
+}
+
+/// x gathered along `axis` at constant `indices` (how a negative-step slice runs: cpc.slice
+/// strides are positive).
+ImportedValue gatherAlong(NodeImporter &n, ImportedValue x, int64_t axis, const std::vector<int64_t> &indices) {
+  ConstTensor idx = ConstTensor::fromInts(indices, {(int64_t)indices.size()});
+  if (x.host)
+    return n.imported(x.host->gather(idx, axis));
+  return n.imported(n.emit1<GatherOp>({x.value, n.constant(idx)}, {n.namedI64("axis", axis)}));
+}
+
+/// ONNX Slice with constant starts/ends/axes/steps: cpc.slice for the positive steps, then a
+/// gather of the visited indices along each axis with a negative step (torch's flip, x[::-1]).
 void importSlice(NodeImporter &n) {
   std::vector<int64_t> in = n.inputShape(0);
   int64_t rank = in.size();
@@ -229,25 +247,38 @@ void importSlice(NodeImporter &n) {
   if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
     n.fail("starts, ends, axes and steps differ in length");
   std::vector<int64_t> lo(rank, 0), hi(in), st(rank, 1);
+  std::vector<std::pair<int64_t, std::vector<int64_t>>> descending;
   for (size_t i = 0; i < starts.size(); ++i) {
     int64_t axis = n.normalizeAxis(axes[i], rank), dim = in[axis];
-    if (steps[i] <= 0)
-      n.fail("steps other than positive are not supported (got " + std::to_string(steps[i]) + ")");
+    if (steps[i] == 0)
+      n.fail("a step of 0 is not allowed");
+    if (steps[i] < 0) {
+      descending.emplace_back(axis, descendingIndices(starts[i], ends[i], steps[i], dim));
+      if (descending.back().second.empty())
+        n.fail("slice produces an empty tensor, which cpc does not support");
+      continue;
+    }
     int64_t s = starts[i] < 0 ? starts[i] + dim : starts[i];
     int64_t e = ends[i] < 0 ? ends[i] + dim : ends[i];
     lo[axis] = std::clamp<int64_t>(s, 0, dim);
     hi[axis] = std::clamp<int64_t>(e, lo[axis], dim);
     st[axis] = steps[i];
   }
-  if (foldable(n)) {
-    n.setOutput(0, n.constInput(0)->slice(lo, hi, st));
-    return;
+  ImportedValue x = n.inputValue(0);
+  if (lo != std::vector<int64_t>(rank, 0) || hi != in || st != std::vector<int64_t>(rank, 1)) {
+    if (foldable(n)) {
+      x = n.imported(n.constInput(0)->slice(lo, hi, st));
+    } else {
+      for (int64_t d = 0; d < rank; ++d)
+        if (hi[d] == lo[d])
+          n.fail("slice produces an empty tensor, which cpc does not support");
+      x = n.imported(n.emit1<SliceOp>({n.input(0)}, {n.namedI64s("starts", lo), n.namedI64s("limits", hi),
+                                                     n.namedI64s("strides", st)}));
+    }
   }
-  for (int64_t d = 0; d < rank; ++d)
-    if (hi[d] == lo[d])
-      n.fail("slice produces an empty tensor, which cpc does not support");
-  n.setOutput(0, n.emit1<SliceOp>({n.input(0)}, {n.namedI64s("starts", lo), n.namedI64s("limits", hi),
-                                                 n.namedI64s("strides", st)}));
+  for (const auto &[axis, indices] : descending)
+    x = gatherAlong(n, x, axis, indices);
+  n.setOutput(0, x);
 }
 
 void importGather(NodeImporter &n) {
@@ -263,6 +294,43 @@ void importGather(NodeImporter &n) {
         n.fail("index " + std::to_string(idx->getInt(i)) + " out of range for dim of size " +
                std::to_string(in[axis]));
   n.setOutput(0, n.emit1<GatherOp>({n.input(0), n.input(1)}, {n.namedI64("axis", axis)}));
+}
+
+/// GatherND (batch_dims 0) with constant indices [..., k]: data's first k dims flattened into one,
+/// a Gather of the flat positions along it, reshaped to indices[:-1] + data[k:] (torch's
+/// x[idx_a, idx_b] and table[index] as the dynamo exporter writes them).
+void importGatherND(NodeImporter &n) {
+  std::vector<int64_t> data = n.inputShape(0);
+  if (n.attrInt("batch_dims", 0) != 0)
+    n.fail("batch_dims other than 0 is not supported");
+  const ConstTensor &indices = n.requireConstInput(1, "indices");
+  std::vector<int64_t> ishape = indices.shape();
+  int64_t k = ishape.empty() ? 0 : ishape.back();
+  if (ishape.empty() || k < 1 || k > (int64_t)data.size())
+    n.fail("indices of shape " + shapeToString(ishape) + " do not index a tensor of rank " +
+           std::to_string(data.size()));
+  int64_t count = indices.numElements() / k, rows = 1;
+  for (int64_t d = 0; d < k; ++d)
+    rows *= data[d];
+  std::vector<int64_t> flat(count);
+  for (int64_t i = 0; i < count; ++i)
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t index = indices.getInt(i * k + d);
+      if (index < -data[d] || index >= data[d])
+        n.fail("index " + std::to_string(index) + " out of range for dim " + std::to_string(d) + " of size " +
+               std::to_string(data[d]));
+      flat[i] = flat[i] * data[d] + (index < 0 ? index + data[d] : index);
+    }
+  std::vector<int64_t> table{rows}, out(ishape.begin(), ishape.end() - 1);
+  table.insert(table.end(), data.begin() + k, data.end());
+  out.insert(out.end(), data.begin() + k, data.end());
+  ConstTensor positions = ConstTensor::fromInts(flat, {count});
+  if (const ConstTensor *c = n.constInput(0)) {
+    n.setOutput(0, c->reshaped(table).gather(positions, 0).reshaped(out));
+    return;
+  }
+  Value picked = n.emit1<GatherOp>({n.reshape(n.input(0), table), n.constant(positions)}, {n.namedI64("axis", 0)});
+  n.setOutput(0, n.reshape(picked, out));
 }
 
 void importExpand(NodeImporter &n) {
@@ -346,7 +414,14 @@ void importSplit(NodeImporter &n) {
     sizes = n.requireConstInput(1, "split").toInts();
   else if (n.hasAttr("split"))
     sizes = n.attrInts("split");
-  else {
+  else if (n.hasAttr("num_outputs")) { // opset 18: equal chunks, the last one smaller
+    if (n.attrInt("num_outputs") != outputs || outputs < 1)
+      n.fail("num_outputs " + std::to_string(n.attrInt("num_outputs")) + " but the node has " +
+             std::to_string(outputs) + " outputs");
+    int64_t chunk = (in[axis] + outputs - 1) / outputs;
+    for (int64_t i = 0; i < outputs; ++i)
+      sizes.push_back(std::clamp<int64_t>(in[axis] - i * chunk, 0, chunk));
+  } else {
     if (in[axis] % outputs)
       n.fail("dim " + std::to_string(in[axis]) + " does not split evenly into " + std::to_string(outputs));
     sizes.assign(outputs, in[axis] / outputs);
@@ -472,24 +547,25 @@ void importScatterElements(NodeImporter &n) {
 } // namespace
 
 void registerShapeHandlers(HandlerRegistry &r) {
-  r.add("Constant", importConstant);
-  r.add("Shape", importShape);
-  r.add("Size", importSize);
-  r.add("ConstantOfShape", importConstantOfShape);
-  r.add("Reshape", importReshape);
-  r.add("Unsqueeze", importUnsqueeze);
-  r.add("Squeeze", importSqueeze);
-  r.add("Flatten", importFlatten);
-  r.add("Transpose", importTranspose);
+  r.add("Constant", importConstant, 1, kNewestOpset);
+  r.add("Shape", importShape, 1, kNewestOpset);
+  r.add("Size", importSize, 1, kNewestOpset);
+  r.add("ConstantOfShape", importConstantOfShape, 1, kNewestOpset);
+  r.add("Reshape", importReshape, 1, kNewestOpset);
+  r.add("Unsqueeze", importUnsqueeze, 1, kNewestOpset);
+  r.add("Squeeze", importSqueeze, 1, kNewestOpset);
+  r.add("Flatten", importFlatten, 1, kNewestOpset);
+  r.add("Transpose", importTranspose, 1, kNewestOpset);
   r.add("Concat", importConcat);
   r.add("Slice", importSlice);
+  r.add("GatherND", importGatherND, 11, kNewestOpset);
   r.add("Gather", importGather);
   r.add("Expand", importExpand);
   r.add("Tile", importTile);
   r.add("Range", importRange);
-  r.add("Split", importSplit);
-  r.add("Pad", importPad, 13);
-  r.add("ScatterElements", importScatterElements, 13);
+  r.add("Split", importSplit, 1, kNewestOpset);
+  r.add("Pad", importPad, 13, kNewestOpset);
+  r.add("ScatterElements", importScatterElements, 13, kNewestOpset);
 }
 
 } // namespace cpc::onnx_import
