@@ -119,11 +119,20 @@ bool isTransposeOf(const std::vector<float> &copy, const std::vector<float> &par
 /// copy that does not train with the parameter.
 void findFoldedTransposes(const LoadedModel &model, const WeightStore &weights, std::set<std::string> &reported,
                           std::vector<std::string> &warnings) {
-  std::vector<std::pair<const onnx::TensorProto *, Fingerprint>> matrices;
+  // Only matrices with a partner of the transposed shape are read (import reads no weight else).
+  std::map<std::pair<int64_t, int64_t>, std::vector<const onnx::TensorProto *>> byShape;
   for (const auto &init : model.proto->graph().initializer())
     if (init.data_type() == onnx::TensorProto_DataType_FLOAT && init.dims_size() == 2 && init.dims(0) > 1 &&
         init.dims(1) > 1)
-      matrices.emplace_back(&init, fingerprint(readFloats(weights, init)));
+      byShape[{init.dims(0), init.dims(1)}].push_back(&init);
+  std::vector<std::pair<const onnx::TensorProto *, Fingerprint>> matrices;
+  for (const auto &[shape, inits] : byShape) {
+    auto partners = byShape.find({shape.second, shape.first});
+    if (partners == byShape.end() || (shape.first == shape.second && inits.size() < 2))
+      continue;
+    for (const onnx::TensorProto *init : inits)
+      matrices.emplace_back(init, fingerprint(readFloats(weights, *init)));
+  }
   for (const auto &[copy, copyPrint] : matrices) {
     if (copyPrint.constantFill || (!model.sourceRoles.empty() && isParameterLike(model, *copy)))
       continue; // with a signature, only constants can be folded copies
@@ -139,6 +148,7 @@ void findFoldedTransposes(const LoadedModel &model, const WeightStore &weights, 
     }
   }
 }
+
 /// The operands of a node that a model trains when they are initializers: a Conv's weight, a
 /// MatMul's or Gemm's matrices.
 bool isWeightOperand(const onnx::NodeProto &node, int operand) {

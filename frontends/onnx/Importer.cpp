@@ -253,9 +253,7 @@ void NodeImporter::setOutput(size_t i, Value value) {
 void NodeImporter::setOutput(size_t i, ConstTensor host) {
   if (i >= (size_t)node_.output_size() || node_.output(i).empty())
     return;
-  auto type = RankedTensorType::get(host.shape(), elementType(host.type()));
-  state_.values[node_.output(i)] =
-      ImportedValue{Value(), std::make_shared<const ConstTensor>(std::move(host)), type};
+  state_.values[node_.output(i)] = imported(std::move(host));
 }
 
 void NodeImporter::setOutput(size_t i, const ImportedValue &value) {

@@ -46,15 +46,7 @@ std::vector<int64_t> sequenceSplitSizes(NodeImporter &n, int64_t dim) {
     return sizes;
   }
   sizes = split.toInts();
-  int64_t total = 0;
-  for (int64_t s : sizes) {
-    if (s < 0)
-      n.fail("split sizes must be >= 0");
-    total += s;
-  }
-  if (total != dim)
-    n.fail("split sizes " + shapeToString(sizes) + " add up to " + std::to_string(total) + ", not to dim " +
-           std::to_string(dim));
+  checkSplitSizes(n, sizes, dim);
   return sizes;
 }
 

@@ -405,6 +405,21 @@ void importRange(NodeImporter &n) {
   n.setOutput(0, ConstTensor::fromDoubles(values, {count}, start.type()));
 }
 
+} // namespace
+
+void checkSplitSizes(NodeImporter &n, const std::vector<int64_t> &sizes, int64_t dim) {
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0)
+      n.fail("split sizes must be >= 0");
+    total += s;
+  }
+  if (total != dim)
+    n.fail("split sizes " + shapeToString(sizes) + " add up to " + std::to_string(total) + ", not to dim " +
+           std::to_string(dim));
+}
+
+namespace {
 void importSplit(NodeImporter &n) {
   std::vector<int64_t> in = n.inputShape(0);
   int64_t axis = n.normalizeAxis(n.attrInt("axis", 0), in.size());
@@ -428,15 +443,7 @@ void importSplit(NodeImporter &n) {
   }
   if ((int64_t)sizes.size() != outputs)
     n.fail("split sizes do not match the number of outputs");
-  int64_t total = 0;
-  for (int64_t s : sizes) {
-    if (s < 0)
-      n.fail("split sizes must be >= 0");
-    total += s;
-  }
-  if (total != in[axis])
-    n.fail("split sizes " + shapeToString(sizes) + " add up to " + std::to_string(total) + ", not to dim " +
-           std::to_string(in[axis]));
+  checkSplitSizes(n, sizes, in[axis]);
   int64_t offset = 0;
   for (int64_t i = 0; i < outputs; ++i) {
     std::vector<int64_t> lo(in.size(), 0), hi(in), st(in.size(), 1);
