@@ -272,6 +272,8 @@ TrainRecipe resolveRecipe(const CompileRequest &request) {
   }
   if (request.precision)
     recipe.precision = stringifyPrecision(*request.precision).str();
+  if (request.seed)
+    recipe.seed = *request.seed;
   return recipe;
 }
 
@@ -422,6 +424,8 @@ void refuseTrainingFlags(const CompileRequest &r) {
     throw CompileRequestError("--tp, --tp-mode, --tp-depth, --sp and --shard apply to training plans (--mode train)");
   if (r.zeroStage > 0)
     throw CompileRequestError("--zero applies to training plans (--mode train)");
+  if (r.syncBatchNorm)
+    throw CompileRequestError("--sync-bn applies to training plans (--mode train)");
   if (r.precision && *r.precision != Precision::FP32)
     throw CompileRequestError("--precision applies to training plans (--mode train)");
   if (!r.configPath.empty() || !r.overrides.empty())
@@ -452,12 +456,19 @@ void compileModel(const CompileRequest &request, std::ostream &out) {
   ImportOptions importOptions = request.import;
   for (const std::string &pattern : recipe.frozen)
     importOptions.frozenPatterns.push_back(pattern);
+  importOptions.randomSeed = (uint64_t)recipe.seed;
+  // Each data-parallel rank's BatchNorm normalizes by its own rows' statistics (torch DDP);
+  // --sync-bn by the whole batch's (SyncBatchNorm).
+  importOptions.batchStatisticGroups = request.syncBatchNorm ? 1 : request.dataParallel;
   mlir::MLIRContext context; // function-level passes run on the functions in parallel
   PhaseClock clock(request.timing);
   ImportedModel model = importOnnxFile(context, request.model, importOptions);
   for (const std::string &warning : model.warnings)
     std::cerr << "cpc: warning: " << warning << "\n";
   clock.mark("import");
+  if (request.printPipeline) // what `cpc import` needs to write the IR this plan starts from
+    out << "import: --seed " << importOptions.randomSeed << " --bn-groups " << importOptions.batchStatisticGroups
+        << "\n";
   PlanOptions plan = request.plan;
   plan.mode = request.mode.value_or(returnsScalarLoss(*model.module) ? PlanMode::Train : PlanMode::Infer);
   if (plan.mode == PlanMode::Train) {

@@ -44,6 +44,8 @@ struct CompileRequest {
   std::vector<std::string> shardRules;     // --shard REGEX=SPEC
   std::optional<int64_t> pipelineStages;   // --pp (parallel.pipeline)
   std::optional<int64_t> microbatches;     // --microbatches (NUM_MICRO_BATCHES)
+  std::optional<int64_t> seed;             // --seed (the config's `seed`)
+  bool syncBatchNorm = false;              // --sync-bn: BatchNorm statistics over all dp ranks
   std::optional<int64_t> virtualStages;    // --virtual-stages
   PipelineScheduleKind schedule = PipelineScheduleKind::OneFOneB;
   std::string pipelineSplit, debugSchedule; // --pp-split, --debug-schedule

@@ -39,7 +39,7 @@ struct KernelContext {
   std::vector<TensorRef> outputs;  // preallocated with their final shapes and types
   OpAttrs attrs;                   // decoded once when the plan is loaded
   int threads = 1;                 // threads the kernel may use
-  uint64_t step = 0;               // execution counter, for random ops that differ per step
+  uint64_t step = 0;               // the training step (else the run count), for random ops
   // The device the tensors live on (null: the host, as in the CPU kernels' unit tests); a CUDA
   // kernel takes its stream, library handles and workspace from it.
   Device *device = nullptr;
@@ -50,6 +50,10 @@ struct KernelContext {
   const std::vector<std::string> *meshAxes = nullptr;
   const int64_t *microbatch = nullptr; // the microbatch the program runs for (point-to-point tags)
   int64_t channels = 1;                // the plan's point-to-point channels (tags: mb * channels + channel)
+
+  /// Where a random op's elements start in its stream: microbatch m of a step draws the positions
+  /// after those of microbatches 0..m-1 (each `numel` long), as if the step's batch were one tensor.
+  int64_t randomOffset(int64_t numel) const { return (microbatch ? *microbatch : 0) * numel; }
 
   /// Decodes `json` into attrs (what the executor does once per step); throws RuntimeError.
   void setAttrs(const nlohmann::json &json);

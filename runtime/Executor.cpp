@@ -403,7 +403,7 @@ void Executor::run(const std::string &name) {
       inFlight_.push_back({i, std::move(work)});
   };
   for (size_t i = 0; i < program->contexts.size(); ++i) {
-    program->contexts[i].step = program->runs;
+    program->contexts[i].step = trainingStep_ >= 0 ? (uint64_t)trainingStep_ : program->runs;
     device_->setFaultSite(faultSite(programIndex, i));
     if (!inFlight_.empty())
       settleCollectives(*program, program->waitsFor[i]);

@@ -60,6 +60,9 @@ public:
   void run(const std::string &name = "main");
   /// The microbatch the next runs are for (tags their point-to-point messages).
   void setMicrobatch(int64_t microbatch) { microbatch_ = microbatch; }
+  /// The training step the next runs belong to: random ops draw from it (by default, from the
+  /// number of times their program has run), so every microbatch program of a step agrees.
+  void setTrainingStep(int64_t step) { trainingStep_ = step; }
   /// Which plan buffers (roots) the programs of `rank` use: the memory the rank allocates.
   static std::vector<bool> buffersOfRank(const Plan &plan, int rank);
   bool hasProgram(const std::string &name) const;
@@ -153,6 +156,7 @@ private:
   std::vector<bool> bound_;       // per plan input
   std::deque<InFlight> inFlight_; // oldest first; empty between runs
   int64_t microbatch_ = 0;
+  int64_t trainingStep_ = -1; // none set: the program's run count
   bool runsHere(const NamedBuffer &n) const;
   MemoryStats memory_;
 };

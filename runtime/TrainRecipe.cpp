@@ -193,6 +193,8 @@ void TrainRecipe::apply(const nlohmann::json &config, const std::string &origin)
       if (!v.is_boolean())
         fail(origin, key, "expected true or false");
       decayNormsAndBiases = v.get<bool>();
+    } else if (key == "seed") {
+      seed = integer(v, origin, key, 0);
     } else if (key == "parallel") {
       if (!v.is_object())
         fail(origin, key, "expected an object like {\"pipeline\": 1, \"tensor\": {\"mode\": null, \"size\": 1}}");
@@ -315,7 +317,7 @@ nlohmann::json TrainRecipe::toJson() const {
           {"NUM_EPOCHS", numEpochs}, {"WARMUP_EPOCHS", warmupEpochs}, {"STEPS_PER_EPOCH", stepsPerEpoch},
           {"lr_schedule", lrSchedule}, {"gradient_accumulation", accumulation}, {"clip_grad_norm", clipGradNorm},
           {"BETAS", {beta1, beta2}}, {"EPS", epsilon}, {"frozen", frozen}, {"no_weight_decay", noWeightDecay},
-          {"decay_norms_and_biases", decayNormsAndBiases},
+          {"decay_norms_and_biases", decayNormsAndBiases}, {"seed", seed},
           {"precision", precision},
           {"fp16", {{"initial_scale", initialScale}, {"growth_factor", growthFactor}, {"backoff_factor", backoffFactor},
                     {"growth_interval", growthInterval}, {"hysteresis", hysteresis}}}};

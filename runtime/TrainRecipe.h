@@ -58,6 +58,9 @@ struct TrainRecipe {
   /// Weight decay on 1-D parameters and *.bias too, as torch.optim.AdamW(model.parameters()) does
   /// (false: MAE's and timm's groups, which leave them alone).
   bool decayNormsAndBiases = false;
+  /// `seed`: the seed of every random op the import makes (Dropout's masks, RandomUniform); each
+  /// op draws its own stream of it (docs/random.md).
+  int64_t seed = 0;
 
   /// Reads `path` over the current values; throws ConfigError naming the file and key.
   void loadFile(const std::string &path);

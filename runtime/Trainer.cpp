@@ -201,6 +201,7 @@ StepMetrics Trainer::step(int64_t index) {
   m.lr = recipe_.lrAt(index);
   bindRuntimeInput(RuntimeInputKind::LearningRate, (float)m.lr);
   bindRuntimeInput(RuntimeInputKind::Step, (float)(optimizerSteps_ + 1));
+  exec_.setTrainingStep(index);
   double lossSum = 0;
   std::string updateProgram = applyProgram_;
   if (schedule_) {
@@ -208,9 +209,11 @@ StepMetrics Trainer::step(int64_t index) {
   } else {
     for (int64_t micro = 0; micro < recipe_.accumulation; ++micro) {
       bindMicrobatch(micro);
+      exec_.setMicrobatch(micro); // random ops draw the microbatch's part of the step's stream
       exec_.run(gradProgram_);
       lossSum += exec_.readScalar("loss", gradProgram_);
     }
+    exec_.setMicrobatch(0);
     if (recipe_.accumulation > 1)
       exec_.run(applyProgram_);
     else

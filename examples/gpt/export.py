@@ -22,13 +22,15 @@ def main():
     ap.add_argument("--size", default="tiny", choices=sorted(CONFIGS))
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--opset", type=int, default=17)
+    ap.add_argument("--dropout", type=float, default=0.0, help="GPT-2's dropout probability (default 0)")
     ap.add_argument("--out-dir", required=True)
     args = ap.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
-    model = build_model(args.size)
+    model = build_model(args.size, dropout=args.dropout)
     cfg = CONFIGS[args.size]
     idx = torch.randint(0, cfg["vocab"], (args.batch, cfg["tokens"]))
-    path = os.path.join(args.out_dir, "gpt-%s-opset%d.onnx" % (args.size, args.opset))
+    stem = "gpt-%s-opset%d" % (args.size, args.opset) + ("-dropout" if args.dropout > 0 else "")
+    path = os.path.join(args.out_dir, stem + ".onnx")
     # As the MAE export: TRAINING mode (eval mode de-duplicates initializers by value, tying every
     # LayerNorm to the first) and no constant folding (which would write the tied head as a
     # separate transposed initializer instead of a Transpose of the embedding).

@@ -112,6 +112,24 @@ MLIRContext *NodeImporter::context() { return &state_.ctx; }
 
 void NodeImporter::fail(const std::string &message) const { throw NodeError(message); }
 
+int64_t NodeImporter::batchStatisticGroups() const { return state_.options.batchStatisticGroups; }
+
+int64_t NodeImporter::randomStreamSeed() {
+  // FNV-1a of the name, then splitmix64's finalizer over each part: stable across builds and
+  // platforms (std::hash is neither).
+  auto mix = [](uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  uint64_t name = 0xCBF29CE484222325ull;
+  for (unsigned char c : node_.output(0))
+    name = (name ^ c) * 0x100000001B3ull;
+  uint64_t own = hasAttr("seed") ? (uint64_t)saturatingInt64(attrFloat("seed")) : 0;
+  uint64_t seed = mix(mix(mix(state_.options.randomSeed) ^ name) ^ own);
+  return (int64_t)(seed >> 1); // an I64 attribute: kept non-negative
+}
+
 /// The tensor behind input i: fails when it is missing or a sequence.
 static ImportedValue &tensorInput(ImportState &state, const onnx::NodeProto &node, size_t i,
                                   const NodeImporter &n) {

@@ -52,6 +52,11 @@ public:
   mlir::OpBuilder &builder();
   mlir::Location loc() const { return loc_; }
   mlir::MLIRContext *context();
+  /// The seed of a random op of this node: the import's seed, the node's identity (its first
+  /// output's name, unique in the graph) and the node's own `seed` attribute, if any, mixed.
+  int64_t randomStreamSeed();
+  /// Groups of rows with batch statistics of their own (ImportOptions::batchStatisticGroups).
+  int64_t batchStatisticGroups() const;
 
   // --- inputs -------------------------------------------------------------
   size_t numInputs() const { return node_.input_size(); }

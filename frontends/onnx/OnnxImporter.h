@@ -28,6 +28,13 @@ struct ImportOptions {
   std::map<std::string, std::vector<int64_t>> inputShapes;
   /// Parameters whose names match one of these regexes are imported as frozen.
   std::vector<std::string> frozenPatterns;
+  /// The seed of the random ops the import makes (config key `seed`); each op mixes it with its
+  /// own identity into the stream it draws (docs/random.md).
+  uint64_t randomSeed = 0;
+  /// Training-mode BatchNormalization computes its batch statistics over this many groups of
+  /// rows each (the data-parallel ranks, as each rank's BatchNorm under DDP); 1: over the whole
+  /// batch (SyncBatchNorm, `--sync-bn`, and one rank).
+  int64_t batchStatisticGroups = 1;
   /// Run the clean-up pipeline (fold LayerNorm/GELU chains, canonicalize, CSE) after import.
   bool cleanup = true;
 };

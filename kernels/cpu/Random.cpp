@@ -1,7 +1,8 @@
 //===- Random.cpp - random_uniform -----------------------------------------===//
 //
-// Counter-based: element i is a pure function of (seed, step, i), so results are
-// deterministic and independent of the thread count and of how the loop is split.
+// Counter-based: element i is a pure function of (seed, step, position), the position being i
+// after the elements of the step's earlier microbatches, so results are deterministic and
+// independent of the thread count, of how the loop is split and of the parallel layout.
 //
 #include "kernels/Checks.h"
 #include "kernels/cpu/Kernel.h"
@@ -37,10 +38,11 @@ template <typename T> void fillUniform(const KernelContext &ctx, T *y, int64_t n
   const T lo = T(low), span = T(high - low), hi = T(high);
   // Rounding low + span*u can reach `high`; the largest value below it stands in.
   const T below = std::nextafter(hi, lo);
+  const int64_t offset = ctx.randomOffset(n);
   int threads = std::max(1, ctx.threads);
 #pragma omp parallel for num_threads(threads) if (n > (1 << 15))
   for (int64_t i = 0; i < n; ++i) {
-    T v = lo + span * unitFloat<T>(mix64(key + uint64_t(i + 1) * 0x9E3779B97F4A7C15ull));
+    T v = lo + span * unitFloat<T>(mix64(key + uint64_t(offset + i + 1) * 0x9E3779B97F4A7C15ull));
     y[i] = (v >= hi && hi > lo) ? below : v;
   }
 }

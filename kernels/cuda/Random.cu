@@ -1,7 +1,7 @@
 //===- Random.cu - cpc.random_uniform on the GPU ----------------------------===//
 //
 // The CPU kernel's counter-based generator (RandomMath.h), one grid-stride launch: element i is
-// a function of (seed, step, i) only, so the values equal the CPU's bit for bit whatever the
+// a function of (seed, step, position) only, so the values equal the CPU's bit for bit whatever the
 // launch shape.
 //
 #include "kernels/Checks.h"
@@ -16,9 +16,10 @@ namespace cuda {
 namespace {
 
 // T is the storage type; values are drawn in its compute type (f32 for f16/bf16).
-template <typename T> __global__ void uniformKernel(T *y, int64_t n, uint64_t key, UniformRange<ComputeT<T>> range) {
+template <typename T>
+__global__ void uniformKernel(T *y, int64_t n, int64_t offset, uint64_t key, UniformRange<ComputeT<T>> range) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    store(y, i, uniformAt(range, key, i));
+    store(y, i, uniformAt(range, key, offset + i));
 }
 
 void randomUniformHost(KernelContext &ctx) {
@@ -34,7 +35,7 @@ void randomUniformHost(KernelContext &ctx) {
       return;
     LaunchConfig config = elementwiseLaunch(n, device.multiprocessors());
     uniformKernel<T><<<(unsigned)config.blocks, config.threads, 0, device.stream()>>>(
-        out.as<T>(), n, key, uniformRange<ComputeT<T>>(low, high));
+        out.as<T>(), n, ctx.randomOffset(n), key, uniformRange<ComputeT<T>>(low, high));
     checkLaunch(ctx);
   });
 }

@@ -1,10 +1,11 @@
 //===- RandomMath.h - random_uniform's counter-based generator, GPU and host ===//
 //
-// The generator of kernels/cpu/Random.cpp, bit for bit: element i of a step is a pure function
-// of (seed, step, i): splitmix64's stream for a key mixed from seed and step, read at position
-// i, scaled to [0, 1) and then to [low, high). The scaling is a separately rounded multiply and
-// add (no FMA, as on the CPU), so the GPU's values equal the CPU's exactly. f16/bf16 outputs
-// are the f32 values rounded once, as the CPU kernel's widening does.
+// The generator of kernels/cpu/Random.cpp, bit for bit: each element is a pure function of
+// (seed, step, position) (docs/random.md): splitmix64's stream for a key mixed from seed and
+// step, read at the element's position, scaled to [0, 1) and then to [low, high). The scaling is
+// a separately rounded multiply and add (no FMA, as on the CPU), so the GPU's values equal the
+// CPU's exactly. f16/bf16 outputs are the f32 values rounded once, as the CPU kernel's widening
+// does.
 //
 #ifndef CPC_KERNELS_CUDA_RANDOMMATH_H
 #define CPC_KERNELS_CUDA_RANDOMMATH_H

@@ -216,6 +216,25 @@ RANDOM_OPS = {"RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNorma
               "Multinomial"}
 
 
+def drops_at_random(model, feeds):
+    """Whether a Dropout node of `model` runs in training mode with a ratio above 0 (its mask is
+    random), its ratio and training_mode read from the test's inputs or the graph's constants."""
+    constants = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            constants[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+    value = lambda name: numpy_helper.to_array(feeds[name]) if name in feeds else constants.get(name)
+    for node in model.graph.node:
+        if node.op_type != "Dropout" or len(node.input) < 3 or not node.input[2]:
+            continue
+        training = value(node.input[2])
+        ratio = value(node.input[1]) if len(node.input) > 1 and node.input[1] else 0.5
+        if training is None or bool(np.asarray(training).reshape(-1)[0]):
+            if ratio is None or float(np.asarray(ratio).reshape(-1)[0]) > 0:
+                return True
+    return False
+
+
 def unsupported_reason(message):
     """Normalized cpc 'not supported' message (no paths, node names) for the histogram."""
     m = message
@@ -348,6 +367,8 @@ def run_test(test_dir, work_root, verbose=False, device="cpu"):
                 raise Outcome(FAIL, "%s has %d outputs, the model %d" %
                               (os.path.basename(set_dir), len(out_files), len(outputs)))
             feeds = {vi.name: load_tensor(f) for vi, f in zip(inputs, in_files)}
+            if drops_at_random(model, feeds) and "Dropout" not in random:
+                random.append("Dropout")
             files = {vi.name: f for vi, f in zip(inputs, in_files)}
             for vi in inputs:  # the bf16 tests store their values as uint16 bit patterns
                 if vi.type.tensor_type.elem_type == TP.BFLOAT16 and feeds[vi.name].data_type == TP.UINT16:

@@ -51,6 +51,11 @@ PARALLEL = {(m, e): [["--dp", "2"]] for m in ["hf_gpt2", "hf_bert", "hf_llama", 
             for e in ["dynamo", "ts17"]}
 for _model in ["hf_gpt2", "hf_bert", "hf_llama", "hf_vitmae", "timm_vit"]:
     PARALLEL[(_model, "ts17")].append(["--tp", "2"])
+# BatchNorm models equal one rank with statistics over the whole batch (SyncBatchNorm); without
+# --sync-bn each rank normalizes by its own half, as torch DDP (tests/e2e/test_batch_norm.py).
+for _model in ["timm_resnet", "tv_mobilenet_v3_small"]:
+    for _exporter in ["dynamo", "ts17"]:
+        PARALLEL[(_model, _exporter)] = [["--dp", "2", "--sync-bn"]]
 
 
 def load_json(path):

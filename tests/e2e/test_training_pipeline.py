@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """End-to-end: the passes `cpc compile` runs are one registered pipeline. For each layout, the IR a
 plan is built from (`cpc compile --dump-ir`) equals what `cpc-opt --cpc-training-pipeline=...`
-(as `cpc compile --print-pipeline` prints it) makes of `cpc import`'s output, byte for byte; and
+(as `cpc compile --print-pipeline` prints it) makes of `cpc import`'s output (with the import
+flags it prints: the seed, BatchNorm's statistic groups), byte for byte; and
 an inference plan's IR is `cpc-opt --cpc-inference-pipeline`'s, and `cpc import`'s clean-up is
 `cpc-opt --cpc-import-pipeline`. Both tools refuse the same option combinations in the same words.
 """
@@ -45,7 +46,11 @@ def main():
                 m = re.search(r"^pipeline: (--cpc-%s-pipeline(='[^']*')?)$" % pipeline, proc.stdout, re.M)
                 assert m, "no pipeline line in:\n" + proc.stdout
                 option = m.group(1).replace("'", "")
-                run([tool("cpc-opt"), imported, option, "-o", reproduced])
+                m = re.search(r"^import: (.*)$", proc.stdout, re.M)
+                assert m, "no import line in:\n" + proc.stdout
+                layout_import = os.path.join(work, "layout-imported.mlir")
+                run([tool("cpc"), "import", model, *m.group(1).split(), "-o", layout_import])
+                run([tool("cpc-opt"), layout_import, option, "-o", reproduced])
                 a, b = open(dumped).read(), open(reproduced).read()
                 assert a == b, "cpc-opt %s differs from the plan's IR (%d vs %d bytes)" % (option, len(b), len(a))
                 assert infer or "cpc.phase = #cpc.phase<" in a, "no training phase in the IR"

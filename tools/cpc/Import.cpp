@@ -28,6 +28,9 @@ Options:
   -o FILE                    Write the MLIR to FILE instead of stdout
   --input-shape NAME=AxBxC   Static shape for a graph input with symbolic dims (repeatable)
   --frozen REGEX             Import matching parameters as frozen (not trainable; repeatable)
+  --seed N                   The seed of the random ops (Dropout's masks; `cpc compile --seed`)
+  --bn-groups G              Training BatchNorm: statistics over G groups of the batch's rows each
+                             (what `cpc compile --dp G` imports without --sync-bn; default 1)
   --no-cleanup               Skip the clean-up passes (LayerNorm/GELU folding, canonicalize, CSE)
   --summary                  Print a summary (ops by kind, parameters, inputs, outputs, time)
                              instead of the IR
@@ -82,6 +85,7 @@ int runImport(int argc, char **argv) {
   cl::opt<std::string> output("o", in);
   cl::list<std::string> inputShapes("input-shape", in), frozen("frozen", in);
   cl::opt<bool> noCleanup("no-cleanup", in), summary("summary", in), debugInfo("print-debuginfo", in);
+  cl::opt<int64_t> seed("seed", in, cl::init(0)), bnGroups("bn-groups", in, cl::init(1));
   parseSubcommandFlags(argc, argv, sub);
   std::string input = onePositional(positionals, "import", "model");
   cpc::ImportOptions options;
@@ -89,6 +93,12 @@ int runImport(int argc, char **argv) {
     parseInputShapeFlag(shape, options);
   options.frozenPatterns.assign(frozen.begin(), frozen.end());
   options.cleanup = !noCleanup;
+  if (seed < 0)
+    throw UsageError("--seed expects a number >= 0, got " + std::to_string(seed));
+  if (bnGroups < 1)
+    throw UsageError("--bn-groups expects a number >= 1, got " + std::to_string(bnGroups));
+  options.randomSeed = (uint64_t)seed.getValue();
+  options.batchStatisticGroups = bnGroups;
 
   mlir::MLIRContext context;
   context.disableMultithreading(); // deterministic output, and no thread pool for one import

@@ -107,21 +107,6 @@ void importIdentity(NodeImporter &n) {
   n.setOutput(0, n.inputValue(0)); // sequences too (Identity-14)
 }
 
-/// Dropout is the identity at inference and at ratio 0; a random mask is not supported.
-void importDropout(NodeImporter &n) {
-  double ratio = n.hasInput(1) ? n.requireConstScalar(1, "ratio").getDouble(0) : n.attrFloat("ratio", 0.5);
-  bool training = n.hasInput(2) && n.requireConstScalar(2, "training_mode").getInt(0) != 0;
-  if (training && ratio > 0)
-    n.fail("dropout in training mode (ratio " + std::to_string(ratio) +
-           ") is not supported; export with ratio 0 or in eval mode");
-  importIdentity(n);
-  if (n.node().output_size() > 1 && !n.node().output(1).empty()) {
-    ConstTensor ones(onnx::TensorProto_DataType_BOOL, n.inputShape(0));
-    ones = ones.map(onnx::TensorProto_DataType_BOOL, [](double) { return 1.0; });
-    n.setOutput(1, n.constant(ones));
-  }
-}
-
 void importWhere(NodeImporter &n) {
   if (n.allInputsConstant()) {
     const ConstTensor &c = *n.constInput(0), &a = *n.constInput(1), &b = *n.constInput(2);
@@ -334,7 +319,6 @@ void registerElementwiseHandlers(HandlerRegistry &r) {
   r.add("Cast", importCast, 1, kNewestOpset);
   r.add("Identity", importIdentity, 1, kNewestOpset);
   r.add("CastLike", importCastLike, 15, kNewestOpset);
-  r.add("Dropout", importDropout);
   r.add("Where", importWhere);
   r.add("Clip", importClip, 11);
 }

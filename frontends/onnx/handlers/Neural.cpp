@@ -336,19 +336,21 @@ void importScatterND(NodeImporter &n) {
   n.setOutput(0, n.emit1<ScatterNDOp>({n.input(0), n.input(1), n.input(2)}, {n.namedScatterReduction(reduction)}));
 }
 
+/// Uniform numbers in [low, high) of `shape`, from this node's stream (docs/random.md).
+Value emitRandomUniform(NodeImporter &n, const std::vector<int64_t> &shape, Type et, double low, double high) {
+  if (!et.isF32() && !et.isF64())
+    n.fail("random values of type other than float or double are not supported");
+  auto type = RankedTensorType::get(shape, et);
+  return n.builder().create<RandomUniformOp>(n.loc(), type, n.builder().getF64FloatAttr(low),
+                                             n.builder().getF64FloatAttr(high),
+                                             n.builder().getI64IntegerAttr(n.randomStreamSeed()));
+}
+
 void emitRandomUniform(NodeImporter &n, const std::vector<int64_t> &shape, int dtype) {
   Type et = n.elementType(dtype);
   if (!llvm::isa<FloatType>(et))
     n.fail("dtype must be floating point");
-  // Without a seed ONNX leaves the stream unspecified; cpc derives one from the node's output
-  // name (unique in the graph, unlike node names, which may be empty) so runs are reproducible
-  // and two nodes never share a stream.
-  int64_t seed = n.hasAttr("seed") ? saturatingInt64(n.attrFloat("seed"))
-                                   : (int64_t)(std::hash<std::string>()(n.node().output(0)) & 0x7fffffff);
-  auto type = RankedTensorType::get(shape, et);
-  n.setOutput(0, n.builder().create<RandomUniformOp>(n.loc(), type, n.builder().getF64FloatAttr(n.attrFloat("low", 0.0)),
-                                                     n.builder().getF64FloatAttr(n.attrFloat("high", 1.0)),
-                                                     n.builder().getI64IntegerAttr(seed)).getResult());
+  n.setOutput(0, emitRandomUniform(n, shape, et, n.attrFloat("low", 0.0), n.attrFloat("high", 1.0)));
 }
 
 void importRandomUniform(NodeImporter &n) {
@@ -370,6 +372,35 @@ void importRandomUniformLike(NodeImporter &n) {
   emitRandomUniform(n, n.inputShape(0), dtype);
 }
 
+/// Dropout: in training mode each element is kept when its uniform draw is >= ratio and scaled
+/// by 1 / (1 - ratio). The draws depend on (seed, step, op, the element's index in the global
+/// tensor) only, so every parallel layout drops the same elements (docs/random.md).
+void importDropout(NodeImporter &n) {
+  double ratio = n.hasInput(1) ? n.requireConstScalar(1, "ratio").getDouble(0) : n.attrFloat("ratio", 0.5);
+  bool training = n.hasInput(2) && n.requireConstScalar(2, "training_mode").getInt(0) != 0;
+  if (!(ratio >= 0 && ratio <= 1))
+    n.fail("ratio must be in [0, 1], got " + std::to_string(ratio));
+  bool maskWanted = n.node().output_size() > 1 && !n.node().output(1).empty();
+  if (!training || ratio == 0) {
+    n.setOutput(0, n.inputValue(0));
+    if (maskWanted) {
+      ConstTensor ones(onnx::TensorProto_DataType_BOOL, n.inputShape(0));
+      n.setOutput(1, ones.map(onnx::TensorProto_DataType_BOOL, [](double) { return 1.0; }));
+    }
+    return;
+  }
+  Type et = n.inputType(0).getElementType();
+  if (!llvm::isa<FloatType>(et))
+    n.fail("training-mode dropout of a non-float tensor");
+  Value draws = emitRandomUniform(n, n.inputShape(0), n.builder().getF32Type(), 0.0, 1.0);
+  Value kept = n.emit1<GreaterEqualOp>({draws, n.scalar(ratio, n.builder().getF32Type())});
+  double scale = ratio < 1 ? 1.0 / (1.0 - ratio) : 0.0;
+  Value factor = n.emit1<WhereOp>({kept, n.scalar(scale, et), n.scalar(0.0, et)});
+  n.setOutput(0, n.emit1<MulOp>({n.input(0), factor}));
+  if (maskWanted)
+    n.setOutput(1, kept);
+}
+
 } // namespace
 
 void registerNeuralHandlers(HandlerRegistry &r) {
@@ -384,6 +415,7 @@ void registerNeuralHandlers(HandlerRegistry &r) {
   r.add("ScatterND", importScatterND, 1, kNewestOpset);
   r.add("RandomUniform", importRandomUniform);
   r.add("RandomUniformLike", importRandomUniformLike);
+  r.add("Dropout", importDropout);
 }
 
 } // namespace cpc::onnx_import

@@ -12,7 +12,7 @@ namespace {
 
 template <typename T>
 std::vector<T> uniform(DType dtype, int64_t n, double low, double high, int64_t seed, uint64_t step,
-                       int threads = 1) {
+                       int threads = 1, const int64_t *microbatch = nullptr) {
   std::vector<T> y(n);
   nlohmann::json attrs = {{"low", low}, {"high", high}, {"seed", seed}};
   KernelContext ctx;
@@ -21,6 +21,7 @@ std::vector<T> uniform(DType dtype, int64_t n, double low, double high, int64_t 
   ctx.setAttrs(attrs);
   ctx.threads = threads;
   ctx.step = step;
+  ctx.microbatch = microbatch;
   KernelFn fn = KernelRegistry::cpu().find(OpKind::RandomUniform);
   EXPECT_NE(fn, nullptr);
   if (fn)
@@ -34,6 +35,17 @@ TEST(RandomKernels, SameSeedAndStepGiveSameValuesAcrossThreadCounts) {
   auto a = uniform<float>(DType::F32, 100000, 0, 1, 42, 3, 1);
   auto b = uniform<float>(DType::F32, 100000, 0, 1, 42, 3, 4);
   EXPECT_EQ(a, b);
+}
+
+// Microbatch m of a step draws the positions after those of microbatches 0..m-1: two halves
+// drawn as microbatches 0 and 1 are the whole tensor drawn at once (docs/random.md).
+TEST(RandomKernels, MicrobatchesContinueTheStepsStream) {
+  const int64_t first = 0, second = 1;
+  auto whole = uniform<float>(DType::F32, 1000, 0, 1, 9, 4);
+  auto a = uniform<float>(DType::F32, 500, 0, 1, 9, 4, 1, &first);
+  auto b = uniform<float>(DType::F32, 500, 0, 1, 9, 4, 1, &second);
+  a.insert(a.end(), b.begin(), b.end());
+  EXPECT_EQ(a, whole);
 }
 
 TEST(RandomKernels, DifferentStepOrSeedDiffers) {
