@@ -23,6 +23,7 @@ KernelContext subContext(const KernelContext &ctx, OpKind op, std::vector<Tensor
   sub.attrs = ctx.attrs;
   sub.threads = ctx.threads;
   sub.step = ctx.step;
+  sub.microbatch = ctx.microbatch; // random ops: where the microbatch's draws start
   return sub;
 }
 

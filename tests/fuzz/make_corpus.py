@@ -6,7 +6,9 @@
     make_corpus.py --build-seeds DIR --cpc BIN
                                          compile plans with this build's cpc into DIR/plan_reader/
                                          (ctest's fuzz.seeds fixture: plans follow the plan format
-                                         of the build, so they are not checked in)
+                                         of the build, so they are not checked in), and write the
+                                         model-zoo fixtures' graphs into DIR/onnx_import_zoo/ (made
+                                         from the committed tests/models/fixtures, not copied)
 
 Seed files carry no .onnx/.npy extension (those are ignored by git here); the targets choose the
 extension of the file they write themselves (tensor_reader: the first byte, even .npy, odd .pb).
@@ -134,8 +136,36 @@ def source_seeds():
     write("train_config", "empty", b"{}\n")
 
 
+def zoo_seeds(out):
+    """The graphs of tests/models/fixtures (Hugging Face, timm and torchvision models from
+    today's exporters, opsets 17-20) as importer seeds: each weight kept as external data (not
+    committed) becomes a graph input of its type and shape, so the import runs every node's
+    handler without the weights."""
+    import onnx
+
+    out = os.path.join(out, "onnx_import_zoo")
+    os.makedirs(out, exist_ok=True)
+    paths = sorted(glob.glob(os.path.join(ROOT, "tests", "models", "fixtures", "*", "*.onnx")))
+    for path in paths:
+        model = onnx.load(path, load_external_data=False)
+        kept = []
+        for init in model.graph.initializer:
+            if init.data_location == onnx.TensorProto.EXTERNAL:
+                model.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+            else:
+                kept.append(init)
+        del model.graph.initializer[:]
+        model.graph.initializer.extend(kept)
+        name = "zoo_%s_%s" % (os.path.basename(os.path.dirname(path)), os.path.basename(path)[: -len(".onnx")])
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(model.SerializeToString())
+    print(f"make_corpus: {len(paths)} model-zoo graphs in {out}")
+
+
 def build_seeds(out, cpc):
-    """Plans compiled from the checked-in torch seeds: infer, train, train from a config, dp, ZeRO, pp."""
+    """Plans compiled from the checked-in torch seeds: infer, train, train from a config, dp, ZeRO, pp;
+    and the model-zoo graphs."""
+    zoo_seeds(out)
     out = os.path.join(out, "plan_reader")
     os.makedirs(out, exist_ok=True)
     train = os.path.join(CORPUS, "onnx_import", "torch_mlp_train")

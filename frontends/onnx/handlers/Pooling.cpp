@@ -2,8 +2,9 @@
 //
 // Written with the dialect's reductions, pads, strided slices and elementwise ops, so each brings
 // those ops' gradients, sharding rules, costs and kernels along: batch statistics are a mean over
-// the batch dim (split over dp, it becomes an all-reduced mean: SyncBatchNorm's statistics), and a
-// pooling window is the max or sum of k*k strided slices of the padded input.
+// the batch dim (split over dp, an all-reduced mean: SyncBatchNorm's; or, viewed as groups of rows,
+// each rank's own), and a pooling window is the max or sum of the kernel's strided slices of the
+// padded input.
 //===----------------------------------------------------------------------===//
 #include "dialects/cpc/Variables.h"
 #include "frontends/onnx/NodeImporter.h"
@@ -116,71 +117,100 @@ void importBatchNormalization(NodeImporter &n) {
                                                               n.emit1<MulOp>({batchVar, n.scalar(1 - momentum, et)})}));
 }
 
-/// The windows of a 2-D pool: kernel, strides, pads (top, left, bottom, right; from auto_pad
-/// where it says SAME), output size, and with ceil_mode the rows and columns the last windows
-/// reach past the bottom and right pads (padded too, but counted by no average).
+/// The windows of a pool over the S spatial dims of N x C x D1 x ... x DS: kernel, strides,
+/// dilations, pads (S begins, then S ends; from auto_pad where it says SAME), output size, and
+/// with ceil_mode the positions the last windows reach past the end pads (padded too, but
+/// counted by no average).
 struct PoolWindow {
-  std::vector<int64_t> kernel, strides, pads, out, ceilExtra{0, 0};
+  std::vector<int64_t> kernel, strides, dilations, pads, out, ceilExtra;
+  size_t spatial() const { return kernel.size(); }
+  int64_t span(size_t d) const { return (kernel[d] - 1) * dilations[d] + 1; } // a window's extent
 };
 
 PoolWindow poolWindow(NodeImporter &n) {
   std::vector<int64_t> in = n.inputShape(0);
-  if (in.size() != 4)
-    n.fail("pooling over other than 2 spatial dims (N x C x H x W) is not supported, got rank " + std::to_string(in.size()));
+  if (in.size() < 3 || in.size() > 5)
+    n.fail("pooling needs 1 to 3 spatial dims (N x C x D1 ...), got rank " + std::to_string(in.size()));
+  size_t s = in.size() - 2;
   PoolWindow w;
   w.kernel = n.attrInts("kernel_shape");
-  w.strides = n.attrInts("strides", std::vector<int64_t>{1, 1});
-  w.pads = n.attrInts("pads", std::vector<int64_t>{0, 0, 0, 0});
+  w.strides = n.attrInts("strides", std::vector<int64_t>(s, 1));
+  w.dilations = n.attrInts("dilations", std::vector<int64_t>(s, 1));
+  w.pads = n.attrInts("pads", std::vector<int64_t>(2 * s, 0));
+  if (w.kernel.size() != s || w.strides.size() != s || w.dilations.size() != s || w.pads.size() != 2 * s)
+    n.fail("kernel_shape, strides, dilations and pads must describe " + std::to_string(s) + " spatial dims");
   std::string autoPad = n.attrString("auto_pad", "NOTSET");
   if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
     n.fail("auto_pad " + autoPad + " is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER");
-  if (n.attrInts("dilations", std::vector<int64_t>{1, 1}) != std::vector<int64_t>{1, 1})
-    n.fail("dilations other than 1 are not supported");
-  if (w.kernel.size() != 2 || w.strides.size() != 2 || w.pads.size() != 4)
-    n.fail("kernel_shape, strides and pads must describe 2 spatial dims");
   bool ceil = n.attrInt("ceil_mode", 0) != 0;
-  for (int d = 0; d < 2; ++d) {
-    if (w.kernel[d] < 1 || w.strides[d] < 1)
-      n.fail("kernel_shape and strides must be >= 1");
+  w.ceilExtra.assign(s, 0);
+  for (size_t d = 0; d < s; ++d) {
+    if (w.kernel[d] < 1 || w.strides[d] < 1 || w.dilations[d] < 1)
+      n.fail("kernel_shape, strides and dilations must be >= 1");
+    int64_t size = in[2 + d];
     if (autoPad == "VALID") {
-      w.pads[d] = w.pads[d + 2] = 0;
-    } else if (autoPad != "NOTSET") { // SAME: ceil(in / stride) outputs, the odd pad after (UPPER) or before
-      int64_t outputs = (in[2 + d] + w.strides[d] - 1) / w.strides[d];
-      int64_t total = std::max<int64_t>((outputs - 1) * w.strides[d] + w.kernel[d] - in[2 + d], 0);
+      w.pads[d] = w.pads[d + s] = 0;
+    } else if (autoPad != "NOTSET") { // SAME: ceil(size / stride) outputs, the odd pad after (UPPER) or before
+      int64_t outputs = (size + w.strides[d] - 1) / w.strides[d];
+      int64_t total = std::max<int64_t>((outputs - 1) * w.strides[d] + w.span(d) - size, 0);
       w.pads[d] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      w.pads[d + 2] = total - w.pads[d];
+      w.pads[d + s] = total - w.pads[d];
     }
-    int64_t padded = in[2 + d] + w.pads[d] + w.pads[d + 2];
-    if (padded < w.kernel[d])
-      n.fail("a " + std::to_string(w.kernel[d]) + "-wide window does not fit");
-    int64_t span = padded - w.kernel[d];
-    int64_t outputs = (ceil ? (span + w.strides[d] - 1) / w.strides[d] : span / w.strides[d]) + 1;
+    int64_t padded = size + w.pads[d] + w.pads[d + s];
+    if (padded < w.span(d))
+      n.fail("a " + std::to_string(w.span(d)) + "-wide window does not fit");
+    int64_t room = padded - w.span(d);
+    int64_t outputs = (ceil ? (room + w.strides[d] - 1) / w.strides[d] : room / w.strides[d]) + 1;
     // ceil_mode: a last window must start inside the input or its leading pad (ONNX, torch).
-    if (ceil && (outputs - 1) * w.strides[d] >= in[2 + d] + w.pads[d])
+    if (ceil && (outputs - 1) * w.strides[d] >= size + w.pads[d])
       --outputs;
     w.out.push_back(outputs);
-    w.ceilExtra[d] = std::max<int64_t>((outputs - 1) * w.strides[d] + w.kernel[d] - padded, 0);
+    w.ceilExtra[d] = std::max<int64_t>((outputs - 1) * w.strides[d] + w.span(d) - padded, 0);
   }
   return w;
+}
+
+/// Each window position's offsets (one per spatial dim), in row-major order.
+std::vector<std::vector<int64_t>> windowOffsets(const PoolWindow &w) {
+  std::vector<std::vector<int64_t>> all{{}};
+  for (size_t d = 0; d < w.spatial(); ++d) {
+    std::vector<std::vector<int64_t>> next;
+    for (const auto &prefix : all)
+      for (int64_t k = 0; k < w.kernel[d]; ++k) {
+        next.push_back(prefix);
+        next.back().push_back(k * w.dilations[d]);
+      }
+    all = std::move(next);
+  }
+  return all;
 }
 
 /// The input padded with `value`, and each window position's strided slice of it, in order.
 std::vector<Value> windowSlices(NodeImporter &n, const PoolWindow &w, double value) {
   std::vector<int64_t> in = n.inputShape(0);
+  size_t s = w.spatial();
   Value x = n.input(0);
-  std::vector<int64_t> high{0, 0, w.pads[2] + w.ceilExtra[0], w.pads[3] + w.ceilExtra[1]};
-  if (w.pads[0] || w.pads[1] || high[2] || high[3])
-    x = n.emit1<PadOp>({x}, {n.namedI64s("low_padding", {0, 0, w.pads[0], w.pads[1]}),
-                             n.namedI64s("high_padding", high),
-                             n.namedI64s("interior_padding", {0, 0, 0, 0}), n.namedF64("value", value)});
+  std::vector<int64_t> low(2, 0), high(2, 0);
+  for (size_t d = 0; d < s; ++d) {
+    low.push_back(w.pads[d]);
+    high.push_back(w.pads[d + s] + w.ceilExtra[d]);
+  }
+  if (llvm::any_of(low, [](int64_t v) { return v != 0; }) || llvm::any_of(high, [](int64_t v) { return v != 0; }))
+    x = n.emit1<PadOp>({x}, {n.namedI64s("low_padding", low), n.namedI64s("high_padding", high),
+                             n.namedI64s("interior_padding", std::vector<int64_t>(in.size(), 0)),
+                             n.namedF64("value", value)});
+  std::vector<int64_t> strides{1, 1};
+  strides.insert(strides.end(), w.strides.begin(), w.strides.end());
   std::vector<Value> slices;
-  for (int64_t a = 0; a < w.kernel[0]; ++a)
-    for (int64_t b = 0; b < w.kernel[1]; ++b) {
-      std::vector<int64_t> lo{0, 0, a, b};
-      std::vector<int64_t> hi{in[0], in[1], a + (w.out[0] - 1) * w.strides[0] + 1, b + (w.out[1] - 1) * w.strides[1] + 1};
-      slices.push_back(n.emit1<SliceOp>({x}, {n.namedI64s("starts", lo), n.namedI64s("limits", hi),
-                                              n.namedI64s("strides", {1, 1, w.strides[0], w.strides[1]})}));
+  for (const std::vector<int64_t> &offset : windowOffsets(w)) {
+    std::vector<int64_t> lo{0, 0}, hi{in[0], in[1]};
+    for (size_t d = 0; d < s; ++d) {
+      lo.push_back(offset[d]);
+      hi.push_back(offset[d] + (w.out[d] - 1) * w.strides[d] + 1);
     }
+    slices.push_back(n.emit1<SliceOp>({x}, {n.namedI64s("starts", lo), n.namedI64s("limits", hi),
+                                            n.namedI64s("strides", strides)}));
+  }
   return slices;
 }
 
@@ -195,6 +225,17 @@ void importMaxPool(NodeImporter &n) {
   n.setOutput(0, y);
 }
 
+/// How many of a window's taps along spatial dim d, starting at output position `pos`, an
+/// average counts: those inside the input (and the pads with count_include_pad).
+int64_t countedTaps(const PoolWindow &w, size_t d, int64_t size, int64_t pos, bool includePad) {
+  int64_t start = pos * w.strides[d] - w.pads[d];
+  int64_t lo = includePad ? -w.pads[d] : 0, hi = size + (includePad ? w.pads[d + w.spatial()] : 0);
+  int64_t taps = 0;
+  for (int64_t k = 0; k < w.kernel[d]; ++k)
+    taps += start + k * w.dilations[d] >= lo && start + k * w.dilations[d] < hi;
+  return taps;
+}
+
 /// AveragePool: the window sums over the window's size (count_include_pad), or over the number
 /// of input elements in each window; a constant of the output's spatial shape where windows
 /// differ (the pads excluded, or ceil_mode's last windows, which count no element past the pads).
@@ -207,25 +248,25 @@ void importAveragePool(NodeImporter &n) {
     sum = n.emit1<AddOp>({sum, slices[i]});
   Type et = n.inputType(0).getElementType();
   bool includePad = n.attrInt("count_include_pad", 0) != 0;
-  if (includePad && w.ceilExtra == std::vector<int64_t>{0, 0}) {
-    n.setOutput(0, n.emit1<MulOp>({sum, n.scalar(1.0 / (w.kernel[0] * w.kernel[1]), et)}));
+  if (includePad && llvm::all_of(w.ceilExtra, [](int64_t e) { return e == 0; })) {
+    n.setOutput(0, n.emit1<MulOp>({sum, n.scalar(1.0 / (double)slices.size(), et)}));
     return;
   }
-  std::vector<double> inverse;
-  for (int64_t i = 0; i < w.out[0]; ++i)
-    for (int64_t j = 0; j < w.out[1]; ++j) {
-      auto covered = [&](int64_t pos, int d) {
-        int64_t start = pos * w.strides[d] - w.pads[d];
-        int64_t lo = includePad ? -w.pads[d] : 0, hi = in[2 + d] + (includePad ? w.pads[d + 2] : 0);
-        return std::min(start + w.kernel[d], hi) - std::max(start, lo);
-      };
-      inverse.push_back(1.0 / double(covered(i, 0) * covered(j, 1)));
-    }
-  auto dtype = n.inputType(0).getElementType().isF64() ? onnx::TensorProto_DataType_DOUBLE
-                                                       : onnx::TensorProto_DataType_FLOAT;
-  Value scale = n.constant(ConstTensor::fromDoubles(inverse, {1, 1, w.out[0], w.out[1]}, dtype));
+  // The divisor is a product over the spatial dims of each position's counted taps.
+  std::vector<int64_t> shape{1, 1};
+  shape.insert(shape.end(), w.out.begin(), w.out.end());
+  std::vector<double> inverse{1.0};
+  for (size_t d = 0; d < w.spatial(); ++d) {
+    std::vector<double> next;
+    for (double prefix : inverse)
+      for (int64_t pos = 0; pos < w.out[d]; ++pos)
+        next.push_back(prefix / (double)countedTaps(w, d, in[2 + d], pos, includePad));
+    inverse = std::move(next);
+  }
+  auto dtype = et.isF64() ? onnx::TensorProto_DataType_DOUBLE : onnx::TensorProto_DataType_FLOAT;
+  Value scale = n.constant(ConstTensor::fromDoubles(inverse, shape, dtype));
   if (!et.isF32() && !et.isF64())
-    scale = n.emitTyped<CastOp>(RankedTensorType::get({1, 1, w.out[0], w.out[1]}, et), {scale});
+    scale = n.emitTyped<CastOp>(RankedTensorType::get(shape, et), {scale});
   n.setOutput(0, n.emit1<MulOp>({sum, scale}));
 }
 
