@@ -129,6 +129,17 @@ def train_plan(plan, steps, inputs, out_prefix):
     return lines, params, summary
 
 
+def check_loss_moves_and_clip_engages(steps, clip, fall=0.8):
+    """The single-rank run a layout test compares against must be a real test: the loss ends
+    below `fall` times where it started and the clip engages on some steps but not all. Returns
+    a line that says so."""
+    clipped = sum(1 for m in steps if m["grad_norm"] > clip)
+    assert steps[-1]["loss"] < fall * steps[0]["loss"], "the loss did not fall: %s" % [round(m["loss"], 4) for m in steps]
+    assert 0 < clipped < len(steps), "the clip engaged on %d of %d steps: %s" % (
+        clipped, len(steps), [round(m["grad_norm"], 3) for m in steps])
+    return "loss %.4f -> %.4f, clip engaged on %d of %d steps" % (steps[0]["loss"], steps[-1]["loss"], clipped, len(steps))
+
+
 def compare_training(ours, single, params, single_params, steps, tol=1e-5):
     """Checks a parallel run against the single-rank run: per-step loss and grad_norm within `tol`
     relative, final parameters (the --output-dir .npy files) within `tol`. The key third of a

@@ -20,7 +20,6 @@ moves the loss, a clip that engages):
   equals that run within 1e-5.
 """
 import copy
-import json
 import os
 
 import numpy as np
@@ -29,7 +28,7 @@ import onnx.numpy_helper
 import torch
 from torch import nn
 
-from cpctest import compare_training, train_plan, Results, run, tempdir, tool, MPI_ENV
+from cpctest import check_loss_moves_and_clip_engages, compare_training, compile_plan, train_plan, Results, tempdir, MPI_ENV
 
 results = Results()
 STEPS, BATCH, CLASSES = 6, 8, 5
@@ -91,13 +90,8 @@ def torch_train(model, x, target, replicas, accumulate=False):
 
 
 def train(work, model, name, flags, recipe=None):
-    config = os.path.join(work, name + ".json")
-    with open(config, "w") as f:
-        json.dump(dict(RECIPE, **(recipe or {})), f)
-    plan = os.path.join(work, name + ".plan")
-    run([tool("cpc"), "compile", model, "--config", config, "-o", plan, *flags])
-    inputs = {"x": os.path.join(work, "x.npy"), "target": os.path.join(work, "target.npy")}
-    return train_plan(plan, STEPS, inputs, os.path.join(work, name))
+    plan, _ = compile_plan(work, model, name, flags, dict(RECIPE, **(recipe or {})))
+    return train_plan(plan, STEPS, {"x": os.path.join(work, "x.npy"), "target": os.path.join(work, "target.npy")}, os.path.join(work, name))
 
 
 def export(work, batch):
@@ -145,15 +139,10 @@ with tempdir() as work:
     single, single_params, _ = train(work, whole, "one", [])
 
     def one_rank():
-        clipped = sum(1 for m in reference if m["grad_norm"] > CLIP)
-        assert single[-1]["loss"] < 0.9 * single[0]["loss"], "the loss did not fall: %s" % [
-            round(m["loss"], 4) for m in single]
-        assert 0 < clipped < STEPS, "the clip engaged on %d of %d steps: %s" % (clipped, STEPS, [
-            round(m["grad_norm"], 3) for m in reference])
+        moved = check_loss_moves_and_clip_engages(single, CLIP, fall=0.9)
         worst, worst_norm = versus_torch(single, reference)
         running_statistics_match(single_params, reference_buffers)
-        print("   loss %.4f -> %.4f, clip on %d of %d steps; against PyTorch: loss %.1e, grad_norm %.1e" % (
-            single[0]["loss"], single[-1]["loss"], clipped, STEPS, worst, worst_norm))
+        print("   %s; against PyTorch: loss %.1e, grad_norm %.1e" % (moved, worst, worst_norm))
 
     results.check("one rank equals PyTorch, running statistics included", one_rank)
 
@@ -168,14 +157,12 @@ with tempdir() as work:
 
     results.check("--dp 2: each rank's statistics, as PyTorch DDP", per_rank)
 
-    def layout(name, model, flags, recipe=None):
-        def check():
-            ours, params, _ = train(work, model, name, flags, recipe)
-            worst, worst_norm = compare_training(ours, single, params, single_params, STEPS)
-            print("   %s: worst loss %.1e, grad_norm %.1e" % (name, worst, worst_norm))
-        results.check("%s equals one rank (1e-5), running statistics included" % name, check)
+    def synchronized():
+        ours, params, _ = train(work, whole, "dp2-sync-bn", ["--dp", "2", "--sync-bn"])
+        worst, worst_norm = compare_training(ours, single, params, single_params, STEPS)
+        print("   worst loss %.1e, grad_norm %.1e" % (worst, worst_norm))
 
-    layout("dp2-sync-bn", whole, ["--dp", "2", "--sync-bn"])
+    results.check("--dp 2 --sync-bn equals one rank (1e-5), running statistics included", synchronized)
 
     def accumulation():
         ours, params, _ = train(work, half, "accumulation2", [], {"gradient_accumulation": 2})
