@@ -153,16 +153,44 @@ void importTrilu(NodeImporter &n) {
   n.setOutput(0, n.emit1<WhereOp>({n.constant(mask), x, zero}));
 }
 
-/// Mod (fmod = 0: the remainder takes the divisor's sign, as Python's %; fmod = 1: C's fmod)
-/// of compile-time constants, the shape arithmetic of exports such as Swin's window partition.
+/// Mod at run time: a - trunc(a / b) * b, the quotient truncated by the integer division or, for
+/// floats, by a round trip through int64 (exact below 2^63); with fmod = 0 (integers) a remainder
+/// whose sign differs from the divisor's moves by b, as Python's %. The truncated quotient takes
+/// no gradient (a cast and an integer division have none): d/da = 1, d/db = -trunc(a / b).
+Value runtimeMod(NodeImporter &n, bool cStyle) {
+  Value a = n.input(0), b = n.input(1);
+  Type et = n.inputType(0).getElementType();
+  if (et != n.inputType(1).getElementType())
+    n.fail("the operands' element types differ");
+  Value quotient = n.emit1<DivOp>({a, b});
+  if (llvm::isa<FloatType>(et)) {
+    auto shape = llvm::cast<RankedTensorType>(quotient.getType()).getShape();
+    Value whole = n.emitTyped<CastOp>(RankedTensorType::get(shape, n.builder().getI64Type()), {quotient});
+    quotient = n.emitTyped<CastOp>(RankedTensorType::get(shape, et), {whole});
+  }
+  Value r = n.emit1<SubOp>({a, n.emit1<MulOp>({quotient, b})});
+  if (cStyle)
+    return r;
+  Value zero = n.scalar(0, et);
+  Value wrongSign = n.emit1<WhereOp>({n.emit1<LessOp>({b, zero}), n.emit1<GreaterOp>({r, zero}), n.emit1<LessOp>({r, zero})});
+  return n.emit1<WhereOp>({wrongSign, n.emit1<AddOp>({r, b}), r});
+}
+
+/// Mod (fmod = 0: the remainder takes the divisor's sign, as Python's %; fmod = 1: C's fmod):
+/// folded for compile-time constants (the shape arithmetic of exports such as Swin's window
+/// partition), else computed at run time.
 void importMod(NodeImporter &n) {
   if (n.numInputs() != 2)
     n.fail("expects 2 inputs");
   bool cStyle = n.attrInt("fmod", 0) != 0;
+  if (!cStyle && llvm::isa<FloatType>(n.inputType(0).getElementType()))
+    n.fail("fmod = 0 on floating-point inputs is not allowed (ONNX requires fmod = 1)");
   const ConstTensor *a = n.constInput(0), *b = n.constInput(1);
-  if (!a || !b)
-    n.fail("Mod of a tensor computed at run time is not supported (only of constants, such as shapes)");
-  if (!a->isFloat() && !cStyle) {
+  if (!a || !b) {
+    n.setOutput(0, runtimeMod(n, cStyle));
+    return;
+  }
+  if (!cStyle) {
     n.setOutput(0, ConstTensor::broadcastBinary(*a, *b, a->type(), [](double x, double y) {
       if (y == 0)
         throw std::runtime_error("integer modulo by zero in a constant");
@@ -171,8 +199,6 @@ void importMod(NodeImporter &n) {
     }));
     return;
   }
-  if (!cStyle)
-    n.fail("fmod = 0 on floating-point inputs is not allowed (ONNX requires fmod = 1)");
   n.setOutput(0, ConstTensor::broadcastBinary(*a, *b, a->type(), [](double x, double y) { return std::fmod(x, y); }));
 }
 
