@@ -1,4 +1,4 @@
-//===- Pooling.cpp - ONNX BatchNormalization, MaxPool, AveragePool -> cpc -===//
+//===- Pooling.cpp - ONNX Batch/GroupNormalization, MaxPool, AveragePool -===//
 //
 // Written with the dialect's reductions, pads, strided slices and elementwise ops, so each brings
 // those ops' gradients, sharding rules, costs and kernels along: batch statistics are a mean over
@@ -115,6 +115,38 @@ void importBatchNormalization(NodeImporter &n) {
   if (n.node().output_size() > 2 && !n.node().output(2).empty())
     n.setOutput(2, bessel == 1.0 ? runVar : n.emit1<AddOp>({n.emit1<MulOp>({n.input(4), n.scalar(momentum, et)}),
                                                               n.emit1<MulOp>({batchVar, n.scalar(1 - momentum, et)})}));
+}
+
+/// GroupNormalization: each sample's channels in num_groups groups, each group normalized by its
+/// mean and (biased) variance over its channels and positions, then scaled and shifted per
+/// channel (opset 21) or per group (opset 18, where scale and bias have num_groups entries).
+void importGroupNormalization(NodeImporter &n) {
+  std::vector<int64_t> in = n.inputShape(0);
+  if (in.size() < 3 || !llvm::isa<FloatType>(n.inputType(0).getElementType()))
+    n.fail("input must be a float tensor N x C x D1 ...");
+  int64_t groups = n.attrInt("num_groups"), channels = in[1];
+  if (groups < 1 || channels % groups != 0)
+    n.fail("num_groups " + std::to_string(groups) + " does not divide the " + std::to_string(channels) + " channels");
+  Type et = n.inputType(0).getElementType();
+  int64_t inner = channels / groups;
+  for (size_t d = 2; d < in.size(); ++d)
+    inner *= in[d];
+  Value x = n.reshape(n.input(0), {in[0], groups, inner});
+  auto reduceMean = [&](Value v) {
+    return n.emit1<ReduceMeanOp>({v}, {n.namedI64s("axes", {2}), n.namedBool("keepdims", true)});
+  };
+  Value centered = n.emit1<SubOp>({x, reduceMean(x)});
+  Value var = reduceMean(n.emit1<MulOp>({centered, centered}));
+  Value inv = n.emitTyped<RsqrtOp>(var.getType(), {n.emit1<AddOp>({var, n.scalar(n.attrFloat("epsilon", 1e-5), et)})});
+  Value y = n.emit1<MulOp>({centered, inv});
+  if (n.opset() < 21) { // per group: [G] as [1, G, 1] on the grouped view
+    y = n.emit1<AddOp>({n.emit1<MulOp>({y, perChannel(n, 1, groups, 3)}), perChannel(n, 2, groups, 3)});
+    n.setOutput(0, n.reshape(y, in));
+    return;
+  }
+  y = n.reshape(y, in);
+  int64_t rank = in.size();
+  n.setOutput(0, n.emit1<AddOp>({n.emit1<MulOp>({y, perChannel(n, 1, channels, rank)}), perChannel(n, 2, channels, rank)}));
 }
 
 /// The windows of a pool over the S spatial dims of N x C x D1 x ... x DS: kernel, strides,
@@ -274,6 +306,7 @@ void importAveragePool(NodeImporter &n) {
 
 void registerPoolingHandlers(HandlerRegistry &r) {
   r.add("BatchNormalization", importBatchNormalization, 14, kNewestOpset);
+  r.add("GroupNormalization", importGroupNormalization, 18, kNewestOpset);
   r.add("MaxPool", importMaxPool, 12, kNewestOpset);
   r.add("AveragePool", importAveragePool, 11, kNewestOpset);
 }
