@@ -1,6 +1,7 @@
 //===- ModelLoader.cpp ----------------------------------------------------===//
 #include "frontends/onnx/ModelLoader.h"
 #include "frontends/onnx/ConstTensor.h"
+#include "frontends/onnx/InlineFunctions.h"
 #include "support/CheckedSize.h"
 
 #include "onnx/checker.h"
@@ -228,7 +229,7 @@ LoadedModel parseModel(const std::string &path) {
   if (model.opset < kMinOpset || model.opset > kNewestOpset)
     fail(path, "opset " + std::to_string(model.opset) + " is outside the supported range " +
                    std::to_string(kMinOpset) + ".." + std::to_string(kNewestOpset));
-
+  inlineLocalFunctions(proto, path); // before the checker: it sees ONNX ops only
   return model;
 }
 
