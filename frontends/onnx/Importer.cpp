@@ -438,6 +438,7 @@ static const HandlerRegistry &handlers() {
     registerLossHandlers(r);
     registerSequenceHandlers(r);
     registerPoolingHandlers(r);
+    registerResizeHandlers(r);
     return r;
   }();
   return registry;

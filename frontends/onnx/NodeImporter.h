@@ -193,6 +193,7 @@ void registerReductionHandlers(HandlerRegistry &registry);
 void registerLossHandlers(HandlerRegistry &registry);
 void registerSequenceHandlers(HandlerRegistry &registry);
 void registerPoolingHandlers(HandlerRegistry &registry);
+void registerResizeHandlers(HandlerRegistry &registry);
 
 /// Fails unless `sizes` (Split's, SplitToSequence's) are >= 0 and add up to `dim`.
 void checkSplitSizes(NodeImporter &n, const std::vector<int64_t> &sizes, int64_t dim);

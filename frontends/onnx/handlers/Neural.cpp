@@ -49,15 +49,25 @@ void importConv(NodeImporter &n) {
   if (in.size() != 4 || w.size() != 4)
     n.fail("only 2-D convolution (NCHW input, OIHW weight) is supported");
   std::string autoPad = n.attrString("auto_pad", "NOTSET");
-  if (autoPad != "NOTSET" && autoPad != "VALID")
-    n.fail("auto_pad " + autoPad + " is not supported; export with explicit pads");
+  if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
+    n.fail("auto_pad " + autoPad + " is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER");
   if (n.hasAttr("kernel_shape") && n.attrInts("kernel_shape") != std::vector<int64_t>{w[2], w[3]})
     n.fail("kernel_shape does not match the weight");
   std::vector<int64_t> strides = n.attrInts("strides", std::vector<int64_t>{1, 1});
   std::vector<int64_t> pads = n.attrInts("pads", std::vector<int64_t>{0, 0, 0, 0});
   std::vector<int64_t> dilations = n.attrInts("dilations", std::vector<int64_t>{1, 1});
+  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4)
+    n.fail("strides and dilations need 2 values and pads 4 for a 2-D convolution");
   if (autoPad == "VALID")
     pads = {0, 0, 0, 0};
+  if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER")
+    for (int d = 0; d < 2; ++d) { // ceil(size / stride) outputs; the odd pad after (UPPER) or before
+      int64_t size = in[2 + d], outputs = (size + strides[d] - 1) / strides[d];
+      int64_t span = (w[2 + d] - 1) * dilations[d] + 1;
+      int64_t total = std::max<int64_t>((outputs - 1) * strides[d] + span - size, 0);
+      pads[d] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[d + 2] = total - pads[d];
+    }
   SmallVector<Value> operands{n.input(0), n.input(1)};
   if (n.hasInput(2))
     operands.push_back(n.input(2));

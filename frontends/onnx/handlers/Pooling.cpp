@@ -246,15 +246,63 @@ std::vector<Value> windowSlices(NodeImporter &n, const PoolWindow &w, double val
   return slices;
 }
 
+/// MaxPool's Indices output for window tap `tap` (its offsets within the window): each output
+/// position's flat index of that tap in its channel's spatial dims, row-major or, with
+/// storage_order 1, column-major; shaped 1 x 1 x out so it broadcasts over N and C.
+ConstTensor tapIndices(const PoolWindow &w, const std::vector<int64_t> &in, const std::vector<int64_t> &tap,
+                       bool columnMajor) {
+  size_t s = w.spatial();
+  std::vector<int64_t> stride(s, 1);
+  for (size_t d = 0; d < s; ++d)
+    for (size_t e = 0; e < s; ++e)
+      if (columnMajor ? e < d : e > d)
+        stride[d] *= in[2 + e];
+  std::vector<int64_t> shape{1, 1};
+  shape.insert(shape.end(), w.out.begin(), w.out.end());
+  ConstTensor at(onnx::TensorProto_DataType_INT64, shape);
+  for (int64_t i = 0; i < at.numElements(); ++i) {
+    int64_t rest = i, flat = 0;
+    for (size_t d = s; d-- > 0;) {
+      int64_t pos = rest % w.out[d];
+      rest /= w.out[d];
+      flat += (pos * w.strides[d] - w.pads[d] + tap[d]) * stride[d];
+    }
+    at.set(i, (double)flat);
+  }
+  return at;
+}
+
+/// MaxPool: the maximum over the window's strided slices; with the Indices output, the flat
+/// index (over N x C x spatial) of the first maximal tap, as ONNX's reference and torch.
 void importMaxPool(NodeImporter &n) {
-  if (n.node().output_size() > 1 && !n.node().output(1).empty())
-    n.fail("the Indices output is not supported");
   PoolWindow w = poolWindow(n);
   std::vector<Value> slices = windowSlices(n, w, -std::numeric_limits<double>::infinity());
+  bool wantIndices = n.node().output_size() > 1 && !n.node().output(1).empty();
+  std::vector<int64_t> in = n.inputShape(0);
+  std::vector<std::vector<int64_t>> taps = windowOffsets(w);
+  bool columnMajor = n.attrInt("storage_order", 0) != 0;
   Value y = slices[0];
-  for (size_t i = 1; i < slices.size(); ++i)
+  Value indices = wantIndices ? n.constant(tapIndices(w, in, taps[0], columnMajor)) : Value();
+  for (size_t i = 1; i < slices.size(); ++i) {
+    if (wantIndices) { // a later tap wins only when strictly greater: the first maximum's index
+      Value later = n.emit1<GreaterOp>({slices[i], y});
+      indices = n.emit1<WhereOp>({later, n.constant(tapIndices(w, in, taps[i], columnMajor)), indices});
+    }
     y = n.emit1<MaxOp>({y, slices[i]});
+  }
   n.setOutput(0, y);
+  if (!wantIndices)
+    return;
+  int64_t spatialSize = 1;
+  for (size_t d = 2; d < in.size(); ++d)
+    spatialSize *= in[d];
+  std::vector<int64_t> channelShape(in.size(), 1);
+  channelShape[0] = in[0];
+  channelShape[1] = in[1];
+  ConstTensor channelBase(onnx::TensorProto_DataType_INT64, channelShape);
+  for (int64_t i = 0; i < in[0] * in[1]; ++i)
+    channelBase.set(i, (double)(i * spatialSize));
+  n.setOutput(1, n.emit1<AddOp>({indices, n.constant(channelBase)}));
 }
 
 /// How many of a window's taps along spatial dim d, starting at output position `pos`, an

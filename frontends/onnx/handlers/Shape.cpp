@@ -3,6 +3,8 @@
 // Every op here folds on the host when its data input is a constant, which is how the shape
 // subgraphs of torch exports (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) disappear.
 //
+#include <algorithm>
+
 #include "frontends/onnx/NodeImporter.h"
 #include "support/CheckedSize.h"
 
@@ -460,12 +462,33 @@ void importSplit(NodeImporter &n) {
   }
 }
 
-/// Pad in constant mode with constant pads: concatenates fill blocks (or slices for negative
-/// pads) dim by dim.
+/// The source position along a dim of `size` of each of the begin + size + end positions a Pad
+/// in `mode` (edge, reflect or wrap) writes: numpy's rules, reflect and wrap periodic.
+std::vector<int64_t> padSourcePositions(const std::string &mode, int64_t begin, int64_t size, int64_t end) {
+  std::vector<int64_t> at;
+  for (int64_t i = -begin; i < size + end; ++i) {
+    if (mode == "edge") {
+      at.push_back(std::clamp<int64_t>(i, 0, size - 1));
+    } else if (mode == "wrap") {
+      at.push_back(((i % size) + size) % size);
+    } else { // reflect about the first and last element, which are not repeated
+      int64_t period = 2 * (size - 1);
+      int64_t m = period ? ((i % period) + period) % period : 0;
+      at.push_back(m < size ? m : period - m);
+    }
+  }
+  return at;
+}
+
+/// Pad with constant pads: in constant mode concatenates fill blocks dim by dim, in edge,
+/// reflect and wrap modes gathers each dim's source positions (so the gradient is Gather's);
+/// negative pads slice.
 void importPad(NodeImporter &n) {
   std::string mode = n.attrString("mode", "constant");
-  if (mode != "constant")
-    n.fail("mode '" + mode + "' is not supported (only constant)");
+  if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap")
+    n.fail("mode '" + mode + "' is not one of constant, edge, reflect, wrap");
+  if (mode == "wrap" && n.opset() < 19)
+    n.fail("mode 'wrap' needs opset 19");
   std::vector<int64_t> in = n.inputShape(0);
   int64_t rank = in.size();
   std::vector<int64_t> pads = n.requireConstInput(1, "pads").toInts();
@@ -503,6 +526,15 @@ void importPad(NodeImporter &n) {
     }
     if (begin == 0 && end == 0)
       continue;
+    if (mode != "constant") {
+      if (mode == "reflect" && shape[axis] == 1)
+        n.fail("reflect padding needs a dim of at least 2 elements, axis " + std::to_string(axis) + " has 1");
+      std::vector<int64_t> positions = padSourcePositions(mode, begin, shape[axis], end);
+      ConstTensor at = ConstTensor::fromInts(positions, {(int64_t)positions.size()});
+      x = n.emit1<GatherOp>({x, n.constant(at)}, {n.namedI64("axis", axis)});
+      shape[axis] += begin + end;
+      continue;
+    }
     SmallVector<Value> parts;
     auto block = [&](int64_t size) {
       std::vector<int64_t> bshape(shape);
