@@ -140,6 +140,26 @@ def check_loss_moves_and_clip_engages(steps, clip, fall=0.8):
     return "loss %.4f -> %.4f, clip engaged on %d of %d steps" % (steps[0]["loss"], steps[-1]["loss"], clipped, len(steps))
 
 
+def adamw_recipe(batch, lr, clip, weight_decay, betas):
+    """The config under which cpc trains as torch.optim.AdamW(lr, betas, eps=1e-8,
+    weight_decay) with clip_grad_norm_(clip) at a constant lr (cpc's LR is per 256 samples;
+    norms and biases decay too, as torch's AdamW decays every parameter)."""
+    return {"TOTAL_BATCH_SIZE": batch, "LR": lr * 256 / batch, "WEIGHT_DECAY": weight_decay, "BETAS": list(betas),
+            "EPS": 1e-8, "lr_schedule": "constant", "clip_grad_norm": clip, "decay_norms_and_biases": True}
+
+
+def versus_torch(ours, theirs, tol=1e-4):
+    """Checks cpc's per-step loss and grad_norm against PyTorch's within `tol` relative; returns
+    the worst of each."""
+    def apart(a, b, key):
+        return abs(a[key] - b[key]) / abs(b[key])
+    worst = max(apart(a, b, "loss") for a, b in zip(ours, theirs))
+    worst_norm = max(apart(a, b, "grad_norm") for a, b in zip(ours, theirs))
+    assert worst <= tol and worst_norm <= tol, "against PyTorch: loss %.1e, grad_norm %.1e; per step %s" % (
+        worst, worst_norm, [("%.1e" % apart(a, b, "loss"), "%.1e" % apart(a, b, "grad_norm")) for a, b in zip(ours, theirs)])
+    return worst, worst_norm
+
+
 def compare_training(ours, single, params, single_params, steps, tol=1e-5):
     """Checks a parallel run against the single-rank run: per-step loss and grad_norm within `tol`
     relative, final parameters (the --output-dir .npy files) within `tol`. The key third of a

@@ -28,13 +28,13 @@ import onnx.numpy_helper
 import torch
 from torch import nn
 
-from cpctest import check_loss_moves_and_clip_engages, compare_training, compile_plan, train_plan, Results, tempdir, MPI_ENV
+from cpctest import (adamw_recipe, check_loss_moves_and_clip_engages, compare_training, compile_plan, train_plan,
+                     versus_torch, Results, tempdir, MPI_ENV)
 
 results = Results()
 STEPS, BATCH, CLASSES = 6, 8, 5
 LR, CLIP, WEIGHT_DECAY, BETAS = 0.02, 0.5, 0.05, (0.9, 0.95)
-RECIPE = {"TOTAL_BATCH_SIZE": BATCH, "LR": LR * 256 / BATCH, "WEIGHT_DECAY": WEIGHT_DECAY, "BETAS": list(BETAS),
-          "EPS": 1e-8, "lr_schedule": "constant", "clip_grad_norm": CLIP, "decay_norms_and_biases": True}
+RECIPE = adamw_recipe(BATCH, LR, CLIP, WEIGHT_DECAY, BETAS)
 
 
 class SmallCnn(nn.Module):
@@ -103,14 +103,6 @@ def export(work, batch):
                       do_constant_folding=False, training=torch.onnx.TrainingMode.TRAINING)
     return path
 
-
-def versus_torch(ours, theirs, tol=1e-4):
-    worst = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(ours, theirs))
-    worst_norm = max(abs(a["grad_norm"] - b["grad_norm"]) / abs(b["grad_norm"]) for a, b in zip(ours, theirs))
-    assert worst <= tol and worst_norm <= tol, "against PyTorch: loss %.1e, grad_norm %.1e; per step %s" % (
-        worst, worst_norm, [("%.1e" % (abs(a["loss"] - b["loss"]) / b["loss"]),
-                             "%.1e" % (abs(a["grad_norm"] - b["grad_norm"]) / b["grad_norm"])) for a, b in zip(ours, theirs)])
-    return worst, worst_norm
 
 
 def running_statistics_match(params, buffers, tol=1e-4):

@@ -23,14 +23,13 @@ import torch.nn.functional as F
 from onnx import TensorProto, helper, numpy_helper, save
 from torch import nn
 
-from cpctest import (check_loss_moves_and_clip_engages, compare_training, compile_plan, run, tool, train_plan,
-                     Results, tempdir, MPI_ENV)
+from cpctest import (adamw_recipe, check_loss_moves_and_clip_engages, compare_training, compile_plan, run, tool,
+                     train_plan, versus_torch, Results, tempdir, MPI_ENV)
 
 results = Results()
 STEPS, BATCH, CLASSES = 6, 8, 5
 LR, CLIP, WEIGHT_DECAY, BETAS = 0.02, 0.42, 0.05, (0.9, 0.95)
-RECIPE = {"TOTAL_BATCH_SIZE": BATCH, "LR": LR * 256 / BATCH, "WEIGHT_DECAY": WEIGHT_DECAY, "BETAS": list(BETAS),
-          "EPS": 1e-8, "lr_schedule": "constant", "clip_grad_norm": CLIP, "decay_norms_and_biases": True}
+RECIPE = adamw_recipe(BATCH, LR, CLIP, WEIGHT_DECAY, BETAS)
 
 
 class Resampler(nn.Module):
@@ -62,12 +61,6 @@ def torch_train(model, x, target):
         steps.append({"loss": loss.item(), "grad_norm": norm})
     return steps
 
-
-def versus_torch(ours, theirs, tol=1e-4):
-    worst = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(ours, theirs))
-    worst_norm = max(abs(a["grad_norm"] - b["grad_norm"]) / abs(b["grad_norm"]) for a, b in zip(ours, theirs))
-    assert worst <= tol and worst_norm <= tol, "against PyTorch: loss %.1e, grad_norm %.1e" % (worst, worst_norm)
-    return worst, worst_norm
 
 
 def infer(work, name, nodes, inputs, outputs, opset, feeds):
