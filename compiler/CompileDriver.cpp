@@ -227,6 +227,7 @@ public:
     case TrainingOption::TensorParallelDepth:
       return flagOrKey(tensorDepthFromConfig, "--tp-depth", "parallel.tensor.depth");
     case TrainingOption::SequenceParallel: return "--sp";
+    case TrainingOption::TensorParallelSearch: return "--tp-search";
     }
     return OptionSpelling::name(option);
   }
@@ -310,6 +311,7 @@ void resolveTensorParallel(const CompileRequest &request, const TrainRecipe &rec
                                                " needs a depth (--tp-depth D or parallel.tensor.depth)"));
   options.tensorParallelDepth = std::max<int64_t>(options.tensorParallelDepth, 1);
   options.sequenceParallel = request.sequenceParallel;
+  options.tensorParallelSearch = request.tensorParallelSearch;
   std::vector<std::string> rules = recipe.shardRules; // the config's policy first: --shard overrides it
   rules.insert(rules.end(), request.shardRules.begin(), request.shardRules.end());
   for (std::string &rule : rules) // the pipeline's lists split at commas: SPEC dims go as ':'
@@ -419,9 +421,9 @@ void refuseTrainingFlags(const CompileRequest &r) {
     throw CompileRequestError("--dp applies to training plans (--mode train)");
   if (r.pipelineStages.value_or(1) > 1 || r.microbatches)
     throw CompileRequestError("--pp and --microbatches apply to training plans (--mode train)");
-  if (r.tensorParallel.value_or(1) > 1 || !r.shardRules.empty() || r.sequenceParallel || r.tensorMode ||
+  if (r.tensorParallel.value_or(1) > 1 || !r.shardRules.empty() || r.sequenceParallel || r.tensorParallelSearch || r.tensorMode ||
       r.tensorDepth)
-    throw CompileRequestError("--tp, --tp-mode, --tp-depth, --sp and --shard apply to training plans (--mode train)");
+    throw CompileRequestError("--tp, --tp-mode, --tp-depth, --sp, --tp-search and --shard apply to training plans (--mode train)");
   if (r.zeroStage > 0)
     throw CompileRequestError("--zero applies to training plans (--mode train)");
   if (r.syncBatchNorm)

@@ -41,6 +41,7 @@ struct CompileRequest {
   std::optional<TensorParallelMode> tensorMode; // --tp-mode (parallel.tensor.mode)
   std::optional<int64_t> tensorDepth;      // --tp-depth (parallel.tensor.depth)
   bool sequenceParallel = false;           // --sp
+  bool tensorParallelSearch = false;       // --tp-search
   std::vector<std::string> shardRules;     // --shard REGEX=SPEC
   std::optional<int64_t> pipelineStages;   // --pp (parallel.pipeline)
   std::optional<int64_t> microbatches;     // --microbatches (NUM_MICRO_BATCHES)

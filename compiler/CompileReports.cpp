@@ -82,6 +82,20 @@ void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &f
       row(name, "input " + (argName ? argName.getValue().str() : std::string("?")), globalShape(t, sharding, mesh),
           shardingString(sharding), typeString(t));
     }
+    if (auto search = func->getAttrOfType<mlir::DictionaryAttr>("cpc.sharding_search")) {
+      auto i64 = [&](llvm::StringRef key) {
+        auto a = search.getAs<mlir::IntegerAttr>(key);
+        return a ? a.getInt() : 0;
+      };
+      auto optimal = search.getAs<mlir::BoolAttr>("optimal");
+      out << "  " << name << ": layout over " << search.getAs<mlir::StringAttr>("axis").getValue().str()
+          << " by search: " << i64("nodes") << " ops and variables, " << i64("strategies") << " strategies, "
+          << i64("program_variables") << " program variables, " << (optimal && optimal.getValue() ? "optimal" : "not proven optimal")
+          << "; predicts " << i64("collectives") << " collectives, " << i64("bytes") << " B sent per rank and run\n";
+      if (auto reshards = search.getAs<mlir::ArrayAttr>("reshards"))
+        for (mlir::Attribute line : reshards)
+          out << "    reshard at " << llvm::cast<mlir::StringAttr>(line).getValue().str() << "\n";
+    }
     std::set<std::string> variablesShown; // a variable may be read at several places
     func.walk([&](mlir::Operation *op) {
       auto shardings = op->getAttrOfType<mlir::ArrayAttr>("cpc.shardings");

@@ -21,11 +21,9 @@ namespace cpc {
 using namespace mlir;
 using namespace cpc;
 
-namespace {
-
 /// Dim 0 of every user input (not lr/step) is split over the batch axes (dp, and 2D / 2.5D
 /// tensor parallelism's tp_dep and tp_row); accumulators are partial over them.
-void seedBatch(func::FuncOp func, const Mesh &mesh) {
+void cpc::seedBatch(func::FuncOp func, const Mesh &mesh) {
   MeshAxes batch = batchAxes(mesh);
   int64_t size = mesh.parts(batch);
   for (BlockArgument arg : func.getArguments()) {
@@ -56,6 +54,8 @@ void seedBatch(func::FuncOp func, const Mesh &mesh) {
     state->setAttr(kResultShardingsAttr, ArrayAttr::get(func.getContext(), {l.toAttr(mesh.ref())}));
   });
 }
+
+namespace {
 
 /// States that an earlier function laid out get that layout here (a seed propagation keeps).
 void seedStates(func::FuncOp func, const llvm::StringMap<ShardingAttr> &layouts) {

@@ -7,6 +7,7 @@
 //
 #include "dialects/cpc/Roles.h"
 #include "passes/Passes.h"
+#include "passes/ReshardCost.h"
 #include "passes/Sharding.h"
 #include "passes/MatMulStrategies.h"
 
@@ -117,20 +118,10 @@ private:
     return r;
   }
 
-  /// The dim along which a reduce-scatter turns `have` (partial sums) into `want`: the one dim
-  /// `want` splits over exactly the partial axes where `have` is whole, every other dim alike.
+  /// The dim along which a reduce-scatter turns `have` (partial sums) into `want` (ReshardCost.h:
+  /// the search prices the same rule).
   std::optional<int64_t> scatterDim(const Layout &have, const Layout &want) const {
-    if (have.partial.empty() || have.reduction != ReductionKind::Sum)
-      return std::nullopt;
-    std::optional<int64_t> dim;
-    for (size_t d = 0; d < want.dims.size(); ++d) {
-      if (want.dims[d] == have.dims[d])
-        continue;
-      if (dim || !have.dims[d].empty() || want.dims[d] != have.partial || !mesh_.inOrder(have.partial))
-        return std::nullopt;
-      dim = d;
-    }
-    return dim;
+    return reduceScatterDim(have, want, mesh_);
   }
 
   /// The sum of partial `v`, this rank keeping its block of `dim` (a reduce-scatter), built once
@@ -604,8 +595,10 @@ private:
     FailureOr<Layout> want = readLayout(shard.getSharding(), shard.getResult(), mesh_, shard);
     if (failed(want))
       return failure();
-    if (!currentOf(v).partial.empty() && want->partial.empty())
-      v = reduced(v, shard);
+    if (!currentOf(v).partial.empty() && want->partial.empty()) {
+      std::optional<int64_t> dim = scatterDim(currentOf(v), *want);
+      v = dim ? reduceScattered(v, *dim, shard) : reduced(v, shard);
+    }
     if (currentOf(v).partial != want->partial || (!want->partial.empty() && currentOf(v).reduction != want->reduction))
       return shard.emitError("cannot turn ") << currentOf(v).describe() << " into " << want->describe()
                                              << ": only ops make partial sums";
@@ -681,6 +674,10 @@ private:
   /// it reduce-scatters the value itself (partitionOp) instead of reading an all-reduced copy.
   bool scatteredFor(OpOperand &use) {
     Operation *user = use.getOwner();
+    if (auto shard = llvm::dyn_cast<ShardOp>(user)) { // partitionShard reduce-scatters where it can
+      FailureOr<Layout> want = readLayout(shard.getSharding(), shard.getResult(), mesh_, shard);
+      return succeeded(want) && scatterDim(currentOf(use.get()), *want).has_value();
+    }
     auto it = rules_.find(user);
     if (it == rules_.end() || !it->second)
       return false;

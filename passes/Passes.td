@@ -291,6 +291,8 @@ def CpcTensorParallel : Pass<"cpc-tensor-parallel", "::mlir::ModuleOp"> {
            [{::llvm::cl::values(CPC_TENSOR_PARALLEL_MODE_VALUES)}]>,
     Option<"depth", "depth", "int64_t", /*default=*/"1", "2.5d: the depth d">,
     Option<"megatron", "megatron", "bool", /*default=*/"true", "Split MLPs as Megatron does">,
+    Option<"search", "search", "bool", /*default=*/"false",
+           "1d: choose every op's layout over tp by search (AutoSharding.h) instead of the Megatron patterns">,
     Option<"sp", "sp", "bool", /*default=*/"false",
            "Sequence parallelism: LayerNorm and residual regions split along the sequence over tp">,
     ListOption<"shard", "shard", "std::string", "Manual splits: REGEX=SPEC (SPEC: dims as - or axis*axis)">,

@@ -115,6 +115,7 @@ void cpc::addShardingPasses(OpPassManager &pm, const TrainingPipelineOptions &op
     tp.depth = options.tensorParallelDepth;
     tp.shard = options.shard;
     tp.sp = options.sequenceParallel;
+    tp.search = options.tensorParallelSearch;
     pm.addPass(createCpcTensorParallel(tp));
   }
   if (options.zeroStage > 0) { // seeds only: propagation and partitioning run in cpc-data-parallel
@@ -137,6 +138,7 @@ std::string cpc::OptionSpelling::name(TrainingOption option) const {
   case TrainingOption::TensorParallelMode: return "tp-mode";
   case TrainingOption::TensorParallelDepth: return "tp-depth";
   case TrainingOption::SequenceParallel: return "sp";
+  case TrainingOption::TensorParallelSearch: return "tp-search";
   }
   llvm_unreachable("a training option without a name");
 }
@@ -178,6 +180,10 @@ std::string cpc::trainingOptionsProblem(const TrainingPipelineOptions &o, const 
   if (o.sequenceParallel && o.tensorParallel < 2)
     return name(O::SequenceParallel) + " splits the sequence over the tensor-parallel ranks: it needs " +
            name(O::TensorParallel) + " > 1";
+  if (o.tensorParallelSearch && (o.tensorParallel < 2 || mode != TensorParallelMode::OneD || o.sequenceParallel))
+    return name(O::TensorParallelSearch) + " chooses 1d tensor parallelism's layout: it needs " +
+           name(O::TensorParallel) + " > 1, " + set(O::TensorParallelMode, "1d") + " and no " +
+           name(O::SequenceParallel);
   if (o.sequenceParallel && o.accumulation > 1)
     return name(O::SequenceParallel) + " with " + name(O::Accumulation) + " > 1 is not available yet (the gradient "
            "accumulators would be split two ways)";

@@ -102,6 +102,10 @@ bool isParameterUpdate(mlir::Operation *user, llvm::StringRef name);
 /// them with more than one rank.
 MeshAxes batchAxes(const Mesh &mesh);
 
+/// The batch seeds cpc-data-parallel starts from: dim 0 of every user input over the batch axes,
+/// gradient accumulators partial over those that only split the batch (dp, tp_dep).
+void seedBatch(mlir::func::FuncOp func, const Mesh &mesh);
+
 /// An axis a pass needs on the mesh: its name, size and role.
 struct MeshAxisSpec {
   llvm::StringRef name;

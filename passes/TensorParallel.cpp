@@ -8,6 +8,7 @@
 // a head-major fused qkv Linear -> ... -> Linear (attention; cpc-head-major-qkv runs first).
 //
 #include "dialects/cpc/Roles.h"
+#include "passes/AutoSharding.h"
 #include "passes/Passes.h"
 #include "passes/Sharding.h"
 
@@ -145,7 +146,10 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
     else if (mode != TensorParallelMode::OneD)
       for (func::FuncOp func : *funcs)
         seedSumma(func, mesh, decisions);
-    else if (megatron && tp > 1)
+    else if (search && tp > 1) {
+      if (failed(searchLayouts(*funcs, mesh, decisions)))
+        return signalPassFailure();
+    } else if (megatron && tp > 1)
       for (func::FuncOp func : *funcs) {
         findMlps(func, mesh, decisions);
         findAttention(func, decisions);
@@ -498,6 +502,32 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
     attr = ShardingAttr::get(attr.getContext(), attr.getMesh(), attr.getDimAxes(), attr.getPartialAxes(),
                              attr.getReduction(), 2);
     norm->setAttr(kResultShardingsAttr, ArrayAttr::get(norm.getContext(), {attr}));
+  }
+
+  /// 1D: the layout by search (AutoSharding.h), function by function; a variable keeps the
+  /// layout the first function that reads it chose, and --shard overrides are fixed choices.
+  LogicalResult searchLayouts(ArrayRef<func::FuncOp> funcs, const Mesh &mesh,
+                              llvm::StringMap<std::pair<Layout, int64_t>> &decisions) {
+    llvm::StringMap<std::pair<Layout, int64_t>> overrides;
+    if (failed(applyOverrides(funcs, mesh, overrides)))
+      return failure();
+    llvm::StringMap<Layout> decided;
+    for (auto &entry : overrides)
+      decided[entry.getKey()] = entry.getValue().first;
+    ShardingSearchOptions options;
+    for (func::FuncOp func : funcs) {
+      FailureOr<ShardingSearchResult> found = searchShardingLayout(func, mesh, options, decided);
+      if (failed(found))
+        return failure();
+      llvm::StringSet<> parameters; // states follow what they are combined with
+      func.walk([&](ParameterOp read) { parameters.insert(read.getName()); });
+      for (auto &entry : found->variables) {
+        decided.try_emplace(entry.getKey(), entry.getValue());
+        if (entry.getValue().isSplit() && parameters.contains(entry.getKey()))
+          decisions.try_emplace(entry.getKey(), entry.getValue(), 1);
+      }
+    }
+    return success();
   }
 
   LogicalResult applyOverrides(ArrayRef<func::FuncOp> funcs, const Mesh &mesh,

@@ -4,7 +4,10 @@ Hugging Face transformers, timm and torchvision, small configs, by the default e
 trainable exports train 10 AdamW steps equal to PyTorch's losses (1e-4 relative per step); the
 optimized default exports import with a warning that they are not the trained model; what cpc
 cannot run yet fails in one line naming the node and op (EXPECTED below, kept honest: a case
-that starts to pass fails the test until the table says so).
+that starts to pass fails the test until the table says so). Each trainable export also trains
+with --dp 2 equal to one rank, and the transformers with --tp 2 (the Megatron patterns) and
+--tp 2 --tp-search (the layout by search, which must split >= 90% of the blocks' parameter
+elements).
 
     /usr/bin/python3 tests/e2e/test_model_zoo.py [--only MODEL[:EXPORTER],...] [--report]
 """
@@ -48,7 +51,9 @@ PARALLEL = {(m, e): [["--dp", "2"]] for m in ["hf_gpt2", "hf_bert", "hf_llama", 
                                               "tv_resnet18"]
             for e in ["dynamo", "ts17"]}
 for _model in ["hf_gpt2", "hf_bert", "hf_llama", "hf_vitmae", "timm_vit"]:
-    PARALLEL[(_model, "ts17")].append(["--tp", "2"])
+    PARALLEL[(_model, "ts17")] += [["--tp", "2"], ["--tp", "2", "--tp-search"]]
+# The transformer blocks' parameters (what tensor parallelism must split), by their module path.
+BLOCK_PARAMETER = re.compile(r"\.(h|layer|layers|blocks)\.\d+\.")
 # BatchNorm models equal one rank with statistics over the whole batch (SyncBatchNorm); without
 # --sync-bn each rank normalizes by its own half, as torch DDP (tests/e2e/test_batch_norm.py).
 for _model in ["timm_resnet", "tv_mobilenet_v3_small", "tv_resnet18"]:
@@ -162,12 +167,29 @@ def check_parallel(work, model, exporter, flags, report):
         plan = os.path.join(work, name + ".plan")
         found = re.search(r"\((\d+) of (\d+) parameters split over tp", run([tool("cpc"), "inspect", plan]).stdout)
         assert found and int(found.group(1)) > 0, "--tp 2 splits no parameter"
-        split = "; %s of %s parameters split" % found.groups()
+        fraction = block_fraction(json.loads(run([tool("cpc"), "inspect", plan, "--json"]).stdout))
+        split = "; %s of %s parameters split, %.1f%% of the blocks' elements" % (found.groups() + (100 * fraction,))
+        # The search splits (nearly) every block weight; the patterns find only some.
+        assert "--tp-search" not in flags or fraction >= 0.9, "the search splits %.1f%% of the blocks" % (100 * fraction)
     report.append("| %s | %s %s | loss %.1e over %d steps, grad_norm %.1e over %d, from one rank%s |" % (
         model, exporter, " ".join(flags), loss, loss_steps, norm, norm_steps, split))
     assert loss <= PARALLEL_RTOL and norm <= PARALLEL_RTOL, "%s differs from one rank: loss %.2e, grad_norm %.2e\n%s" % (
         " ".join(flags), loss, norm, "\n".join("%d %.7f %.7f grad_norm %.7f %.7f" % (
             a["step"], a["loss"], b["loss"], a["grad_norm"], b["grad_norm"]) for a, b in zip(steps, single)))
+
+
+def block_fraction(summary):
+    """The fraction of the transformer blocks' parameter elements a plan stores split over tp."""
+    total = split = 0
+    for b in summary["buffers"]:
+        if b["kind"] != "parameter" or b.get("alias_of", -1) >= 0 or not BLOCK_PARAMETER.search(b["name"]):
+            continue
+        elements = 1
+        for d in b.get("global_shape", b["shape"]):
+            elements *= d
+        total += elements
+        split += elements if any("tp" in axes for axes in b.get("shard_dims", [])) else 0
+    return split / total if total else 0.0
 
 
 def conditioned_steps(reference, key):

@@ -70,6 +70,10 @@ Options:
   --sp                       Sequence parallelism with --tp: LayerNorm and residual regions split along
                              the sequence over tp; each block's all-reduces become all-gather +
                              reduce-scatter
+  --tp-search                1d tensor parallelism's layout by search, not by the Megatron patterns:
+                             every op's strategy over tp (its sharding rule's factors) and every
+                             parameter's split chosen to least step time (compute plus the
+                             collectives), solved as a 0-1 program (COIN-OR CBC)
   --shard REGEX=SPEC         Split the parameters whose name matches REGEX as SPEC, one entry per
                              dim: '-' (whole) or mesh axes joined by '*', e.g. 'fc1\.weight=tp,-'
                              (repeatable; overrides the Megatron choice and the config's
@@ -117,7 +121,7 @@ int runCompile(int argc, char **argv) {
   cl::opt<Count> dp("dp", in, cl::init(Count{1})), tp("tp", in), tpDepth("tp-depth", in), pp("pp", in),
       microbatches("microbatches", in), virtualStages("virtual-stages", in);
   cl::opt<int64_t> seed("seed", in);
-  cl::opt<bool> syncBn("sync-bn", in), sp("sp", in), dumpSharding("dump-sharding", in), printPipeline("print-pipeline", in),
+  cl::opt<bool> syncBn("sync-bn", in), sp("sp", in), tpSearch("tp-search", in), dumpSharding("dump-sharding", in), printPipeline("print-pipeline", in),
       timing("timing", in), noInplace("no-inplace", in), syntheticWeights("synthetic-weights", in),
       debugUnchecked("debug-unchecked", in);
   cl::opt<PlanMode, false, ChoiceParser<PlanMode>> mode(
@@ -159,6 +163,7 @@ int runCompile(int argc, char **argv) {
   request.tensorMode = given(tpMode);
   request.tensorDepth = given(tpDepth);
   request.sequenceParallel = sp;
+  request.tensorParallelSearch = tpSearch;
   request.syncBatchNorm = syncBn;
   request.pipelineStages = given(pp);
   request.microbatches = given(microbatches);

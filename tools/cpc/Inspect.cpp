@@ -81,6 +81,7 @@ struct PlanCounts {
   std::map<std::string, int> ops, buffers;
   int64_t trainable = 0, parameters = 0;
   int64_t overBatch = 0, overModel = 0; // stored as blocks over the batch axes (ZeRO-3), over others (tp)
+  int64_t parameterElements = 0, overModelElements = 0; // their global sizes
 };
 
 PlanCounts countPlan(const Plan &plan) {
@@ -100,6 +101,9 @@ PlanCounts countPlan(const Plan &plan) {
           (std::find(batchAxes.begin(), batchAxes.end(), axis) != batchAxes.end() ? batch : model) = true;
       c.overBatch += batch;
       c.overModel += model;
+      int64_t elements = numElements(b.sharded() ? b.globalShape : b.shape);
+      c.parameterElements += elements;
+      c.overModelElements += model ? elements : 0;
       if (b.trainable)
         c.trainable += numElements(b.sharded() ? b.globalShape : b.shape);
     }
@@ -113,7 +117,9 @@ void printJson(const Plan &plan, const PlanCounts &c) {
                   {"buffers", c.buffers},
                   {"parameter_bytes", plan.bytesOfKind(BufferKind::Parameter)},
                   {"constant_bytes", plan.bytesOfKind(BufferKind::Constant)},
-                  {"trainable_parameters", c.trainable}};
+                  {"trainable_parameters", c.trainable},
+                  {"parameter_elements", c.parameterElements},
+                  {"parameter_elements_split_over_model_axes", c.overModelElements}};
   if (plan.mode == PlanMode::Train)
     j["summary"]["model_states"] = modelStateBytes(plan).toJson();
   j["summary"]["missing_kernels"] = missingKernels(plan);
@@ -233,7 +239,9 @@ void printParallelism(const Plan &plan, const PlanCounts &c) {
               << " parameters stored as per-rank blocks, gathered before use)";
   if (c.overModel && tensorParallel > 1)
     std::cout << "\n  tensor parallel: " << tensorParallel << " ranks (" << c.overModel << " of " << c.parameters
-              << " parameters split over tp: each rank stores and updates its block)";
+              << " parameters split over tp, " << std::fixed << std::setprecision(1)
+              << 100.0 * (double)c.overModelElements / (double)c.parameterElements << "%"
+              << " of their elements: each rank stores and updates its block)";
   std::cout << "\n  " << states.summary() << "\n";
 }
 

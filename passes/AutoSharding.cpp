@@ -1,0 +1,583 @@
+//===- AutoSharding.cpp - a mesh axis's layout chosen by search -----------===//
+#include "passes/AutoSharding.h"
+
+#include "dialects/cpc/Cost.h"
+#include "passes/IlpSolver.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <set>
+
+using namespace mlir;
+
+namespace cpc {
+namespace {
+
+/// Resharding that no collectives can do (a whole value wanted as a partial sum) costs this
+/// many seconds: never chosen while another way exists.
+constexpr double kInfeasibleSeconds = 1e3;
+
+/// The program's costs are in microseconds: the solver's tolerances (about 1e-7 absolute) would
+/// take the microsecond differences between strategies, in seconds, for ties.
+constexpr double kProgramUnitsPerSecond = 1e6;
+
+/// One way to run an op, or to store a variable, with the axis on one factor (or dim) or none.
+struct Strategy {
+  int64_t factor = -1; // an op's factor, a variable's dim; -1: the axis splits nothing
+  SmallVector<Layout> operands, results;
+  double seconds = 0; // compute, plus resharding from producers that offer one choice
+};
+
+/// An op, or a variable (its reads and assigns share the one stored layout).
+struct Node {
+  Operation *op = nullptr;
+  std::string variable;
+  std::vector<Strategy> strategies;
+  int64_t chosen = 0;
+  std::vector<int> programVariables; // one per strategy when there are several
+};
+
+/// A value's producer (node and result slot) or, with node -1, a function argument.
+struct Source {
+  int node = -1;
+  unsigned slot = 0;
+};
+
+/// A use of a value produced by a node with several strategies by one with several.
+struct Edge {
+  int producer, consumer;
+  unsigned result, operand;
+  Value value;
+};
+
+int64_t elementBytes(Value v) {
+  return std::max<int64_t>(1, llvm::cast<RankedTensorType>(v.getType()).getElementTypeBitWidth() / 8);
+}
+
+bool isRankedTensor(Value v) { return llvm::isa<RankedTensorType>(v.getType()); }
+
+/// Ops that only view their one operand (reshape, transpose, cast, copy): a parameter read
+/// through them is still the parameter for the rules below.
+bool isView(Operation *op) {
+  if (op->getNumOperands() != 1 || op->getNumResults() != 1 || !isRankedTensor(op->getOperand(0)) ||
+      !isRankedTensor(op->getResult(0)))
+    return false;
+  auto in = llvm::cast<RankedTensorType>(op->getOperand(0).getType());
+  auto out = llvm::cast<RankedTensorType>(op->getResult(0).getType());
+  return in.getNumElements() == out.getNumElements();
+}
+
+/// Whether operand `index` of `op` is contracted: a reduction factor of its rule lies in it.
+bool contracts(Operation *op, unsigned index) {
+  std::optional<ShardingRule> rule = getShardingRule(op);
+  if (!rule || index >= rule->operands.size())
+    return false;
+  for (const ShardingRule::DimFactors &dim : rule->operands[index])
+    for (int64_t f : dim)
+      if (rule->factors[f].kind == FactorKind::Reduction)
+        return true;
+  return false;
+}
+
+/// Whether `v` (through views) is contracted by some user: a weight, not a bias or a table added.
+bool feedsContraction(Value v) {
+  SmallVector<Value> work{v};
+  while (!work.empty()) {
+    Value next = work.pop_back_val();
+    for (OpOperand &use : next.getUses()) {
+      if (contracts(use.getOwner(), use.getOperandNumber()))
+        return true;
+      if (isView(use.getOwner()))
+        work.push_back(use.getOwner()->getResult(0));
+    }
+  }
+  return false;
+}
+
+/// The parameter `v` reads through views, or null.
+ParameterOp readParameter(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (auto read = llvm::dyn_cast<ParameterOp>(def))
+      return read;
+    if (!isView(def))
+      return {};
+    v = def->getOperand(0);
+  }
+  return {};
+}
+
+class ShardingSearch {
+public:
+  ShardingSearch(func::FuncOp func, const Mesh &mesh, const ShardingSearchOptions &options,
+                 const llvm::StringMap<Layout> &decided)
+      : func_(func), mesh_(mesh), options_(options), decided_(decided), size_(mesh.parts({options.axis})) {}
+
+  FailureOr<ShardingSearchResult> run() {
+    if (failed(computeBatchLayouts()))
+      return failure();
+    buildNodes();
+    buildEdges();
+    if (failed(solve()))
+      return failure();
+    accountChosen();
+    apply();
+    for (const Node &node : nodes_)
+      result_.strategies += node.strategies.size();
+    result_.nodes = nodes_.size();
+    recordPrediction();
+    return result_;
+  }
+
+private:
+  /// What the data-parallel propagation will give each value (the batch dims over dp): it runs
+  /// on a copy of the function, whose layouts are read back in program order.
+  LogicalResult computeBatchLayouts() {
+    if (batchAxes(mesh_).empty())
+      return success();
+    OpBuilder b(func_);
+    auto copy = llvm::cast<func::FuncOp>(b.clone(*func_));
+    copy.setSymName((func_.getSymName() + ".batch_layouts").str());
+    seedBatch(copy, mesh_);
+    LogicalResult propagated = propagateShardings(copy, mesh_);
+    if (succeeded(propagated)) {
+      for (unsigned i = 0; i < copy.getNumArguments(); ++i)
+        if (auto attr = copy.getArgAttrOfType<ShardingAttr>(i, kArgShardingAttr))
+          batch_[func_.getArgument(i)] = dimsOnly(Layout::fromAttr(attr));
+      for (auto [original, copied] : llvm::zip(func_.getBody().front(), copy.getBody().front()))
+        if (auto list = copied.getAttrOfType<ArrayAttr>(kResultShardingsAttr))
+          for (auto [r, attr] : llvm::zip(original.getResults(), list))
+            batch_[r] = dimsOnly(Layout::fromAttr(llvm::cast<ShardingAttr>(attr)));
+    }
+    copy.erase();
+    return propagated;
+  }
+
+  static Layout dimsOnly(Layout l) {
+    l.clearPartial();
+    return l;
+  }
+
+  Layout batchOf(Value v) const {
+    auto it = batch_.find(v);
+    return it != batch_.end() ? it->second : Layout::whole(llvm::cast<RankedTensorType>(v.getType()).getRank());
+  }
+
+  void buildNodes() {
+    func_.walk([&](ParameterOp read) {
+      if (read.getTrainable() && read.getType().getRank() >= 2 && feedsContraction(read.getResult()))
+        weights_.insert(read.getName());
+    });
+    for (Operation &op : func_.getBody().front()) {
+      if (llvm::isa<func::ReturnOp>(op))
+        continue;
+      if (auto read = llvm::dyn_cast<ParameterOp>(op)) {
+        sources_[read.getResult()] = {variableNode(read.getName(), read.getType()), 0};
+        continue;
+      }
+      if (auto read = llvm::dyn_cast<StateOp>(op)) {
+        sources_[read.getResult()] = {variableNode(read.getName(), read.getType()), 0};
+        continue;
+      }
+      if (auto assign = llvm::dyn_cast<AssignOp>(op)) {
+        auto type = llvm::cast<RankedTensorType>(assign.getValue().getType());
+        assigns_.push_back({assign, variableNode(assign.getName(), type)});
+        continue;
+      }
+      if (llvm::none_of(op.getResultTypes(), [](Type t) { return llvm::isa<RankedTensorType>(t); }))
+        continue;
+      int n = opNode(&op);
+      for (OpResult r : op.getResults())
+        sources_[r] = {n, r.getResultNumber()};
+    }
+  }
+
+  /// A variable's node: stored whole or split on one dim the axis divides (a weight: split,
+  /// where some dim divides); one layout when an earlier function or an override decided it.
+  int variableNode(StringRef name, RankedTensorType type) {
+    auto [it, added] = variableNodes_.try_emplace(name, (int)nodes_.size());
+    if (!added)
+      return it->second;
+    Node node;
+    node.variable = name.str();
+    auto stored = [&](Layout l, int64_t dim) {
+      Strategy s;
+      s.factor = dim;
+      s.operands = {l};
+      s.results = {l};
+      node.strategies.push_back(s);
+    };
+    if (auto d = decided_.find(name); d != decided_.end()) {
+      stored(d->second, -1);
+    } else {
+      stored(Layout::whole(type.getRank()), -1);
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        if (type.getDimSize(d) % size_ == 0) {
+          Layout l = Layout::whole(type.getRank());
+          l.dims[d] = {options_.axis};
+          stored(l, d);
+        }
+      if (weights_.contains(name) && node.strategies.size() > 1)
+        node.strategies.erase(node.strategies.begin());
+    }
+    nodes_.push_back(std::move(node));
+    return (int)nodes_.size() - 1;
+  }
+
+  /// The search's size and prediction on the function (kSearchAttr), for --dump-sharding.
+  void recordPrediction() {
+    Builder b(func_.getContext());
+    func_->setAttr(kSearchAttr,
+                   b.getDictionaryAttr({b.getNamedAttr("axis", b.getStringAttr(options_.axis)),
+                                        b.getNamedAttr("nodes", b.getI64IntegerAttr(result_.nodes)),
+                                        b.getNamedAttr("strategies", b.getI64IntegerAttr(result_.strategies)),
+                                        b.getNamedAttr("program_variables", b.getI64IntegerAttr(result_.programVariables)),
+                                        b.getNamedAttr("optimal", b.getBoolAttr(result_.optimal)),
+                                        b.getNamedAttr("collectives", b.getI64IntegerAttr(result_.predictedCollectives)),
+                                        b.getNamedAttr("bytes", b.getI64IntegerAttr((int64_t)result_.predictedBytes)),
+                                        b.getNamedAttr("seconds", b.getF64FloatAttr(result_.predictedSeconds)),
+                                        b.getNamedAttr("reshards", b.getStrArrayAttr(llvm::SmallVector<llvm::StringRef>(
+                                                                       result_.reshardLines.begin(), result_.reshardLines.end())))}));
+  }
+
+  /// The chosen layout of `value` as its producer leaves it.
+  Layout chosenLayout(Value value) const {
+    auto it = sources_.find(value);
+    return it == sources_.end() ? batchOf(value) : resultLayout(it->second, nodes_[it->second.node].chosen);
+  }
+
+  /// The collectives the chosen strategies imply: the prediction, and one line per reshard
+  /// for --dump-sharding ("user: have -> want type: bytes").
+  void accountChosen() {
+    // Partitioning builds one collective per value and layout, whatever number of users want it.
+    std::set<std::pair<void *, std::string>> built;
+    auto use = [&](Value value, const Layout &want, Operation *user) {
+      if (!built.insert({value.getAsOpaquePointer(), want.describe()}).second)
+        return;
+      Layout have = chosenLayout(value);
+      auto type = llvm::cast<RankedTensorType>(value.getType());
+      CommCost cost = reshardCost(have, want, type.getShape(), elementBytes(value), mesh_);
+      result_.predictedBytes += cost.bytes;
+      result_.predictedCollectives += cost.collectives;
+      if (!cost.collectives)
+        return;
+      std::string line;
+      llvm::raw_string_ostream os(line);
+      os << user->getName();
+      if (auto name = llvm::dyn_cast<NameLoc>(user->getLoc()))
+        os << " " << name.getName();
+      os << ": " << have.describe() << " -> " << want.describe() << " " << type << ", " << (int64_t)cost.bytes << " B";
+      result_.reshardLines.push_back(line);
+    };
+    for (Node &node : nodes_)
+      if (node.op)
+        for (OpOperand &operand : node.op->getOpOperands())
+          if (isRankedTensor(operand.get()))
+            use(operand.get(), node.strategies[node.chosen].operands[operand.getOperandNumber()], node.op);
+    for (auto [assign, n] : assigns_)
+      use(assign.getValue(), nodes_[n].strategies[nodes_[n].chosen].operands[0], assign);
+    for (Operation &op : func_.getBody().front())
+      if (llvm::isa<func::ReturnOp>(op))
+        for (Value v : op.getOperands())
+          if (isRankedTensor(v))
+            use(v, dimsOnly(chosenLayout(v)), &op);
+  }
+
+  int opNode(Operation *op);
+  void addOpStrategies(Node &node, const ShardingRule &rule);
+  void addPartialStrategies(Node &node, const ShardingRule &rule, const FactorAxes &base);
+  void restrictToWeights(Node &node, const ShardingRule &rule);
+  void buildEdges();
+  void addUse(Value value, int consumer, unsigned operand);
+  double reshardSeconds(Value value, const Layout &have, const Layout &want) const;
+  const Layout &resultLayout(const Source &source, int64_t strategy) const;
+  LogicalResult solve();
+  void apply();
+  Value resharded(Value value, const Layout &want, Operation *user);
+
+  func::FuncOp func_;
+  const Mesh &mesh_;
+  const ShardingSearchOptions &options_;
+  const llvm::StringMap<Layout> &decided_;
+  int64_t size_;
+  DenseMap<Value, Layout> batch_;
+  std::vector<Node> nodes_;
+  llvm::StringMap<int> variableNodes_;
+  llvm::StringSet<> weights_; // trainable parameters of rank >= 2 that feed a contraction
+  DenseMap<Value, Source> sources_;
+  std::vector<std::pair<AssignOp, int>> assigns_;
+  std::vector<Edge> edges_;
+  DenseMap<std::pair<Value, Attribute>, Value> reshards_;
+  ShardingSearchResult result_;
+};
+
+int ShardingSearch::opNode(Operation *op) {
+  Node node;
+  node.op = op;
+  std::optional<ShardingRule> rule = getShardingRule(op);
+  if (!rule) { // partitioned whole: operands gathered, results whole
+    Strategy s;
+    for (Value v : op->getOperands())
+      s.operands.push_back(Layout::whole(isRankedTensor(v) ? llvm::cast<RankedTensorType>(v.getType()).getRank() : 0));
+    for (Value v : op->getResults())
+      s.results.push_back(Layout::whole(isRankedTensor(v) ? llvm::cast<RankedTensorType>(v.getType()).getRank() : 0));
+    s.seconds = estimateSeconds(op);
+    node.strategies.push_back(s);
+  } else {
+    addOpStrategies(node, *rule);
+    restrictToWeights(node, *rule);
+  }
+  nodes_.push_back(std::move(node));
+  return (int)nodes_.size() - 1;
+}
+
+/// The batch's factors (those the data-parallel layouts split) as they are, and the axis on
+/// none or on one other factor it divides.
+void ShardingSearch::addOpStrategies(Node &node, const ShardingRule &rule) {
+  Operation *op = node.op;
+  FactorAxes base = factorAxesOf(
+      op, rule, mesh_, /*resultsFirst=*/true, [&](Value v) { return batchOf(v); },
+      [&](OpOperand &operand) { return batchOf(operand.get()); });
+  for (int64_t f = -1; f < rule.numFactors(); ++f) {
+    FactorAxes axes = base;
+    if (f >= 0) {
+      if (!rule.maySplit(f) || !base[f].empty() || rule.factors[f].size % size_)
+        continue;
+      axes[f] = {options_.axis};
+      legalizeFactorAxes(axes, rule, mesh_);
+      if (axes[f].empty())
+        continue;
+    }
+    Strategy s;
+    s.factor = f;
+    int64_t parts = 1;
+    for (const MeshAxes &a : axes)
+      parts *= mesh_.parts(a);
+    s.seconds = estimateSeconds(op) / (double)parts;
+    for (unsigned i = 0; i < op->getNumOperands(); ++i)
+      s.operands.push_back(operandLayout(rule, i, axes, Layout::whole(rule.operands[i].size())));
+    for (unsigned i = 0; i < op->getNumResults(); ++i)
+      s.results.push_back(cpc::resultLayout(rule, i, axes, nullptr));
+    node.strategies.push_back(std::move(s));
+  }
+  addPartialStrategies(node, rule, base);
+}
+
+/// Linear ops pass partial sums on (add and sub when every operand is one, other ops in the one
+/// operand they are linear in): each rank's share goes through unreduced and one all-reduce
+/// serves the whole chain, as partitioning does (a gradient norm's terms are summed first).
+void ShardingSearch::addPartialStrategies(Node &node, const ShardingRule &rule, const FactorAxes &base) {
+  Operation *op = node.op;
+  int64_t parts = 1;
+  for (const MeshAxes &a : base)
+    parts *= mesh_.parts(a);
+  auto variant = [&](ArrayRef<unsigned> partialOperands) {
+    Strategy s;
+    s.seconds = estimateSeconds(op) / (double)parts;
+    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+      s.operands.push_back(operandLayout(rule, i, base, Layout::whole(rule.operands[i].size())));
+      if (llvm::is_contained(partialOperands, i))
+        s.operands.back().partial = {options_.axis};
+    }
+    for (unsigned i = 0; i < op->getNumResults(); ++i) {
+      Layout l = cpc::resultLayout(rule, i, base, nullptr);
+      if (!l.partial.empty())
+        return; // already partial over the batch: one kind of partial sum at a time
+      l.partial = {options_.axis};
+      s.results.push_back(l);
+    }
+    node.strategies.push_back(std::move(s));
+  };
+  if (llvm::isa<AddOp, SubOp>(op)) {
+    SmallVector<unsigned> all;
+    for (unsigned i = 0; i < op->getNumOperands(); ++i)
+      all.push_back(i);
+    variant(all);
+    return;
+  }
+  for (unsigned i = 0; i < op->getNumOperands(); ++i)
+    if (isRankedTensor(op->getOperand(i)) && propagatesPartial(op, i, ReductionKind::Sum))
+      variant({i});
+}
+
+/// A contraction that reads a weight (a parameter stored split) splits one of the weight's
+/// factors: that is what tensor parallelism is, against splitting the batch again.
+void ShardingSearch::restrictToWeights(Node &node, const ShardingRule &rule) {
+  for (OpOperand &operand : node.op->getOpOperands()) {
+    ParameterOp weight = readParameter(operand.get());
+    auto it = weight ? variableNodes_.find(weight.getName()) : variableNodes_.end();
+    if (it == variableNodes_.end() || !contracts(node.op, operand.getOperandNumber()) ||
+        llvm::any_of(nodes_[it->second].strategies, [](const Strategy &s) { return !s.results[0].isSplit(); }))
+      continue; // not a weight stored split
+    auto inWeight = [&](const Strategy &s) {
+      return s.factor >= 0 && llvm::any_of(rule.operands[operand.getOperandNumber()], [&](const auto &dim) {
+               return llvm::is_contained(dim, s.factor);
+             });
+    };
+    if (llvm::any_of(node.strategies, inWeight))
+      llvm::erase_if(node.strategies, [&](const Strategy &s) { return !inWeight(s); });
+  }
+}
+
+double ShardingSearch::reshardSeconds(Value value, const Layout &have, const Layout &want) const {
+  auto type = llvm::cast<RankedTensorType>(value.getType());
+  CommCost cost = reshardCost(have, want, type.getShape(), elementBytes(value), mesh_);
+  return cost.infeasible ? kInfeasibleSeconds : cost.seconds(options_.link);
+}
+
+const Layout &ShardingSearch::resultLayout(const Source &source, int64_t strategy) const {
+  return nodes_[source.node].strategies[strategy].results[source.slot];
+}
+
+/// Every use between nodes: kept as an edge where both ends choose, else folded into the
+/// strategies' own costs.
+void ShardingSearch::buildEdges() {
+  for (size_t n = 0; n < nodes_.size(); ++n)
+    if (Operation *op = nodes_[n].op)
+      for (OpOperand &operand : op->getOpOperands())
+        if (isRankedTensor(operand.get()))
+          addUse(operand.get(), (int)n, operand.getOperandNumber());
+  for (auto [assign, n] : assigns_)
+    addUse(assign.getValue(), n, 0);
+  // Results leave whole or split as they are, never partial.
+  for (Operation &op : func_.getBody().front())
+    if (llvm::isa<func::ReturnOp>(op))
+      for (Value v : op.getOperands()) {
+        auto it = sources_.find(v);
+        if (it == sources_.end())
+          continue;
+        for (auto [i, s] : llvm::enumerate(nodes_[it->second.node].strategies)) {
+          const Layout &have = s.results[it->second.slot];
+          s.seconds += reshardSeconds(v, have, dimsOnly(have));
+        }
+      }
+}
+
+void ShardingSearch::addUse(Value value, int consumer, unsigned operand) {
+  Node &user = nodes_[consumer];
+  auto it = sources_.find(value);
+  if (it == sources_.end()) { // a function argument: laid out as the batch seeds say
+    for (Strategy &s : user.strategies)
+      s.seconds += reshardSeconds(value, batchOf(value), s.operands[operand]);
+    return;
+  }
+  Source source = it->second;
+  Node &producer = nodes_[source.node];
+  if (producer.strategies.size() == 1) {
+    for (Strategy &s : user.strategies)
+      s.seconds += reshardSeconds(value, resultLayout(source, 0), s.operands[operand]);
+    return;
+  }
+  if (user.strategies.size() == 1) {
+    for (size_t i = 0; i < producer.strategies.size(); ++i)
+      producer.strategies[i].seconds += reshardSeconds(value, resultLayout(source, i), user.strategies[0].operands[operand]);
+    return;
+  }
+  edges_.push_back({source.node, consumer, source.slot, operand, value});
+}
+
+/// Alpa's program: one 0-1 variable per strategy of a node with several (exactly one chosen),
+/// and per edge one variable per pair of strategies, tied to both ends' choices, priced by the
+/// resharding between them.
+LogicalResult ShardingSearch::solve() {
+  IlpProblem program;
+  for (Node &node : nodes_) {
+    if (node.strategies.size() < 2)
+      continue;
+    std::vector<std::pair<int, double>> one;
+    for (const Strategy &s : node.strategies) {
+      node.programVariables.push_back(program.addVariable(s.seconds * kProgramUnitsPerSecond, /*binary=*/true));
+      one.push_back({node.programVariables.back(), 1.0});
+    }
+    program.addEquality(one, 1.0);
+  }
+  for (const Edge &e : edges_) {
+    const Node &from = nodes_[e.producer], &to = nodes_[e.consumer];
+    std::vector<std::vector<int>> pair(from.strategies.size(), std::vector<int>(to.strategies.size()));
+    for (size_t i = 0; i < from.strategies.size(); ++i)
+      for (size_t j = 0; j < to.strategies.size(); ++j)
+        pair[i][j] = program.addVariable(kProgramUnitsPerSecond * reshardSeconds(e.value, from.strategies[i].results[e.result],
+                                                                                 to.strategies[j].operands[e.operand]),
+                                         /*binary=*/false);
+    for (size_t i = 0; i < from.strategies.size(); ++i) {
+      std::vector<std::pair<int, double>> row{{from.programVariables[i], -1.0}};
+      for (size_t j = 0; j < to.strategies.size(); ++j)
+        row.push_back({pair[i][j], 1.0});
+      program.addEquality(row, 0.0);
+    }
+    for (size_t j = 0; j < to.strategies.size(); ++j) {
+      std::vector<std::pair<int, double>> column{{to.programVariables[j], -1.0}};
+      for (size_t i = 0; i < from.strategies.size(); ++i)
+        column.push_back({pair[i][j], 1.0});
+      program.addEquality(column, 0.0);
+    }
+  }
+  result_.programVariables = program.numVariables();
+  result_.programConstraints = program.numConstraints();
+  IlpProblem::Solution solution;
+  std::string why;
+  if (program.numVariables() && !program.solve(options_.solverSeconds, solution, why))
+    return func_.emitError("the sharding search over ") << options_.axis << " found no layout: " << why;
+  result_.optimal = !program.numVariables() || solution.optimal;
+  result_.predictedSeconds = solution.objective / kProgramUnitsPerSecond;
+  for (Node &node : nodes_) {
+    if (node.programVariables.empty())
+      continue;
+    for (size_t i = 0; i < node.programVariables.size(); ++i)
+      if (solution.values[node.programVariables[i]] > 0.5)
+        node.chosen = i;
+  }
+  return success();
+}
+
+/// The value `value` laid out as `want` for `user`: itself, or a cpc.shard of it (one per value
+/// and layout, before its first such user).
+Value ShardingSearch::resharded(Value value, const Layout &want, Operation *user) {
+  Layout have = dimsOnly(batchOf(value));
+  if (auto it = sources_.find(value); it != sources_.end())
+    have = resultLayout(it->second, nodes_[it->second.node].chosen);
+  if (have.dims == want.dims)
+    return value; // alike, or a partial sum the partitioner reduces in place
+  ShardingAttr attr = want.toAttr(mesh_.ref(), /*priority=*/1);
+  auto [it, added] = reshards_.try_emplace({value, attr}, Value());
+  if (added) {
+    OpBuilder b(user);
+    it->second = b.create<ShardOp>(user->getLoc(), value, attr).getResult();
+    ++result_.reshards;
+  }
+  return it->second;
+}
+
+/// Seeds propagation keeps: each op's result layouts, a cpc.shard per resharded operand, and the
+/// variables' layouts for the caller to store.
+void ShardingSearch::apply() {
+  for (Node &node : nodes_) {
+    const Strategy &s = node.strategies[node.chosen];
+    if (!node.op) {
+      result_.variables[node.variable] = s.results[0];
+      continue;
+    }
+    SmallVector<Attribute> layouts;
+    for (auto [r, l] : llvm::zip(node.op->getResults(), s.results))
+      layouts.push_back(dimsOnly(l).toAttr(mesh_.ref(), /*priority=*/1));
+    if (!layouts.empty())
+      node.op->setAttr(kResultShardingsAttr, ArrayAttr::get(func_.getContext(), layouts));
+    for (OpOperand &operand : node.op->getOpOperands())
+      if (isRankedTensor(operand.get()) && s.operands[operand.getOperandNumber()].partial.empty())
+        operand.set(resharded(operand.get(), s.operands[operand.getOperandNumber()], node.op));
+  }
+  for (auto [assign, n] : assigns_)
+    assign->setOperand(0, resharded(assign.getValue(), nodes_[n].strategies[nodes_[n].chosen].operands[0], assign));
+}
+
+} // namespace
+
+FailureOr<ShardingSearchResult> searchShardingLayout(func::FuncOp func, const Mesh &mesh,
+                                                     const ShardingSearchOptions &options,
+                                                     const llvm::StringMap<Layout> &decided) {
+  if (!mesh.hasAxis(options.axis))
+    return func.emitError("the mesh has no axis '") << options.axis << "' to search a layout over";
+  return ShardingSearch(func, mesh, options, decided).run();
+}
+
+} // namespace cpc

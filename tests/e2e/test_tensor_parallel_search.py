@@ -1,0 +1,140 @@
+"""Tensor parallelism by search (`--tp-search`, passes/AutoSharding.cpp): every op's strategy
+over tp derived from its sharding rule, every edge priced by the collectives partitioning would
+insert, one 0-1 program solved (COIN-OR CBC). No pattern is involved.
+
+On the project's GPT (examples/gpt, tiny) the search must find Megatron's layout of the blocks
+(the fused qkv and fc1 column-parallel, proj and fc2 row-parallel: the same splits the
+hand-written patterns choose), send per step exactly what it predicted (the communicator's
+count equals the prediction that --dump-sharding prints), and communicate per block no more
+than Megatron (4 all-reduces of [b, s, h] per block and step); tp2, dp2 x tp2, tp2 with
+gradient accumulation and pp2 x tp2 train equal to one rank (loss and grad_norm per step within
+1e-5, final parameters too). On MAE-tiny the blocks' parameters are split (>= 90% of their
+elements) and tp2 trains equal to one rank. The Hugging Face and timm models run --tp-search in
+test_model_zoo.py.
+"""
+import json
+import os
+import re
+
+import numpy as np
+
+from cpctest import (check_loss_moves_and_clip_engages, compare_training, export_mae, train_plan, MAE_RECIPE, PYTHON,
+                     SOURCE, Results, run, tempdir, tool, MPI_ENV)
+
+results = Results()
+STEPS = 12
+CLIP = 1.25
+BATCH, TOKENS, VOCAB, WIDTH, BLOCKS = 4, 8, 64, 32, 2
+RECIPE = {"TOTAL_BATCH_SIZE": BATCH, "LR": 0.1, "WARMUP_EPOCHS": 0, "lr_schedule": "constant", "clip_grad_norm": CLIP}
+BLOCK_PARAMETER = re.compile(r"(^|\.)(blocks|decoder_blocks)\.\d+\.")
+
+
+def compile_and_train(work, model, name, flags, recipe, inputs, steps=STEPS):
+    config = os.path.join(work, name + ".json")
+    with open(config, "w") as f:
+        json.dump(recipe, f)
+    plan = os.path.join(work, name + ".plan")
+    compiled = run([tool("cpc"), "compile", model, "--config", config, "-o", plan, "--dump-sharding", *flags])
+    ours, params, summary = train_plan(plan, steps, inputs, os.path.join(work, name))
+    return ours, params, summary, compiled.stdout
+
+
+def predicted_bytes(dump):
+    """The bytes per run the search predicts, summed over the searched functions."""
+    found = re.findall(r"layout over tp by search: .*; predicts (\d+) collectives, (\d+) B sent", dump)
+    assert found, "--dump-sharding shows no search:\n" + dump[:2000]
+    return sum(int(b) for _, b in found)
+
+
+def split_weights(summary):
+    return {b["name"]: b.get("shard_dims") for b in summary["buffers"]
+            if b["kind"] == "parameter" and len(b.get("global_shape", b["shape"])) == 2 and b.get("shard_dims")}
+
+
+def block_fraction(summary):
+    """The fraction of the transformer blocks' parameter elements stored split over tp."""
+    total = split = 0
+    for b in summary["buffers"]:
+        if b["kind"] != "parameter" or not BLOCK_PARAMETER.search(b["name"]):
+            continue
+        n = int(np.prod(b.get("global_shape", b["shape"])))
+        total += n
+        split += n if any("tp" in axes for axes in b.get("shard_dims", [])) else 0
+    return split / total
+
+
+with tempdir() as work:
+    os.environ.update(MPI_ENV)
+    for batch in (BATCH, BATCH // 2):
+        run([PYTHON, os.path.join(SOURCE, "examples", "gpt", "export.py"), "--size", "tiny", "--batch", str(batch),
+             "--out-dir", os.path.join(work, "b%d" % batch)])
+    gpt, gpt_half = (os.path.join(work, "b%d" % b, "gpt-tiny-opset17.onnx") for b in (BATCH, BATCH // 2))
+    rng = np.random.default_rng(2)
+    tokens = {}
+    for name in ("idx", "targets"):
+        tokens[name] = os.path.join(work, name + ".npy")
+        np.save(tokens[name], rng.integers(0, VOCAB, (BATCH, TOKENS)).astype(np.int64))
+    single, single_params, _, _ = compile_and_train(work, gpt, "one", [], RECIPE, tokens)
+
+    def megatron_found():
+        print("   one rank: " + check_loss_moves_and_clip_engages(single, CLIP, fall=0.9))
+        ours, params, summary, dump = compile_and_train(work, gpt, "tp2", ["--tp", "2", "--tp-search"], RECIPE, tokens)
+        worst, worst_norm = compare_training(ours, single, params, single_params, STEPS)
+        megatron_run, _, patterns, _ = compile_and_train(work, gpt, "tp2-patterns", ["--tp", "2"], RECIPE, tokens, steps=1)
+        searched, megatron = split_weights(summary), split_weights(patterns)
+        blocks = {n: d for n, d in megatron.items() if BLOCK_PARAMETER.search(n)}
+        assert len(blocks) == 4 * BLOCKS, "the patterns split %s" % sorted(megatron)
+        for name, dims in blocks.items():
+            assert searched.get(name) == dims, "%s: the search splits it %s, Megatron %s" % (name, searched.get(name), dims)
+        steps = [(s["op"], summary["buffers"][i]["shape"]) for p in summary["programs"] for s in p["steps"] for i in s["in"]]
+        activation = [BATCH, TOKENS, WIDTH]
+        reduces = sum(1 for op, shape in steps if op == "cpc.all_reduce" and shape == activation)
+        # Megatron per step: 2 forward and 2 backward all-reduces per block, the embedding's
+        # lookup and the head's input gradient.
+        assert reduces <= 4 * BLOCKS + 2, "%d all-reduces of %s, Megatron has %d" % (reduces, activation, 4 * BLOCKS + 2)
+        counted = sum(v["bytes"] for v in ours[-1]["comm"].values())
+        predicted = predicted_bytes(dump)
+        assert counted == predicted, "sent %d B per step, the search predicted %d" % (counted, predicted)
+        print("   loss %.1e, grad_norm %.1e; block weights split as Megatron's; %d all-reduces of [b, s, h]; "
+              "%d B per step, as predicted (the patterns: %d B)" % (
+                  worst, worst_norm, reduces, counted, sum(v["bytes"] for v in megatron_run[-1]["comm"].values())))
+
+    results.check("GPT tp=2: Megatron's layout found by search, equal to one rank, bytes as predicted", megatron_found)
+
+    def layouts():
+        for name, model, recipe, flags in (
+                ("dp2tp2", gpt, RECIPE, ["--dp", "2", "--tp", "2", "--tp-search"]),
+                ("tp2-accumulation", gpt_half, dict(RECIPE, gradient_accumulation=2), ["--tp", "2", "--tp-search"]),
+                ("pp2tp2", gpt_half, RECIPE, ["--pp", "2", "--microbatches", "2", "--tp", "2", "--tp-search"])):
+            ours, params, _, _ = compile_and_train(work, model, name, flags, recipe, tokens)
+            worst, worst_norm = compare_training(ours, single, params, single_params, STEPS)
+            print("   %s: loss %.1e, grad_norm %.1e" % (name, worst, worst_norm))
+
+    results.check("GPT dp2 x tp2, tp2 with accumulation, pp2 x tp2 by search equal one rank", layouts)
+
+    def mae():
+        model = export_mae("tiny", 17, work, extra=["--batch", "8"])
+        data = {"imgs": os.path.join(work, "imgs.npy"), "noise": os.path.join(work, "noise.npy")}
+        np.save(data["imgs"], rng.standard_normal((8, 3, 32, 32)).astype(np.float32))
+        np.save(data["noise"], rng.random((8, 16)).astype(np.float32))
+        one, one_params, _, _ = compile_and_train(work, model, "mae-one", [], MAE_RECIPE, data, steps=8)
+        ours, params, summary, _ = compile_and_train(work, model, "mae-tp2", ["--tp", "2", "--tp-search"], MAE_RECIPE,
+                                                     data, steps=8)
+        worst, worst_norm = compare_training(ours, one, params, one_params, 8)
+        fraction = block_fraction(summary)
+        assert fraction >= 0.9, "the search splits %.1f%% of the blocks' parameter elements" % (100 * fraction)
+        print("   loss %.1e, grad_norm %.1e; %.1f%% of the blocks' parameter elements split" % (
+            worst, worst_norm, 100 * fraction))
+
+    results.check("MAE-tiny tp=2 by search: blocks split, equal to one rank", mae)
+
+    def needs_tp():
+        refused = run([tool("cpc"), "compile", gpt, "--tp-search", "-o", os.path.join(work, "x.plan")], check=False)
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode == 1 and len(lines) == 1 and "--tp-search" in lines[0] and "--tp" in lines[0], (
+            refused.returncode, refused.stderr)
+        print("   " + lines[0])
+
+    results.check("--tp-search without --tp is one line", needs_tp)
+
+results.finish()
