@@ -89,7 +89,8 @@ void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &f
       };
       auto optimal = search.getAs<mlir::BoolAttr>("optimal");
       out << "  " << name << ": layout over " << search.getAs<mlir::StringAttr>("axis").getValue().str()
-          << " by search: " << i64("nodes") << " ops and variables, " << i64("strategies") << " strategies, "
+          << " by search: " << i64("nodes") << " ops and variables (" << i64("tied") << " tied to a repeat), "
+          << i64("strategies") << " strategies, "
           << i64("program_variables") << " program variables, " << (optimal && optimal.getValue() ? "optimal" : "not proven optimal")
           << "; predicts " << i64("collectives") << " collectives, " << i64("bytes") << " B sent per rank and run\n";
       if (auto reshards = search.getAs<mlir::ArrayAttr>("reshards"))

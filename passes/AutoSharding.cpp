@@ -3,11 +3,15 @@
 
 #include "dialects/cpc/Cost.h"
 #include "passes/IlpSolver.h"
+#include "passes/RepeatedBlocks.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <chrono>
+#include <map>
 #include <set>
+#include <tuple>
 
 using namespace mlir;
 
@@ -17,6 +21,10 @@ namespace {
 /// Resharding that no collectives can do (a whole value wanted as a partial sum) costs this
 /// many seconds: never chosen while another way exists.
 constexpr double kInfeasibleSeconds = 1e3;
+
+/// Repeated blocks are tied by neighbourhoods this many hops deep (RepeatedBlocks.h): deep
+/// enough that a block's first and last ops see whether they border the embedding or the head.
+constexpr int kTieRounds = 3;
 
 /// The program's costs are in microseconds: the solver's tolerances (about 1e-7 absolute) would
 /// take the microsecond differences between strategies, in seconds, for ties.
@@ -33,6 +41,7 @@ struct Strategy {
 struct Node {
   Operation *op = nullptr;
   std::string variable;
+  RankedTensorType type; // a variable's
   std::vector<Strategy> strategies;
   int64_t chosen = 0;
   std::vector<int> programVariables; // one per strategy when there are several
@@ -114,12 +123,19 @@ public:
       : func_(func), mesh_(mesh), options_(options), decided_(decided), size_(mesh.parts({options.axis})) {}
 
   FailureOr<ShardingSearchResult> run() {
+    auto start = std::chrono::steady_clock::now();
+    auto since = [](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    };
     if (failed(computeBatchLayouts()))
       return failure();
     buildNodes();
     buildEdges();
+    auto solving = std::chrono::steady_clock::now();
     if (failed(solve()))
       return failure();
+    result_.solveSeconds = since(solving);
+    result_.searchSeconds = since(start);
     accountChosen();
     apply();
     for (const Node &node : nodes_)
@@ -200,6 +216,7 @@ private:
       return it->second;
     Node node;
     node.variable = name.str();
+    node.type = type;
     auto stored = [&](Layout l, int64_t dim) {
       Strategy s;
       s.factor = dim;
@@ -230,6 +247,7 @@ private:
     func_->setAttr(kSearchAttr,
                    b.getDictionaryAttr({b.getNamedAttr("axis", b.getStringAttr(options_.axis)),
                                         b.getNamedAttr("nodes", b.getI64IntegerAttr(result_.nodes)),
+                                        b.getNamedAttr("tied", b.getI64IntegerAttr(result_.tiedNodes)),
                                         b.getNamedAttr("strategies", b.getI64IntegerAttr(result_.strategies)),
                                         b.getNamedAttr("program_variables", b.getI64IntegerAttr(result_.programVariables)),
                                         b.getNamedAttr("optimal", b.getBoolAttr(result_.optimal)),
@@ -292,6 +310,8 @@ private:
   double reshardSeconds(Value value, const Layout &have, const Layout &want) const;
   const Layout &resultLayout(const Source &source, int64_t strategy) const;
   LogicalResult solve();
+  void addEdge(IlpProblem &program, const Edge &e, int count);
+  uint64_t nodeLabel(const Node &node) const;
   void apply();
   Value resharded(Value value, const Layout &want, Operation *user);
 
@@ -307,6 +327,8 @@ private:
   DenseMap<Value, Source> sources_;
   std::vector<std::pair<AssignOp, int>> assigns_;
   std::vector<Edge> edges_;
+  std::vector<NodeLink> links_; // every use between nodes, for finding repeated blocks
+  std::vector<int> classOf_;    // the node whose choice each node shares (repeated blocks)
   DenseMap<std::pair<Value, Attribute>, Value> reshards_;
   ShardingSearchResult result_;
 };
@@ -462,6 +484,7 @@ void ShardingSearch::addUse(Value value, int consumer, unsigned operand) {
     return;
   }
   Source source = it->second;
+  links_.push_back({source.node, source.slot, consumer, operand});
   Node &producer = nodes_[source.node];
   if (producer.strategies.size() == 1) {
     for (Strategy &s : user.strategies)
@@ -476,42 +499,64 @@ void ShardingSearch::addUse(Value value, int consumer, unsigned operand) {
   edges_.push_back({source.node, consumer, source.slot, operand, value});
 }
 
-/// Alpa's program: one 0-1 variable per strategy of a node with several (exactly one chosen),
-/// and per edge one variable per pair of strategies, tied to both ends' choices, priced by the
-/// resharding between them.
+/// A node's structural label before any round: what it computes on what types, and the
+/// strategies it offers (nodes tied together must offer the same ones).
+uint64_t ShardingSearch::nodeLabel(const Node &node) const {
+  llvm::hash_code h = llvm::hash_value(node.strategies.size());
+  for (const Strategy &s : node.strategies)
+    h = llvm::hash_combine(h, s.factor, s.operands.size(), s.results.size());
+  if (!node.op)
+    return llvm::hash_combine(h, weights_.contains(node.variable), node.type.getAsOpaquePointer());
+  h = llvm::hash_combine(h, node.op->getName().getAsOpaquePointer(), node.op->getAttrDictionary().getAsOpaquePointer());
+  for (Type t : node.op->getOperandTypes())
+    h = llvm::hash_combine(h, t.getAsOpaquePointer());
+  for (Type t : node.op->getResultTypes())
+    h = llvm::hash_combine(h, t.getAsOpaquePointer());
+  return h;
+}
+
+/// Alpa's program over the nodes' classes (repeated blocks share one choice): one 0-1 variable
+/// per strategy of a class with several (exactly one chosen), and per class-to-class edge one
+/// variable per pair of layouts (addEdge), priced by the resharding between them times the
+/// edges it stands for. An edge inside one class costs what its strategy's two ends imply.
 LogicalResult ShardingSearch::solve() {
+  std::vector<uint64_t> labels;
+  for (const Node &node : nodes_)
+    labels.push_back(nodeLabel(node));
+  classOf_ = repeatedClasses(labels, links_, kTieRounds);
+  std::vector<std::vector<double>> costs(nodes_.size());
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    std::vector<double> &c = costs[classOf_[n]];
+    c.resize(nodes_[n].strategies.size(), 0.0);
+    for (size_t i = 0; i < c.size(); ++i)
+      c[i] += nodes_[n].strategies[i].seconds;
+  }
+  std::map<std::tuple<int, unsigned, int, unsigned>, std::pair<Edge, int>> between; // class edges, counts
+  for (const Edge &e : edges_) {
+    int from = classOf_[e.producer], to = classOf_[e.consumer];
+    if (from == to) {
+      for (size_t i = 0; i < costs[from].size(); ++i)
+        costs[from][i] += reshardSeconds(e.value, nodes_[e.producer].strategies[i].results[e.result],
+                                         nodes_[e.consumer].strategies[i].operands[e.operand]);
+      continue;
+    }
+    auto [it, added] = between.try_emplace({from, e.result, to, e.operand}, Edge{from, to, e.result, e.operand, e.value}, 0);
+    ++it->second.second;
+  }
   IlpProblem program;
-  for (Node &node : nodes_) {
-    if (node.strategies.size() < 2)
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    if ((int)n != classOf_[n] || nodes_[n].strategies.size() < 2)
       continue;
     std::vector<std::pair<int, double>> one;
-    for (const Strategy &s : node.strategies) {
-      node.programVariables.push_back(program.addVariable(s.seconds * kProgramUnitsPerSecond, /*binary=*/true));
-      one.push_back({node.programVariables.back(), 1.0});
+    for (double seconds : costs[n]) {
+      nodes_[n].programVariables.push_back(program.addVariable(seconds * kProgramUnitsPerSecond, /*binary=*/true));
+      one.push_back({nodes_[n].programVariables.back(), 1.0});
     }
     program.addEquality(one, 1.0);
   }
-  for (const Edge &e : edges_) {
-    const Node &from = nodes_[e.producer], &to = nodes_[e.consumer];
-    std::vector<std::vector<int>> pair(from.strategies.size(), std::vector<int>(to.strategies.size()));
-    for (size_t i = 0; i < from.strategies.size(); ++i)
-      for (size_t j = 0; j < to.strategies.size(); ++j)
-        pair[i][j] = program.addVariable(kProgramUnitsPerSecond * reshardSeconds(e.value, from.strategies[i].results[e.result],
-                                                                                 to.strategies[j].operands[e.operand]),
-                                         /*binary=*/false);
-    for (size_t i = 0; i < from.strategies.size(); ++i) {
-      std::vector<std::pair<int, double>> row{{from.programVariables[i], -1.0}};
-      for (size_t j = 0; j < to.strategies.size(); ++j)
-        row.push_back({pair[i][j], 1.0});
-      program.addEquality(row, 0.0);
-    }
-    for (size_t j = 0; j < to.strategies.size(); ++j) {
-      std::vector<std::pair<int, double>> column{{to.programVariables[j], -1.0}};
-      for (size_t i = 0; i < from.strategies.size(); ++i)
-        column.push_back({pair[i][j], 1.0});
-      program.addEquality(column, 0.0);
-    }
-  }
+  for (const auto &[key, edge] : between)
+    addEdge(program, edge.first, edge.second);
+  result_.tiedNodes = llvm::count_if(llvm::seq<size_t>(0, nodes_.size()), [&](size_t n) { return classOf_[n] != (int)n; });
   result_.programVariables = program.numVariables();
   result_.programConstraints = program.numConstraints();
   IlpProblem::Solution solution;
@@ -527,7 +572,53 @@ LogicalResult ShardingSearch::solve() {
       if (solution.values[node.programVariables[i]] > 0.5)
         node.chosen = i;
   }
+  for (size_t n = 0; n < nodes_.size(); ++n)
+    nodes_[n].chosen = nodes_[classOf_[n]].chosen;
   return success();
+}
+
+/// An edge's resharding cost depends only on the layout the producer leaves and the one the
+/// user wants, and strategies share layouts (a matmul's five strategies read x in three), so
+/// its variables are per pair of distinct layouts: each tied to the sum of the choices of
+/// either end that give its layout. Exact, and a fraction of Alpa's per-strategy pairs.
+void ShardingSearch::addEdge(IlpProblem &program, const Edge &e, int count) {
+  const Node &from = nodes_[e.producer], &to = nodes_[e.consumer];
+  auto group = [](const Node &node, auto layoutOf) {
+    std::vector<std::pair<Layout, std::vector<int>>> groups; // layout, program variables giving it
+    for (size_t i = 0; i < node.strategies.size(); ++i) {
+      const Layout &l = layoutOf(node.strategies[i]);
+      auto it = llvm::find_if(groups, [&](const auto &g) { return g.first.dims == l.dims && g.first.partial == l.partial &&
+                                                                   g.first.reduction == l.reduction; });
+      if (it == groups.end())
+        groups.push_back({l, {node.programVariables[i]}});
+      else
+        it->second.push_back(node.programVariables[i]);
+    }
+    return groups;
+  };
+  auto have = group(from, [&](const Strategy &s) -> const Layout & { return s.results[e.result]; });
+  auto want = group(to, [&](const Strategy &s) -> const Layout & { return s.operands[e.operand]; });
+  std::vector<std::vector<int>> pair(have.size(), std::vector<int>(want.size()));
+  for (size_t a = 0; a < have.size(); ++a)
+    for (size_t b = 0; b < want.size(); ++b)
+      pair[a][b] = program.addVariable(count * kProgramUnitsPerSecond * reshardSeconds(e.value, have[a].first, want[b].first),
+                                       /*binary=*/false);
+  for (size_t a = 0; a < have.size(); ++a) {
+    std::vector<std::pair<int, double>> row;
+    for (int x : have[a].second)
+      row.push_back({x, -1.0});
+    for (size_t b = 0; b < want.size(); ++b)
+      row.push_back({pair[a][b], 1.0});
+    program.addEquality(row, 0.0);
+  }
+  for (size_t b = 0; b < want.size(); ++b) {
+    std::vector<std::pair<int, double>> column;
+    for (int x : want[b].second)
+      column.push_back({x, -1.0});
+    for (size_t a = 0; a < have.size(); ++a)
+      column.push_back({pair[a][b], 1.0});
+    program.addEquality(column, 0.0);
+  }
 }
 
 /// The value `value` laid out as `want` for `user`: itself, or a cpc.shard of it (one per value

@@ -25,8 +25,8 @@
 namespace cpc {
 
 /// On a searched function: what the search chose among and predicts (a dictionary: axis,
-/// nodes, strategies, program_variables, optimal, collectives, bytes per run, seconds, and the
-/// reshards as lines).
+/// nodes, tied, strategies, program_variables, optimal, collectives, bytes per run, seconds,
+/// and the reshards as lines; no timings, so that the IR is the same on every run).
 inline constexpr llvm::StringLiteral kSearchAttr = "cpc.sharding_search";
 
 struct ShardingSearchOptions {
@@ -39,11 +39,13 @@ struct ShardingSearchResult {
   /// The layout over the axis chosen for each variable the function reads (by symbol).
   llvm::StringMap<Layout> variables;
   int64_t nodes = 0, strategies = 0, programVariables = 0, programConstraints = 0, reshards = 0;
+  int64_t tiedNodes = 0; // nodes that share another's choice (repeated blocks)
   double predictedSeconds = 0; // compute plus resharding of the chosen strategies
   double predictedBytes = 0;   // what each rank sends for the resharding, per run of the function
   int64_t predictedCollectives = 0;
   std::vector<std::string> reshardLines; // "user: have -> want type, bytes" per use that communicates
   bool optimal = false;
+  double searchSeconds = 0, solveSeconds = 0; // wall time: all of it, and the solver's part
 };
 
 /// Chooses the layout of `func` over `options.axis` of `mesh` and writes it as seeds (see the
