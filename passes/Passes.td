@@ -231,7 +231,10 @@ def CpcHeadMajorQkv : Pass<"cpc-head-major-qkv", "::mlir::ModuleOp"> {
     runtime undoes on output) and reshapes the projection to [B, N, H, 3, Dh] followed by a
     transpose to [B, N, 3, H, Dh], the value the model had. A split of the rows over tp then
     gives each rank whole heads of q, k and v. Found from the graph: a Linear whose only use
-    is a reshape of its output features into [3, H, Dh].
+    is a reshape of its output features into [3, H, Dh], or K equal slices of its output
+    features each reshaped into [H, Dh] (Hugging Face GPT-2's c_attn and split): those take
+    part j of the head-major features reshaped to [.., H, K, Dh] and transposed to
+    [.., K, H, Dh], so that H stays split through them.
   }];
   let options = [
     Option<"tp", "tp", "int64_t", /*default=*/"2", "Tensor-parallel ranks the heads must divide by">,
