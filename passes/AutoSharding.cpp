@@ -603,22 +603,19 @@ void ShardingSearch::addEdge(IlpProblem &program, const Edge &e, int count) {
     for (size_t b = 0; b < want.size(); ++b)
       pair[a][b] = program.addVariable(count * kProgramUnitsPerSecond * reshardSeconds(e.value, have[a].first, want[b].first),
                                        /*binary=*/false);
-  for (size_t a = 0; a < have.size(); ++a) {
-    std::vector<std::pair<int, double>> row;
-    for (int x : have[a].second)
-      row.push_back({x, -1.0});
-    for (size_t b = 0; b < want.size(); ++b)
-      row.push_back({pair[a][b], 1.0});
-    program.addEquality(row, 0.0);
-  }
-  for (size_t b = 0; b < want.size(); ++b) {
-    std::vector<std::pair<int, double>> column;
-    for (int x : want[b].second)
-      column.push_back({x, -1.0});
-    for (size_t a = 0; a < have.size(); ++a)
-      column.push_back({pair[a][b], 1.0});
-    program.addEquality(column, 0.0);
-  }
+  // At either end, a layout's pair variables sum to the choices that give that layout.
+  auto tie = [&](const std::vector<int> &choices, size_t others, auto pairWith) {
+    std::vector<std::pair<int, double>> terms;
+    for (int x : choices)
+      terms.push_back({x, -1.0});
+    for (size_t i = 0; i < others; ++i)
+      terms.push_back({pairWith(i), 1.0});
+    program.addEquality(terms, 0.0);
+  };
+  for (size_t a = 0; a < have.size(); ++a)
+    tie(have[a].second, want.size(), [&](size_t b) { return pair[a][b]; });
+  for (size_t b = 0; b < want.size(); ++b)
+    tie(want[b].second, have.size(), [&](size_t a) { return pair[a][b]; });
 }
 
 /// The value `value` laid out as `want` for `user`: itself, or a cpc.shard of it (one per value
