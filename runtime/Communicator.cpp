@@ -8,6 +8,10 @@
 
 namespace cpc {
 
+bool combinesValues(std::string_view kind) {
+  return kind == "all_reduce" || kind == "reduce_scatter" || kind == "reduce_to";
+}
+
 const char *reduceOpName(ReduceOp op) { return op == ReduceOp::Max ? "max" : "sum"; }
 
 ReduceOp parseReduceOp(const std::string &name) {
@@ -139,7 +143,8 @@ private:
   // Same checks as the MPI communicator, so that plans fail the same way on one rank (group()
   // has checked the group: rank 0 alone).
   static void check(const char *kind, int64_t count, DType type, const CommGroup &) {
-    if (type != DType::F32 && type != DType::F64 && type != DType::I64 && type != DType::F16 && type != DType::BF16)
+    if (combinesValues(kind) && type != DType::F32 && type != DType::F64 && type != DType::I64 && type != DType::F16 &&
+        type != DType::BF16)
       throw RuntimeError(std::string("rank 0: ") + kind + ": unsupported element type " + dtypeName(type));
     if (count < 0)
       throw RuntimeError(std::string("rank 0: ") + kind + ": negative count " + std::to_string(count));

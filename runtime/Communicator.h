@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cpc {
@@ -235,6 +236,11 @@ private:
 
 /// A Work that has nothing left to do.
 std::unique_ptr<Work> completedWork();
+
+/// Whether collective `kind` combines values (all_reduce, reduce_scatter, reduce_to: sums,
+/// maxima), so needs an element type it can add; the others (all_gather, all_to_all,
+/// broadcast_from) only move bytes and take any element type (the masks a layout may move).
+bool combinesValues(std::string_view kind);
 
 /// What each collective sends from this rank, as a ring (or chain) implementation would: the one
 /// formula set the counting decorator counts with (n members; `position` is this rank's in the

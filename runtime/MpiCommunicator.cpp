@@ -220,14 +220,13 @@ public:
       throw RuntimeError(where("all_to_all", group) + ": send and receive buffers must differ");
     std::memcpy(out + g.rank * blockBytes, in + g.rank * blockBytes, blockBytes);
     // Step k: block (rank + k) goes k ranks ahead while block (rank - k) comes from k behind, in
-    // pieces of bounded size.
+    // pieces of bounded size; bytes on the wire, whatever the element type.
     for (int64_t k = 1; k < n; ++k) {
       int to = (g.rank + k) % n, from = (g.rank - k + n) % n;
-      for (int64_t done = 0; done < count; done += kCollectiveChunkBytes / es) {
-        int64_t piece = std::min<int64_t>(kCollectiveChunkBytes / es, count - done);
-        check(MPI_Sendrecv(in + to * blockBytes + done * es, (int)piece, mpiType(type), to, kRingTag,
-                           out + from * blockBytes + done * es, (int)piece, mpiType(type), from, kRingTag, g.comm,
-                           MPI_STATUS_IGNORE),
+      for (int64_t done = 0; done < blockBytes; done += kCollectiveChunkBytes) {
+        int piece = (int)std::min<int64_t>(kCollectiveChunkBytes, blockBytes - done);
+        check(MPI_Sendrecv(in + to * blockBytes + done, piece, MPI_BYTE, to, kRingTag, out + from * blockBytes + done,
+                           piece, MPI_BYTE, from, kRingTag, g.comm, MPI_STATUS_IGNORE),
               "all_to_all", group);
       }
     }
@@ -242,18 +241,16 @@ public:
     drain();
     const Group &g = groupOf("broadcast_from", count, type, group);
     checkRoot("broadcast_from", root, g, group);
-    const int64_t es = dtypeSize(type), n = g.size, step = kCollectiveChunkBytes / es;
+    const int64_t n = g.size, total = count * dtypeSize(type);
     const int64_t position = (g.rank - root + n) % n; // in the chain that starts at the root
     char *bytes = static_cast<char *>(data);
-    for (int64_t done = 0; done < count && n > 1; done += step) {
-      int piece = (int)std::min(step, count - done);
+    for (int64_t done = 0; done < total && n > 1; done += kCollectiveChunkBytes) { // bytes, any element type
+      int piece = (int)std::min<int64_t>(kCollectiveChunkBytes, total - done);
       if (position > 0)
-        check(MPI_Recv(bytes + done * es, piece, mpiType(type), (g.rank - 1 + n) % n, kRingTag, g.comm,
-                       MPI_STATUS_IGNORE),
+        check(MPI_Recv(bytes + done, piece, MPI_BYTE, (g.rank - 1 + n) % n, kRingTag, g.comm, MPI_STATUS_IGNORE),
               "broadcast_from", group);
       if (position + 1 < n)
-        check(MPI_Send(bytes + done * es, piece, mpiType(type), (g.rank + 1) % n, kRingTag, g.comm),
-              "broadcast_from", group);
+        check(MPI_Send(bytes + done, piece, MPI_BYTE, (g.rank + 1) % n, kRingTag, g.comm), "broadcast_from", group);
     }
   }
 
@@ -465,7 +462,7 @@ private:
   /// Validates a call and returns the group's communicator, creating it on first use.
   /// Validates a call and returns its group's communicator (made by createGroup).
   const Group &groupOf(const char *kind, int64_t count, DType type, const std::vector<int> &group) {
-    if (mpiType(type) == MPI_DATATYPE_NULL)
+    if (combinesValues(kind) && mpiType(type) == MPI_DATATYPE_NULL)
       throw RuntimeError(where(kind, group) + ": unsupported element type " + dtypeName(type));
     if (count < 0)
       throw RuntimeError(where(kind, group) + ": negative count " + std::to_string(count));

@@ -58,7 +58,7 @@ bool supportedType(DType type) {
 }
 
 void checkCall(const std::string &kind, DType type, int64_t count, int rank, const std::vector<int> &group) {
-  if (!supportedType(type))
+  if (combinesValues(kind) && !supportedType(type))
     throw RuntimeError(where(rank, kind, group) + ": unsupported element type " + dtypeName(type));
   if (count < 0)
     throw RuntimeError(where(rank, kind, group) + ": negative count " + std::to_string(count));

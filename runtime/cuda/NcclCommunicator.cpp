@@ -368,7 +368,8 @@ std::unique_ptr<Work> NcclCommunicator::postAllGather(const void *send, void *re
   if (count == 0)
     return completedWork();
   return queued(launch(kind, g.text, comm_, g.comm, where,
-                       [&] { return ncclAllGather(send, recv, count, ncclTypeOf(type), g.comm, comm_); }, false));
+                       [&] { return ncclAllGather(send, recv, count * dtypeSize(type), ncclUint8, g.comm, comm_); },
+                       false)); // bytes, whatever the element type
 }
 
 std::unique_ptr<Work> NcclCommunicator::postReduceScatter(const void *send, void *recv, int64_t count, DType type,
@@ -457,9 +458,9 @@ void NcclCommunicator::allToAll(const void *send, void *recv, int64_t count, DTy
         for (int j = 0; j < g.size && rc == ncclSuccess; ++j) {
           if (j == g.position)
             continue;
-          rc = ncclSend(in + j * block, count, ncclTypeOf(type), j, g.comm, comm_);
+          rc = ncclSend(in + j * block, block, ncclUint8, j, g.comm, comm_); // bytes, any element type
           if (rc == ncclSuccess)
-            rc = ncclRecv(out + j * block, count, ncclTypeOf(type), j, g.comm, comm_);
+            rc = ncclRecv(out + j * block, block, ncclUint8, j, g.comm, comm_);
         }
         ncclResult_t end = ncclGroupEnd();
         return rc != ncclSuccess ? rc : end;
@@ -479,7 +480,8 @@ void NcclCommunicator::broadcastFrom(void *data, int64_t count, DType type, int 
     int ncclRoot = nccl::rootRank(kind, root, group, rank_, size_);
     if (count > 0)
       launch(kind, g.text, comm_, g.comm, where,
-             [&] { return ncclBroadcast(data, data, count, ncclTypeOf(type), ncclRoot, g.comm, comm_); }, true);
+             [&] { return ncclBroadcast(data, data, count * dtypeSize(type), ncclUint8, ncclRoot, g.comm, comm_); },
+             true); // bytes, whatever the element type
   }
   (void)nccl::memberPosition(kind, group, rank_, size_); // refuses a rank outside the group
 }

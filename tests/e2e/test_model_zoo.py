@@ -50,7 +50,8 @@ PARALLEL = {(m, e): [["--dp", "2"]] for m in ["hf_gpt2", "hf_bert", "hf_llama", 
                                               "tv_convnext", "tv_swin", "timm_resnet", "tv_mobilenet_v3_small",
                                               "tv_resnet18"]
             for e in ["dynamo", "ts17"]}
-for _model in ["hf_gpt2", "hf_bert", "hf_llama", "hf_vitmae", "timm_vit"]:
+TRANSFORMERS = ["hf_gpt2", "hf_bert", "hf_llama", "hf_vitmae", "timm_vit"]
+for _model in TRANSFORMERS:
     PARALLEL[(_model, "ts17")] += [["--tp", "2"], ["--tp", "2", "--tp-search"]]
 # The transformer blocks' parameters (what tensor parallelism must split), by their module path.
 BLOCK_PARAMETER = re.compile(r"\.(h|layer|layers|blocks)\.\d+\.")
@@ -59,6 +60,9 @@ BLOCK_PARAMETER = re.compile(r"\.(h|layer|layers|blocks)\.\d+\.")
 for _model in ["timm_resnet", "tv_mobilenet_v3_small", "tv_resnet18"]:
     for _exporter in ["dynamo", "ts17"]:
         PARALLEL[(_model, _exporter)] = [["--dp", "2", "--sync-bn"]]
+# The search splits convolutions too (and moves their masks, booleans, between ranks).
+for _model in ["timm_convnext", "tv_swin", "tv_mobilenet_v3_small"]:
+    PARALLEL[(_model, "ts17")] = PARALLEL.get((_model, "ts17"), []) + [["--tp", "2", "--tp-search"]]
 
 
 def load_json(path):
@@ -170,7 +174,8 @@ def check_parallel(work, model, exporter, flags, report):
         fraction = block_fraction(json.loads(run([tool("cpc"), "inspect", plan, "--json"]).stdout))
         split = "; %s of %s parameters split, %.1f%% of the blocks' elements" % (found.groups() + (100 * fraction,))
         # The search splits (nearly) every block weight; the patterns find only some.
-        assert "--tp-search" not in flags or fraction >= 0.9, "the search splits %.1f%% of the blocks" % (100 * fraction)
+        assert "--tp-search" not in flags or model not in TRANSFORMERS or fraction >= 0.9, (
+            "the search splits %.1f%% of the blocks" % (100 * fraction))
     report.append("| %s | %s %s | loss %.1e over %d steps, grad_norm %.1e over %d, from one rank%s |" % (
         model, exporter, " ".join(flags), loss, loss_steps, norm, norm_steps, split))
     assert loss <= PARALLEL_RTOL and norm <= PARALLEL_RTOL, "%s differs from one rank: loss %.2e, grad_norm %.2e\n%s" % (

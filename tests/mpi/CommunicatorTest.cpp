@@ -331,6 +331,25 @@ void allToAllCollectives(Communicator &comm) {
   check(countOf(comm, "all_to_all").calls == 1 && countOf(comm, "all_to_all").bytes == (n - 1) * 2 * 8,
         "all_to_all bytes");
 
+  // Moving values takes any element type (a layout may move a mask); combining does not.
+  std::vector<uint8_t> mask(3 * n), masks(3 * n * n, 7), moved(3 * n, 7);
+  for (int j = 0; j < 3 * n; ++j)
+    mask[j] = (uint8_t)((r + j) % 2);
+  comm.allGather(mask.data(), masks.data(), 3 * n, DType::I1, {});
+  comm.allToAll(mask.data(), moved.data(), 3, DType::I1, {});
+  std::vector<uint8_t> root(5, (uint8_t)(r == 0));
+  comm.broadcastFrom(root.data(), 5, DType::U8, 0, {});
+  ok = true;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < 3 * n; ++j)
+      ok = ok && masks[i * 3 * n + j] == (uint8_t)((i + j) % 2);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < 3; ++j)
+      ok = ok && moved[3 * i + j] == (uint8_t)((i + 3 * r + j) % 2);
+  check(ok && root == std::vector<uint8_t>(5, 1), "i1 and u8 move by all_gather, all_to_all and broadcast_from");
+  expectError("combining i1", [&] { comm.allReduceSum(mask.data(), 3, DType::I1, {}); },
+              {"rank " + std::to_string(r), "all_reduce", "unsupported element type i1"});
+
   std::vector<int> reversed;
   for (int k = n - 1; k >= 0; --k)
     reversed.push_back(k);
