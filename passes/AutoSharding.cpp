@@ -265,7 +265,7 @@ private:
   }
 
   /// The collectives the chosen strategies imply: the prediction, and one line per reshard
-  /// for --dump-sharding ("user: have -> want type: bytes").
+  /// for --dump-sharding ("user op: have -> want type, bytes").
   void accountChosen() {
     // Partitioning builds one collective per value and layout, whatever number of users want it.
     std::set<std::pair<void *, std::string>> built;
@@ -281,10 +281,9 @@ private:
         return;
       std::string line;
       llvm::raw_string_ostream os(line);
-      os << user->getName();
-      if (auto name = llvm::dyn_cast<NameLoc>(user->getLoc()))
-        os << " " << name.getName();
-      os << ": " << have.describe() << " -> " << want.describe() << " " << type << ", " << (int64_t)cost.bytes << " B";
+      // No location: the IR must be the same whether the function came from cpc import (names)
+      // or from cpc-opt (none).
+      os << user->getName() << ": " << have.describe() << " -> " << want.describe() << " " << type << ", " << (int64_t)cost.bytes << " B";
       result_.reshardLines.push_back(line);
     };
     for (Node &node : nodes_)

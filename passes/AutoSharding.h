@@ -43,7 +43,7 @@ struct ShardingSearchResult {
   double predictedSeconds = 0; // compute plus resharding of the chosen strategies
   double predictedBytes = 0;   // what each rank sends for the resharding, per run of the function
   int64_t predictedCollectives = 0;
-  std::vector<std::string> reshardLines; // "user: have -> want type, bytes" per use that communicates
+  std::vector<std::string> reshardLines; // "user op: have -> want type, bytes" per use that communicates
   bool optimal = false;
   double searchSeconds = 0, solveSeconds = 0; // wall time: all of it, and the solver's part
 };

@@ -23,6 +23,8 @@ LAYOUTS = [("one rank", []), ("dp2 zero1", ["--dp", "2", "--zero", "1"]),
            ("dp2 tp2 with a --shard override", ["--dp", "2", "--tp", "2", "--shard", r"blocks\.0\.mlp\.fc2\.bias=tp"]),
            # enum options (tp-mode, precision) print as their names and parse back
            ("tp4 2d bf16", ["--tp", "4", "--tp-mode", "2d", "--precision", "bf16"]),
+           # the sharding search's choice is a function of the IR alone: cpc-opt makes it again
+           ("dp2 tp2 by search", ["--dp", "2", "--tp", "2", "--tp-search"]),
            ("infer", ["--mode", "infer"])]
 
 
