@@ -228,6 +228,7 @@ public:
       return flagOrKey(tensorDepthFromConfig, "--tp-depth", "parallel.tensor.depth");
     case TrainingOption::SequenceParallel: return "--sp";
     case TrainingOption::TensorParallelSearch: return "--tp-search";
+    case TrainingOption::DeviceMemory: return "--device-memory";
     }
     return OptionSpelling::name(option);
   }
@@ -312,6 +313,7 @@ void resolveTensorParallel(const CompileRequest &request, const TrainRecipe &rec
   options.tensorParallelDepth = std::max<int64_t>(options.tensorParallelDepth, 1);
   options.sequenceParallel = request.sequenceParallel;
   options.tensorParallelSearch = request.tensorParallelSearch;
+  options.deviceMemory = request.deviceMemory.value_or(0);
   std::vector<std::string> rules = recipe.shardRules; // the config's policy first: --shard overrides it
   rules.insert(rules.end(), request.shardRules.begin(), request.shardRules.end());
   for (std::string &rule : rules) // the pipeline's lists split at commas: SPEC dims go as ':'

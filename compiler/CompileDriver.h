@@ -42,6 +42,7 @@ struct CompileRequest {
   std::optional<int64_t> tensorDepth;      // --tp-depth (parallel.tensor.depth)
   bool sequenceParallel = false;           // --sp
   bool tensorParallelSearch = false;       // --tp-search
+  std::optional<int64_t> deviceMemory;     // --device-memory BYTES
   std::vector<std::string> shardRules;     // --shard REGEX=SPEC
   std::optional<int64_t> pipelineStages;   // --pp (parallel.pipeline)
   std::optional<int64_t> microbatches;     // --microbatches (NUM_MICRO_BATCHES)

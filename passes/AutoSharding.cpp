@@ -234,7 +234,7 @@ private:
           l.dims[d] = {options_.axis};
           stored(l, d);
         }
-      if (weights_.contains(name) && node.strategies.size() > 1)
+      if (weights_.contains(name) && node.strategies.size() > 1 && !options_.variableBudget)
         node.strategies.erase(node.strategies.begin());
     }
     nodes_.push_back(std::move(node));
@@ -253,6 +253,7 @@ private:
                                         b.getNamedAttr("optimal", b.getBoolAttr(result_.optimal)),
                                         b.getNamedAttr("collectives", b.getI64IntegerAttr(result_.predictedCollectives)),
                                         b.getNamedAttr("bytes", b.getI64IntegerAttr((int64_t)result_.predictedBytes)),
+                                        b.getNamedAttr("variable_bytes", b.getI64IntegerAttr((int64_t)result_.variableBytes)),
                                         b.getNamedAttr("seconds", b.getF64FloatAttr(result_.predictedSeconds)),
                                         b.getNamedAttr("reshards", b.getStrArrayAttr(llvm::SmallVector<llvm::StringRef>(
                                                                        result_.reshardLines.begin(), result_.reshardLines.end())))}));
@@ -287,6 +288,9 @@ private:
       result_.reshardLines.push_back(line);
     };
     for (Node &node : nodes_)
+      if (!node.op)
+        result_.variableBytes += variableBytes(node, node.strategies[node.chosen]);
+    for (Node &node : nodes_)
       if (node.op)
         for (OpOperand &operand : node.op->getOpOperands())
           if (isRankedTensor(operand.get()))
@@ -310,6 +314,8 @@ private:
   const Layout &resultLayout(const Source &source, int64_t strategy) const;
   LogicalResult solve();
   void addEdge(IlpProblem &program, const Edge &e, int count);
+  double variableBytes(const Node &node, const Strategy &s) const;
+  LogicalResult addVariableBudget(IlpProblem &program);
   uint64_t nodeLabel(const Node &node) const;
   void apply();
   Value resharded(Value value, const Layout &want, Operation *user);
@@ -346,7 +352,8 @@ int ShardingSearch::opNode(Operation *op) {
     node.strategies.push_back(s);
   } else {
     addOpStrategies(node, *rule);
-    restrictToWeights(node, *rule);
+    if (!options_.variableBudget)
+      restrictToWeights(node, *rule);
   }
   nodes_.push_back(std::move(node));
   return (int)nodes_.size() - 1;
@@ -514,6 +521,46 @@ uint64_t ShardingSearch::nodeLabel(const Node &node) const {
   return h;
 }
 
+/// What a variable's strategy keeps on each rank: its block.
+double ShardingSearch::variableBytes(const Node &node, const Strategy &s) const {
+  double bytes = (double)std::max<int64_t>(1, node.type.getElementTypeBitWidth() / 8);
+  for (int64_t d = 0; d < node.type.getRank(); ++d)
+    bytes *= (double)node.type.getDimSize(d) / (double)mesh_.parts(s.results[0].dims[d]);
+  return bytes;
+}
+
+/// The variables' blocks fit the budget: the sum over variables of the chosen strategy's bytes
+/// (tied variables choose alike, so a class's variable counts each member's bytes).
+LogicalResult ShardingSearch::addVariableBudget(IlpProblem &program) {
+  double fixed = 0, least = 0;
+  std::vector<std::pair<int, double>> terms;
+  std::map<int, std::vector<double>> perClass; // class -> bytes per strategy, summed over members
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    const Node &node = nodes_[n];
+    if (node.op)
+      continue;
+    std::vector<double> &bytes = perClass[classOf_[n]];
+    bytes.resize(node.strategies.size(), 0.0);
+    for (size_t i = 0; i < node.strategies.size(); ++i)
+      bytes[i] += variableBytes(node, node.strategies[i]);
+  }
+  for (const auto &[n, bytes] : perClass) {
+    least += *llvm::min_element(bytes);
+    if (nodes_[n].programVariables.empty()) {
+      fixed += bytes[0];
+      continue;
+    }
+    for (size_t i = 0; i < bytes.size(); ++i)
+      terms.push_back({nodes_[n].programVariables[i], bytes[i]});
+  }
+  if (least > (double)options_.variableBudget)
+    return func_.emitError("the parameters and optimizer states need ")
+           << (int64_t)least << " bytes per rank at least, split over " << options_.axis << "=" << size_
+           << "; the budget is " << options_.variableBudget << " bytes";
+  program.addAtMost(terms, (double)options_.variableBudget - fixed);
+  return success();
+}
+
 /// Alpa's program over the nodes' classes (repeated blocks share one choice): one 0-1 variable
 /// per strategy of a class with several (exactly one chosen), and per class-to-class edge one
 /// variable per pair of layouts (addEdge), priced by the resharding between them times the
@@ -555,6 +602,8 @@ LogicalResult ShardingSearch::solve() {
   }
   for (const auto &[key, edge] : between)
     addEdge(program, edge.first, edge.second);
+  if (options_.variableBudget && failed(addVariableBudget(program)))
+    return failure();
   result_.tiedNodes = llvm::count_if(llvm::seq<size_t>(0, nodes_.size()), [&](size_t n) { return classOf_[n] != (int)n; });
   result_.programVariables = program.numVariables();
   result_.programConstraints = program.numConstraints();

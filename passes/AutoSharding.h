@@ -33,6 +33,10 @@ struct ShardingSearchOptions {
   std::string axis = "tp";
   LinkModel link;
   double solverSeconds = 60;
+  /// Bytes per rank the variables (parameters and optimizer states) may hold; 0: no budget,
+  /// and weights are split by rule instead. With a budget a weight stays whole where the rest
+  /// fits and that is cheaper.
+  int64_t variableBudget = 0;
 };
 
 struct ShardingSearchResult {
@@ -45,6 +49,7 @@ struct ShardingSearchResult {
   int64_t predictedCollectives = 0;
   std::vector<std::string> reshardLines; // "user op: have -> want type, bytes" per use that communicates
   bool optimal = false;
+  double variableBytes = 0; // what the chosen layouts' variables hold per rank
   double searchSeconds = 0, solveSeconds = 0; // wall time: all of it, and the solver's part
 };
 

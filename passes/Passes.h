@@ -78,6 +78,9 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
   Option<int64_t> hysteresis{*this, "hysteresis", llvm::cl::desc("fp16: overflows before the first backoff"),
                              llvm::cl::init(1)};
   Option<bool> sequenceParallel{*this, "sp", llvm::cl::desc("Sequence parallelism over tp"), llvm::cl::init(false)};
+  Option<int64_t> deviceMemory{*this, "device-memory",
+                               llvm::cl::desc("tp-search: bytes per rank for parameters and optimizer states (0: none)"),
+                               llvm::cl::init(0)};
   Option<bool> tensorParallelSearch{*this, "tp-search",
                                     llvm::cl::desc("1d: every op's layout over tp by search, not the Megatron patterns"),
                                     llvm::cl::init(false)};
@@ -89,7 +92,7 @@ int64_t tensorParallelSide(TensorParallelMode mode, int64_t tp, int64_t depth);
 
 /// The training pipeline's options that can refuse one another.
 enum class TrainingOption { Accumulation, DataParallel, Zero, TensorParallel, TensorParallelMode, TensorParallelDepth,
-                            SequenceParallel, TensorParallelSearch };
+                            SequenceParallel, TensorParallelSearch, DeviceMemory };
 
 /// How a caller names the options it was given, so that one check words its refusals in the
 /// caller's terms: the pipeline's own (`tp`, `tp=6`: cpc-opt), or a tool's (`--tp`, `--tp 6`,

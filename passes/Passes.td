@@ -296,6 +296,8 @@ def CpcTensorParallel : Pass<"cpc-tensor-parallel", "::mlir::ModuleOp"> {
     Option<"megatron", "megatron", "bool", /*default=*/"true", "Split MLPs as Megatron does">,
     Option<"search", "search", "bool", /*default=*/"false",
            "1d: choose every op's layout over tp by search (AutoSharding.h) instead of the Megatron patterns">,
+    Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
+           "search: bytes per rank the parameters and optimizer states may hold (0: weights split by rule)">,
     Option<"sp", "sp", "bool", /*default=*/"false",
            "Sequence parallelism: LayerNorm and residual regions split along the sequence over tp">,
     ListOption<"shard", "shard", "std::string", "Manual splits: REGEX=SPEC (SPEC: dims as - or axis*axis)">,

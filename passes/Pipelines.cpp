@@ -116,6 +116,7 @@ void cpc::addShardingPasses(OpPassManager &pm, const TrainingPipelineOptions &op
     tp.shard = options.shard;
     tp.sp = options.sequenceParallel;
     tp.search = options.tensorParallelSearch;
+    tp.memoryBudget = options.deviceMemory;
     pm.addPass(createCpcTensorParallel(tp));
   }
   if (options.zeroStage > 0) { // seeds only: propagation and partitioning run in cpc-data-parallel
@@ -139,6 +140,7 @@ std::string cpc::OptionSpelling::name(TrainingOption option) const {
   case TrainingOption::TensorParallelDepth: return "tp-depth";
   case TrainingOption::SequenceParallel: return "sp";
   case TrainingOption::TensorParallelSearch: return "tp-search";
+  case TrainingOption::DeviceMemory: return "device-memory";
   }
   llvm_unreachable("a training option without a name");
 }
@@ -184,6 +186,10 @@ std::string cpc::trainingOptionsProblem(const TrainingPipelineOptions &o, const 
     return name(O::TensorParallelSearch) + " chooses 1d tensor parallelism's layout: it needs " +
            name(O::TensorParallel) + " > 1, " + set(O::TensorParallelMode, "1d") + " and no " +
            name(O::SequenceParallel);
+  if (o.deviceMemory < 0)
+    return name(O::DeviceMemory) + " must be >= 0 bytes, got " + n(o.deviceMemory);
+  if (o.deviceMemory > 0 && !o.tensorParallelSearch)
+    return name(O::DeviceMemory) + " is a budget for the layout search: it needs " + name(O::TensorParallelSearch);
   if (o.sequenceParallel && o.accumulation > 1)
     return name(O::SequenceParallel) + " with " + name(O::Accumulation) + " > 1 is not available yet (the gradient "
            "accumulators would be split two ways)";

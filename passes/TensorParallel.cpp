@@ -515,6 +515,7 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
     for (auto &entry : overrides)
       decided[entry.getKey()] = entry.getValue().first;
     ShardingSearchOptions options;
+    options.variableBudget = memoryBudget;
     for (func::FuncOp func : funcs) {
       FailureOr<ShardingSearchResult> found = searchShardingLayout(func, mesh, options, decided);
       if (failed(found))

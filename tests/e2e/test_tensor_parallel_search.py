@@ -8,8 +8,9 @@ hand-written patterns choose), send per step exactly what it predicted (the comm
 count equals the prediction that --dump-sharding prints), and communicate per block no more
 than Megatron (4 all-reduces of [b, s, h] per block and step); tp2, dp2 x tp2, tp2 with
 gradient accumulation and pp2 x tp2 train equal to one rank (loss and grad_norm per step within
-1e-5, final parameters too). On MAE-tiny the blocks' parameters are split (>= 90% of their
-elements) and tp2 trains equal to one rank. The Hugging Face and timm models run --tp-search in
+1e-5, final parameters too). With --device-memory the weights that fit may stay whole (the
+token embedding does), still equal to one rank. On MAE-tiny the blocks' parameters are split
+(>= 90% of their elements) and tp2 trains equal to one rank. The Hugging Face and timm models run --tp-search in
 test_model_zoo.py.
 """
 import json
@@ -127,6 +128,27 @@ with tempdir() as work:
             worst, worst_norm, 100 * fraction))
 
     results.check("MAE-tiny tp=2 by search: blocks split, equal to one rank", mae)
+
+    def budget():
+        # A budget that holds every weight whole lets the search keep the ones whose split
+        # costs more than it saves (the token embedding: its lookup's all-reduce); the blocks
+        # stay Megatron's, the step is still one rank's, and no more is sent than by rule.
+        flags = ["--tp", "2", "--tp-search"]
+        ours, params, summary, dump = compile_and_train(work, gpt, "budget", flags + ["--device-memory", "10000000"],
+                                                        RECIPE, tokens)
+        worst, worst_norm = compare_training(ours, single, params, single_params, STEPS)
+        by_rule = predicted_bytes(compile_and_train(work, gpt, "rule", flags, RECIPE, tokens, steps=1)[3])
+        sent = predicted_bytes(dump)
+        assert sent <= by_rule, "with a budget the search sends %d B, by rule %d B" % (sent, by_rule)
+        assert sum(1 for n in split_weights(summary) if BLOCK_PARAMETER.search(n)) == 4 * BLOCKS, split_weights(summary)
+        refused = run([tool("cpc"), "compile", gpt, *flags, "--device-memory", "1000", "-o",
+                       os.path.join(work, "x.plan")], check=False)
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode == 1 and len(lines) == 1 and "the budget is 1000 bytes" in lines[0], refused.stderr
+        print("   loss %.1e, grad_norm %.1e; %d B per step (by rule %d B); %s" % (worst, worst_norm, sent, by_rule,
+                                                                               lines[0]))
+
+    results.check("--device-memory: weights whole where they fit and that is cheaper; too small is one line", budget)
 
     def needs_tp():
         refused = run([tool("cpc"), "compile", gpt, "--tp-search", "-o", os.path.join(work, "x.plan")], check=False)

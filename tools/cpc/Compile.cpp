@@ -74,6 +74,9 @@ Options:
                              every op's strategy over tp (its sharding rule's factors) and every
                              parameter's split chosen to least step time (compute plus the
                              collectives), solved as a 0-1 program (COIN-OR CBC)
+  --device-memory BYTES      With --tp-search: what each rank may hold of parameters and optimizer
+                             states; weights then stay whole where that fits and is cheaper
+                             (without it every weight that feeds a contraction is split)
   --shard REGEX=SPEC         Split the parameters whose name matches REGEX as SPEC, one entry per
                              dim: '-' (whole) or mesh axes joined by '*', e.g. 'fc1\.weight=tp,-'
                              (repeatable; overrides the Megatron choice and the config's
@@ -118,6 +121,7 @@ int runCompile(int argc, char **argv) {
   cl::opt<std::string> output("o", in), config("config", in), ppSplit("pp-split", in),
       debugSchedule("debug-schedule", in), dumpIr("dump-ir", in);
   cl::list<std::string> overrides("set", in), inputShapes("input-shape", in), frozen("frozen", in), shard("shard", in);
+  cl::opt<int64_t> deviceMemory("device-memory", in);
   cl::opt<Count> dp("dp", in, cl::init(Count{1})), tp("tp", in), tpDepth("tp-depth", in), pp("pp", in),
       microbatches("microbatches", in), virtualStages("virtual-stages", in);
   cl::opt<int64_t> seed("seed", in);
@@ -164,6 +168,8 @@ int runCompile(int argc, char **argv) {
   request.tensorDepth = given(tpDepth);
   request.sequenceParallel = sp;
   request.tensorParallelSearch = tpSearch;
+  if (deviceMemory.getNumOccurrences())
+    request.deviceMemory = deviceMemory;
   request.syncBatchNorm = syncBn;
   request.pipelineStages = given(pp);
   request.microbatches = given(microbatches);

@@ -33,3 +33,4 @@ func.func @mlp(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {cpc.phase = #
   %p = cpc.softmax %y {axis = 1 : i64} : tensor<4x8xf32>
   return %p : tensor<4x8xf32>
 }
+
