@@ -92,7 +92,8 @@ void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &f
           << " by search: " << i64("nodes") << " ops and variables (" << i64("tied") << " tied to a repeat), "
           << i64("strategies") << " strategies, "
           << i64("program_variables") << " program variables, " << (optimal && optimal.getValue() ? "optimal" : "not proven optimal")
-          << "; predicts " << i64("collectives") << " collectives, " << i64("bytes") << " B sent per rank and run\n";
+          << "; predicts " << i64("collectives") << " collectives, " << i64("bytes") << " B sent per rank and run, "
+          << i64("variable_bytes") << " B of parameters and optimizer states per rank\n";
       if (auto reshards = search.getAs<mlir::ArrayAttr>("reshards"))
         for (mlir::Attribute line : reshards)
           out << "    reshard at " << llvm::cast<mlir::StringAttr>(line).getValue().str() << "\n";

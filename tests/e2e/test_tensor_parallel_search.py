@@ -5,7 +5,8 @@ insert, one 0-1 program solved (COIN-OR CBC). No pattern is involved.
 On the project's GPT (examples/gpt, tiny) the search must find Megatron's layout of the blocks
 (the fused qkv and fc1 column-parallel, proj and fc2 row-parallel: the same splits the
 hand-written patterns choose), send per step exactly what it predicted (the communicator's
-count equals the prediction that --dump-sharding prints), and communicate per block no more
+count equals the prediction that --dump-sharding prints; the parameters and optimizer states
+per rank equal its prediction too), and communicate per block no more
 than Megatron (4 all-reduces of [b, s, h] per block and step); tp2, dp2 x tp2, tp2 with
 gradient accumulation and pp2 x tp2 train equal to one rank (loss and grad_norm per step within
 1e-5, final parameters too). With --device-memory the weights that fit may stay whole (the
@@ -40,11 +41,13 @@ def compile_and_train(work, model, name, flags, recipe, inputs, steps=STEPS):
     return ours, params, summary, compiled.stdout
 
 
-def predicted_bytes(dump):
-    """The bytes per run the search predicts, summed over the searched functions."""
-    found = re.findall(r"layout over tp by search: .*; predicts (\d+) collectives, (\d+) B sent", dump)
+def predicted_bytes(dump, what="sent"):
+    """What the search predicts, summed over the searched functions: the bytes sent per run,
+    or ("states") the bytes of parameters and optimizer states each rank holds."""
+    found = re.findall(r"layout over tp by search: .*; predicts (\d+) collectives, (\d+) B sent per rank and run, "
+                       r"(\d+) B of parameters", dump)
     assert found, "--dump-sharding shows no search:\n" + dump[:2000]
-    return sum(int(b) for _, b in found)
+    return sum(int(sent if what == "sent" else states) for _, sent, states in found)
 
 
 def split_weights(summary):
@@ -96,6 +99,9 @@ with tempdir() as work:
         counted = sum(v["bytes"] for v in ours[-1]["comm"].values())
         predicted = predicted_bytes(dump)
         assert counted == predicted, "sent %d B per step, the search predicted %d" % (counted, predicted)
+        states = summary["summary"]["model_states"]["parameters"] + summary["summary"]["model_states"]["optimizer_states"]
+        assert predicted_bytes(dump, "states") == states, "the search predicted %d B of states per rank, the plan has %d" % (
+            predicted_bytes(dump, "states"), states)
         print("   loss %.1e, grad_norm %.1e; block weights split as Megatron's; %d all-reduces of [b, s, h]; "
               "%d B per step, as predicted (the patterns: %d B)" % (
                   worst, worst_norm, reduces, counted, sum(v["bytes"] for v in megatron_run[-1]["comm"].values())))
