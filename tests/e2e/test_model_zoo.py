@@ -53,6 +53,7 @@ PARALLEL = {(m, e): [["--dp", "2"]] for m in ["hf_gpt2", "hf_bert", "hf_llama", 
 TRANSFORMERS = ["hf_gpt2", "hf_bert", "hf_llama", "hf_vitmae", "timm_vit"]
 for _model in TRANSFORMERS:
     PARALLEL[(_model, "ts17")] += [["--tp", "2"], ["--tp", "2", "--tp-search"]]
+    PARALLEL[(_model, "dynamo")].append(["--tp", "2", "--tp-search"])  # the default exporter's graphs
 # The transformer blocks' parameters (what tensor parallelism must split), by their module path.
 BLOCK_PARAMETER = re.compile(r"\.(h|layer|layers|blocks)\.\d+\.")
 # BatchNorm models equal one rank with statistics over the whole batch (SyncBatchNorm); without
