@@ -8,7 +8,6 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSet.h"
 
-#include <chrono>
 #include <map>
 #include <set>
 #include <tuple>
@@ -77,16 +76,20 @@ bool isView(Operation *op) {
   return in.getNumElements() == out.getNumElements();
 }
 
-/// Whether operand `index` of `op` is contracted: a reduction factor of its rule lies in it.
-bool contracts(Operation *op, unsigned index) {
-  std::optional<ShardingRule> rule = getShardingRule(op);
-  if (!rule || index >= rule->operands.size())
+/// Whether operand `index` is contracted: a reduction factor of the rule lies in it.
+bool contracts(const ShardingRule &rule, unsigned index) {
+  if (index >= rule.operands.size())
     return false;
-  for (const ShardingRule::DimFactors &dim : rule->operands[index])
+  for (const ShardingRule::DimFactors &dim : rule.operands[index])
     for (int64_t f : dim)
-      if (rule->factors[f].kind == FactorKind::Reduction)
+      if (rule.factors[f].kind == FactorKind::Reduction)
         return true;
   return false;
+}
+
+bool contracts(Operation *op, unsigned index) {
+  std::optional<ShardingRule> rule = getShardingRule(op);
+  return rule && contracts(*rule, index);
 }
 
 /// Whether `v` (through views) is contracted by some user: a weight, not a bias or a table added.
@@ -123,19 +126,12 @@ public:
       : func_(func), mesh_(mesh), options_(options), decided_(decided), size_(mesh.parts({options.axis})) {}
 
   FailureOr<ShardingSearchResult> run() {
-    auto start = std::chrono::steady_clock::now();
-    auto since = [](std::chrono::steady_clock::time_point t) {
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-    };
     if (failed(computeBatchLayouts()))
       return failure();
     buildNodes();
     buildEdges();
-    auto solving = std::chrono::steady_clock::now();
     if (failed(solve()))
       return failure();
-    result_.solveSeconds = since(solving);
-    result_.searchSeconds = since(start);
     accountChosen();
     apply();
     for (const Node &node : nodes_)
@@ -290,22 +286,32 @@ private:
     for (Node &node : nodes_)
       if (!node.op)
         result_.variableBytes += variableBytes(node, node.strategies[node.chosen]);
-    for (Node &node : nodes_)
-      if (node.op)
-        for (OpOperand &operand : node.op->getOpOperands())
+    forEachUse([&](Value v, int consumer, unsigned operand, Operation *user) {
+      use(v, consumer < 0 ? dimsOnly(chosenLayout(v)) : nodes_[consumer].strategies[nodes_[consumer].chosen].operands[operand],
+          user);
+    });
+  }
+
+  /// Every use of a tensor by a node (an op, or a variable's assign: slot 0) and every result of
+  /// the function (consumer -1: results leave whole or split as they are, never partial).
+  template <typename Visit> void forEachUse(Visit visit) {
+    for (size_t n = 0; n < nodes_.size(); ++n)
+      if (Operation *op = nodes_[n].op)
+        for (OpOperand &operand : op->getOpOperands())
           if (isRankedTensor(operand.get()))
-            use(operand.get(), node.strategies[node.chosen].operands[operand.getOperandNumber()], node.op);
+            visit(operand.get(), (int)n, operand.getOperandNumber(), op);
     for (auto [assign, n] : assigns_)
-      use(assign.getValue(), nodes_[n].strategies[nodes_[n].chosen].operands[0], assign);
+      visit(assign.getValue(), n, 0u, assign.getOperation());
     for (Operation &op : func_.getBody().front())
       if (llvm::isa<func::ReturnOp>(op))
         for (Value v : op.getOperands())
           if (isRankedTensor(v))
-            use(v, dimsOnly(chosenLayout(v)), &op);
+            visit(v, -1, 0u, &op);
   }
 
   int opNode(Operation *op);
   void addOpStrategies(Node &node, const ShardingRule &rule);
+  Strategy strategyOf(Operation *op, const ShardingRule &rule, const FactorAxes &axes, int64_t factor) const;
   void addPartialStrategies(Node &node, const ShardingRule &rule, const FactorAxes &base);
   void restrictToWeights(Node &node, const ShardingRule &rule);
   void buildEdges();
@@ -376,19 +382,26 @@ void ShardingSearch::addOpStrategies(Node &node, const ShardingRule &rule) {
       if (axes[f].empty())
         continue;
     }
-    Strategy s;
-    s.factor = f;
-    int64_t parts = 1;
-    for (const MeshAxes &a : axes)
-      parts *= mesh_.parts(a);
-    s.seconds = estimateSeconds(op) / (double)parts;
-    for (unsigned i = 0; i < op->getNumOperands(); ++i)
-      s.operands.push_back(operandLayout(rule, i, axes, Layout::whole(rule.operands[i].size())));
-    for (unsigned i = 0; i < op->getNumResults(); ++i)
-      s.results.push_back(cpc::resultLayout(rule, i, axes, nullptr));
-    node.strategies.push_back(std::move(s));
+    node.strategies.push_back(strategyOf(op, rule, axes, f));
   }
   addPartialStrategies(node, rule, base);
+}
+
+/// `op` run with its factors split over `axes`: the layouts its rule implies, and its compute
+/// shared by the ranks those axes split it over.
+Strategy ShardingSearch::strategyOf(Operation *op, const ShardingRule &rule, const FactorAxes &axes,
+                                    int64_t factor) const {
+  Strategy s;
+  s.factor = factor;
+  int64_t parts = 1;
+  for (const MeshAxes &a : axes)
+    parts *= mesh_.parts(a);
+  s.seconds = estimateSeconds(op) / (double)parts;
+  for (unsigned i = 0; i < op->getNumOperands(); ++i)
+    s.operands.push_back(operandLayout(rule, i, axes, Layout::whole(rule.operands[i].size())));
+  for (unsigned i = 0; i < op->getNumResults(); ++i)
+    s.results.push_back(cpc::resultLayout(rule, i, axes, nullptr));
+  return s;
 }
 
 /// Linear ops pass partial sums on (add and sub when every operand is one, other ops in the one
@@ -396,23 +409,14 @@ void ShardingSearch::addOpStrategies(Node &node, const ShardingRule &rule) {
 /// serves the whole chain, as partitioning does (a gradient norm's terms are summed first).
 void ShardingSearch::addPartialStrategies(Node &node, const ShardingRule &rule, const FactorAxes &base) {
   Operation *op = node.op;
-  int64_t parts = 1;
-  for (const MeshAxes &a : base)
-    parts *= mesh_.parts(a);
   auto variant = [&](ArrayRef<unsigned> partialOperands) {
-    Strategy s;
-    s.seconds = estimateSeconds(op) / (double)parts;
-    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
-      s.operands.push_back(operandLayout(rule, i, base, Layout::whole(rule.operands[i].size())));
-      if (llvm::is_contained(partialOperands, i))
-        s.operands.back().partial = {options_.axis};
-    }
-    for (unsigned i = 0; i < op->getNumResults(); ++i) {
-      Layout l = cpc::resultLayout(rule, i, base, nullptr);
+    Strategy s = strategyOf(op, rule, base, -1);
+    for (unsigned i : partialOperands)
+      s.operands[i].partial = {options_.axis};
+    for (Layout &l : s.results) {
       if (!l.partial.empty())
         return; // already partial over the batch: one kind of partial sum at a time
       l.partial = {options_.axis};
-      s.results.push_back(l);
     }
     node.strategies.push_back(std::move(s));
   };
@@ -434,7 +438,7 @@ void ShardingSearch::restrictToWeights(Node &node, const ShardingRule &rule) {
   for (OpOperand &operand : node.op->getOpOperands()) {
     ParameterOp weight = readParameter(operand.get());
     auto it = weight ? variableNodes_.find(weight.getName()) : variableNodes_.end();
-    if (it == variableNodes_.end() || !contracts(node.op, operand.getOperandNumber()) ||
+    if (it == variableNodes_.end() || !contracts(rule, operand.getOperandNumber()) ||
         llvm::any_of(nodes_[it->second].strategies, [](const Strategy &s) { return !s.results[0].isSplit(); }))
       continue; // not a weight stored split
     auto inWeight = [&](const Strategy &s) {
@@ -460,25 +464,16 @@ const Layout &ShardingSearch::resultLayout(const Source &source, int64_t strateg
 /// Every use between nodes: kept as an edge where both ends choose, else folded into the
 /// strategies' own costs.
 void ShardingSearch::buildEdges() {
-  for (size_t n = 0; n < nodes_.size(); ++n)
-    if (Operation *op = nodes_[n].op)
-      for (OpOperand &operand : op->getOpOperands())
-        if (isRankedTensor(operand.get()))
-          addUse(operand.get(), (int)n, operand.getOperandNumber());
-  for (auto [assign, n] : assigns_)
-    addUse(assign.getValue(), n, 0);
-  // Results leave whole or split as they are, never partial.
-  for (Operation &op : func_.getBody().front())
-    if (llvm::isa<func::ReturnOp>(op))
-      for (Value v : op.getOperands()) {
-        auto it = sources_.find(v);
-        if (it == sources_.end())
-          continue;
-        for (auto [i, s] : llvm::enumerate(nodes_[it->second.node].strategies)) {
-          const Layout &have = s.results[it->second.slot];
-          s.seconds += reshardSeconds(v, have, dimsOnly(have));
-        }
-      }
+  forEachUse([&](Value v, int consumer, unsigned operand, Operation *) {
+    if (consumer >= 0) {
+      addUse(v, consumer, operand);
+      return;
+    }
+    auto it = sources_.find(v); // a result: its producer's partial sums are reduced
+    if (it != sources_.end())
+      for (Strategy &s : nodes_[it->second.node].strategies)
+        s.seconds += reshardSeconds(v, s.results[it->second.slot], dimsOnly(s.results[it->second.slot]));
+  });
 }
 
 void ShardingSearch::addUse(Value value, int consumer, unsigned operand) {
@@ -606,7 +601,6 @@ LogicalResult ShardingSearch::solve() {
     return failure();
   result_.tiedNodes = llvm::count_if(llvm::seq<size_t>(0, nodes_.size()), [&](size_t n) { return classOf_[n] != (int)n; });
   result_.programVariables = program.numVariables();
-  result_.programConstraints = program.numConstraints();
   IlpProblem::Solution solution;
   std::string why;
   if (program.numVariables() && !program.solve(options_.solverSeconds, solution, why))
@@ -679,7 +673,6 @@ Value ShardingSearch::resharded(Value value, const Layout &want, Operation *user
   if (added) {
     OpBuilder b(user);
     it->second = b.create<ShardOp>(user->getLoc(), value, attr).getResult();
-    ++result_.reshards;
   }
   return it->second;
 }

@@ -42,7 +42,7 @@ struct ShardingSearchOptions {
 struct ShardingSearchResult {
   /// The layout over the axis chosen for each variable the function reads (by symbol).
   llvm::StringMap<Layout> variables;
-  int64_t nodes = 0, strategies = 0, programVariables = 0, programConstraints = 0, reshards = 0;
+  int64_t nodes = 0, strategies = 0, programVariables = 0;
   int64_t tiedNodes = 0; // nodes that share another's choice (repeated blocks)
   double predictedSeconds = 0; // compute plus resharding of the chosen strategies
   double predictedBytes = 0;   // what each rank sends for the resharding, per run of the function
@@ -50,7 +50,6 @@ struct ShardingSearchResult {
   std::vector<std::string> reshardLines; // "user op: have -> want type, bytes" per use that communicates
   bool optimal = false;
   double variableBytes = 0; // what the chosen layouts' variables hold per rank
-  double searchSeconds = 0, solveSeconds = 0; // wall time: all of it, and the solver's part
 };
 
 /// Chooses the layout of `func` over `options.axis` of `mesh` and writes it as seeds (see the

@@ -129,6 +129,21 @@ def train_plan(plan, steps, inputs, out_prefix):
     return lines, params, summary
 
 
+def block_fraction(summary, block_parameter):
+    """The fraction of the parameter elements of the blocks (parameters whose name matches the
+    regex `block_parameter`) that a plan (`cpc inspect --json`) stores split over tp."""
+    total = split = 0
+    for b in summary["buffers"]:
+        if b["kind"] != "parameter" or b.get("alias_of", -1) >= 0 or not block_parameter.search(b["name"]):
+            continue
+        elements = 1
+        for d in b.get("global_shape", b["shape"]):
+            elements *= d
+        total += elements
+        split += elements if any("tp" in axes for axes in b.get("shard_dims", [])) else 0
+    return split / total if total else 0.0
+
+
 def check_loss_moves_and_clip_engages(steps, clip, fall=0.8):
     """The single-rank run a layout test compares against must be a real test: the loss ends
     below `fall` times where it started and the clip engages on some steps but not all. Returns

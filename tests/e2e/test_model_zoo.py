@@ -20,7 +20,7 @@ import sys
 
 import onnx
 
-from cpctest import MPI_ENV, PYTHON, SOURCE, Results, run, tempdir, tool
+from cpctest import block_fraction, MPI_ENV, PYTHON, SOURCE, Results, run, tempdir, tool
 
 FIXTURES = os.path.join(SOURCE, "tests", "models", "fixtures")
 EXPORTERS = ["default", "dynamo", "ts17"]
@@ -172,7 +172,7 @@ def check_parallel(work, model, exporter, flags, report):
         plan = os.path.join(work, name + ".plan")
         found = re.search(r"\((\d+) of (\d+) parameters split over tp", run([tool("cpc"), "inspect", plan]).stdout)
         assert found and int(found.group(1)) > 0, "--tp 2 splits no parameter"
-        fraction = block_fraction(json.loads(run([tool("cpc"), "inspect", plan, "--json"]).stdout))
+        fraction = block_fraction(json.loads(run([tool("cpc"), "inspect", plan, "--json"]).stdout), BLOCK_PARAMETER)
         split = "; %s of %s parameters split, %.1f%% of the blocks' elements" % (found.groups() + (100 * fraction,))
         # The search splits (nearly) every block weight; the patterns find only some.
         assert "--tp-search" not in flags or model not in TRANSFORMERS or fraction >= 0.9, (
@@ -182,20 +182,6 @@ def check_parallel(work, model, exporter, flags, report):
     assert loss <= PARALLEL_RTOL and norm <= PARALLEL_RTOL, "%s differs from one rank: loss %.2e, grad_norm %.2e\n%s" % (
         " ".join(flags), loss, norm, "\n".join("%d %.7f %.7f grad_norm %.7f %.7f" % (
             a["step"], a["loss"], b["loss"], a["grad_norm"], b["grad_norm"]) for a, b in zip(steps, single)))
-
-
-def block_fraction(summary):
-    """The fraction of the transformer blocks' parameter elements a plan stores split over tp."""
-    total = split = 0
-    for b in summary["buffers"]:
-        if b["kind"] != "parameter" or b.get("alias_of", -1) >= 0 or not BLOCK_PARAMETER.search(b["name"]):
-            continue
-        elements = 1
-        for d in b.get("global_shape", b["shape"]):
-            elements *= d
-        total += elements
-        split += elements if any("tp" in axes for axes in b.get("shard_dims", [])) else 0
-    return split / total if total else 0.0
 
 
 def conditioned_steps(reference, key):

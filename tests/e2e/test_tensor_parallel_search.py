@@ -14,14 +14,13 @@ token embedding does), still equal to one rank. On MAE-tiny the blocks' paramete
 (>= 90% of their elements) and tp2 trains equal to one rank. The Hugging Face and timm models run --tp-search in
 test_model_zoo.py.
 """
-import json
 import os
 import re
 
 import numpy as np
 
-from cpctest import (check_loss_moves_and_clip_engages, compare_training, export_mae, train_plan, MAE_RECIPE, PYTHON,
-                     SOURCE, Results, run, tempdir, tool, MPI_ENV)
+from cpctest import (block_fraction, check_loss_moves_and_clip_engages, compare_training, compile_plan, export_mae,
+                     train_plan, MAE_RECIPE, PYTHON, SOURCE, Results, run, tempdir, tool, MPI_ENV)
 
 results = Results()
 STEPS = 12
@@ -32,11 +31,7 @@ BLOCK_PARAMETER = re.compile(r"(^|\.)(blocks|decoder_blocks)\.\d+\.")
 
 
 def compile_and_train(work, model, name, flags, recipe, inputs, steps=STEPS):
-    config = os.path.join(work, name + ".json")
-    with open(config, "w") as f:
-        json.dump(recipe, f)
-    plan = os.path.join(work, name + ".plan")
-    compiled = run([tool("cpc"), "compile", model, "--config", config, "-o", plan, "--dump-sharding", *flags])
+    plan, compiled = compile_plan(work, model, name, ["--dump-sharding", *flags], recipe)
     ours, params, summary = train_plan(plan, steps, inputs, os.path.join(work, name))
     return ours, params, summary, compiled.stdout
 
@@ -53,18 +48,6 @@ def predicted_bytes(dump, what="sent"):
 def split_weights(summary):
     return {b["name"]: b.get("shard_dims") for b in summary["buffers"]
             if b["kind"] == "parameter" and len(b.get("global_shape", b["shape"])) == 2 and b.get("shard_dims")}
-
-
-def block_fraction(summary):
-    """The fraction of the transformer blocks' parameter elements stored split over tp."""
-    total = split = 0
-    for b in summary["buffers"]:
-        if b["kind"] != "parameter" or not BLOCK_PARAMETER.search(b["name"]):
-            continue
-        n = int(np.prod(b.get("global_shape", b["shape"])))
-        total += n
-        split += n if any("tp" in axes for axes in b.get("shard_dims", [])) else 0
-    return split / total
 
 
 with tempdir() as work:
@@ -128,7 +111,7 @@ with tempdir() as work:
         ours, params, summary, _ = compile_and_train(work, model, "mae-tp2", ["--tp", "2", "--tp-search"], MAE_RECIPE,
                                                      data, steps=8)
         worst, worst_norm = compare_training(ours, one, params, one_params, 8)
-        fraction = block_fraction(summary)
+        fraction = block_fraction(summary, BLOCK_PARAMETER)
         assert fraction >= 0.9, "the search splits %.1f%% of the blocks' parameter elements" % (100 * fraction)
         print("   loss %.1e, grad_norm %.1e; %.1f%% of the blocks' parameter elements split" % (
             worst, worst_norm, 100 * fraction))
