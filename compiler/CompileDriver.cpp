@@ -155,27 +155,28 @@ std::string pipelineText(const std::string &registered, mlir::PassManager &pm) {
   return os.str();
 }
 
-/// Runs the training pipeline; returns its text (see pipelineText).
-std::string runTrainingPipeline(mlir::MLIRContext &context, mlir::ModuleOp module,
-                                TrainingPipelineOptions &options, bool timing) {
+/// Runs registered pipeline `name` (the `what` pipeline, in its errors) as `build` makes it with
+/// `options` (printed as cpc-opt takes them when --print-pipeline asks); returns the functions it leaves with a phase, in module
+/// order: the programs of the plan.
+template <typename Options>
+std::vector<std::string> runNamedPipeline(mlir::MLIRContext &context, mlir::ModuleOp module, const std::string &name,
+                                          const char *what, Options &options, void (*build)(mlir::OpPassManager &, const Options &),
+                                          const CompileRequest &request, std::ostream &out) {
   mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
-  buildTrainingPipeline(pm, options);
+  build(pm, options);
   std::string named;
   llvm::raw_string_ostream namedOs(named);
   options.print(namedOs); // "{key=value ...}"
-  std::string text = pipelineText(
-      "--cpc-training-pipeline='" + llvm::StringRef(namedOs.str()).trim().drop_front().drop_back().trim().str() + "'", pm);
-  runPipeline(context, module, pm, "training", timing);
-  return text;
-}
-
-/// Runs the inference pipeline; returns its text.
-std::string runInferencePipeline(mlir::MLIRContext &context, mlir::ModuleOp module, bool timing) {
-  mlir::PassManager pm(&context, mlir::ModuleOp::getOperationName());
-  buildInferencePipeline(pm);
-  std::string text = pipelineText("--cpc-inference-pipeline", pm);
-  runPipeline(context, module, pm, "inference", timing);
-  return text;
+  std::string inner = llvm::StringRef(namedOs.str()).trim().drop_front().drop_back().trim().str();
+  std::string text = pipelineText("--" + name + (inner.empty() ? "" : "='" + inner + "'"), pm);
+  runPipeline(context, module, pm, what, request.timing);
+  if (request.printPipeline)
+    out << "pipeline: " << text << "\n";
+  std::vector<std::string> functions;
+  for (auto func : module.getOps<mlir::func::FuncOp>())
+    if (getPhase(func))
+      functions.push_back(func.getSymName().str());
+  return functions;
 }
 
 /// The training pipeline's options from the recipe and the parallel flags.
@@ -326,7 +327,7 @@ std::optional<PipelineSchedule> resolvePipeline(const CompileRequest &request, c
                                                 TrainingPipelineOptions &options) {
   int64_t stages = flagOrConfig(request.pipelineStages, recipe.pipelineStages, recipe.pipelineStages > 1, "--pp",
                                 "parallel.pipeline", request.configPath);
-  PipelineScheduleKind kind = request.schedule;
+  PipelineScheduleKind kind = request.schedule.value_or(PipelineScheduleKind::OneFOneB);
   int64_t virtualStages =
       request.virtualStages.value_or(kind == PipelineScheduleKind::Interleaved && stages > 1 ? 2 : 1);
   std::optional<PipelineSchedule> schedule;
@@ -397,13 +398,8 @@ nlohmann::json compileTraining(const CompileRequest &request, TrainRecipe recipe
   recipe.validate(microbatch, request.configPath.empty() ? "config" : request.configPath);
   TrainingPipelineOptions options;
   std::optional<PipelineSchedule> schedule = resolveTraining(request, recipe, microbatch, options);
-  std::string text = runTrainingPipeline(context, module, options, request.timing);
-  if (request.printPipeline)
-    out << "pipeline: " << text << "\n";
-  plan.functions.clear(); // the training functions, found by their phase, in module order
-  for (auto func : module.getOps<mlir::func::FuncOp>())
-    if (getPhase(func))
-      plan.functions.push_back(func.getSymName().str());
+  plan.functions =
+      runNamedPipeline(context, module, "cpc-training-pipeline", "training", options, buildTrainingPipeline, request, out);
   nlohmann::json training = {
       {"recipe", recipe.toJson()}, {"microbatch", microbatch}, {"programs", plan.functions},
       {"data_parallel", request.dataParallel}, {"tensor_parallel", (int64_t)options.tensorParallel},
@@ -417,23 +413,85 @@ nlohmann::json compileTraining(const CompileRequest &request, TrainRecipe recipe
   return training;
 }
 
-/// An inference plan takes none of the training flags.
+/// An inference plan takes the layout flags (dp, tp, pp) but none of the training step's.
 void refuseTrainingFlags(const CompileRequest &r) {
-  if (r.dataParallel > 1)
-    throw CompileRequestError("--dp applies to training plans (--mode train)");
-  if (r.pipelineStages.value_or(1) > 1 || r.microbatches)
-    throw CompileRequestError("--pp and --microbatches apply to training plans (--mode train)");
-  if (r.tensorParallel.value_or(1) > 1 || !r.shardRules.empty() || r.sequenceParallel || r.tensorParallelSearch || r.tensorMode ||
-      r.tensorDepth)
-    throw CompileRequestError("--tp, --tp-mode, --tp-depth, --sp, --tp-search and --shard apply to training plans (--mode train)");
   if (r.zeroStage > 0)
-    throw CompileRequestError("--zero applies to training plans (--mode train)");
+    throw CompileRequestError("--zero shards optimizer states: it applies to training plans (--mode train)");
   if (r.syncBatchNorm)
-    throw CompileRequestError("--sync-bn applies to training plans (--mode train)");
+    throw CompileRequestError("--sync-bn applies to training plans (--mode train): inference normalizes by the "
+                              "running statistics");
   if (r.precision && *r.precision != Precision::FP32)
     throw CompileRequestError("--precision applies to training plans (--mode train)");
   if (!r.configPath.empty() || !r.overrides.empty())
     throw CompileRequestError("--config and --set describe training; they do not apply to --mode infer");
+  if (r.sequenceParallel || (r.tensorMode && *r.tensorMode != TensorParallelMode::OneD) || r.tensorDepth)
+    throw CompileRequestError("--mode infer splits tensors as Megatron's 1d layout (--tp, --tp-search, --shard); "
+                              "--tp-mode 2d/2.5d/3d, --tp-depth and --sp apply to training plans");
+  if ((r.schedule && *r.schedule != PipelineScheduleKind::GPipe) || r.virtualStages || !r.debugSchedule.empty())
+    throw CompileRequestError("--mode infer runs its pipeline stages forward only (every forward in microbatch "
+                              "order): --schedule 1f1b/interleaved, --virtual-stages and --debug-schedule apply to "
+                              "training plans");
+}
+
+/// Builds the inference program of `module` in the layout `request` asks for; returns the plan's
+/// inference metadata (and sets the functions `plan` lowers).
+nlohmann::json compileInference(const CompileRequest &request, mlir::MLIRContext &context, mlir::ModuleOp module,
+                                PlanOptions &plan, std::ostream &out) {
+  refuseTrainingFlags(request);
+  int64_t microbatches = request.microbatches.value_or(1);
+  // The batch matters only where it is split (a graph of one rank may take inputs of any shapes).
+  int64_t microbatch = request.dataParallel > 1 || microbatches > 1 ? graphBatch(module) : 0;
+  InferencePipelineOptions options;
+  options.dataParallel = request.dataParallel;
+  options.tensorParallel = request.tensorParallel.value_or(1);
+  options.shard = request.shardRules;
+  for (std::string &rule : options.shard) // the pipeline's lists split at commas: SPEC dims go as ':'
+    std::replace(rule.begin() + rule.rfind('='), rule.end(), ',', ':');
+  options.tensorParallelSearch = request.tensorParallelSearch;
+  options.deviceMemory = request.deviceMemory.value_or(0);
+  options.pipelineStages = request.pipelineStages.value_or(1);
+  for (llvm::StringRef cut : llvm::split(request.pipelineSplit, ','))
+    if (!cut.empty())
+      options.pipelineSplit.push_back(cut.str());
+  CompileSpelling spelling("");
+  if (std::string problem = inferenceOptionsProblem(options, spelling); !problem.empty())
+    throw CompileRequestError(problem);
+  if (request.dataParallel > 1 && (microbatch < 1 || microbatch % request.dataParallel))
+    throw CompileRequestError("--dp " + std::to_string(request.dataParallel) + " does not divide the model's batch of " +
+                              std::to_string(microbatch) + " samples");
+  std::optional<PipelineSchedule> schedule;
+  try {
+    if (options.pipelineStages > 1)
+      schedule = buildPipelineSchedule(PipelineScheduleKind::Forward, options.pipelineStages, 1, microbatches);
+    else if (!request.pipelineSplit.empty())
+      throw CompileRequestError("--pp-split needs --pp N (N > 1)");
+    else if (microbatches > kMaxMicrobatches)
+      throw CompileRequestError("--microbatches " + std::to_string(microbatches) + " is beyond " +
+                                std::to_string(kMaxMicrobatches));
+  } catch (const RuntimeError &e) {
+    throw CompileRequestError(e.what());
+  }
+  std::vector<std::string> outputs; // the model's, in its order (a pipeline's stages return them apart)
+  auto main = module.lookupSymbol<mlir::func::FuncOp>("main");
+  for (unsigned i = 0; i < main.getNumResults(); ++i) {
+    auto name = main.getResultAttrOfType<mlir::StringAttr>(i, "cpc.name");
+    outputs.push_back(name ? name.getValue().str() : "output" + std::to_string(i));
+  }
+  plan.functions =
+      runNamedPipeline(context, module, "cpc-inference-pipeline", "inference", options, buildInferencePipeline, request, out);
+  nlohmann::json inference = {{"microbatches", microbatches},
+                              {"programs", plan.functions},
+                              {"data_parallel", request.dataParallel},
+                              {"tensor_parallel", (int64_t)options.tensorParallel},
+                              {"batch_axes", batchAxesOf(module)},
+                              {"outputs", outputs}};
+  if (microbatch > 0)
+    inference["microbatch"] = microbatch;
+  if (schedule) {
+    inference["pipeline"] = schedule->toJson();
+    printStageTable(module, *schedule, out);
+  }
+  return inference;
 }
 
 /// The closing summary: the predicted peaks and the plan's size.
@@ -441,9 +499,9 @@ void printSummary(const CompileRequest &request, const Plan &plan, PlanMode mode
   size_t steps = 0;
   for (const auto &p : plan.programs)
     steps += p.steps.size();
-  if (plan.training.contains("peak_bytes_per_rank")) {
+  if (plan.runMetadata().contains("peak_bytes_per_rank")) {
     out << "predicted peak per rank (with the schedule's activations in flight):";
-    for (const auto &bytes : plan.training["peak_bytes_per_rank"])
+    for (const auto &bytes : plan.runMetadata()["peak_bytes_per_rank"])
       out << " " << bytes.get<int64_t>();
     out << " B\n";
   }
@@ -478,10 +536,7 @@ void compileModel(const CompileRequest &request, std::ostream &out) {
   if (plan.mode == PlanMode::Train) {
     plan.training = compileTraining(request, recipe, context, *model.module, plan, out);
   } else {
-    refuseTrainingFlags(request);
-    std::string text = runInferencePipeline(context, *model.module, request.timing);
-    if (request.printPipeline)
-      out << "pipeline: " << text << "\n";
+    plan.inference = compileInference(request, context, *model.module, plan, out);
   }
   if (request.dumpSharding)
     printShardingTable(*model.module, plan.functions, out);

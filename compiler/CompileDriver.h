@@ -49,7 +49,7 @@ struct CompileRequest {
   std::optional<int64_t> seed;             // --seed (the config's `seed`)
   bool syncBatchNorm = false;              // --sync-bn: BatchNorm statistics over all dp ranks
   std::optional<int64_t> virtualStages;    // --virtual-stages
-  PipelineScheduleKind schedule = PipelineScheduleKind::OneFOneB;
+  std::optional<PipelineScheduleKind> schedule; // --schedule (training default: 1f1b)
   std::string pipelineSplit, debugSchedule; // --pp-split, --debug-schedule
   std::optional<Precision> precision;      // --precision (fp16.mode / precision)
   ImportOptions import;

@@ -151,6 +151,7 @@ public:
     plan_.device = options_.device;
     plan_.source = source;
     plan_.training = options_.training;
+    plan_.inference = options_.inference;
     // A module with a mesh compiles to one SPMD program per function, run by every rank.
     if (auto mesh = module.lookupSymbol<MeshOp>("mesh")) {
       plan_.meshShape.assign(mesh.getShape().begin(), mesh.getShape().end());
@@ -193,9 +194,7 @@ private:
   /// records each rank's ("peak_bytes_per_rank").
   void predictPeaks(const std::vector<int64_t> &sendPeaks) {
     int64_t scratch = collectiveScratchBytes();
-    std::optional<PipelineSchedule> schedule;
-    if (plan_.training.contains("pipeline"))
-      schedule = PipelineSchedule::fromJson(plan_.training["pipeline"]);
+    std::optional<PipelineSchedule> schedule = planPipelineSchedule(plan_);
     std::vector<int64_t> peaks;
     for (int r = 0; r < std::max(plan_.worldSize, 1); ++r) {
       std::vector<bool> used = plan_.buffersOfRank(r);
@@ -211,7 +210,7 @@ private:
     }
     plan_.predictedPeakBytes = *std::max_element(peaks.begin(), peaks.end());
     if (schedule)
-      plan_.training["peak_bytes_per_rank"] = peaks;
+      plan_.runMetadata()["peak_bytes_per_rank"] = peaks;
   }
 
   /// The most bytes rank `rank` holds in hand-overs at once over its schedule.

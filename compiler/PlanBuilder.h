@@ -27,6 +27,8 @@ struct PlanOptions {
   bool syntheticParameters = false;
   /// The plan's training metadata (its pipeline schedule is what the no-hang check simulates).
   nlohmann::json training = nlohmann::json::object();
+  /// An inference plan's metadata (microbatches, batch axes, its forward pipeline schedule).
+  nlohmann::json inference = nlohmann::json::object();
 };
 
 /// Lowers the functions of `module` to a one-rank plan: per function a linear schedule of kernel

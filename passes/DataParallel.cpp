@@ -79,7 +79,7 @@ struct CpcDataParallelPass : cpc::impl::CpcDataParallelBase<CpcDataParallelPass>
       return signalPassFailure();
     Mesh mesh(*meshOp);
     FailureOr<SmallVector<func::FuncOp>> targets =
-        functionsOrPhases(module, funcs, {Phase::TrainStep, Phase::Accumulate, Phase::Apply});
+        functionsOrPhases(module, funcs, kShardedPhases);
     if (failed(targets))
       return signalPassFailure();
     // A state read by several functions (a gradient accumulator: written by @accumulate, read

@@ -5,6 +5,7 @@
 // uses, all-gathers of split values that an op needs whole, and all-reduces only where a
 // partial sum meets an op that is not linear in it, a result or an assign.
 //
+#include "dialects/cpc/Cost.h"
 #include "dialects/cpc/Roles.h"
 #include "passes/Passes.h"
 #include "passes/ReshardCost.h"
@@ -274,17 +275,11 @@ private:
   // Over 80 lines: one op's partitioning in order (variables, ops without a rule, the factors'
   // axes, operands resharded, results laid out, the op's own adaptations); each step is short.
   LogicalResult partitionOp(Operation *op) {
-    // Propagation's layouts of the results are replaced by the partitioned ones.
-    op->removeAttr(kResultShardingsAttr);
-    // Results are never partial; an assign takes its variable's layout.
+    op->removeAttr(kResultShardingsAttr); // propagation's layouts: the partitioned ones replace them
     if (auto assign = llvm::dyn_cast<AssignOp>(op))
       return partitionAssign(assign);
-    if (llvm::isa<func::ReturnOp>(op)) { // results stay as split as they are, never partial
-      for (OpOperand &use : op->getOpOperands())
-        if (!currentOf(use.get()).partial.empty())
-          use.set(reduced(use.get(), op));
-      return success();
-    }
+    if (llvm::isa<func::ReturnOp>(op))
+      return partitionResults(op);
     if (auto shard = llvm::dyn_cast<ShardOp>(op))
       return partitionShard(shard);
     if (op->getNumResults() == 0)
@@ -588,6 +583,21 @@ private:
     return v;
   }
 
+  /// Results are never partial. A training function's stay split (the runtime reads only
+  /// scalars of them); an inference program's are the model's outputs, returned whole.
+  LogicalResult partitionResults(Operation *ret) {
+    for (OpOperand &use : ret->getOpOperands()) {
+      Value v = currentOf(use.get()).partial.empty() ? use.get() : reduced(use.get(), ret);
+      FailureOr<Value> laidOut = getPhase(func_) == Phase::Infer && currentOf(v).isSharded()
+                                     ? resharded(v, Layout::whole(tensorType(v).getRank()), ret, 0, true)
+                                     : FailureOr<Value>(v);
+      if (failed(laidOut))
+        return failure();
+      use.set(*laidOut);
+    }
+    return success();
+  }
+
   /// cpc.shard: its input laid out as the annotation says (reduced, gathered or sliced); the op
   /// itself has no place in the per-rank program.
   LogicalResult partitionShard(ShardOp shard) {
@@ -620,11 +630,11 @@ private:
     SmallVector<Value> chain{v};
     OpOperand *narrowest = nullptr;
     size_t wholeUpTo = 0;
-    int64_t fewest = byteSize(v);
+    int64_t fewest = valueBytes(v);
     for (OpOperand *source = partialSource(v); source; source = partialSource(source->get())) {
-      if (byteSize(source->get()) < fewest) {
+      if (valueBytes(source->get()) < fewest) {
         narrowest = source;
-        fewest = byteSize(source->get());
+        fewest = valueBytes(source->get());
         wholeUpTo = chain.size();
       }
       chain.push_back(source->get());
@@ -644,11 +654,6 @@ private:
       else
         def->removeAttr(kResultShardingsAttr);
     }
-  }
-
-  static int64_t byteSize(Value x) {
-    auto t = tensorType(x);
-    return t.getNumElements() * std::max<int64_t>(t.getElementTypeBitWidth() / 8, 1);
   }
 
   /// The one partial operand of v's op that v's partial sum was passed on from (the same partial

@@ -31,9 +31,6 @@ namespace cpc {
 /// (registered as `cpc-import-pipeline`).
 void addImportCleanupPasses(mlir::OpPassManager &pm);
 
-/// The passes `cpc compile` runs on an imported model in inference mode: the kernel fusions the
-/// training pipeline ends with (registered as `cpc-inference-pipeline`).
-void buildInferencePipeline(mlir::OpPassManager &pm);
 
 /// Options of the training pipeline: the recipe's optimizer keys and the parallel layout. The
 /// names are those of the passes' options.
@@ -86,6 +83,23 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
                                     llvm::cl::init(false)};
 };
 
+/// Options of the inference pipeline: the parallel layout of the model's forward (names as in
+/// the training pipeline's options).
+struct InferencePipelineOptions : mlir::PassPipelineOptions<InferencePipelineOptions> {
+  Option<int64_t> dataParallel{*this, "dp", llvm::cl::desc("Data-parallel ranks"), llvm::cl::init(1)};
+  Option<int64_t> tensorParallel{*this, "tp", llvm::cl::desc("Tensor-parallel ranks (Megatron 1D)"), llvm::cl::init(1)};
+  ListOption<std::string> shard{*this, "shard", llvm::cl::desc("Manual parameter splits: REGEX=SPEC")};
+  Option<bool> tensorParallelSearch{*this, "tp-search",
+                                    llvm::cl::desc("Every op's layout over tp by search, not the Megatron patterns"),
+                                    llvm::cl::init(false)};
+  Option<int64_t> deviceMemory{*this, "device-memory",
+                               llvm::cl::desc("tp-search: bytes per rank for the parameters (0: none)"),
+                               llvm::cl::init(0)};
+  Option<int64_t> pipelineStages{*this, "pp", llvm::cl::desc("Pipeline ranks"), llvm::cl::init(1)};
+  ListOption<std::string> pipelineSplit{*this, "pp-split",
+                                        llvm::cl::desc("Hand cut points: the first op of each chunk but the first")};
+};
+
 /// The side q of the grid a tensor-parallel mode makes of `tp` ranks: 2d q*q, 2.5d depth*q*q,
 /// 3d q*q*q (1d: tp); 0 when `tp` is no such number with q >= 2.
 int64_t tensorParallelSide(TensorParallelMode mode, int64_t tp, int64_t depth);
@@ -110,6 +124,16 @@ public:
 /// `spelling`; "" when they fit. cpc-opt's registered pipeline and cpc compile both refuse
 /// through it.
 std::string trainingOptionsProblem(const TrainingPipelineOptions &options, const OptionSpelling &spelling);
+
+/// The option combinations the inference pipeline cannot build ("" when they fit), spelled by
+/// `spelling` as trainingOptionsProblem spells them.
+std::string inferenceOptionsProblem(const InferencePipelineOptions &options, const OptionSpelling &spelling);
+
+/// The passes `cpc compile` runs on an imported model in inference mode, registered as
+/// `cpc-inference-pipeline`: the model function marked as the inference program, then (with a
+/// layout) the pipeline stages, tensor and data parallelism and the pipeline split, then the
+/// kernel fusions the training pipeline ends with.
+void buildInferencePipeline(mlir::OpPassManager &pm, const InferencePipelineOptions &options);
 
 /// The passes `cpc compile` runs on an imported model in training mode, registered as
 /// `cpc-training-pipeline` so that `cpc-opt` reproduces the IR a plan is built from.

@@ -125,6 +125,22 @@ def CpcMixedPrecision : Pass<"cpc-mixed-precision", "::mlir::ModuleOp"> {
   let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
 }
 
+def CpcInferenceProgram : Pass<"cpc-inference-program", "::mlir::ModuleOp"> {
+  let summary = "Mark the model function as the inference program (cpc.phase infer)";
+  let description = [{
+    An inference plan runs the imported model function itself; this pass gives it its role,
+    `cpc.phase = #cpc.phase<infer>`. Data and tensor parallelism then shard it like a training
+    step (cpc-tensor-parallel, cpc-data-parallel), the partitioner returns its results whole on
+    every rank (they are the model's outputs: a batch split over dp is all-gathered, a partial
+    sum all-reduced), cpc-pipeline-split cuts it into one forward program per model chunk, and
+    the runtime finds it by its phase.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", /*default=*/"\"main\"", "The model function">,
+  ];
+  let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
+}
+
 def CpcBuildTrainStep : Pass<"cpc-build-train-step", "::mlir::ModuleOp"> {
   let summary = "Build the training step from a differentiated loss: accumulation, clipping, AdamW";
   let description = [{
@@ -320,7 +336,7 @@ def CpcDataParallel : Pass<"cpc-data-parallel", "::mlir::ModuleOp"> {
   let options = [
     Option<"size", "size", "int64_t", /*default=*/"1", "Data-parallel ranks">,
     ListOption<"funcs", "funcs", "std::string",
-               "Functions whose batch inputs are split (default: those with a cpc.phase)">,
+               "Functions whose batch inputs are split (default: phases train_step, accumulate, apply and infer)">,
   ];
   let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
 }
@@ -386,7 +402,9 @@ def CpcPipelineSplit : Pass<"cpc-pipeline-split", "::mlir::ModuleOp"> {
     (`cpc.send` over the `pp` mesh axis, one channel per value and destination) and received
     before its first use; a value read by a later program of the same rank (a saved activation,
     or one chunk feeding another on the same rank) leaves as a result and enters as an argument
-    with `cpc.transfer` = its channel. Adds the `pp` axis to the mesh, outermost.
+    with `cpc.transfer` = its channel. Adds the `pp` axis to the mesh, outermost. An inference
+    program (`cpc.phase` infer, cpc-inference-program) is cut the same way into `@forward_c`
+    functions alone; each of its results leaves the chunk that computes it.
   }];
   let options = [
     Option<"stages", "stages", "int64_t", /*default=*/"2", "Pipeline ranks (the mesh's pp axis)">,

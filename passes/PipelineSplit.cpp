@@ -2,7 +2,7 @@
 //
 // Pipeline parallelism as a program split (MPMD): after partitioning (dp and tp are inside each
 // program), @accumulate is cut into a forward and a backward function per model chunk and
-// @apply into one function per pipeline rank. Where each op goes is decided from the ops'
+// @apply into one function per pipeline rank (an inference program into forward functions). Where each op goes is decided from the ops'
 // `cpc.stage` labels and dataflow (Passes.td); then each program is built in the source's op
 // order, pulling in what it reads: its own copy of inputs, parameters, constants and what is
 // computed from those alone; a local value; a value from an earlier program of the same rank
@@ -65,6 +65,8 @@ public:
   Splitter(ModuleOp module, int64_t stages, int64_t chunks)
       : module_(module), b_(module.getContext()), stages_(stages), chunks_(chunks) {}
 
+  /// Cuts `accumulate` (a training microbatch, or an inference program) into per-chunk
+  /// programs and `apply` (null for inference: forward programs alone) into per-rank ones.
   LogicalResult run(func::FuncOp accumulate, func::FuncOp apply);
 
 private:
@@ -490,9 +492,10 @@ void Splitter::createPrograms(func::FuncOp accumulate, func::FuncOp apply) {
   };
   for (int64_t c = 0; c < chunks_; ++c) {
     create(Kind::Forward, c, accumulate, "forward_" + std::to_string(c));
-    create(Kind::Backward, c, accumulate, "backward_" + std::to_string(c));
+    if (apply) // an inference program has no backward
+      create(Kind::Backward, c, accumulate, "backward_" + std::to_string(c));
   }
-  for (int64_t r = 0; r < stages_; ++r)
+  for (int64_t r = 0; apply && r < stages_; ++r)
     create(Kind::Apply, r, apply, "apply_" + std::to_string(r));
 }
 
@@ -556,15 +559,18 @@ LogicalResult Splitter::run(func::FuncOp accumulate, func::FuncOp apply) {
   if (failed(addPipelineAxis()))
     return failure();
   placeAccumulate(accumulate);
-  splitSharedAccumulators(accumulate, apply);
-  placeApply(apply);
+  if (apply) {
+    splitSharedAccumulators(accumulate, apply);
+    placeApply(apply);
+  }
   createPrograms(accumulate, apply);
-  if (failed(emitFunction(accumulate, false)) || failed(emitFunction(apply, true)))
+  if (failed(emitFunction(accumulate, false)) || (apply && failed(emitFunction(apply, true))))
     return failure();
   for (auto &[key, p] : programs_)
     finish(p, p.kind == Kind::Forward ? Phase::Forward : p.kind == Kind::Backward ? Phase::Backward : Phase::Apply);
   accumulate.erase();
-  apply.erase();
+  if (apply)
+    apply.erase();
   return success();
 }
 
@@ -578,8 +584,13 @@ struct CpcPipelineSplitPass : cpc::impl::CpcPipelineSplitBase<CpcPipelineSplitPa
       return signalPassFailure();
     }
     func::FuncOp accumulate = findPhase(module, Phase::Accumulate), apply = findPhase(module, Phase::Apply);
-    if (!accumulate || !apply) {
-      module.emitError("pipeline split: needs @accumulate and @apply (cpc-build-train-step separate-apply)");
+    if (!accumulate && !apply) // inference: the forward programs of the model function
+      accumulate = findPhase(module, Phase::Infer);
+    else if (!accumulate || !apply)
+      accumulate = nullptr;
+    if (!accumulate) {
+      module.emitError("pipeline split: needs @accumulate and @apply (cpc-build-train-step separate-apply), or "
+                       "an inference program (cpc-inference-program)");
       return signalPassFailure();
     }
     Splitter splitter(module, stages, chunks);

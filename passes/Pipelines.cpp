@@ -34,7 +34,52 @@ void cpc::addImportCleanupPasses(OpPassManager &pm) {
   functions.addPass(mlir::createCSEPass());
 }
 
-void cpc::buildInferencePipeline(OpPassManager &pm) { addKernelFusions(pm); }
+namespace {
+/// The training pipeline's options that lay out an inference program as `options` ask (no
+/// optimizer, no ZeRO: those states do not exist in inference).
+void copyLayout(const cpc::InferencePipelineOptions &options, cpc::TrainingPipelineOptions &layout) {
+  layout.dataParallel = options.dataParallel;
+  layout.tensorParallel = options.tensorParallel;
+  layout.shard = std::vector<std::string>(options.shard.begin(), options.shard.end());
+  layout.tensorParallelSearch = options.tensorParallelSearch;
+  layout.deviceMemory = options.deviceMemory;
+  layout.pipelineStages = options.pipelineStages;
+  layout.pipelineSplit = std::vector<std::string>(options.pipelineSplit.begin(), options.pipelineSplit.end());
+}
+} // namespace
+
+std::string cpc::inferenceOptionsProblem(const InferencePipelineOptions &options, const OptionSpelling &spelling) {
+  TrainingPipelineOptions layout;
+  copyLayout(options, layout);
+  return trainingOptionsProblem(layout, spelling);
+}
+
+void cpc::buildInferencePipeline(OpPassManager &pm, const InferencePipelineOptions &options) {
+  pm.addPass(createCpcInferenceProgram());
+  TrainingPipelineOptions layout;
+  copyLayout(options, layout);
+  int64_t stages = options.pipelineStages;
+  if (stages > 1) {
+    CpcPipelineStagesOptions cut;
+    cut.chunks = stages;
+    cut.split = layout.pipelineSplit;
+    pm.addPass(createCpcPipelineStages(cut));
+  }
+  if (options.tensorParallel > 1) {
+    CpcHeadMajorQkvOptions heads;
+    heads.tp = options.tensorParallel;
+    pm.addPass(createCpcHeadMajorQkv(heads));
+  }
+  if (options.dataParallel > 1 || options.tensorParallel > 1 || !options.shard.empty())
+    addShardingPasses(pm, layout);
+  if (stages > 1) {
+    CpcPipelineSplitOptions split;
+    split.stages = stages;
+    split.chunks = stages;
+    pm.addPass(createCpcPipelineSplit(split));
+  }
+  addKernelFusions(pm);
+}
 
 void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &options) {
   int64_t chunks = options.pipelineStages * options.virtualStages;
@@ -196,26 +241,41 @@ std::string cpc::trainingOptionsProblem(const TrainingPipelineOptions &o, const 
   return "";
 }
 
-void cpc::registerCpcPipelines() {
-  // As PassPipelineRegistration<TrainingPipelineOptions>, and the options are checked together.
+namespace {
+/// Registers pipeline `name` with options `Options` (as PassPipelineRegistration<Options>), the
+/// options checked together by `problem` before `build` runs.
+template <typename Options>
+void registerCheckedPipeline(StringRef name, StringRef description,
+                             std::string (*problem)(const Options &, const cpc::OptionSpelling &),
+                             void (*build)(OpPassManager &, const Options &)) {
+  std::string prefix = name.str() + ": ";
   registerPassPipeline(
+      name, description,
+      [=](OpPassManager &pm, StringRef text, function_ref<LogicalResult(const Twine &)> errorHandler) {
+        Options options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        if (std::string refusal = problem(options, cpc::OptionSpelling()); !refusal.empty())
+          return errorHandler(prefix + refusal);
+        build(pm, options);
+        return success();
+      },
+      [](function_ref<void(const mlir::detail::PassOptions &)> handler) { handler(Options()); });
+}
+} // namespace
+
+void cpc::registerCpcPipelines() {
+  registerCheckedPipeline<TrainingPipelineOptions>(
       "cpc-training-pipeline",
       "The passes `cpc compile` runs on an imported model in training mode: autodiff, the "
       "training step (accumulation, clipping, AdamW), then tensor and data parallelism and ZeRO",
-      [](OpPassManager &pm, StringRef text, function_ref<LogicalResult(const Twine &)> errorHandler) {
-        TrainingPipelineOptions options;
-        if (failed(options.parseFromString(text)))
-          return failure();
-        if (std::string problem = trainingOptionsProblem(options, OptionSpelling()); !problem.empty())
-          return errorHandler("cpc-training-pipeline: " + problem);
-        buildTrainingPipeline(pm, options);
-        return success();
-      },
-      [](function_ref<void(const mlir::detail::PassOptions &)> handler) { handler(TrainingPipelineOptions()); });
-  PassPipelineRegistration<>("cpc-inference-pipeline",
-                             "The passes `cpc compile` runs on an imported model in inference mode: the "
-                             "residual LayerNorm and Linear epilogue fusions",
-                             buildInferencePipeline);
+      trainingOptionsProblem, buildTrainingPipeline);
+  registerCheckedPipeline<InferencePipelineOptions>(
+      "cpc-inference-pipeline",
+      "The passes `cpc compile` runs on an imported model in inference mode: the model function as the "
+      "inference program, its pipeline stages, tensor and data parallelism, then the residual LayerNorm and "
+      "Linear epilogue fusions",
+      inferenceOptionsProblem, buildInferencePipeline);
   PassPipelineRegistration<>("cpc-import-pipeline",
                              "The clean-up `cpc import` runs on the imported graph: LayerNorm, GELU and "
                              "attention fusions, canonicalization, CSE",

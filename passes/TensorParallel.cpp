@@ -135,7 +135,7 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       return signalPassFailure();
     Mesh mesh(*meshOp);
     FailureOr<SmallVector<func::FuncOp>> funcs =
-        functionsOrPhases(module, {}, {Phase::TrainStep, Phase::Accumulate, Phase::Apply});
+        functionsOrPhases(module, {}, kShardedPhases);
     if (failed(funcs))
       return signalPassFailure();
     // Decisions by parameter name: every function reads its own cpc.parameter ops.

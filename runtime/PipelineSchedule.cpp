@@ -14,15 +14,17 @@ const char *scheduleName(PipelineScheduleKind kind) {
   case PipelineScheduleKind::GPipe: return "gpipe";
   case PipelineScheduleKind::OneFOneB: return "1f1b";
   case PipelineScheduleKind::Interleaved: return "interleaved";
+  case PipelineScheduleKind::Forward: return "forward";
   }
   return "?";
 }
 
 PipelineScheduleKind parseScheduleName(const std::string &name) {
-  for (auto kind : {PipelineScheduleKind::GPipe, PipelineScheduleKind::OneFOneB, PipelineScheduleKind::Interleaved})
+  for (auto kind : {PipelineScheduleKind::GPipe, PipelineScheduleKind::OneFOneB, PipelineScheduleKind::Interleaved,
+                    PipelineScheduleKind::Forward})
     if (name == scheduleName(kind))
       return kind;
-  throw RuntimeError("unknown pipeline schedule '" + name + "' (use gpipe, 1f1b or interleaved)");
+  throw RuntimeError("unknown pipeline schedule '" + name + "' (use gpipe, 1f1b, interleaved or forward)");
 }
 
 namespace {
@@ -77,10 +79,10 @@ PipelineSchedule buildPipelineSchedule(PipelineScheduleKind kind, int64_t stages
   s.microbatches = microbatches;
   for (int64_t r = 0; r < stages; ++r) {
     std::vector<PipelineAction> list;
-    if (kind == PipelineScheduleKind::GPipe) {
+    if (kind == PipelineScheduleKind::GPipe || kind == PipelineScheduleKind::Forward) {
       for (int64_t m = 0; m < microbatches; ++m)
         list.push_back({false, r, m});
-      for (int64_t m = 0; m < microbatches; ++m)
+      for (int64_t m = 0; kind == PipelineScheduleKind::GPipe && m < microbatches; ++m)
         list.push_back({true, r, m});
     } else if (kind == PipelineScheduleKind::OneFOneB) {
       int64_t warmup = std::min(stages - r - 1, microbatches);
@@ -98,6 +100,13 @@ PipelineSchedule buildPipelineSchedule(PipelineScheduleKind kind, int64_t stages
     s.actions.push_back(std::move(list));
   }
   return s;
+}
+
+std::optional<PipelineSchedule> planPipelineSchedule(const Plan &plan) {
+  const nlohmann::json &run = plan.runMetadata();
+  if (!run.is_object() || !run.contains("pipeline"))
+    return std::nullopt;
+  return PipelineSchedule::fromJson(run["pipeline"]);
 }
 
 double PipelineSchedule::bubbleFraction() const {
@@ -170,11 +179,15 @@ PipelineSchedule PipelineSchedule::parse(const nlohmann::json &j) {
       auto key = std::make_pair(a.chunk, a.microbatch);
       if (!a.backward && !forwarded.insert(key).second)
         throw RuntimeError(where + ": runs twice");
+      if (a.backward && s.forwardOnly())
+        throw RuntimeError(where + ": a forward schedule (inference) has no backward");
       if (a.backward && (!forwarded.count(key) || !done.insert(key).second))
         throw RuntimeError(where + ": backward before its forward, or twice");
       list.push_back(a);
     }
-    if ((int64_t)done.size() != s.virtualStages * s.microbatches)
+    if (s.forwardOnly() && (int64_t)forwarded.size() != s.virtualStages * s.microbatches)
+      throw RuntimeError("pipeline rank " + std::to_string(r) + " leaves some microbatches without a forward");
+    if (!s.forwardOnly() && (int64_t)done.size() != s.virtualStages * s.microbatches)
       throw RuntimeError("pipeline rank " + std::to_string(r) + " leaves some microbatches without a backward");
     s.actions.push_back(std::move(list));
   }

@@ -217,6 +217,7 @@ nlohmann::json Plan::metadata() const {
   j["mesh"] = {{"shape", meshShape}, {"axes", meshAxes}};
   j["predicted_peak_bytes"] = predictedPeakBytes;
   j["training"] = training;
+  j["inference"] = inference;
   json bufs = json::array();
   for (const auto &b : buffers) {
     json d = {{"name", b.name},     {"dtype", dtypeName(b.dtype)}, {"shape", b.shape},
@@ -331,9 +332,10 @@ int64_t Plan::shardIndex(int rank, const std::vector<std::string> &axes) const {
 }
 
 std::vector<std::string> Plan::batchAxes() const {
-  if (!training.is_object())
+  const nlohmann::json &run = runMetadata();
+  if (!run.is_object())
     return {};
-  return training.value("batch_axes", std::vector<std::string>{});
+  return run.value("batch_axes", std::vector<std::string>{});
 }
 
 std::vector<std::string> Plan::zeroAxes() const {
@@ -763,6 +765,7 @@ Plan readPlan(const std::string &path, PlanBlob blobMode) {
     plan.meshAxes = j.at("mesh").at("axes").get<std::vector<std::string>>();
     plan.predictedPeakBytes = j.at("predicted_peak_bytes");
     plan.training = j.at("training");
+    plan.inference = j.at("inference");
     for (const auto &b : j.at("buffers")) {
       BufferDesc d;
       d.name = b.at("name");

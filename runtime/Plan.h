@@ -39,8 +39,10 @@ namespace cpc {
 // training metadata. 7: mixed precision: loss-scaler state roles, a state's initial value
 // ("init"), the training metadata's precision and loss scaling. 8: the device a plan runs on
 // ("device": cpu or cuda) and each buffer's memory space ("space": host or device). 9:
-// parameters without an initial value in the blob ("synthetic": the runtime makes them).
-constexpr uint32_t kPlanVersion = 9;
+// parameters without an initial value in the blob ("synthetic": the runtime makes them). 10:
+// inference plans across ranks: the "inference" metadata (microbatches, batch axes, the forward
+// pipeline schedule), programs of phase infer.
+constexpr uint32_t kPlanVersion = 10;
 constexpr size_t kPlanAlignment = 64;
 
 /// Collectives run through fixed scratch memory whatever the message size (so that the predicted
@@ -217,6 +219,12 @@ struct Plan {
   void readPieces(size_t offset, size_t bytes, uint8_t *dst) const;
   int64_t predictedPeakBytes = 0;
   nlohmann::json training = nlohmann::json::object(); // the recipe the runtime drives (train mode)
+  // How the runtime drives an inference plan: "microbatch" (the model's batch), "microbatches",
+  // "batch_axes", "data_parallel", "tensor_parallel" and, with pipeline stages, "pipeline".
+  nlohmann::json inference = nlohmann::json::object();
+  /// The metadata of the plan's mode: `training` or `inference`.
+  const nlohmann::json &runMetadata() const { return mode == PlanMode::Train ? training : inference; }
+  nlohmann::json &runMetadata() { return mode == PlanMode::Train ? training : inference; }
 
   /// Index of `rank` among the ranks that differ from it only along `axes` (row-major over the
   /// mesh): which block of a value split over those axes the rank holds.
@@ -224,7 +232,7 @@ struct Plan {
   /// The world ranks that differ from `rank` only along `axes`, in shardIndex order.
   std::vector<int> shardGroup(int rank, const std::vector<std::string> &axes) const;
   /// The mesh axes that split the batch (data parallelism; ZeRO shards over them too): the
-  /// training metadata's "batch_axes", none in an inference plan.
+  /// training (or inference) metadata's "batch_axes".
   std::vector<std::string> batchAxes() const;
   /// The axes ZeRO shards model states over: dp (2D / 2.5D tensor parallelism also split the
   /// batch over tp_dep and tp_row, but those split weights as tensor parallelism does).

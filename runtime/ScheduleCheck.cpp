@@ -164,6 +164,8 @@ std::vector<std::vector<CommAction>> pipelineCommActions(const Plan &plan, const
         ranks[r].push_back(std::move(c));
       }
     }
+    if (schedule.forwardOnly()) // inference: no update follows
+      continue;
     for (CommAction &c : programCommActions(plan, pipelineProgram(plan, r, ProgramPhase::Apply, -1), r, 0, channels))
       ranks[r].push_back(std::move(c));
   }
@@ -247,8 +249,8 @@ std::string checkSchedule(const std::vector<std::vector<CommAction>> &ranks, std
 }
 
 std::string checkPlanSchedule(const Plan &plan, std::vector<int64_t> *sendPeakBytes) {
-  if (plan.training.is_object() && plan.training.contains("pipeline")) {
-    PipelineSchedule schedule = PipelineSchedule::fromJson(plan.training["pipeline"]);
+  if (std::optional<PipelineSchedule> pipeline = planPipelineSchedule(plan)) {
+    const PipelineSchedule &schedule = *pipeline;
     std::string problem = checkSchedule(pipelineCommActions(plan, schedule), sendPeakBytes);
     return problem.empty() ? "" : "pipeline schedule " + std::string(scheduleName(schedule.kind)) + ": " + problem;
   }

@@ -4,7 +4,7 @@
 
 #include <chrono>
 #include <cstring>
-#include <set>
+#include <memory>
 #include <sys/resource.h>
 
 namespace cpc {
@@ -40,6 +40,7 @@ Trainer::Trainer(const Plan &plan, Executor &executor, int rank, Communicator *c
   if (plan.training.contains("pipeline")) {
     schedule_ = PipelineSchedule::fromJson(plan.training["pipeline"]);
     stage_ = plan.shardIndex(rank, {"pp"});
+    pipeline_ = std::make_unique<PipelineActions>(plan, executor, rank, comm);
     if (schedule_->microbatches != recipe_.accumulation || stage_ >= schedule_->stages)
       throw RuntimeError("the plan's pipeline schedule does not match its recipe or mesh");
     applyProgram_ = pipelineProgram(plan, rank, ProgramPhase::Apply, -1).name;
@@ -85,52 +86,14 @@ double Trainer::updateOutput(const std::string &name, const std::string &program
   return fromRank(value, root);
 }
 
-std::vector<uint8_t> Trainer::spareBytes(size_t bytes) {
-  // Hand-overs come in a few sizes, again every microbatch: reuse memory rather than allocate
-  // (and fault in) fresh pages each time.
-  for (size_t i = 0; i < spare_.size(); ++i)
-    if (spare_[i].size() == bytes) {
-      std::vector<uint8_t> found = std::move(spare_[i]);
-      spare_.erase(spare_.begin() + i);
-      return found;
-    }
-  return std::vector<uint8_t>(bytes);
-}
-
 double Trainer::runPipeline() {
   double lossSum = 0;
-  for (const PipelineAction &a : schedule_->actions[stage_]) {
-    const RankProgram &p =
-        pipelineProgram(plan_, rank_, a.backward ? ProgramPhase::Backward : ProgramPhase::Forward, a.chunk);
-    exec_.setMicrobatch(a.microbatch);
-    bindMicrobatch(a.microbatch);
-    for (const NamedBuffer &in : plan_.inputs)
-      if (in.isTransfer() && in.program == p.name) {
-        auto it = handOver_.find({in.transfer, a.microbatch});
-        if (it == handOver_.end())
-          throw RuntimeError("pipeline: " + p.name + " of microbatch " + std::to_string(a.microbatch) +
-                             " runs before the program that hands it " + in.name);
-        exec_.bindInput(in.name, it->second);
-        spare_.push_back(std::move(it->second.data)); // its memory serves a later hand-over
-        handOver_.erase(it);
-      }
-    exec_.run(p.name);
-    for (const NamedBuffer &out : plan_.outputs) {
-      if (out.program != p.name)
-        continue;
-      if (out.isTransfer()) {
-        TensorRef t = exec_.output(out.name, p.name);
-        HostTensor copy{t.dtype, t.shape, spareBytes(t.bytes())};
-        exec_.copyToHost(t, copy.data.data());
-        handOver_[{out.transfer, a.microbatch}] = std::move(copy);
-      } else if (out.name == "loss") {
-        lossSum += exec_.readScalar("loss", p.name);
-      }
-    }
-    if (comm_)
-      comm_->reapSends(); // the copies of what the receivers have taken
-  }
-  exec_.setMicrobatch(0);
+  pipeline_->run(
+      schedule_->actions[stage_], [&](int64_t m) { bindMicrobatch(m); },
+      [&](const RankProgram &p, int64_t, const NamedBuffer &out) {
+        if (out.name == "loss")
+          lossSum += exec_.readScalar("loss", p.name);
+      });
   exec_.run(applyProgram_);
   if (comm_)
     comm_->completeSends();
@@ -139,44 +102,10 @@ double Trainer::runPipeline() {
 
 void Trainer::setBatchInput(const std::string &name, HostTensor global) {
   // A batch input of the microbatch programs (with a pipeline, of any stage's: their blocks agree).
-  auto isBatchInput = [&](const NamedBuffer &in) {
+  const NamedBuffer &input = findBatchInput(plan_, name, [&](const NamedBuffer &in) {
     return !in.isRuntime() && !in.isTransfer() && (schedule_ || in.program == gradProgram_);
-  };
-  const NamedBuffer *input = nullptr;
-  for (const auto &in : plan_.inputs)
-    if (in.name == name && isBatchInput(in) && !input)
-      input = &in;
-  if (!input) {
-    std::set<std::string> names;
-    for (const auto &in : plan_.inputs)
-      if (isBatchInput(in))
-        names.insert(in.name);
-    std::string list;
-    for (const std::string &n : names)
-      list += (list.empty() ? "" : ", ") + n;
-    throw RuntimeError("the plan has no input '" + name + "' (inputs: " + list + ")");
-  }
-  const BufferDesc &b = plan_.buffers[input->buffer]; // this rank's part of one microbatch
-  int64_t k = recipe_.accumulation;
-  std::vector<int64_t> expected = b.shape, micro = b.shape;
-  if (!expected.empty()) {
-    micro[0] *= batchBlocks_;
-    expected[0] = micro[0] * k;
-  }
-  if (global.dtype != b.dtype || global.shape != expected)
-    throw RuntimeError("input '" + name + "' expects the global batch " + dtypeName(b.dtype) + shapeString(expected) +
-                       " (" + std::to_string(k) + " microbatch" + (k > 1 ? "es" : "") + " of " + shapeString(micro) +
-                       "), got " + dtypeName(global.dtype) + shapeString(global.shape));
-  // Microbatch m is rows [m*M, (m+1)*M); data-parallel rank r keeps its contiguous share.
-  size_t localBytes = b.bytes();
-  std::vector<HostTensor> slices;
-  for (int64_t m = 0; m < k; ++m) {
-    HostTensor s{b.dtype, b.shape, {}};
-    size_t begin = (m * batchBlocks_ + batchIndex_) * localBytes;
-    s.data.assign(global.data.begin() + begin, global.data.begin() + begin + localBytes);
-    slices.push_back(std::move(s));
-  }
-  slices_[name] = std::move(slices);
+  });
+  slices_[name] = sliceBatch(name, global, plan_.buffers[input.buffer], recipe_.accumulation, batchBlocks_, batchIndex_);
 }
 
 void Trainer::useSyntheticData() { exec_.bindSyntheticInputs(); }

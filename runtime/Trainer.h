@@ -4,10 +4,12 @@
 
 #include "runtime/Communicator.h"
 #include "runtime/Executor.h"
+#include "runtime/Microbatches.h"
 #include "runtime/PipelineSchedule.h"
 #include "runtime/TrainRecipe.h"
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -74,13 +76,11 @@ private:
   std::string gradProgram_;  // the program of phase train_step (one microbatch) or accumulate
   std::string applyProgram_; // the program of phase apply (with gradient accumulation)
   std::map<std::string, std::vector<HostTensor>> slices_; // input -> one tensor per microbatch
-  // Pipeline parallelism: the schedule, this rank's stage, the values its programs hand over
-  // (per channel and microbatch, until the program that reads them runs).
+  // Pipeline parallelism: the schedule, this rank's stage, its actions' runner (which keeps the
+  // values its programs hand over).
   std::optional<PipelineSchedule> schedule_;
   int64_t stage_ = 0;
-  std::map<std::pair<int64_t, int64_t>, HostTensor> handOver_;
-  std::vector<std::vector<uint8_t>> spare_; // memory of hand-overs already bound
-  std::vector<uint8_t> spareBytes(size_t bytes);
+  std::unique_ptr<PipelineActions> pipeline_;
   int lossRank_ = 0, normRank_ = 0, scaleRank_ = 0;
   bool lossScaling_ = false;   // the update returns loss_scale and overflow (fp16)
   int64_t optimizerSteps_ = 0; // updates applied: AdamW's step count, which a skipped step keeps

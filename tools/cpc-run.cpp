@@ -8,6 +8,7 @@
 #include "runtime/Trace.h"
 #include "runtime/PipelineSchedule.h"
 #include "runtime/ScheduleCheck.h"
+#include "runtime/InferenceRunner.h"
 #include "runtime/Trainer.h"
 
 #include <algorithm>
@@ -32,8 +33,9 @@ Options:
   --input NAME=FILE   Bind graph input NAME to FILE (.npy, or an ONNX TensorProto .pb); the file
                       holds the global batch (used every step). Inputs without --input get
                       deterministic synthetic data.
-  --output-dir DIR    Inference: one NAME.npy per graph output; training: the final value of
-                      every parameter, as PARAM.npy (ZeRO-3 blocks gathered whole)
+  --output-dir DIR    Inference: one NAME.npy per graph output (with M microbatches, theirs
+                      concatenated along dim 0); training: the final value of every parameter,
+                      as PARAM.npy (ZeRO-3 blocks gathered whole)
   --metrics FILE      Training: append one JSON object per step (step, loss, lr, grad_norm,
                       loss_scale, skipped, skipped_steps, step_s, samples_per_s, peak_bytes = max RSS,
                       predicted_peak_bytes, measured_peak_bytes, model_state_bytes, and on
@@ -97,11 +99,12 @@ void finishTrace(const cpc::Plan &plan, const cpc::TraceRecorder &trace, cpc::Co
   std::cout << "trace: " << tracePath << " (one track per rank); time in communication:";
   for (size_t r = 0; r < shares.size(); ++r)
     std::cout << (r ? "," : "") << " rank " << r << " " << percent(shares[r].communication);
-  if (!plan.training.is_object() || !plan.training.contains("pipeline")) {
+  std::optional<cpc::PipelineSchedule> schedule = cpc::planPipelineSchedule(plan);
+  if (!schedule) {
     std::cout << " (no pipeline stages: no bubble)\n";
     return;
   }
-  cpc::PipelineSchedule s = cpc::PipelineSchedule::fromJson(plan.training["pipeline"]);
+  const cpc::PipelineSchedule &s = *schedule;
   std::cout << "\npipeline idle share (not computing, measured):";
   for (size_t r = 0; r < shares.size(); ++r)
     std::cout << (r ? "," : "") << " rank " << r << " " << percent(shares[r].idle);
@@ -308,14 +311,15 @@ void warnAboutThreads(const cpc::Plan &plan, int threads) {
     std::cerr << "cpc-run: note: " << gemmNote << "\n";
 }
 
-/// Inference: `steps` runs of the plan on the bound (or synthetic) inputs, the outputs printed
-/// and written to `outputDir`, the mean time and the memory.
-void infer(const cpc::Plan &plan, cpc::Executor &executor, const std::vector<std::pair<std::string, std::string>> &inputs,
-           int threads, int steps, const std::string &outputDir, bool quiet, const cpc::MemoryProbe &probe) {
+/// Inference: `steps` runs of the plan on the bound (or synthetic) global batch, the outputs
+/// printed and written to `outputDir` (rank 0), the mean time and the memory.
+void infer(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &comm,
+           const std::vector<std::pair<std::string, std::string>> &inputs, int threads, int steps,
+           const std::string &outputDir, bool quiet, const cpc::MemoryProbe &probe) {
+  cpc::InferenceRunner runner(plan, executor, comm.rank(), plan.worldSize > 1 ? &comm : nullptr);
   for (const auto &[name, file] : inputs)
-    executor.bindInput(name, cpc::readTensorFile(file));
-  std::vector<std::string> synthetic = executor.unboundInputs();
-  executor.bindSyntheticInputs();
+    runner.setBatchInput(name, cpc::readTensorFile(file));
+  std::vector<std::string> synthetic = runner.useSyntheticData();
   if (!quiet && !synthetic.empty()) {
     std::cout << "synthetic data for:";
     for (const auto &n : synthetic)
@@ -324,25 +328,34 @@ void infer(const cpc::Plan &plan, cpc::Executor &executor, const std::vector<std
   }
   auto start = std::chrono::steady_clock::now();
   for (int s = 0; s < steps; ++s)
-    executor.run();
+    runner.run();
   executor.synchronize(); // the time of the work, not of queueing it (and its faults)
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (const auto &out : executor.outputs()) {
-    cpc::HostTensor host = executor.readOutput(out.name);
+  if (cpc::Communicator *c = executor.communicator(); c && plan.worldSize > 1) {
+    if (!quiet) { // before the outputs' broadcasts, which are the runner's, not the plan's
+      std::cout << "communication per run (rank 0):";
+      for (const auto &[kind, count] : c->counts())
+        std::cout << " " << kind << " " << count.calls / steps << " calls " << count.bytes / steps << " B;";
+      std::cout << "\n";
+    }
+    c->resetCounts();
+  }
+  for (const std::string &name : runner.outputNames()) {
+    cpc::HostTensor host = runner.output(name); // every rank takes part (a broadcast from its producer)
     cpc::TensorRef t = host.ref();
     if (!quiet)
-      std::cout << out.name << ": " << cpc::dtypeName(t.dtype) << cpc::shapeString(t.shape) << " = ["
+      std::cout << name << ": " << cpc::dtypeName(t.dtype) << cpc::shapeString(t.shape) << " = ["
                 << formatValues(t, 8) << "]\n";
     if (!outputDir.empty())
-      cpc::writeNpy(outputDir + "/" + out.name + ".npy", t);
+      cpc::writeNpy(outputDir + "/" + name + ".npy", t);
   }
   if (quiet)
     return;
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
   cpc::MemoryStats mem = executor.memoryStats();
-  std::cout << "time: " << seconds / steps * 1e3 << " ms per run (" << steps << " run" << (steps > 1 ? "s" : "")
-            << ", " << threads << " thread" << (threads > 1 ? "s" : "") << ")\n"
+  std::cout << "time: " << seconds / steps * 1e3 << " ms per run of " << runner.globalBatch() << " samples (" << steps
+            << " run" << (steps > 1 ? "s" : "") << ", " << threads << " thread" << (threads > 1 ? "s" : "") << ")\n"
             << memoryLine(plan, executor, probe) << "\n"
             << "memory: predicted peak " << plan.predictedPeakBytes << " B, allocated " << mem.total()
             << " B (arena " << mem.arenaBytes << ", parameters " << mem.parameterBytes << ", constants "
@@ -381,7 +394,7 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
   if (plan.mode == cpc::PlanMode::Train) {
     rc = train(plan, executor, comm, inputs, steps, outputDir, saveParameters, metricsPath, quiet, profile, probe);
   } else {
-    infer(plan, executor, inputs, threads, steps, outputDir, quiet, probe);
+    infer(plan, executor, comm, inputs, threads, steps, outputDir, quiet, probe);
     if (profile)
       printProfile(executor);
   }

@@ -64,24 +64,27 @@ def Cpc_StateRoleAttr : EnumAttr<Cpc_Dialect, Cpc_StateRole, "state_role"> {
   let summary = "Role of a cpc.state variable: gradient accumulator, an AdamW moment, or loss-scaler state";
 }
 
-def Cpc_Phase : I32EnumAttr<"Phase", "which part of a training step a function is", [
+def Cpc_Phase : I32EnumAttr<"Phase", "which part of a training step (or an inference run) a function is", [
     I32EnumAttrCase<"TrainStep", 0, "train_step">,
     I32EnumAttrCase<"Accumulate", 1, "accumulate">,
     I32EnumAttrCase<"Apply", 2, "apply">,
     I32EnumAttrCase<"Forward", 3, "forward">,
-    I32EnumAttrCase<"Backward", 4, "backward">]> {
+    I32EnumAttrCase<"Backward", 4, "backward">,
+    I32EnumAttrCase<"Infer", 5, "infer">]> {
   let cppNamespace = "::cpc";
   let genSpecializedAttr = 0;
 }
 def Cpc_PhaseAttr : EnumAttr<Cpc_Dialect, Cpc_Phase, "phase"> {
   let assemblyFormat = "`<` $value `>`";
-  let summary = "Marks a training function (attribute `cpc.phase` on func.func)";
+  let summary = "Marks a training or inference function (attribute `cpc.phase` on func.func)";
   let description = [{
     `train_step`: forward, backward and update of one microbatch. With gradient accumulation,
     `accumulate` adds one microbatch's gradients into the accumulators and `apply` averages,
     clips and updates. With pipeline parallelism a microbatch's `accumulate` is cut into a
     `forward` and a `backward` function per model chunk (`cpc.pipeline_stage`), and `apply`
-    into one function per pipeline rank. The runtime runs functions by phase, never by name.
+    into one function per pipeline rank. `infer`: the model's forward alone, the program of an
+    inference plan that is sharded (dp, tp); with pipeline stages it is cut into `forward`
+    functions per chunk. The runtime runs functions by phase, never by name.
   }];
 }
 

@@ -33,6 +33,10 @@ inline void setPhase(mlir::func::FuncOp func, Phase phase) {
   func->setAttr(kPhaseAttrName, PhaseAttr::get(func.getContext(), phase));
 }
 
+/// The phases of the functions that data and tensor parallelism shard: a training step's
+/// (before a pipeline cuts them) and an inference program.
+inline constexpr Phase kShardedPhases[] = {Phase::TrainStep, Phase::Accumulate, Phase::Apply, Phase::Infer};
+
 /// The function of `module` marked with `phase`, or null.
 inline mlir::func::FuncOp findPhase(mlir::ModuleOp module, Phase phase) {
   for (auto func : module.getOps<mlir::func::FuncOp>())

@@ -61,11 +61,14 @@ class GPT(nn.Module):
         self.head.weight = self.tok.weight  # tied, as GPT-2
         nn.init.normal_(self.tok.weight, std=0.02)
 
-    def forward(self, idx, targets):
+    def forward(self, idx, targets=None):
+        """The mean cross-entropy against `targets`; without them, the logits (inference)."""
         x = dropout(self.tok(idx) + self.pos[:, : idx.shape[1]], self.p, self.training)
         for block in self.blocks:
             x = block(x)
         logits = self.head(self.ln(x))
+        if targets is None:
+            return logits
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 

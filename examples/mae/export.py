@@ -42,7 +42,7 @@ def make_inputs(model, batch, seed):
     return imgs, noise
 
 
-def export_onnx(model, imgs, noise, path, opset):
+def export_onnx(model, imgs, noise, path, opset, output_names=("loss",)):
     """torch.onnx.export into a scratch dir, then move the result (and external data) into place.
 
     The scratch dir is needed because, above 2 GB, torch writes one external file per tensor
@@ -53,7 +53,7 @@ def export_onnx(model, imgs, noise, path, opset):
         tmp_path = os.path.join(tmp, os.path.basename(path))
         torch.onnx.export(
             model, (imgs, noise), tmp_path,
-            input_names=["imgs", "noise"], output_names=["loss"],
+            input_names=["imgs", "noise"], output_names=list(output_names),
             opset_version=opset,
             # No folding: otherwise transposed weights etc. become new anonymous initializers
             # ("onnx::MatMul_123") instead of the named parameters.
@@ -91,7 +91,8 @@ def describe_onnx(path):
     return m, ops, inits
 
 
-def run_one(size, opset, batch, seed, out_dir, save_inputs, img_size=None, mask_ratio=None, depth=None):
+def run_one(size, opset, batch, seed, out_dir, save_inputs, img_size=None, mask_ratio=None, depth=None,
+            all_outputs=False):
     t0 = time.time()
     overrides = {"img_size": img_size} if img_size else {}
     if depth:
@@ -100,19 +101,24 @@ def run_one(size, opset, batch, seed, out_dir, save_inputs, img_size=None, mask_
     if mask_ratio is not None:  # baked into the graph, as the default is
         model.DEFAULT_MASK_RATIO = mask_ratio
     model.train()  # no dropout / drop-path in this model, so train == eval numerically
+    model.all_outputs = all_outputs
     imgs, noise = make_inputs(model, batch, seed)
     with torch.no_grad():
-        loss = model(imgs, noise)  # same call as the one traced by the export
+        outputs = model(imgs, noise)  # same call as the one traced by the export
+    loss = outputs[0] if all_outputs else outputs
 
-    stem = os.path.join(out_dir, f"mae-{size}-opset{opset}")
+    stem = os.path.join(out_dir, f"mae-{size}-opset{opset}" + ("-all" if all_outputs else ""))
     path = stem + ".onnx"
-    data_path = export_onnx(model, imgs, noise, path, opset)
+    names = ("loss", "pred", "mask") if all_outputs else ("loss",)
+    data_path = export_onnx(model, imgs, noise, path, opset, names)
     t_export = time.time() - t0
 
     if save_inputs:
         np.save(stem + ".imgs.npy", imgs.numpy().astype(np.float32))
         np.save(stem + ".noise.npy", noise.numpy().astype(np.float32))
         np.save(stem + ".loss.npy", np.array(loss.item(), dtype=np.float32))
+        for name, value in zip(names[1:], outputs[1:] if all_outputs else ()):
+            np.save(stem + ".%s.npy" % name, value.numpy().astype(np.float32))
 
     trainable, total = count_params(model)
     m, ops, inits = describe_onnx(path)
@@ -146,13 +152,16 @@ def main():
                     help=f"masking ratio baked into the graph (default {MASK_RATIO})")
     ap.add_argument("--save-inputs", action="store_true",
                     help="also write <stem>.imgs.npy, .noise.npy and the PyTorch .loss.npy")
+    ap.add_argument("--all-outputs", action="store_true",
+                    help="an inference graph: outputs loss, pred (N, L, p*p*C) and mask (N, L); "
+                         "<stem> ends in -all (with --save-inputs, PyTorch's pred and mask are written too)")
     args = ap.parse_args()
 
     os.makedirs(args.out_dir, exist_ok=True)
     sizes = list(CONFIGS) if args.size == "all" else [args.size]
     for size in sizes:
         run_one(size, args.opset, args.batch, args.seed, args.out_dir, args.save_inputs, args.img_size,
-                args.mask_ratio, args.depth)
+                args.mask_ratio, args.depth, args.all_outputs)
 
 
 if __name__ == "__main__":

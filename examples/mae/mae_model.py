@@ -271,9 +271,13 @@ class MaskedAutoencoderViT(nn.Module):
         loss = self.forward_loss(imgs, pred, mask)
         return loss, pred, mask
 
+    # Set by export.py --all-outputs: the graph returns (loss, pred, mask), an inference graph.
+    all_outputs = False
+
     def forward(self, imgs, noise, mask_ratio=None):
         # Only the scalar loss, so that the exported graph has a single output to differentiate.
-        return self.forward_all(imgs, noise, mask_ratio)[0]
+        outputs = self.forward_all(imgs, noise, mask_ratio)
+        return outputs if self.all_outputs else outputs[0]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ with tempdir() as work:
     def bad_inputs():
         wrong = os.path.join(work, "wrong.npy")
         np.save(wrong, np.zeros((3, 3), dtype=np.float32))
-        expect_error([tool("cpc-run"), plan, "--input", "imgs=" + wrong], "imgs", "expects f32[2x3x32x32]", "[3x3]")
+        expect_error([tool("cpc-run"), plan, "--input", "imgs=" + wrong], "imgs", "expects the global batch f32[2x3x32x32]", "[3x3]")
         expect_error([tool("cpc-run"), plan, "--input", "nosuch=" + wrong], "no input 'nosuch'", "imgs")
         expect_error([tool("cpc-run"), plan, "--input", "imgs=" + os.path.join(work, "none.npy")], "none.npy")
         text = variant("text.npy", b"hello")

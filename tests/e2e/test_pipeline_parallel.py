@@ -119,7 +119,7 @@ with tempdir() as work:
                                  "multiple of --pp 3"),
                                 (["--pp", "2", "--virtual-stages", "2", "--microbatches", "4"],
                                  "--virtual-stages 2 needs --schedule interleaved"),
-                                (["--pp", "2", "--mode", "infer"], "apply to training plans"),
+                                (["--pp", "2", "--mode", "infer"], "they do not apply to --mode infer"),
                                 (["--pp", "1000", "--microbatches", "4"], "pipeline chunks"),
                                 (["--pp", "2", "--pp-split", "nowhere", "--microbatches", "4"],
                                  "no op named like 'nowhere'"),

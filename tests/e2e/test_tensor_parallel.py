@@ -201,7 +201,7 @@ with tempdir() as work:
                 (["--tp", "2", "--shard", "onnx::MatMul_61=pp,-"], "'pp', which is not a mesh axis"),
                 (["--tp", "2", "--shard", "inp\\.bias=tp,"], "has 2 entries for a parameter of rank 1"),
                 (["--tp", "2", "--shard", "nothing=tp"], "matches no parameter"),
-                (["--tp", "2", "--mode", "infer"], "apply to training plans (--mode train)"),
+                (["--tp", "2", "--sp", "--mode", "infer"], "--tp-mode 2d/2.5d/3d, --tp-depth and --sp apply to training plans"),
                 (["--sp"], "--sp splits the sequence over the tensor-parallel ranks")]:
             out = run([tool("cpc"), "compile", model, "-o", os.path.join(work, "bad.plan"), *flags], check=False)
             lines = out.stderr.strip().splitlines()

@@ -25,7 +25,8 @@ LAYOUTS = [("one rank", []), ("dp2 zero1", ["--dp", "2", "--zero", "1"]),
            ("tp4 2d bf16", ["--tp", "4", "--tp-mode", "2d", "--precision", "bf16"]),
            # the sharding search's choice is a function of the IR alone: cpc-opt makes it again
            ("dp2 tp2 by search", ["--dp", "2", "--tp", "2", "--tp-search"]),
-           ("infer", ["--mode", "infer"])]
+           ("infer", ["--mode", "infer"]),
+           ("infer pp2 dp2 tp2", ["--mode", "infer", "--pp", "2", "--dp", "2", "--tp", "2", "--microbatches", "2"])]
 
 
 def main():
@@ -51,7 +52,9 @@ def main():
                 m = re.search(r"^import: (.*)$", proc.stdout, re.M)
                 assert m, "no import line in:\n" + proc.stdout
                 layout_import = os.path.join(work, "layout-imported.mlir")
-                run([tool("cpc"), "import", model, *m.group(1).split(), "-o", layout_import])
+                # with locations: the pipeline's stage table names each chunk's first op
+                debuginfo = ["--print-debuginfo"] if "--pp" in flags else []
+                run([tool("cpc"), "import", model, *m.group(1).split(), *debuginfo, "-o", layout_import])
                 run([tool("cpc-opt"), layout_import, option, "-o", reproduced])
                 a, b = open(dumped).read(), open(reproduced).read()
                 assert a == b, "cpc-opt %s differs from the plan's IR (%d vs %d bytes)" % (option, len(b), len(a))

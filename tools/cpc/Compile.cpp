@@ -49,12 +49,13 @@ Options:
                              MLIR's per-pass timing of the training pipeline to stderr
   --seed N                   The seed of the model's random ops (Dropout's masks; or the config's
                              `seed`, default 0); inference plans take it too
-  --dp N                     Data parallelism over N ranks (training): each rank takes 1/N of
-                             every microbatch; gradients are all-reduced
+  --dp N                     Data parallelism over N ranks: each rank takes 1/N of every
+                             microbatch; gradients are all-reduced (inference: the outputs'
+                             rows are all-gathered)
   --sync-bn                  With --dp: BatchNorm normalizes by the statistics of the whole batch,
                              all-reduced over the dp ranks (SyncBatchNorm); without it each
                              rank's by its own rows', as torch DDP (running statistics: rank 0's)
-  --tp N                     Tensor parallelism over N ranks (training; Megatron 1D, or the config's
+  --tp N                     Tensor parallelism over N ranks (Megatron 1D, or the config's
                              parallel.tensor.size): MLPs split column- then row-parallel. The mesh
                              is dp x tp, rank = dp index * N + tp index (a dp group's tp ranks are
                              neighbours); the tp ranks of one dp group read the same samples
@@ -81,14 +82,16 @@ Options:
                              dim: '-' (whole) or mesh axes joined by '*', e.g. 'fc1\.weight=tp,-'
                              (repeatable; overrides the Megatron choice and the config's
                              parallel.tensor.shard policy)
-  --pp N                     Pipeline parallelism over N ranks (training; or the config's
+  --pp N                     Pipeline parallelism over N ranks (or the config's
                              parallel.pipeline): the model is cut into N stages balanced by cost
                              (a table of the stages is printed), each stage its own programs;
                              the mesh is pp x dp x tp (a stage's ranks are neighbours)
   --microbatches M           Microbatches per step (NUM_MICRO_BATCHES; multiplies
                              gradient_accumulation): global batch = M x the model's batch
+                             (inference: per run; the outputs are concatenated along dim 0)
   --schedule gpipe|1f1b|interleaved
-                             The pipeline schedule (default 1f1b)
+                             The training pipeline's schedule (default 1f1b; inference runs
+                             every forward in microbatch order)
   --virtual-stages V         Model chunks per pipeline rank (interleaved; default 2 there)
   --pp-split NAME,...        Cut the stages by hand: before the first op whose name contains
                              each NAME (N - 1 names, or N x V - 1 with --virtual-stages)
@@ -174,7 +177,7 @@ int runCompile(int argc, char **argv) {
   request.pipelineStages = given(pp);
   request.microbatches = given(microbatches);
   request.virtualStages = given(virtualStages);
-  request.schedule = schedule;
+  request.schedule = given(schedule);
   request.pipelineSplit = ppSplit;
   request.debugSchedule = debugSchedule;
   request.precision = given(precision);

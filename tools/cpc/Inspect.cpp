@@ -35,8 +35,8 @@ std::string mib(int64_t bytes) {
 }
 /// Each rank's communication per program, and the check's verdict.
 int printSchedule(const Plan &plan) {
-  if (plan.training.is_object() && plan.training.contains("pipeline")) {
-    PipelineSchedule s = PipelineSchedule::fromJson(plan.training["pipeline"]);
+  if (std::optional<PipelineSchedule> schedule = planPipelineSchedule(plan)) {
+    const PipelineSchedule &s = *schedule;
     std::cout << "pipeline schedule " << scheduleName(s.kind) << ": " << s.stages << " stages x " << s.virtualStages
               << " chunks, " << s.microbatches << " microbatches; idle share with equal stages "
               << (s.virtualStages > 1 ? "(P-1)/(V*M+P-1)" : "(P-1)/(M+P-1)") << " = " << s.bubbleFraction() << "\n"
@@ -184,14 +184,18 @@ void printPrecision(const Plan &plan, const nlohmann::json &recipe) {
   }
 }
 
-/// A training plan's pipeline, precision and recipe.
-void printTraining(const Plan &plan) {
-  if (plan.mode != PlanMode::Train)
+/// A plan's pipeline; a training plan's precision and recipe; an inference plan's batch.
+void printRunMetadata(const Plan &plan) {
+  if (std::optional<PipelineSchedule> s = planPipelineSchedule(plan))
+    std::cout << "  pipeline: " << s->stages << " stages x " << s->virtualStages << " chunks, " << s->microbatches
+              << " microbatches, schedule " << scheduleName(s->kind) << " (cpc inspect --schedule lists it)\n";
+  if (plan.mode != PlanMode::Train) {
+    if (plan.inference.contains("microbatch"))
+      std::cout << "  inference: microbatch " << plan.inference.value("microbatch", 0) << " x "
+                << plan.inference.value("microbatches", 1) << " microbatches, data parallel "
+                << plan.inference.value("data_parallel", 1) << ", tensor parallel "
+                << plan.inference.value("tensor_parallel", 1) << "\n";
     return;
-  if (plan.training.contains("pipeline")) {
-    PipelineSchedule s = PipelineSchedule::fromJson(plan.training["pipeline"]);
-    std::cout << "  pipeline: " << s.stages << " stages x " << s.virtualStages << " chunks, " << s.microbatches
-              << " microbatches, schedule " << scheduleName(s.kind) << " (cpc inspect --schedule lists it)\n";
   }
   if (plan.training.contains("recipe")) {
     printPrecision(plan, plan.training["recipe"]);
@@ -226,22 +230,36 @@ void printContents(const Plan &plan, const PlanCounts &c) {
             << "\n  predicted peak memory per rank: " << mib(plan.predictedPeakBytes) << "\n";
 }
 
-/// A training plan's data and tensor parallelism, and its model-state bytes.
+/// How many of the parameters, and of their elements, tensor parallelism splits.
+void printTensorSplit(const PlanCounts &c, int64_t tensorParallel, bool training) {
+  std::cout << "\n  tensor parallel: " << tensorParallel << " ranks (" << c.overModel << " of " << c.parameters
+            << " parameters split over tp, " << std::fixed << std::setprecision(1)
+            << 100.0 * (double)c.overModelElements / (double)c.parameterElements << "%"
+            << " of their elements: each rank stores " << (training ? "and updates " : "") << "its block)"
+            << std::defaultfloat;
+}
+
+/// A plan's data and tensor parallelism; a training plan's model-state bytes.
 void printParallelism(const Plan &plan, const PlanCounts &c) {
-  if (plan.mode != PlanMode::Train)
+  int64_t tensorParallel = plan.runMetadata().value("tensor_parallel", 1);
+  if (plan.mode != PlanMode::Train) {
+    int64_t dataParallel = plan.inference.value("data_parallel", 1);
+    if (dataParallel > 1 || tensorParallel > 1) {
+      std::cout << "  data parallel: " << dataParallel << " rank" << (dataParallel > 1 ? "s" : "");
+      if (c.overModel && tensorParallel > 1)
+        printTensorSplit(c, tensorParallel, false);
+      std::cout << "\n";
+    }
     return;
+  }
   ModelStateBytes states = modelStateBytes(plan);
-  int64_t tensorParallel = plan.training.value("tensor_parallel", 1);
   std::cout << "  data parallel: " << states.ranks << " rank" << (states.ranks > 1 ? "s" : "") << ", ZeRO stage "
             << states.zeroStage;
   if (c.overBatch)
     std::cout << " (" << c.overBatch << " of " << c.parameters
               << " parameters stored as per-rank blocks, gathered before use)";
   if (c.overModel && tensorParallel > 1)
-    std::cout << "\n  tensor parallel: " << tensorParallel << " ranks (" << c.overModel << " of " << c.parameters
-              << " parameters split over tp, " << std::fixed << std::setprecision(1)
-              << 100.0 * (double)c.overModelElements / (double)c.parameterElements << "%"
-              << " of their elements: each rank stores and updates its block)";
+    printTensorSplit(c, tensorParallel, true);
   std::cout << "\n  " << states.summary() << "\n";
 }
 
@@ -265,7 +283,7 @@ int runInspect(int argc, char **argv) {
     return 0;
   }
   printHeader(plan, path);
-  printTraining(plan);
+  printRunMetadata(plan);
   printContents(plan, counts);
   printParallelism(plan, counts);
   return 0;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 using namespace cpc;
@@ -168,6 +169,42 @@ TEST(PipelineSchedule, TheCheckSimulatesTheWholeStep) {
   plan.outputs[0].program = "backward_1";
   problem = checkPlanSchedule(plan);
   EXPECT_NE(problem.find("rank 1 waits to receive from rank 1"), std::string::npos) << problem;
+}
+
+} // namespace
+
+namespace {
+
+// Tests the forward schedule of a pipelined inference run: every forward in microbatch order,
+// no backward and no update (an inference plan has no apply program, and the check asks for
+// none); a backward in its lists is refused, and so is a microbatch left without its forward.
+TEST(PipelineSchedule, InferenceRunsForwardsAlone) {
+  PipelineSchedule s = buildPipelineSchedule(PipelineScheduleKind::Forward, 2, 1, 3);
+  EXPECT_TRUE(s.forwardOnly());
+  EXPECT_EQ(s.format(), "pipeline rank 0: F0.0 F0.1 F0.2\npipeline rank 1: F1.0 F1.1 F1.2\n");
+  EXPECT_EQ(PipelineSchedule::fromJson(s.toJson()).actions, s.actions);
+  Plan plan = twoStagePlan();
+  plan.mode = PlanMode::Infer;
+  plan.programs.erase(std::remove_if(plan.programs.begin(), plan.programs.end(),
+                                     [](const RankProgram &p) { return p.phase != ProgramPhase::Forward; }),
+                      plan.programs.end());
+  plan.inputs.clear();
+  plan.outputs.clear();
+  plan.inference["pipeline"] = s.toJson();
+  EXPECT_EQ(checkPlanSchedule(plan), "");
+  auto refusal = [](const nlohmann::json &j) {
+    try {
+      PipelineSchedule::fromJson(j);
+    } catch (const RuntimeError &e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  nlohmann::json j = s.toJson();
+  j["actions"][1] = {"F1.0", "B1.0", "F1.1", "F1.2"};
+  EXPECT_NE(refusal(j).find("a forward schedule (inference) has no backward"), std::string::npos) << refusal(j);
+  j["actions"][1] = {"F1.0", "F1.2"};
+  EXPECT_NE(refusal(j).find("without a forward"), std::string::npos) << refusal(j);
 }
 
 } // namespace
