@@ -315,6 +315,7 @@ void resolveTensorParallel(const CompileRequest &request, const TrainRecipe &rec
   options.sequenceParallel = request.sequenceParallel;
   options.tensorParallelSearch = request.tensorParallelSearch;
   options.deviceMemory = request.deviceMemory.value_or(0);
+  options.profile = request.profilePath;
   std::vector<std::string> rules = recipe.shardRules; // the config's policy first: --shard overrides it
   rules.insert(rules.end(), request.shardRules.begin(), request.shardRules.end());
   for (std::string &rule : rules) // the pipeline's lists split at commas: SPEC dims go as ':'
@@ -450,6 +451,7 @@ nlohmann::json compileInference(const CompileRequest &request, mlir::MLIRContext
   options.tensorParallelSearch = request.tensorParallelSearch;
   options.deviceMemory = request.deviceMemory.value_or(0);
   options.pipelineStages = request.pipelineStages.value_or(1);
+  options.profile = request.profilePath;
   for (llvm::StringRef cut : llvm::split(request.pipelineSplit, ','))
     if (!cut.empty())
       options.pipelineSplit.push_back(cut.str());
@@ -504,6 +506,12 @@ void printSummary(const CompileRequest &request, const Plan &plan, PlanMode mode
     for (const auto &bytes : plan.runMetadata()["peak_bytes_per_rank"])
       out << " " << bytes.get<int64_t>();
     out << " B\n";
+  }
+  if (plan.runMetadata().contains("predicted_step")) {
+    const nlohmann::json &t = plan.runMetadata()["predicted_step"];
+    out << "predicted step time " << 1e3 * t.value("total_s", 0.0) << " ms (compute " << 1e3 * t.value("compute_s", 0.0)
+        << ", communication " << 1e3 * t.value("communication_s", 0.0) << ", pipeline idle "
+        << 1e3 * t.value("idle_s", 0.0) << " ms; profile " << t.value("profile", "built-in") << ")\n";
   }
   out << "compiled " << request.model << " -> " << request.output << " (" << planModeName(mode) << "): " << steps
       << " steps, arena " << plan.arenaBytesOfRank(0) << " B, predicted peak " << plan.predictedPeakBytes << " B ("

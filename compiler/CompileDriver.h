@@ -52,6 +52,7 @@ struct CompileRequest {
   std::optional<PipelineScheduleKind> schedule; // --schedule (training default: 1f1b)
   std::string pipelineSplit, debugSchedule; // --pp-split, --debug-schedule
   std::optional<Precision> precision;      // --precision (fp16.mode / precision)
+  std::string profilePath;                 // --profile: the cost profile for stage cuts, the search, the plan
   ImportOptions import;
   PlanOptions plan; // device, inPlace, checkSchedule, syntheticParameters; the rest is derived
   // Reports.

@@ -6,6 +6,8 @@
 #include "runtime/Blocks.h"
 #include "runtime/PipelineSchedule.h"
 #include "runtime/ScheduleCheck.h"
+#include "runtime/StepTime.h"
+#include "dialects/cpc/Cost.h"
 #include "dialects/cpc/CpcDialect.h"
 #include "dialects/cpc/Roles.h"
 
@@ -173,6 +175,7 @@ public:
     if (std::string problem = checkPlanSchedule(plan_, &sendPeaks); !problem.empty() && options_.checkSchedule)
       throw LoweringError(module, "the plan would hang, " + problem);
     predictPeaks(sendPeaks);
+    predictStep();
     return std::move(plan_);
   }
 
@@ -211,6 +214,24 @@ private:
     plan_.predictedPeakBytes = *std::max_element(peaks.begin(), peaks.end());
     if (schedule)
       plan_.runMetadata()["peak_bytes_per_rank"] = peaks;
+  }
+
+  /// What prices `step` (the lowering of `op`) in a cost profile: its class, its FLOPs (gemm and
+  /// attention; the rest are priced by their bytes) and a GEMM's shape.
+  static void setCost(StepDesc &step, Operation *op) {
+    step.cost = costClass(op);
+    step.flops = step.cost == CostClass::Gemm || step.cost == CostClass::Attention ? estimateFlops(op) : 0;
+    if (std::optional<GemmDims> g = gemmDims(op))
+      step.gemm = {g->batch, g->m, g->n, g->k};
+  }
+
+  /// The step time the plan predicts under the compile's cost profile: the slowest rank's, and
+  /// each rank's ("predicted_step": compute, communication, idle and total seconds; see StepTime.h).
+  void predictStep() {
+    try {
+      plan_.runMetadata()["predicted_step"] = predictedStepJson(plan_, options_.profile);
+    } catch (const RuntimeError &) { // a schedule that cannot complete (--debug-unchecked): no step time
+    }
   }
 
   /// The most bytes rank `rank` holds in hand-overs at once over its schedule.
@@ -505,6 +526,7 @@ private:
     }
     StepDesc step;
     step.loc = name.empty() ? op->getName().getStringRef().str() : name;
+    setCost(step, op);
     if (auto assign = llvm::dyn_cast<AssignOp>(op)) {
       int variable = variableBuffer(variableOf(op, assign.getNameAttr()));
       keepReturnedReads(p, variable, assign, func);

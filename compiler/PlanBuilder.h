@@ -25,6 +25,8 @@ struct PlanOptions {
   /// cpc-run fills them with deterministic pseudo-random values. For benchmarks of models whose
   /// weights are too large to move to where the plan runs.
   bool syntheticParameters = false;
+  /// What the plan's predicted step time is priced with (cpc compile --profile).
+  CostProfile profile = CostProfile::builtIn();
   /// The plan's training metadata (its pipeline schedule is what the no-hang check simulates).
   nlohmann::json training = nlohmann::json::object();
   /// An inference plan's metadata (microbatches, batch axes, its forward pipeline schedule).

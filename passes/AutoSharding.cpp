@@ -354,7 +354,7 @@ int ShardingSearch::opNode(Operation *op) {
       s.operands.push_back(Layout::whole(isRankedTensor(v) ? llvm::cast<RankedTensorType>(v.getType()).getRank() : 0));
     for (Value v : op->getResults())
       s.results.push_back(Layout::whole(isRankedTensor(v) ? llvm::cast<RankedTensorType>(v.getType()).getRank() : 0));
-    s.seconds = estimateSeconds(op);
+    s.seconds = estimateSeconds(op, options_.profile);
     node.strategies.push_back(s);
   } else {
     addOpStrategies(node, *rule);
@@ -396,7 +396,7 @@ Strategy ShardingSearch::strategyOf(Operation *op, const ShardingRule &rule, con
   int64_t parts = 1;
   for (const MeshAxes &a : axes)
     parts *= mesh_.parts(a);
-  s.seconds = estimateSeconds(op) / (double)parts;
+  s.seconds = estimateSeconds(op, options_.profile) / (double)parts;
   for (unsigned i = 0; i < op->getNumOperands(); ++i)
     s.operands.push_back(operandLayout(rule, i, axes, Layout::whole(rule.operands[i].size())));
   for (unsigned i = 0; i < op->getNumResults(); ++i)

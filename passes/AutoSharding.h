@@ -31,7 +31,8 @@ inline constexpr llvm::StringLiteral kSearchAttr = "cpc.sharding_search";
 
 struct ShardingSearchOptions {
   std::string axis = "tp";
-  LinkModel link;
+  LinkCost link;                                  // what a resharding's collective costs
+  CostProfile profile = CostProfile::builtIn();   // what an op's compute costs
   double solverSeconds = 60;
   /// Bytes per rank the variables (parameters and optimizer states) may hold; 0: no budget,
   /// and weights are split by rule instead. With a budget a weight stays whole where the rest

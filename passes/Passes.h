@@ -81,6 +81,8 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
   Option<bool> tensorParallelSearch{*this, "tp-search",
                                     llvm::cl::desc("1d: every op's layout over tp by search, not the Megatron patterns"),
                                     llvm::cl::init(false)};
+  Option<std::string> profile{*this, "profile",
+                              llvm::cl::desc("Cost profile (cpc calibrate) for stage cuts and the search")};
 };
 
 /// Options of the inference pipeline: the parallel layout of the model's forward (names as in
@@ -98,6 +100,8 @@ struct InferencePipelineOptions : mlir::PassPipelineOptions<InferencePipelineOpt
   Option<int64_t> pipelineStages{*this, "pp", llvm::cl::desc("Pipeline ranks"), llvm::cl::init(1)};
   ListOption<std::string> pipelineSplit{*this, "pp-split",
                                         llvm::cl::desc("Hand cut points: the first op of each chunk but the first")};
+  Option<std::string> profile{*this, "profile",
+                              llvm::cl::desc("Cost profile (cpc calibrate) for stage cuts and the search")};
 };
 
 /// The side q of the grid a tensor-parallel mode makes of `tp` ranks: 2d q*q, 2.5d depth*q*q,

@@ -310,6 +310,8 @@ def CpcTensorParallel : Pass<"cpc-tensor-parallel", "::mlir::ModuleOp"> {
            [{::llvm::cl::values(CPC_TENSOR_PARALLEL_MODE_VALUES)}]>,
     Option<"depth", "depth", "int64_t", /*default=*/"1", "2.5d: the depth d">,
     Option<"megatron", "megatron", "bool", /*default=*/"true", "Split MLPs as Megatron does">,
+    Option<"profile", "profile", "std::string", /*default=*/"",
+           "search: the cost profile (cpc calibrate) that prices ops and collectives (default: built-in rates)">,
     Option<"search", "search", "bool", /*default=*/"false",
            "1d: choose every op's layout over tp by search (AutoSharding.h) instead of the Megatron patterns">,
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
@@ -383,6 +385,7 @@ def CpcPipelineStages : Pass<"cpc-pipeline-stages", "::mlir::ModuleOp"> {
     Option<"tolerance", "tolerance", "double", /*default=*/"1.1",
            "How much dearer than the best-balanced cut the chosen chunks may be">,
     ListOption<"split", "split", "std::string", "Hand cut points: names of the first op of each chunk but the first">,
+    Option<"profile", "profile", "std::string", /*default=*/"", "Cost profile (cpc calibrate) the ops are priced with (default: built-in rates)">,
   ];
   let dependentDialects = ["::cpc::CpcDialect"];
 }

@@ -187,9 +187,12 @@ struct CpcPipelineStagesPass : cpc::impl::CpcPipelineStagesBase<CpcPipelineStage
     for (auto [i, op] : llvm::enumerate(ops))
       indexOf[op] = i;
     std::vector<int64_t> crossing = crossingBytes(ops, indexOf);
+    FailureOr<CostProfile> profiled = loadCostProfile(module, profile);
+    if (failed(profiled))
+      return signalPassFailure();
     std::vector<double> cost;
     for (Operation *op : ops)
-      cost.push_back(estimateSeconds(op));
+      cost.push_back(estimateSeconds(op, *profiled));
     FailureOr<std::vector<bool>> allowed = cutPoints(func, ops);
     if (failed(allowed))
       return signalPassFailure();

@@ -45,6 +45,7 @@ void copyLayout(const cpc::InferencePipelineOptions &options, cpc::TrainingPipel
   layout.deviceMemory = options.deviceMemory;
   layout.pipelineStages = options.pipelineStages;
   layout.pipelineSplit = std::vector<std::string>(options.pipelineSplit.begin(), options.pipelineSplit.end());
+  layout.profile = options.profile;
 }
 } // namespace
 
@@ -63,6 +64,7 @@ void cpc::buildInferencePipeline(OpPassManager &pm, const InferencePipelineOptio
     CpcPipelineStagesOptions cut;
     cut.chunks = stages;
     cut.split = layout.pipelineSplit;
+    cut.profile = options.profile;
     pm.addPass(createCpcPipelineStages(cut));
   }
   if (options.tensorParallel > 1) {
@@ -87,6 +89,7 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     CpcPipelineStagesOptions stages;
     stages.chunks = chunks;
     stages.split = options.pipelineSplit;
+    stages.profile = options.profile;
     pm.addPass(createCpcPipelineStages(stages));
   }
   bool summa = options.tensorParallel > 1 && options.tensorParallelMode != TensorParallelMode::OneD;
@@ -162,6 +165,7 @@ void cpc::addShardingPasses(OpPassManager &pm, const TrainingPipelineOptions &op
     tp.sp = options.sequenceParallel;
     tp.search = options.tensorParallelSearch;
     tp.memoryBudget = options.deviceMemory;
+    tp.profile = options.profile;
     pm.addPass(createCpcTensorParallel(tp));
   }
   if (options.zeroStage > 0) { // seeds only: propagation and partitioning run in cpc-data-parallel

@@ -11,14 +11,9 @@
 #define CPC_PASSES_RESHARDCOST_H
 
 #include "passes/Sharding.h"
+#include "runtime/CostProfile.h"
 
 namespace cpc {
-
-/// What a link costs: a fixed latency per collective and a bandwidth (alpha-beta).
-struct LinkModel {
-  double latencySeconds = 20e-6;
-  double bytesPerSecond = 4e9;
-};
 
 /// Bytes one rank sends and collectives it joins; `infeasible` when no collective sequence
 /// gives the layout (a whole value wanted as a partial one).
@@ -27,7 +22,7 @@ struct CommCost {
   int64_t collectives = 0;
   bool infeasible = false;
 
-  double seconds(const LinkModel &link) const {
+  double seconds(const LinkCost &link) const { // a link of the cost profile (runtime/CostProfile.h)
     return collectives * link.latencySeconds + bytes / link.bytesPerSecond;
   }
   CommCost &operator+=(const CommCost &other) {

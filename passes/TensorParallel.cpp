@@ -7,6 +7,7 @@
 // The Megatron patterns are found from the graph: Linear -> activation -> Linear (an MLP), and
 // a head-major fused qkv Linear -> ... -> Linear (attention; cpc-head-major-qkv runs first).
 //
+#include "dialects/cpc/Cost.h"
 #include "dialects/cpc/Roles.h"
 #include "passes/AutoSharding.h"
 #include "passes/Passes.h"
@@ -516,6 +517,11 @@ struct CpcTensorParallelPass : cpc::impl::CpcTensorParallelBase<CpcTensorParalle
       decided[entry.getKey()] = entry.getValue().first;
     ShardingSearchOptions options;
     options.variableBudget = memoryBudget;
+    FailureOr<CostProfile> costs = loadCostProfile(getOperation(), profile);
+    if (failed(costs))
+      return failure();
+    options.profile = *costs;
+    options.link = costs->linkOf("all_reduce", mesh.parts({options.axis}));
     for (func::FuncOp func : funcs) {
       FailureOr<ShardingSearchResult> found = searchShardingLayout(func, mesh, options, decided);
       if (failed(found))

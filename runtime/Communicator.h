@@ -9,6 +9,7 @@
 #define CPC_RUNTIME_COMMUNICATOR_H
 
 #include "kernels/Tensor.h"
+#include "runtime/Traffic.h"
 
 #include <nlohmann/json.hpp>
 
@@ -242,21 +243,6 @@ std::unique_ptr<Work> completedWork();
 /// broadcast_from) only move bytes and take any element type (the masks a layout may move).
 bool combinesValues(std::string_view kind);
 
-/// What each collective sends from this rank, as a ring (or chain) implementation would: the one
-/// formula set the counting decorator counts with (n members; `position` is this rank's in the
-/// group, `root` the root's).
-namespace traffic {
-/// all_reduce: 2(n-1)/n of the buffer.
-int64_t allReduce(int64_t bufferBytes, int n);
-/// all_gather, reduce_scatter and all_to_all: (n-1) blocks.
-int64_t blockExchange(int64_t blockBytes, int n);
-/// broadcast_from: every member of the chain from the root passes the buffer on but the last.
-int64_t broadcastFrom(int64_t bufferBytes, int n, int position, int root);
-/// reduce_to: every member but the root (the end of the chain) passes its running sum on.
-int64_t reduceTo(int64_t bufferBytes, int n, int position, int root);
-/// broadcast over a world of n: the root sends the buffer (to someone when n > 1).
-int64_t broadcast(int64_t bytes, int n, int rank, int root);
-} // namespace traffic
 
 /// `inner` with each call counted (counts()) after it returns, by the traffic formulas: the
 /// MPI, NCCL and single-rank communicators count nothing themselves, their factories wrap them.

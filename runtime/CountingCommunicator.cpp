@@ -3,33 +3,13 @@
 // The MPI, NCCL and single-rank communicators count nothing themselves: each factory wraps its
 // communicator in this decorator, which forwards every call and, once it has returned, counts
 // it with the bytes this rank sends in a ring (or chain) implementation (the traffic formulas
-// of Communicator.h). A call that throws is not counted.
+// of Traffic.h). A call that throws is not counted.
 //
 #include "runtime/Communicator.h"
 
 #include <algorithm>
 
 namespace cpc {
-
-namespace traffic {
-
-int64_t allReduce(int64_t bufferBytes, int n) { return n > 0 ? 2 * (n - 1) * bufferBytes / n : 0; }
-
-int64_t blockExchange(int64_t blockBytes, int n) { return n > 0 ? (n - 1) * blockBytes : 0; }
-
-int64_t broadcastFrom(int64_t bufferBytes, int n, int position, int root) {
-  int chain = (position - root + n) % n; // distance from the root along the chain
-  return chain + 1 < n ? bufferBytes : 0;
-}
-
-int64_t reduceTo(int64_t bufferBytes, int n, int position, int root) {
-  int chain = (position - root - 1 + 2 * n) % n; // the chain starts after the root and ends at it
-  return chain + 1 < n ? bufferBytes : 0;
-}
-
-int64_t broadcast(int64_t bytes, int n, int rank, int root) { return n > 1 && rank == root ? bytes : 0; }
-
-} // namespace traffic
 
 namespace {
 

@@ -462,6 +462,13 @@ std::vector<std::pair<std::string, double>> Executor::profile(bool byShape) cons
   return out;
 }
 
+std::vector<double> Executor::stepSeconds(const std::string &name) const {
+  for (const Program &p : programs_)
+    if (p.desc->name == name)
+      return p.stepSeconds;
+  return {};
+}
+
 void Executor::copyToHost(const TensorRef &tensor, void *dst) const {
   device_->copy(dst, MemorySpace::Host, tensor.data, device_->tensorSpace(), tensor.bytes());
   checkDeviceFaults(); // a copy that moved bytes waited for the work before it: its faults are in

@@ -104,6 +104,8 @@ public:
   /// Seconds spent per op kind over all runs (only with ExecutorOptions::profile); with
   /// `byShape`, per op and operand shapes.
   std::vector<std::pair<std::string, double>> profile(bool byShape = false) const;
+  /// Seconds spent in each step of program `name` over all its runs (only with profile).
+  std::vector<double> stepSeconds(const std::string &name) const;
 
 private:
   /// `whole` (a variable's whole stored value) in the model's element order.

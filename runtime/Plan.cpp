@@ -252,8 +252,14 @@ nlohmann::json Plan::metadata() const {
   json progs = json::array();
   for (const auto &p : programs) {
     json steps = json::array();
-    for (const auto &s : p.steps)
-      steps.push_back({{"op", opName(s.op)}, {"in", s.inputs}, {"out", s.outputs}, {"attrs", s.attrs}, {"loc", s.loc}});
+    for (const auto &s : p.steps) {
+      json step = {{"op", opName(s.op)}, {"in", s.inputs}, {"out", s.outputs}, {"attrs", s.attrs}, {"loc", s.loc}};
+      if (s.cost != CostClass::Memory || s.flops) // most steps move bytes: the defaults stay out
+        step.update({{"cost", costClassName(s.cost)}, {"flops", s.flops}});
+      if (!s.gemm.empty())
+        step["gemm"] = s.gemm;
+      steps.push_back(step);
+    }
     json where = json::object();
     for (const auto &[axis, coordinate] : p.coordinates)
       where[axis] = coordinate;
@@ -810,9 +816,20 @@ Plan readPlan(const std::string &path, PlanBlob blobMode) {
       prog.phase = parseRole<ProgramPhase>(p.at("phase"));
       prog.chunk = p.value("chunk", (int64_t)-1);
       prog.arenaBytes = p.at("arena_bytes");
-      for (const auto &s : p.at("steps"))
+      for (const auto &s : p.at("steps")) {
         prog.steps.push_back({stepOpKind(s.at("op"), prog, s), s.at("in").get<std::vector<int>>(), s.at("out").get<std::vector<int>>(),
                               s.at("attrs"), s.at("loc")});
+        std::optional<CostClass> cost = findCostClass(s.value("cost", "memory"));
+        if (!cost || s.value("flops", (int64_t)0) < 0)
+          throw RuntimeError("step " + std::to_string(prog.steps.size() - 1) + " of " + prog.name +
+                             " has a bad cost class or FLOP count");
+        prog.steps.back().cost = *cost;
+        prog.steps.back().flops = s.value("flops", (int64_t)0);
+        prog.steps.back().gemm = s.value("gemm", std::vector<int64_t>{});
+        if (!prog.steps.back().gemm.empty() && prog.steps.back().gemm.size() != 4)
+          throw RuntimeError("step " + std::to_string(prog.steps.size() - 1) + " of " + prog.name +
+                             ": gemm must be [batch, m, n, k]");
+      }
       plan.programs.push_back(std::move(prog));
     }
   } catch (const RuntimeError &e) {

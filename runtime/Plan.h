@@ -18,6 +18,7 @@
 
 #include "kernels/OpKind.h"
 #include "kernels/Tensor.h"
+#include "runtime/CostProfile.h"
 
 #include <nlohmann/json.hpp>
 
@@ -41,7 +42,7 @@ namespace cpc {
 // ("device": cpu or cuda) and each buffer's memory space ("space": host or device). 9:
 // parameters without an initial value in the blob ("synthetic": the runtime makes them). 10:
 // inference plans across ranks: the "inference" metadata (microbatches, batch axes, the forward
-// pipeline schedule), programs of phase infer.
+// pipeline schedule), programs of phase infer; each step's cost class and FLOPs.
 constexpr uint32_t kPlanVersion = 10;
 constexpr size_t kPlanAlignment = 64;
 
@@ -145,6 +146,11 @@ struct StepDesc {
   std::vector<int> outputs;
   nlohmann::json attrs = nlohmann::json::object();
   std::string loc;              // the ONNX node it came from, for messages
+  // What the step costs (CostProfile): the throughput that prices it, and its FLOPs (gemm and
+  // attention; the others are priced by the bytes of their operands and results).
+  CostClass cost = CostClass::Memory;
+  int64_t flops = 0;
+  std::vector<int64_t> gemm; // a GEMM's [batch, m, n, k] (matmuls, convolutions), priced by shape
 };
 
 struct NamedBuffer {

@@ -1,4 +1,5 @@
 //===- cpc-run.cpp - run a cpc plan ---------------------------------------===//
+#include "runtime/Calibrate.h"
 #include "runtime/Device.h"
 #include "runtime/Executor.h"
 #include "runtime/Launcher.h"
@@ -19,6 +20,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <numeric>
 #include <sstream>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -49,6 +51,11 @@ Options:
                       time in communication
   --quiet             Print only errors
   --verbose           Multi-rank plans: keep the ranks' stderr log and print its path
+
+cpc-run --calibrate FILE [--ranks N] [--threads T] [--quick] [--calibrate-plan PLAN ...]
+                      Measure this machine's cost profile into FILE, as `cpc calibrate` does
+                      (collectives over N ranks, default 2; the kernels on T threads; each op
+                      of the one-rank sample plans by its size)
 )";
 
 // Internal options, for tests only (not in --help): `cpc-run FILE --self-test-world N` skips the
@@ -131,6 +138,26 @@ int64_t measuredPeakBytes(const cpc::Plan &plan, const cpc::Executor &executor, 
   if (plan.device != cpc::DeviceKind::Cpu)
     return executor.device().allocator(cpc::MemorySpace::Device).peakBytes();
   return probe.peakSinceStart() + executor.memoryStats().inPlanBytes;
+}
+
+/// The plan's predicted step time (its metadata's, priced by its compile's cost profile), 0 when
+/// the plan has none.
+double predictedStepSeconds(const cpc::Plan &plan) {
+  const nlohmann::json &run = plan.runMetadata();
+  return run.is_object() && run.contains("predicted_step") ? run["predicted_step"].value("total_s", 0.0) : 0.0;
+}
+
+/// "step time: measured X ms (median of N), predicted Y ms (+Z%)".
+std::string stepTimeLine(const cpc::Plan &plan, std::vector<double> seconds, const char *what) {
+  std::sort(seconds.begin(), seconds.end());
+  double measured = seconds.empty() ? 0 : seconds[seconds.size() / 2], predicted = predictedStepSeconds(plan);
+  std::ostringstream os;
+  os << what << " time: measured " << std::setprecision(4) << measured * 1e3 << " ms (median of " << seconds.size()
+     << "), predicted " << predicted * 1e3 << " ms";
+  if (predicted > 0 && measured > 0)
+    os << " (" << std::showpos << std::setprecision(3) << 100.0 * (predicted - measured) / measured << std::noshowpos
+       << "%, profile " << plan.runMetadata()["predicted_step"].value("profile", "built-in") << ")";
+  return os.str();
 }
 
 std::string memoryLine(const cpc::Plan &plan, const cpc::Executor &executor, const cpc::MemoryProbe &probe) {
@@ -246,8 +273,10 @@ int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &com
               << " (" << recipe.lrSchedule << ")"
               << (recipe.precision != "fp32" ? ", " + recipe.precision + " mixed precision" : std::string()) << "\n"
               << modelStates.summary() << "\n";
+  std::vector<double> stepSeconds;
   for (int s = 0; s < steps; ++s) {
     cpc::StepMetrics m = trainer.step(s);
+    stepSeconds.push_back(m.seconds);
     if (!std::isfinite(m.loss) && !m.skipped) // fp16: an overflow skips the step instead
       throw cpc::RuntimeError("step " + std::to_string(m.step) + ": the loss is not finite (" + std::to_string(m.loss) +
                               ")");
@@ -256,6 +285,7 @@ int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &com
       j["predicted_peak_bytes"] = plan.predictedPeakBytes;
       j["measured_peak_bytes"] = measuredPeakBytes(plan, executor, probe);
       j["model_state_bytes"] = modelStates.total();
+      j["predicted_step_s"] = predictedStepSeconds(plan);
       metrics << j.dump() << "\n" << std::flush;
     }
     if (!quiet)
@@ -270,7 +300,7 @@ int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &com
                 << std::flush;
   }
   if (!quiet)
-    std::cout << memoryLine(plan, executor, probe) << "\n";
+    std::cout << memoryLine(plan, executor, probe) << "\n" << stepTimeLine(plan, stepSeconds, "step") << "\n";
   if (saveParameters)
     saveParameterFiles(plan, executor, comm, outputDir);
   if (profile)
@@ -326,11 +356,14 @@ void infer(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &co
       std::cout << " " << n;
     std::cout << "\n";
   }
-  auto start = std::chrono::steady_clock::now();
-  for (int s = 0; s < steps; ++s)
+  std::vector<double> runSeconds;
+  for (int s = 0; s < steps; ++s) {
+    auto start = std::chrono::steady_clock::now();
     runner.run();
-  executor.synchronize(); // the time of the work, not of queueing it (and its faults)
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    executor.synchronize(); // the time of the work, not of queueing it (and its faults)
+    runSeconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  double seconds = std::accumulate(runSeconds.begin(), runSeconds.end(), 0.0);
   if (cpc::Communicator *c = executor.communicator(); c && plan.worldSize > 1) {
     if (!quiet) { // before the outputs' broadcasts, which are the runner's, not the plan's
       std::cout << "communication per run (rank 0):";
@@ -356,6 +389,7 @@ void infer(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &co
   cpc::MemoryStats mem = executor.memoryStats();
   std::cout << "time: " << seconds / steps * 1e3 << " ms per run of " << runner.globalBatch() << " samples (" << steps
             << " run" << (steps > 1 ? "s" : "") << ", " << threads << " thread" << (threads > 1 ? "s" : "") << ")\n"
+            << stepTimeLine(plan, runSeconds, "run") << "\n"
             << memoryLine(plan, executor, probe) << "\n"
             << "memory: predicted peak " << plan.predictedPeakBytes << " B, allocated " << mem.total()
             << " B (arena " << mem.arenaBytes << ", parameters " << mem.parameterBytes << ", constants "
@@ -408,7 +442,10 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
 struct RunFlags {
   std::string planPath, outputDir, metricsPath, pidFile;
   std::vector<std::pair<std::string, std::string>> inputs;
-  int threads = 1, steps = 1, selfTestWorld = 0, failRank = -1, failStep = 0;
+  std::string calibratePath; // --calibrate FILE: measure a cost profile, no plan
+  std::vector<std::string> calibratePlans; // --calibrate-plan PLAN: sample plans for the ops' rates
+  int threads = 1, steps = 1, selfTestWorld = 0, failRank = -1, failStep = 0, ranks = 2;
+  bool quick = false;
   bool quiet = false, profile = false, verbose = false, help = false;
 };
 
@@ -462,6 +499,14 @@ RunFlags parseRunFlags(int argc, char **argv) {
       f.quiet = true;
     else if (arg == "--verbose")
       f.verbose = true;
+    else if (arg == "--calibrate")
+      f.calibratePath = value(i);
+    else if (arg == "--calibrate-plan")
+      f.calibratePlans.push_back(value(i));
+    else if (arg == "--ranks")
+      f.ranks = positiveFlag(arg, value(i));
+    else if (arg == "--quick")
+      f.quick = true;
     else if (arg == "--self-test-world")
       f.selfTestWorld = positiveFlag(arg, value(i));
     else if (arg == "--self-test-fail-step")
@@ -478,9 +523,46 @@ RunFlags parseRunFlags(int argc, char **argv) {
     else
       throw UsageError("more than one plan given");
   }
-  if (f.planPath.empty() && !f.help)
+  if (f.planPath.empty() && !f.help && f.calibratePath.empty())
     throw UsageError("needs a plan file (see cpc-run --help)");
+  if (!f.calibratePath.empty() && !f.planPath.empty())
+    throw UsageError("--calibrate measures the machine: it takes no plan");
   return f;
+}
+
+/// --calibrate: the cost profile of this machine (collectives over --ranks ranks, started under
+/// mpirun as a plan's are; the kernels on rank 0), written by rank 0.
+int calibrateMachine(const RunFlags &flags, int argc, char **argv) {
+  auto body = [&](cpc::Communicator &comm) {
+    cpc::CalibrationOptions options;
+    options.threads = flags.threads;
+    options.quick = flags.quick;
+    options.log = comm.rank() == 0 && !flags.quiet ? &std::cout : nullptr;
+    std::vector<cpc::Plan> plans;
+    for (const std::string &path : flags.calibratePlans)
+      if (comm.rank() == 0) // rank 0 alone runs them
+        plans.push_back(cpc::readPlan(path));
+    for (const cpc::Plan &plan : plans)
+      options.plans.push_back(&plan);
+    auto start = std::chrono::steady_clock::now();
+    cpc::CostProfile profile = cpc::calibrate(comm, options);
+    if (comm.rank() != 0)
+      return 0;
+    std::ofstream out(flags.calibratePath);
+    out << profile.toJson().dump(2) << "\n";
+    out.close();
+    if (!out)
+      throw cpc::RuntimeError(flags.calibratePath + ": cannot write the cost profile");
+    if (!flags.quiet)
+      std::cout << "wrote " << flags.calibratePath << " (" << profile.machine << "; "
+                << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s)\n";
+    return 0;
+  };
+  if (flags.ranks == 1)
+    return body(*cpc::makeSingleRankCommunicator());
+  if (!cpc::launchedByMpi())
+    return cpc::launchUnderMpi(flags.ranks, argc, argv, flags.verbose);
+  return cpc::runRank(flags.ranks, "/proc/self/exe", body); // the handshake hashes this program
 }
 
 /// Refuses, once and before any rank starts, a plan that would hang or needs GPUs this machine
@@ -514,6 +596,8 @@ int run(int argc, char **argv) {
   const auto &inputs = flags.inputs;
   int threads = flags.threads, steps = flags.steps, selfTestWorld = flags.selfTestWorld;
   bool quiet = flags.quiet, profile = flags.profile, verbose = flags.verbose;
+  if (!flags.calibratePath.empty())
+    return calibrateMachine(flags, argc, argv);
   if (selfTestWorld > 0) {
     if (!cpc::launchedByMpi())
       return cpc::launchUnderMpi(selfTestWorld, argc, argv, verbose);

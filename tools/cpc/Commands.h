@@ -17,6 +17,7 @@ struct UsageError : std::runtime_error {
 int runImport(int argc, char **argv);
 int runCompile(int argc, char **argv);
 int runInspect(int argc, char **argv);
+int runCalibrate(int argc, char **argv);
 
 } // namespace cpc::tools
 

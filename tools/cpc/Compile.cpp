@@ -40,6 +40,9 @@ Options:
   --synthetic-weights        Leave the parameters' values out of the plan: cpc-run starts from
                              deterministic pseudo-random values (std 0.02), the same for every
                              layout. For benchmarks of models too large to move with their weights
+  --profile FILE             The cost profile (`cpc calibrate`) that prices the pipeline stage cuts,
+                             the sharding search and the plan's predicted step time (default:
+                             built-in rates)
   --dump-sharding            Print each split or partial value: global shape, sharding, local shape
   --print-pipeline           Print the registered pipeline run on the imported model (training or
                              inference) and the import's flags: with `cpc import` and those flags,
@@ -121,7 +124,7 @@ int runCompile(int argc, char **argv) {
   // The flags, for this subcommand only (see Flags.h); kCompileUsage describes them.
   auto in = cl::sub(sub);
   cl::list<std::string> positionals(cl::Positional, in, cl::desc("MODEL.onnx"));
-  cl::opt<std::string> output("o", in), config("config", in), ppSplit("pp-split", in),
+  cl::opt<std::string> output("o", in), config("config", in), ppSplit("pp-split", in), profile("profile", in),
       debugSchedule("debug-schedule", in), dumpIr("dump-ir", in);
   cl::list<std::string> overrides("set", in), inputShapes("input-shape", in), frozen("frozen", in), shard("shard", in);
   cl::opt<int64_t> deviceMemory("device-memory", in);
@@ -185,6 +188,10 @@ int runCompile(int argc, char **argv) {
     if (seed < 0)
       throw UsageError("--seed expects a number >= 0, got " + std::to_string(seed));
     request.seed = seed;
+  }
+  if (profile.getNumOccurrences()) {
+    request.plan.profile = CostProfile::load(profile);
+    request.profilePath = profile;
   }
   request.plan.device = device;
   request.plan.inPlace = !noInplace;

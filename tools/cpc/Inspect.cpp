@@ -4,6 +4,7 @@
 #include "runtime/Plan.h"
 #include "runtime/PipelineSchedule.h"
 #include "runtime/ScheduleCheck.h"
+#include "runtime/StepTime.h"
 #include "tools/cpc/Commands.h"
 #include "tools/cpc/Flags.h"
 
@@ -17,10 +18,11 @@
 namespace cpc::tools {
 
 namespace {
-const char *kInspectUsage = R"(Usage: cpc inspect PLAN.bin [--json | --schedule]
+const char *kInspectUsage = R"(Usage: cpc inspect PLAN.bin [--json | --schedule] [--profile PROFILE.json]
 
-Prints what a plan holds: ranks, ops by kind, buffers, predicted peak memory, parameter bytes,
-inputs and outputs with shapes. --json prints the same as one JSON object (with every step).
+Prints what a plan holds: ranks, ops by kind, buffers, predicted peak memory and step time,
+parameter bytes, inputs and outputs with shapes. --profile prices the step with that cost profile
+(cpc calibrate) instead of the one it was compiled with. --json prints the same as one JSON object (with every step).
 --schedule prints each rank's communication, program by program, in the order the rank issues
 it (collectives with their groups, sends and receives with their peers and channels), and
 whether the ranks' lists pair up (the check cpc compile runs before writing a plan); for a
@@ -228,6 +230,13 @@ void printContents(const Plan &plan, const PlanCounts &c) {
             << "\n  optimizer and accumulator state: " << mib(plan.bytesOfKind(BufferKind::State))
             << "\n  constants: " << mib(plan.bytesOfKind(BufferKind::Constant))
             << "\n  predicted peak memory per rank: " << mib(plan.predictedPeakBytes) << "\n";
+  if (plan.runMetadata().contains("predicted_step")) {
+    const nlohmann::json &t = plan.runMetadata()["predicted_step"];
+    std::cout << "  predicted step time: " << std::setprecision(4) << 1e3 * t.value("total_s", 0.0) << " ms (compute "
+              << 1e3 * t.value("compute_s", 0.0) << ", communication " << 1e3 * t.value("communication_s", 0.0)
+              << ", pipeline idle " << 1e3 * t.value("idle_s", 0.0) << " ms on the slowest rank; profile "
+              << t.value("profile", "built-in") << ")\n" << std::defaultfloat;
+  }
 }
 
 /// How many of the parameters, and of their elements, tensor parallelism splits.
@@ -272,9 +281,12 @@ int runInspect(int argc, char **argv) {
   auto in = llvm::cl::sub(sub); // the flags, for this subcommand only (see Flags.h)
   llvm::cl::list<std::string> positionals(llvm::cl::Positional, in, llvm::cl::desc("PLAN.bin"));
   llvm::cl::opt<bool> json("json", in), schedule("schedule", in);
+  llvm::cl::opt<std::string> profile("profile", in);
   parseSubcommandFlags(argc, argv, sub);
   std::string path = onePositional(positionals, "inspect", "plan");
   Plan plan = readPlan(path);
+  if (profile.getNumOccurrences()) // priced again with another machine's profile
+    plan.runMetadata()["predicted_step"] = predictedStepJson(plan, CostProfile::load(profile));
   if (schedule)
     return printSchedule(plan);
   PlanCounts counts = countPlan(plan);

@@ -88,7 +88,7 @@ TEST_F(ReshardCostTest, WholeValueIsNoPartialSum) {
 
 TEST_F(ReshardCostTest, SecondsAreLatencyPlusBytesOverBandwidth) {
   cpc::CommCost c = cost(layout({{"tp"}, {}}), layout({{}, {}}));
-  cpc::LinkModel link{1e-5, 1e9};
+  cpc::LinkCost link{1e-5, 1e9};
   EXPECT_DOUBLE_EQ(c.seconds(link), 1e-5 + 384 / 1e9);
 }
 

@@ -1,0 +1,334 @@
+//===- Calibrate.cpp ------------------------------------------------------===//
+#include "runtime/Calibrate.h"
+#include "kernels/Kernel.h"
+#include "runtime/Executor.h"
+#include "runtime/Traffic.h"
+
+#include <chrono>
+#include <map>
+#include <cmath>
+#include <cstring>
+#include <thread>
+#include <unistd.h>
+
+namespace cpc {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// Seconds per call of `fn`: one warm-up call, then calls until `target` seconds have passed.
+double timePerCall(const std::function<void()> &fn, double target) {
+  fn();
+  int64_t calls = 0;
+  auto start = Clock::now();
+  do {
+    fn();
+    ++calls;
+  } while (secondsSince(start) < target);
+  return secondsSince(start) / calls;
+}
+
+/// Least squares of seconds = latency + bytes / bandwidth over the points, kept physical.
+LinkCost fitLink(const std::vector<std::pair<double, double>> &points) {
+  double n = points.size(), sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (auto [x, y] : points) {
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  double slope = n * sxx - sx * sx > 0 ? (n * sxy - sx * sy) / (n * sxx - sx * sx) : 0;
+  double intercept = (sy - slope * sx) / n;
+  LinkCost link;
+  link.latencySeconds = std::max(intercept, 1e-7);
+  link.bytesPerSecond = slope > 0 ? 1 / slope : 1e12;
+  return link;
+}
+
+/// Times each collective over the world at a few sizes (every rank runs the same calls; the
+/// slowest rank's time counts) and fits its link.
+void measureCollectives(Communicator &comm, const CalibrationOptions &o, CostProfile &profile) {
+  int n = comm.size(), rank = comm.rank();
+  if (n < 2)
+    return;
+  std::vector<int64_t> sizes = o.quick ? std::vector<int64_t>{16 << 10, 1 << 20}
+                                       : std::vector<int64_t>{4 << 10, 64 << 10, 1 << 20, 8 << 20};
+  double target = o.quick ? 0.01 : 0.05;
+  std::vector<int> world;
+  for (int r = 0; r < n; ++r)
+    world.push_back(r);
+  const CommGroup &group = comm.group(world, "calibrate");
+  const char *kinds[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast_from", "send"};
+  for (const char *kind : kinds) {
+    std::vector<std::pair<double, double>> points;
+    for (int64_t bytes : sizes) {
+      int64_t count = bytes / 4 / n * n; // f32 elements, a multiple of the group size
+      std::vector<float> a(count, 1.0f), b(count, 0.0f);
+      std::string k = kind;
+      std::function<void()> call;
+      int64_t counted = 0;
+      if (k == "all_reduce") {
+        call = [&] { comm.allReduce(a.data(), count, DType::F32, ReduceOp::Sum, group); };
+        counted = traffic::allReduce(count * 4, n);
+      } else if (k == "all_gather") {
+        call = [&] { comm.allGather(a.data(), b.data(), count / n, DType::F32, group); };
+        counted = traffic::blockExchange(count / n * 4, n);
+      } else if (k == "reduce_scatter") {
+        call = [&] { comm.reduceScatter(a.data(), b.data(), count / n, DType::F32, ReduceOp::Sum, group); };
+        counted = traffic::blockExchange(count / n * 4, n);
+      } else if (k == "all_to_all") {
+        call = [&] { comm.allToAll(a.data(), b.data(), count / n, DType::F32, group); };
+        counted = traffic::blockExchange(count / n * 4, n);
+      } else if (k == "broadcast_from") {
+        call = [&] { comm.broadcastFrom(a.data(), count, DType::F32, 0, group); };
+        counted = count * 4; // what the root and every link of the chain pass on
+      } else { // a message from rank 0 to rank 1 and back: half the round trip
+        call = [&] {
+          if (rank == 0) {
+            comm.send(a.data(), count * 4, 1, 0);
+            comm.recv(b.data(), count * 4, 1, 1);
+          } else if (rank == 1) {
+            comm.recv(b.data(), count * 4, 0, 0);
+            comm.send(a.data(), count * 4, 0, 1);
+          }
+        };
+        counted = count * 4;
+      }
+      // The same number of calls on every rank: rank 0 decides from its warm-up.
+      call();
+      auto start = Clock::now();
+      call();
+      double once = secondsSince(start);
+      comm.broadcast(&once, sizeof once, 0);
+      int64_t calls = std::max<int64_t>(2, (int64_t)(target / std::max(once, 1e-7)));
+      double tiny = 0;
+      comm.allReduce(&tiny, 1, DType::F64, ReduceOp::Sum, group); // start together
+      start = Clock::now();
+      for (int64_t c = 0; c < calls; ++c)
+        call();
+      double seconds = secondsSince(start) / calls;
+      comm.allReduce(&seconds, 1, DType::F64, ReduceOp::Max, group);
+      if (k == "send")
+        seconds /= 2;
+      points.push_back({(double)counted, seconds});
+      if (o.log && rank == 0)
+        *o.log << "  " << kind << " over " << n << " ranks, " << bytes << " B: " << seconds * 1e6 << " us\n";
+    }
+    profile.collectives[kind][std::string(kind) == "send" ? 2 : n] = fitLink(points);
+  }
+  comm.resetCounts();
+}
+
+/// One kernel call of `op` on fresh f32 tensors of the given shapes.
+struct KernelCall {
+  kernels::KernelFn fn;
+  kernels::KernelContext ctx;
+  std::vector<std::vector<float>> storage;
+  KernelCall(OpKind op, const std::vector<std::vector<int64_t>> &inputs,
+             const std::vector<std::vector<int64_t>> &outputs, const nlohmann::json &attrs, int threads) {
+    fn = kernels::KernelRegistry::cpu().find(op);
+    if (!fn)
+      throw RuntimeError(std::string("calibrate: no CPU kernel for ") + opName(op));
+    ctx.op = op;
+    ctx.threads = threads;
+    ctx.setAttrs(attrs);
+    storage.reserve(inputs.size() + outputs.size());
+    auto tensor = [&](const std::vector<int64_t> &shape) {
+      storage.emplace_back(std::max<int64_t>(numElements(shape), 1), 0.5f);
+      return TensorRef{storage.back().data(), DType::F32, shape};
+    };
+    for (const auto &s : inputs)
+      ctx.inputs.push_back(tensor(s));
+    for (const auto &s : outputs)
+      ctx.outputs.push_back(tensor(s));
+  }
+  void operator()() { fn(ctx); }
+};
+
+/// Seconds the executor spends per step beyond the kernel's work: a program of 1000 one-element
+/// adds, run as cpc-run runs a plan.
+double measureStepOverhead(const CalibrationOptions &o) {
+  constexpr int kSteps = 1000;
+  Plan plan;
+  plan.mode = PlanMode::Infer;
+  plan.buffers.push_back({"x", DType::F32, {1}, BufferKind::Input});
+  plan.buffers.push_back({"y", DType::F32, {1}, BufferKind::Arena});
+  plan.inputs.push_back({"x", 0, "main"});
+  RankProgram p;
+  p.arenaBytes = kPlanAlignment;
+  for (int i = 0; i < kSteps; ++i)
+    p.steps.push_back({OpKind::Add, {0, 0}, {1}, nlohmann::json::object(), "add"});
+  plan.programs.push_back(p);
+  ExecutorOptions options;
+  options.threads = o.threads;
+  Executor executor(plan, options);
+  executor.bindInput("x", HostTensor{DType::F32, {1}, std::vector<uint8_t>(4, 0)});
+  return timePerCall([&] { executor.run("main"); }, o.quick ? 0.01 : 0.05) / kSteps;
+}
+
+/// Times the kernels of each cost class on this rank.
+void measureCompute(const CalibrationOptions &o, CostProfile &profile) {
+  double target = o.quick ? 0.01 : 0.05;
+  auto note = [&](const char *what, double work, double rate, const char *unit) {
+    if (o.log)
+      *o.log << "  " << what << ": " << work << " -> " << rate / 1e9 << " G" << unit << "/s\n";
+  };
+  Throughput gemm, attention, optimizer, memory;
+  // GEMMs on a grid of shapes (skinny ones run slower than square ones of the same FLOPs); the
+  // square ones also give the rate by FLOPs.
+  GemmGrid grid;
+  grid.sizes = o.quick ? std::vector<int64_t>{32, 256} : std::vector<int64_t>{16, 64, 256, 1024};
+  for (int64_t m : grid.sizes)
+    for (int64_t n : grid.sizes)
+      for (int64_t k : grid.sizes) {
+        KernelCall mm(OpKind::MatMul, {{m, k}, {k, n}}, {{m, n}}, nlohmann::json::object(), o.threads);
+        double flops = 2.0 * m * n * k, rate = flops / timePerCall([&] { mm(); }, target / 2);
+        grid.flopsPerSecond.push_back(rate);
+        if (m == n && n == k) {
+          gemm.points.push_back({flops, rate});
+          note("gemm (square)", flops, rate, "FLOP");
+        }
+      }
+  profile.gemmGrid = grid;
+  for (int64_t tokens : o.quick ? std::vector<int64_t>{64} : std::vector<int64_t>{64, 256, 1024}) {
+    int64_t heads = 4, d = 64, rows = heads * tokens;
+    KernelCall at(OpKind::Attention, {{1, heads, tokens, d}, {1, heads, tokens, d}, {1, heads, tokens, d}},
+                  {{1, heads, tokens, d}, {1, heads, tokens, tokens}}, {{"scale", 0.125}}, o.threads);
+    // The compiler's count (dialects/cpc/Cost.cpp): two products and the softmax per score.
+    double flops = 2.0 * rows * tokens * (2 * d) + 4.0 * rows * tokens;
+    double rate = flops / timePerCall([&] { at(); }, target);
+    attention.points.push_back({flops, rate});
+    note("attention", flops, rate, "FLOP");
+  }
+  for (int64_t n : o.quick ? std::vector<int64_t>{1 << 16} : std::vector<int64_t>{1 << 14, 1 << 17, 1 << 20, 1 << 23}) {
+    KernelCall adam(OpKind::AdamW, {{n}, {n}, {n}, {n}, {}, {}}, {{n}, {n}, {n}},
+                    {{"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-8}, {"weight_decay", 0.01}}, o.threads);
+    *adam.ctx.inputs[5].as<float>() = 1; // the step count
+    double bytes = 7.0 * n * 4 + 8, rate = bytes / timePerCall([&] { adam(); }, target);
+    optimizer.points.push_back({bytes, rate});
+    note("adamw", bytes, rate, "B");
+  }
+  for (int64_t n : o.quick ? std::vector<int64_t>{1 << 16, 1 << 20}
+                           : std::vector<int64_t>{1 << 12, 1 << 15, 1 << 18, 1 << 21, 1 << 24}) {
+    KernelCall add(OpKind::Add, {{n}, {n}}, {{n}}, nlohmann::json::object(), o.threads);
+    double bytes = 3.0 * n * 4, rate = bytes / timePerCall([&] { add(); }, target);
+    memory.points.push_back({bytes, rate});
+    note("memory (add)", bytes, rate, "B");
+  }
+  profile.compute[CostClass::Gemm] = gemm;
+  profile.compute[CostClass::Attention] = attention;
+  profile.compute[CostClass::Optimizer] = optimizer;
+  profile.compute[CostClass::Memory] = memory;
+  profile.stepSeconds = measureStepOverhead(o);
+  if (o.log)
+    *o.log << "  per step: " << profile.stepSeconds * 1e6 << " us\n";
+}
+
+/// Each op's rate (work per second, by work: FLOPs for attention, bytes otherwise) from the
+/// steps of one-rank plans run on synthetic data: the steps' times are summed per op and
+/// power-of-two band of work, GEMMs left to the grid.
+void measurePlanOps(const CalibrationOptions &o, CostProfile &profile) {
+  struct Band {
+    double key = 0, work = 0, seconds = 0; // key: what the rate is looked up by (work, or one product's FLOPs)
+    int64_t steps = 0;
+  };
+  std::map<std::string, std::map<int, Band>> bands; // op -> power-of-two band of work -> totals
+  for (const Plan *plan : o.plans) {
+    if (plan->worldSize > 1)
+      throw RuntimeError("calibrate: a sample plan must run on one rank (" + plan->source + " runs on " +
+                         std::to_string(plan->worldSize) + ")");
+    ExecutorOptions options;
+    options.threads = o.threads;
+    options.profile = true;
+    Executor executor(*plan, options);
+    // Learning rate 0 (the update does its work and leaves the weights as they are: values blown
+    // up by a large step would run the math on infinities and denormals) and step 1.
+    for (const NamedBuffer &in : plan->inputs)
+      if (in.isRuntime()) {
+        float value = in.runtime == RuntimeInputKind::LearningRate ? 0.0f : 1.0f;
+        HostTensor t{DType::F32, {}, std::vector<uint8_t>(4)};
+        std::memcpy(t.data.data(), &value, 4);
+        executor.bindInput(in.name, t);
+      }
+    executor.bindSyntheticInputs();
+    constexpr int kRuns = 4;
+    std::map<std::string, std::vector<double>> warmUp; // the first run's (pages faulted in, caches cold)
+    for (int run = 0; run <= kRuns; ++run)
+      for (const RankProgram &p : plan->programs) {
+        executor.run(p.name);
+        if (run == 0)
+          warmUp[p.name] = executor.stepSeconds(p.name);
+      }
+    for (const RankProgram &p : plan->programs) {
+      std::vector<double> seconds = executor.stepSeconds(p.name);
+      for (size_t i = 0; i < seconds.size() && i < warmUp[p.name].size(); ++i)
+        seconds[i] -= warmUp[p.name][i];
+      for (size_t i = 0; i < p.steps.size() && i < seconds.size(); ++i) {
+        const StepDesc &step = p.steps[i];
+        // Single GEMMs are the grid's; batched ones (a loop of small products) are measured here.
+        bool batched = step.gemm.size() == 4 && step.gemm[0] > 1;
+        if (communicates(step.op) || (step.gemm.size() == 4 && !batched))
+          continue;
+        double bytes = 0;
+        for (const std::vector<int> *list : {&step.inputs, &step.outputs})
+          for (int b : *list)
+            bytes += (double)plan->buffers[b].bytes();
+        double work = step.cost == CostClass::Attention ? (double)step.flops : bytes;
+        // A batched GEMM's rate depends on the size of its products: banded by one product's FLOPs.
+        double key = batched ? 2.0 * step.gemm[1] * step.gemm[2] * step.gemm[3] : work;
+        if (batched)
+          work = (double)step.flops;
+        if (work <= 0 || key <= 0)
+          continue;
+        Band &band = bands[opName(step.op) + std::string(batched ? kBatchedSuffix : "")][(int)std::floor(std::log2(key))];
+        band.key += key;
+        band.work += work;
+        band.seconds += std::max(seconds[i] / kRuns - profile.stepSeconds, 1e-9);
+        ++band.steps;
+      }
+    }
+  }
+  for (const auto &[op, byBand] : bands) {
+    Throughput t;
+    for (const auto &[index, band] : byBand) // ascending bands: ascending mean work
+      t.points.push_back({band.key / band.steps, band.work / band.seconds});
+    profile.ops[op] = t;
+    if (o.log)
+      *o.log << "  " << op << ": " << t.points.size() << " size band" << (t.points.size() == 1 ? "" : "s") << ", "
+             << t.points.back().second / 1e9 << " G/s at the largest\n";
+  }
+}
+
+} // namespace
+
+CostProfile calibrate(Communicator &comm, const CalibrationOptions &options) {
+  CostProfile profile = CostProfile::builtIn();
+  profile.source = "cpc calibrate";
+  profile.threads = options.threads;
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  profile.machine = std::string(host) + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores, " +
+                    std::to_string(comm.size()) + " rank" + (comm.size() > 1 ? "s" : "");
+  measureCollectives(comm, options, profile);
+  // Rank 0 alone times the kernels; the others wait asleep (a spinning MPI wait would take a
+  // core from it), then hear that it is done.
+  char done = 1;
+  if (comm.rank() == 0) {
+    measureCompute(options, profile);
+    measurePlanOps(options, profile);
+    for (int r = 1; r < comm.size(); ++r)
+      comm.send(&done, 1, r, 2);
+  } else {
+    Communicator::Transfer t = comm.postRecv(&done, 1, 0, 2);
+    while (!comm.test(t))
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return profile;
+}
+
+} // namespace cpc

@@ -1,0 +1,173 @@
+//===- StepTime.cpp -------------------------------------------------------===//
+#include "runtime/StepTime.h"
+#include "kernels/OpAttrs.h"
+#include "runtime/PipelineSchedule.h"
+#include "runtime/ScheduleCheck.h"
+#include "runtime/Traffic.h"
+#include "runtime/TrainRecipe.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace cpc {
+
+nlohmann::json PredictedTime::toJson() const {
+  return {{"compute_s", compute}, {"communication_s", communication}, {"idle_s", idle}, {"total_s", total()}};
+}
+
+PredictedTime programTime(const Plan &plan, const RankProgram &p, int rank, const CostProfile &profile) {
+  PredictedTime t;
+  auto bytesOf = [&](const std::vector<int> &buffers) {
+    int64_t bytes = 0;
+    for (int b : buffers)
+      bytes += plan.buffers[b].bytes();
+    return bytes;
+  };
+  for (const StepDesc &step : p.steps) {
+    int64_t in = bytesOf(step.inputs), out = bytesOf(step.outputs);
+    t.compute += profile.stepSeconds;
+    if (!communicates(step.op)) {
+      t.compute += step.gemm.size() == 4
+                       ? profile.gemmSeconds({step.gemm[0], step.gemm[1], step.gemm[2], step.gemm[3]}, double(in + out),
+                                             opName(step.op))
+                       : profile.computeSeconds(step.cost, (double)step.flops, (double)(in + out), opName(step.op));
+      continue;
+    }
+    if (step.op == OpKind::Recv) // its wait is the schedule's (idle), its bytes the sender's
+      continue;
+    kernels::OpAttrs attrs = kernels::decodeOpAttrs(step.op, step.attrs);
+    std::vector<int> group = step.op == OpKind::Send || plan.meshShape.empty()
+                                 ? std::vector<int>{rank}
+                                 : plan.shardGroup(rank, attrs.meshAxes);
+    int n = step.op == OpKind::Send ? 2 : (int)group.size();
+    int position = (int)(std::find(group.begin(), group.end(), rank) - group.begin());
+    int64_t counted = traffic::ofStep(step.op, in, out, n, position, (int)attrs.root);
+    t.communication += profile.collectiveSeconds(opName(step.op), n, (double)counted);
+  }
+  return t;
+}
+
+namespace {
+
+const RankProgram *programOfPhase(const Plan &plan, int rank, ProgramPhase phase) {
+  for (const RankProgram &p : plan.programs)
+    if (p.phase == phase && plan.runsOn(p, rank))
+      return &p;
+  return nullptr;
+}
+
+/// The world rank of pipeline stage `stage` with `rank`'s other mesh coordinates.
+int rankOfStage(const Plan &plan, int rank, int64_t stage) {
+  std::vector<int64_t> coords = meshCoordinates(rank, plan.meshShape);
+  for (size_t d = 0; d < plan.meshAxes.size(); ++d)
+    if (plan.meshAxes[d] == "pp")
+      coords[d] = stage;
+  return (int)meshRank(coords, plan.meshShape);
+}
+
+/// Every rank's actions in schedule order, each starting when its rank is free and the action
+/// that hands it its input (the previous chunk's forward, the next chunk's backward, of the same
+/// microbatch) has ended; then the rank's update. Returns each rank's time.
+std::vector<PredictedTime> simulatePipeline(const Plan &plan, const PipelineSchedule &s, const CostProfile &profile) {
+  int world = std::max(plan.worldSize, 1);
+  std::vector<PredictedTime> time(world);
+  std::vector<double> free(world, 0);
+  std::vector<size_t> next(world, 0);
+  // End time of (rank, backward, chunk, microbatch).
+  std::map<std::tuple<int, bool, int64_t, int64_t>, double> ended;
+  std::vector<std::vector<PredictedTime>> cost(world);
+  std::vector<int64_t> stage(world);
+  for (int r = 0; r < world; ++r) {
+    stage[r] = plan.shardIndex(r, {"pp"});
+    for (const PipelineAction &a : s.actions.at(stage[r]))
+      cost[r].push_back(programTime(
+          plan, pipelineProgram(plan, r, a.backward ? ProgramPhase::Backward : ProgramPhase::Forward, a.chunk), r,
+          profile));
+  }
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < world; ++r)
+      while (next[r] < s.actions[stage[r]].size()) {
+        const PipelineAction &a = s.actions[stage[r]][next[r]];
+        int64_t from = a.backward ? a.chunk + 1 : a.chunk - 1; // the chunk that hands over its input
+        double ready = 0;
+        if (from >= 0 && from < s.chunks()) {
+          auto it = ended.find({rankOfStage(plan, r, from % s.stages), a.backward, from, a.microbatch});
+          if (it == ended.end())
+            break; // not yet simulated: another pass
+          ready = it->second;
+        }
+        const PredictedTime &c = cost[r][next[r]];
+        double start = std::max(free[r], ready);
+        time[r].idle += start - free[r];
+        time[r].compute += c.compute;
+        time[r].communication += c.communication;
+        free[r] = start + c.compute + c.communication;
+        ended[{r, a.backward, a.chunk, a.microbatch}] = free[r];
+        ++next[r];
+        progress = true;
+      }
+  }
+  for (int r = 0; r < world; ++r) {
+    if (next[r] < s.actions[stage[r]].size())
+      throw RuntimeError("the pipeline schedule cannot complete on rank " + std::to_string(r));
+    if (const RankProgram *apply = s.forwardOnly() ? nullptr : programOfPhase(plan, r, ProgramPhase::Apply))
+      time[r] += programTime(plan, *apply, r, profile);
+  }
+  return time;
+}
+
+} // namespace
+
+std::vector<PredictedTime> predictStepTime(const Plan &plan, const CostProfile &profile) {
+  if (std::optional<PipelineSchedule> schedule = planPipelineSchedule(plan))
+    return simulatePipeline(plan, *schedule, profile);
+  int world = std::max(plan.worldSize, 1);
+  std::vector<PredictedTime> time(world);
+  int64_t runs = 1; // of the microbatch program: the accumulation's microbatches, or the inference's
+  ProgramPhase micro = ProgramPhase::Infer, update = ProgramPhase::None;
+  if (plan.mode == PlanMode::Train) {
+    runs = plan.training.contains("recipe") ? TrainRecipe::fromJson(plan.training["recipe"]).accumulation : 1;
+    micro = runs > 1 ? ProgramPhase::Accumulate : ProgramPhase::TrainStep;
+    update = runs > 1 ? ProgramPhase::Apply : ProgramPhase::None;
+  } else {
+    runs = plan.inference.value("microbatches", (int64_t)1);
+  }
+  for (int r = 0; r < world; ++r) {
+    const RankProgram *p = programOfPhase(plan, r, micro);
+    if (!p) { // programs without roles (a plan made by hand): each once
+      for (const RankProgram &q : plan.programs)
+        if (plan.runsOn(q, r))
+          time[r] += programTime(plan, q, r, profile);
+      continue;
+    }
+    PredictedTime one = programTime(plan, *p, r, profile);
+    time[r].compute = runs * one.compute;
+    time[r].communication = runs * one.communication;
+    if (const RankProgram *u = update == ProgramPhase::None ? nullptr : programOfPhase(plan, r, update))
+      time[r] += programTime(plan, *u, r, profile);
+  }
+  return time;
+}
+
+PredictedTime slowestRank(const std::vector<PredictedTime> &ranks) {
+  PredictedTime slowest;
+  for (const PredictedTime &t : ranks)
+    if (t.total() > slowest.total())
+      slowest = t;
+  return slowest;
+}
+
+nlohmann::json predictedStepJson(const Plan &plan, const CostProfile &profile) {
+  std::vector<PredictedTime> ranks = predictStepTime(plan, profile);
+  nlohmann::json perRank = nlohmann::json::array();
+  for (const PredictedTime &t : ranks)
+    perRank.push_back(t.total());
+  nlohmann::json step = slowestRank(ranks).toJson();
+  step["per_rank_s"] = perRank;
+  step["profile"] = profile.source;
+  return step;
+}
+
+} // namespace cpc
