@@ -56,3 +56,27 @@ def parameter_bytes(summary):
     return (sum(size(b["shape"]) for b in params),
             sum(size(b["global_shape"]) for b in params if b.get("shard_dims")),
             sum(size(b.get("global_shape", b["shape"])) for b in params))
+
+
+def export_model(name, batch, work_dir):
+    """Exports the examples' `mae-SIZE` or `gpt-SIZE` training graph with `batch` baked in."""
+    family, size = name.split("-")
+    subprocess.run(["/usr/bin/python3", os.path.join(SOURCE, "examples", family, "export.py"), "--size", size,
+                    "--batch", str(batch), "--out-dir", work_dir], check=True, stdout=subprocess.DEVNULL)
+    return os.path.join(work_dir, "%s-%s-opset17.onnx" % (family, size))
+
+
+def calibrate(models, work_dir):
+    """`cpc calibrate` with each model's one-rank training step as a sample plan; prints its
+    summary line and returns the profile's path."""
+    samples = []
+    for i, model in enumerate(models):
+        sample = os.path.join(work_dir, "sample%d.plan" % i)
+        subprocess.run([os.path.join(BIN, "cpc"), "compile", model, "-o", sample], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        samples += ["--plan", sample]
+    profile = os.path.join(work_dir, "profile.json")
+    out = subprocess.run([os.path.join(BIN, "cpc"), "calibrate", "-o", profile, *samples], check=True,
+                         capture_output=True, text=True).stdout
+    print(out.strip().splitlines()[-1])
+    return profile

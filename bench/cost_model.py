@@ -19,16 +19,14 @@ import subprocess
 import sys
 import tempfile
 
-SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-BIN = os.environ.get("CPC_BIN", os.path.join(SOURCE, "build", "bin"))
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1",
-           OMP_NUM_THREADS="1")
+import benchlib
+from benchlib import BIN
 LAYOUTS = [("one rank", []), ("dp2", ["--dp", "2"]), ("tp2", ["--tp", "2"]),
            ("pp2 x4", ["--pp", "2", "--microbatches", "4"])]
 
 
 def run(args):
-    proc = subprocess.run(args, capture_output=True, text=True, env=ENV)
+    proc = subprocess.run(args, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit("failed: %s\n%s%s" % (" ".join(args), proc.stdout[-2000:], proc.stderr[-2000:]))
     return proc.stdout
@@ -39,20 +37,9 @@ def main():
     ap.add_argument("--steps", type=int, default=8)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as work:
-        run(["/usr/bin/python3", os.path.join(SOURCE, "examples", "mae", "export.py"), "--size", "small", "--batch", "8",
-             "--out-dir", work])
-        run(["/usr/bin/python3", os.path.join(SOURCE, "examples", "gpt", "export.py"), "--size", "small", "--batch", "8",
-             "--out-dir", work])
-        models = {"MAE-small": os.path.join(work, "mae-small-opset17.onnx"),
-                  "GPT-small": os.path.join(work, "gpt-small-opset17.onnx")}
-        samples = []
-        for name, model in models.items():
-            sample = os.path.join(work, name + "-sample.plan")
-            run([os.path.join(BIN, "cpc"), "compile", model, "-o", sample])
-            samples += ["--plan", sample]
-        profile = os.path.join(work, "profile.json")
-        out = run([os.path.join(BIN, "cpc"), "calibrate", "-o", profile, *samples])
-        print(out.strip().splitlines()[-1])
+        models = {"MAE-small": benchlib.export_model("mae-small", 8, work),
+                  "GPT-small": benchlib.export_model("gpt-small", 8, work)}
+        profile = benchlib.calibrate(models.values(), work)
         print("%-10s %-9s %12s %12s %8s   %s" % ("model", "layout", "measured ms", "predicted ms", "error",
                                                "predicted compute / communication / idle ms"))
         errors = []

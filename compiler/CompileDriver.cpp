@@ -97,7 +97,7 @@ int64_t graphBatch(mlir::ModuleOp module) {
 /// Runs a registered pipeline, built into `pm`, on `module`; its passes' notes go to stderr, one
 /// line each, and a failure throws with the first diagnostic.
 void runPipeline(mlir::MLIRContext &context, mlir::ModuleOp module, mlir::PassManager &pm, const char *what,
-                 bool timing) {
+                 bool timing, bool quiet) {
   if (timing)
     pm.enableTiming();
   std::string diagnostic;
@@ -106,7 +106,8 @@ void runPipeline(mlir::MLIRContext &context, mlir::ModuleOp module, mlir::PassMa
       std::string where;
       if (auto name = llvm::dyn_cast<mlir::NameLoc>(diag.getLocation()))
         where = name.getName().str() + ": ";
-      std::cerr << "cpc: note: " << where << diag.str() << "\n";
+      if (!quiet)
+        std::cerr << "cpc: note: " << where << diag.str() << "\n";
       return mlir::success();
     }
     if (diagnostic.empty())
@@ -169,7 +170,7 @@ std::vector<std::string> runNamedPipeline(mlir::MLIRContext &context, mlir::Modu
   options.print(namedOs); // "{key=value ...}"
   std::string inner = llvm::StringRef(namedOs.str()).trim().drop_front().drop_back().trim().str();
   std::string text = pipelineText("--" + name + (inner.empty() ? "" : "='" + inner + "'"), pm);
-  runPipeline(context, module, pm, what, request.timing);
+  runPipeline(context, module, pm, what, request.timing, request.quiet);
   if (request.printPipeline)
     out << "pipeline: " << text << "\n";
   std::vector<std::string> functions;
@@ -520,8 +521,9 @@ void printSummary(const CompileRequest &request, const Plan &plan, PlanMode mode
 
 } // namespace
 
-void compileModel(const CompileRequest &request, std::ostream &out) {
-  auto start = std::chrono::steady_clock::now();
+namespace {
+/// compileModel's plan, built and not yet written; its phases marked on `clock`.
+Plan buildModelPlan(const CompileRequest &request, std::ostream &out, PhaseClock &clock) {
   TrainRecipe recipe = resolveRecipe(request);
   ImportOptions importOptions = request.import;
   for (const std::string &pattern : recipe.frozen)
@@ -531,10 +533,10 @@ void compileModel(const CompileRequest &request, std::ostream &out) {
   // --sync-bn by the whole batch's (SyncBatchNorm).
   importOptions.batchStatisticGroups = request.syncBatchNorm ? 1 : request.dataParallel;
   mlir::MLIRContext context; // function-level passes run on the functions in parallel
-  PhaseClock clock(request.timing);
   ImportedModel model = importOnnxFile(context, request.model, importOptions);
   for (const std::string &warning : model.warnings)
-    std::cerr << "cpc: warning: " << warning << "\n";
+    if (!request.quiet)
+      std::cerr << "cpc: warning: " << warning << "\n";
   clock.mark("import");
   if (request.printPipeline) // what `cpc import` needs to write the IR this plan starts from
     out << "import: --seed " << importOptions.randomSeed << " --bn-groups " << importOptions.batchStatisticGroups
@@ -553,10 +555,31 @@ void compileModel(const CompileRequest &request, std::ostream &out) {
   clock.mark("pipeline");
   Plan built = buildPlanOrThrow(context, *model.module, model.weights, request.model, plan);
   clock.mark("plan");
+  return built;
+}
+} // namespace
+
+PlanMode resolvePlanMode(const CompileRequest &request) {
+  if (request.mode)
+    return *request.mode;
+  mlir::MLIRContext context;
+  ImportedModel model = importOnnxFile(context, request.model, request.import);
+  return returnsScalarLoss(*model.module) ? PlanMode::Train : PlanMode::Infer;
+}
+
+Plan compilePlan(const CompileRequest &request, std::ostream &out) {
+  PhaseClock clock(false);
+  return buildModelPlan(request, out, clock);
+}
+
+void compileModel(const CompileRequest &request, std::ostream &out) {
+  auto start = std::chrono::steady_clock::now();
+  PhaseClock clock(request.timing);
+  Plan built = buildModelPlan(request, out, clock);
   writePlan(built, request.output);
   clock.mark("write");
   clock.print();
-  printSummary(request, built, plan.mode,
+  printSummary(request, built, built.mode,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), out);
 }
 

@@ -57,6 +57,7 @@ struct CompileRequest {
   PlanOptions plan; // device, inPlace, checkSchedule, syntheticParameters; the rest is derived
   // Reports.
   bool dumpSharding = false, printPipeline = false, timing = false;
+  bool quiet = false; // no notes or warnings on stderr (cpc plan compiles many layouts)
   std::string dumpIrPath;
 };
 
@@ -64,6 +65,13 @@ struct CompileRequest {
 /// for and a summary to `out` (the per-pass notes and --timing go to stderr). Throws
 /// CompileRequestError for a request that cannot be compiled, other exceptions for bad files.
 void compileModel(const CompileRequest &request, std::ostream &out);
+
+/// The mode `request` compiles in: its own, else training when the model returns a scalar loss.
+PlanMode resolvePlanMode(const CompileRequest &request);
+
+/// The plan compileModel would write for `request` (reports to `out`), not written: its
+/// blob stays pieces made on demand, so building it reads no weights.
+Plan compilePlan(const CompileRequest &request, std::ostream &out);
 
 /// Parses --debug-schedule's "R=F0.0,B0.0;R2=..." into `schedule` (rank R's action list
 /// replaced), then re-validates it.

@@ -220,6 +220,7 @@ private:
   /// attention; the rest are priced by their bytes) and a GEMM's shape.
   static void setCost(StepDesc &step, Operation *op) {
     step.cost = costClass(op);
+    step.bytes = movedBytes(op);
     step.flops = step.cost == CostClass::Gemm || step.cost == CostClass::Attention ? estimateFlops(op) : 0;
     if (std::optional<GemmDims> g = gemmDims(op))
       step.gemm = {g->batch, g->m, g->n, g->k};

@@ -274,10 +274,11 @@ void measurePlanOps(const CalibrationOptions &o, CostProfile &profile) {
         bool batched = step.gemm.size() == 4 && step.gemm[0] > 1;
         if (communicates(step.op) || (step.gemm.size() == 4 && !batched))
           continue;
-        double bytes = 0;
-        for (const std::vector<int> *list : {&step.inputs, &step.outputs})
-          for (int b : *list)
-            bytes += (double)plan->buffers[b].bytes();
+        double bytes = (double)step.bytes; // the compiler's count (a slice reads its result's worth)
+        if (!step.bytes)
+          for (const std::vector<int> *list : {&step.inputs, &step.outputs})
+            for (int b : *list)
+              bytes += (double)plan->buffers[b].bytes();
         double work = step.cost == CostClass::Attention ? (double)step.flops : bytes;
         // A batched GEMM's rate depends on the size of its products: banded by one product's FLOPs.
         double key = batched ? 2.0 * step.gemm[1] * step.gemm[2] * step.gemm[3] : work;

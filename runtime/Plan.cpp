@@ -258,6 +258,8 @@ nlohmann::json Plan::metadata() const {
         step.update({{"cost", costClassName(s.cost)}, {"flops", s.flops}});
       if (!s.gemm.empty())
         step["gemm"] = s.gemm;
+      if (s.bytes)
+        step["bytes"] = s.bytes;
       steps.push_back(step);
     }
     json where = json::object();
@@ -826,6 +828,9 @@ Plan readPlan(const std::string &path, PlanBlob blobMode) {
         prog.steps.back().cost = *cost;
         prog.steps.back().flops = s.value("flops", (int64_t)0);
         prog.steps.back().gemm = s.value("gemm", std::vector<int64_t>{});
+        prog.steps.back().bytes = s.value("bytes", (int64_t)0);
+        if (prog.steps.back().bytes < 0)
+          throw RuntimeError("step " + std::to_string(prog.steps.size() - 1) + " of " + prog.name + " moves < 0 bytes");
         if (!prog.steps.back().gemm.empty() && prog.steps.back().gemm.size() != 4)
           throw RuntimeError("step " + std::to_string(prog.steps.size() - 1) + " of " + prog.name +
                              ": gemm must be [batch, m, n, k]");

@@ -150,6 +150,7 @@ struct StepDesc {
   // attention; the others are priced by the bytes of their operands and results).
   CostClass cost = CostClass::Memory;
   int64_t flops = 0;
+  int64_t bytes = 0;         // what it reads and writes (a slice reads its result's worth)
   std::vector<int64_t> gemm; // a GEMM's [batch, m, n, k] (matmuls, convolutions), priced by shape
 };
 

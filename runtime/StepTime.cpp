@@ -13,7 +13,11 @@
 namespace cpc {
 
 nlohmann::json PredictedTime::toJson() const {
-  return {{"compute_s", compute}, {"communication_s", communication}, {"idle_s", idle}, {"total_s", total()}};
+  return {{"compute_s", compute},
+          {"communication_s", communication},
+          {"idle_s", idle},
+          {"total_s", total()},
+          {"communication_bytes", bytes}};
 }
 
 PredictedTime programTime(const Plan &plan, const RankProgram &p, int rank, const CostProfile &profile) {
@@ -28,10 +32,11 @@ PredictedTime programTime(const Plan &plan, const RankProgram &p, int rank, cons
     int64_t in = bytesOf(step.inputs), out = bytesOf(step.outputs);
     t.compute += profile.stepSeconds;
     if (!communicates(step.op)) {
+      double moved = (double)(step.bytes ? step.bytes : in + out); // the compiler's count, when it gave one
       t.compute += step.gemm.size() == 4
-                       ? profile.gemmSeconds({step.gemm[0], step.gemm[1], step.gemm[2], step.gemm[3]}, double(in + out),
+                       ? profile.gemmSeconds({step.gemm[0], step.gemm[1], step.gemm[2], step.gemm[3]}, moved,
                                              opName(step.op))
-                       : profile.computeSeconds(step.cost, (double)step.flops, (double)(in + out), opName(step.op));
+                       : profile.computeSeconds(step.cost, (double)step.flops, moved, opName(step.op));
       continue;
     }
     if (step.op == OpKind::Recv) // its wait is the schedule's (idle), its bytes the sender's
@@ -44,6 +49,7 @@ PredictedTime programTime(const Plan &plan, const RankProgram &p, int rank, cons
     int position = (int)(std::find(group.begin(), group.end(), rank) - group.begin());
     int64_t counted = traffic::ofStep(step.op, in, out, n, position, (int)attrs.root);
     t.communication += profile.collectiveSeconds(opName(step.op), n, (double)counted);
+    t.bytes += (double)counted;
   }
   return t;
 }
@@ -103,6 +109,7 @@ std::vector<PredictedTime> simulatePipeline(const Plan &plan, const PipelineSche
         time[r].idle += start - free[r];
         time[r].compute += c.compute;
         time[r].communication += c.communication;
+        time[r].bytes += c.bytes;
         free[r] = start + c.compute + c.communication;
         ended[{r, a.backward, a.chunk, a.microbatch}] = free[r];
         ++next[r];
@@ -145,6 +152,7 @@ std::vector<PredictedTime> predictStepTime(const Plan &plan, const CostProfile &
     PredictedTime one = programTime(plan, *p, r, profile);
     time[r].compute = runs * one.compute;
     time[r].communication = runs * one.communication;
+    time[r].bytes = runs * one.bytes;
     if (const RankProgram *u = update == ProgramPhase::None ? nullptr : programOfPhase(plan, r, update))
       time[r] += programTime(plan, *u, r, profile);
   }

@@ -23,11 +23,13 @@ struct PredictedTime {
   double compute = 0;       // kernels
   double communication = 0; // collectives and sends
   double idle = 0;          // waiting for another pipeline stage
+  double bytes = 0;         // sent by the rank (the counting communicator's count)
   double total() const { return compute + communication + idle; }
   PredictedTime &operator+=(const PredictedTime &o) {
     compute += o.compute;
     communication += o.communication;
     idle += o.idle;
+    bytes += o.bytes;
     return *this;
   }
   nlohmann::json toJson() const;

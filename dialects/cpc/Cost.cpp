@@ -96,6 +96,8 @@ int64_t estimateFlops(Operation *op) {
 int64_t movedBytes(Operation *op) {
   if (llvm::isa<ReshapeOp>(op)) // a view of its input
     return 0;
+  if (auto slice = llvm::dyn_cast<SliceOp>(op)) // reads its result's worth of the input
+    return 2 * valueBytes(slice.getResult());
   int64_t bytes = 0;
   for (Value v : op->getOperands())
     bytes += valueBytes(v);

@@ -30,7 +30,8 @@ int64_t valueBytes(mlir::Value v);
 /// the optimizer, or memory (elementwise ops, norms, softmax, data movement).
 CostClass costClass(mlir::Operation *op);
 
-/// Bytes `op` reads and writes (its operands and results; none for a view).
+/// Bytes `op` reads and writes: its operands and results (a slice its result twice; none for a
+/// view).
 int64_t movedBytes(mlir::Operation *op);
 
 /// The cost profile at `path` (cpc calibrate), or the built-in one for ""; a file that cannot be

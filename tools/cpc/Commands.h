@@ -18,6 +18,7 @@ int runImport(int argc, char **argv);
 int runCompile(int argc, char **argv);
 int runInspect(int argc, char **argv);
 int runCalibrate(int argc, char **argv);
+int runPlan(int argc, char **argv);
 
 } // namespace cpc::tools
 

@@ -1,5 +1,6 @@
 //===- Compile.cpp - cpc compile: its flags (the work is compiler/CompileDriver) ===//
 #include "compiler/CompileDriver.h"
+#include "compiler/LayoutSearch.h"
 #include "passes/Passes.h"
 #include "tools/cpc/Commands.h"
 #include "tools/cpc/Flags.h"
@@ -80,7 +81,11 @@ Options:
                              collectives), solved as a 0-1 program (COIN-OR CBC)
   --device-memory BYTES      With --tp-search: what each rank may hold of parameters and optimizer
                              states; weights then stay whole where that fits and is cheaper
-                             (without it every weight that feeds a contraction is split)
+                             (without it every weight that feeds a contraction is split). With
+                             --auto: the predicted peak per rank a layout may reach
+  --auto --devices N         Choose the layout of N devices by search (cpc plan's first: mesh,
+                             ZeRO stage, schedule, by predicted step time under --profile and
+                             within --device-memory); --dp/--tp/--pp/--zero are then not given
   --shard REGEX=SPEC         Split the parameters whose name matches REGEX as SPEC, one entry per
                              dim: '-' (whole) or mesh axes joined by '*', e.g. 'fc1\.weight=tp,-'
                              (repeatable; overrides the Megatron choice and the config's
@@ -129,9 +134,9 @@ int runCompile(int argc, char **argv) {
   cl::list<std::string> overrides("set", in), inputShapes("input-shape", in), frozen("frozen", in), shard("shard", in);
   cl::opt<int64_t> deviceMemory("device-memory", in);
   cl::opt<Count> dp("dp", in, cl::init(Count{1})), tp("tp", in), tpDepth("tp-depth", in), pp("pp", in),
-      microbatches("microbatches", in), virtualStages("virtual-stages", in);
+      microbatches("microbatches", in), virtualStages("virtual-stages", in), devices("devices", in);
   cl::opt<int64_t> seed("seed", in);
-  cl::opt<bool> syncBn("sync-bn", in), sp("sp", in), tpSearch("tp-search", in), dumpSharding("dump-sharding", in), printPipeline("print-pipeline", in),
+  cl::opt<bool> autoLayout("auto", in), syncBn("sync-bn", in), sp("sp", in), tpSearch("tp-search", in), dumpSharding("dump-sharding", in), printPipeline("print-pipeline", in),
       timing("timing", in), noInplace("no-inplace", in), syntheticWeights("synthetic-weights", in),
       debugUnchecked("debug-unchecked", in);
   cl::opt<PlanMode, false, ChoiceParser<PlanMode>> mode(
@@ -204,6 +209,35 @@ int runCompile(int argc, char **argv) {
   request.printPipeline = printPipeline;
   request.timing = timing;
   request.dumpIrPath = dumpIr;
+  if (autoLayout || devices.getNumOccurrences()) {
+    if (!autoLayout || !devices.getNumOccurrences())
+      throw UsageError("--auto and --devices N go together: the layout of N devices by search");
+    if (dp.getNumOccurrences() || tp.getNumOccurrences() || pp.getNumOccurrences() || zero.getNumOccurrences() ||
+        tpMode.getNumOccurrences() || tpDepth.getNumOccurrences() || schedule.getNumOccurrences())
+      throw UsageError("--auto chooses --dp, --tp, --tp-mode, --pp, --schedule and --zero: give none of them");
+    LayoutSearchRequest search;
+    search.devices = devices.getValue().value;
+    search.deviceMemory = request.deviceMemory.value_or(0); // the layout's budget, not the tp search's
+    request.deviceMemory.reset();
+    if (!request.microbatches)
+      request.microbatches = 2 * search.devices; // as cpc plan
+    if (request.precision)
+      search.precisions = {*request.precision};
+    search.base = request;
+    std::vector<RankedLayout> layouts = searchLayouts(search);
+    if (layouts.empty() || !layouts.front().valid)
+      throw UsageError("--auto: no layout of " + std::to_string(search.devices) + " devices fits" +
+                       (layouts.empty() ? std::string() : " (" + layouts.front().name + ": " + layouts.front().rejected + ")"));
+    const RankedLayout &best = layouts.front();
+    std::string flags;
+    for (const std::string &f : best.flags)
+      flags += " " + f;
+    std::cout << "auto: " << best.name << " (" << (flags.empty() ? " no flags" : flags.substr(1)) << "), the fastest of "
+              << layouts.size() << " layouts: predicted " << best.seconds * 1e3 << " ms per step, "
+              << best.peakBytes << " B peak per rank (cpc plan lists them all)\n";
+    request = best.request;
+    request.quiet = false;
+  }
   compileModel(request, std::cout);
   return 0;
 }

@@ -18,6 +18,9 @@ Commands:
   compile MODEL.onnx -o PLAN Compile a model into an execution plan for cpc-run
   inspect PLAN               Describe a plan: ranks, ops by kind, buffers, memory, inputs, outputs
                              (--schedule: each rank's communication and the no-hang check)
+  plan MODEL.onnx --devices N
+                             Rank every layout of the model on N devices by predicted step time
+                             (cpc compile --auto --devices N compiles the first)
   calibrate -o PROFILE.json  Measure this machine's kernels and collectives into a cost profile
                              (cpc compile --profile prices plans with it)
 
@@ -28,7 +31,7 @@ Run 'cpc <command> --help' for the options of a command.
 int main(int argc, char **argv) {
   using namespace cpc::tools;
   std::map<std::string, std::function<int(int, char **)>> commands = {
-      {"import", runImport}, {"compile", runCompile}, {"inspect", runInspect}, {"calibrate", runCalibrate}};
+      {"import", runImport}, {"compile", runCompile}, {"inspect", runInspect}, {"plan", runPlan}, {"calibrate", runCalibrate}};
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
     std::cout << kUsage;
     return argc < 2 ? 1 : 0;

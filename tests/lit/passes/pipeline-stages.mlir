@@ -1,6 +1,8 @@
 // RUN: cpc-opt %s --cpc-pipeline-stages=chunks=2 | FileCheck %s
 // RUN: cpc-opt %s --cpc-pipeline-stages='chunks=2 split=fc2' | FileCheck %s --check-prefix=HAND
 // RUN: not cpc-opt %s --cpc-pipeline-stages='chunks=2 split=nowhere' 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: cpc-opt %s --cpc-pipeline-stages='chunks=2 profile=%S/Inputs/slow-reduction-profile.json' | FileCheck %s --check-prefix=PROFILE
+// RUN: not cpc-opt %s --cpc-pipeline-stages='chunks=2 profile=%S/nothere.json' 2>&1 | FileCheck %s --check-prefix=NOPROFILE
 
 // Tests that the cut balances the chunks' estimated time (each op the larger of its FLOPs at
 // 40 GFLOP/s and its bytes at 4 GB/s: fc1 56 ns, act 32, fc2 46, loss 7; cutting before act
@@ -17,6 +19,14 @@
 // Tests a cut named by hand: before the first op whose name contains "fc2".
 // HAND: cpc.tanh %{{.*}} {cpc.stage = 0 : i64}
 // HAND: cpc.matmul %{{.*}}, %{{.*}} {cpc.stage = 1 : i64}
+
+// Tests that a cost profile (cpc calibrate) prices the ops: where its reduce_mean takes 28 us
+// (its own rate, 1 MB/s over its 28 bytes), the loss alone is the slowest chunk whatever the
+// cut, and among those equal cuts the one with the fewest bytes crossing (y, 24 B) wins.
+// PROFILE: {boundary_bytes = 24 : i64, chunk = 1 : i64, first_op = "loss", {{.*}} seconds = 2.800000e-05 : f64}
+// PROFILE: cpc.matmul %{{.*}}, %{{.*}} {cpc.stage = 0 : i64} : (tensor<2x8xf32>, tensor<8x3xf32>)
+// PROFILE: cpc.reduce_mean %{{.*}} {axes = array<i64: 0, 1>, cpc.stage = 1 : i64}
+// NOPROFILE: error: {{.*}}nothere.json: cannot read the cost profile
 
 // Tests that a cut point no op matches is an error naming it.
 // BAD: no op named like 'nowhere' to cut before

@@ -1,0 +1,51 @@
+//===- LayoutSearch.h - the whole layout by search: what `cpc plan` does --===//
+//
+// For N devices every layout cpc can build is enumerated: the meshes dp x tp x pp whose product
+// is N (tensor parallelism 1d, and 2d / 3d where tp is a square / cube), ZeRO stages 0-3 over
+// dp, the pipeline schedules (1F1B, GPipe), and the precisions asked for. Each is compiled as
+// `cpc compile` would (same global batch: the model's batch times the microbatches, as
+// gradient accumulation without stages) and priced by the plan's own prediction under the cost
+// profile: step time (compute, communication, pipeline idle on the slowest rank), peak memory
+// per rank, bytes sent per step. Layouts are ranked by step time; those over the memory budget
+// or that do not compile (a dim that does not divide) are listed with why. Deterministic.
+//
+#ifndef CPC_COMPILER_LAYOUTSEARCH_H
+#define CPC_COMPILER_LAYOUTSEARCH_H
+
+#include "compiler/CompileDriver.h"
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace cpc {
+
+struct LayoutSearchRequest {
+  CompileRequest base;        // the model, config, profile and flags every layout shares
+  int64_t devices = 1;
+  int64_t deviceMemory = 0;   // bytes per rank the predicted peak may reach (0: no budget)
+  std::vector<Precision> precisions = {Precision::FP32};
+};
+
+struct RankedLayout {
+  std::string name;                // "dp2 zero1", "tp2", "pp2 1f1b x4", "dp2 tp2 2d"
+  std::vector<std::string> flags;  // the cpc compile flags that build it
+  CompileRequest request;
+  bool valid = false;
+  std::string rejected;            // why not, when not valid
+  double seconds = 0, compute = 0, communication = 0, idle = 0;
+  int64_t peakBytes = 0;
+  double bytesPerStep = 0;         // sent by the slowest rank
+};
+
+/// Every candidate layout for `request.devices`, compiled and priced; valid ones first, fastest
+/// first (ties: fewer bytes, then the order of enumeration), then the rejected ones.
+std::vector<RankedLayout> searchLayouts(const LayoutSearchRequest &request);
+
+/// The ranked table (and the rejections with their reasons), one layout per line.
+void printLayoutTable(const std::vector<RankedLayout> &layouts, std::ostream &out);
+
+} // namespace cpc
+
+#endif

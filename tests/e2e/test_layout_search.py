@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+"""The whole layout by search: `cpc plan MODEL --devices N` compiles every layout cpc builds on N
+ranks (dp x tp x pp meshes, tp 1d and 2d where it is a square, ZeRO 0-3 over dp, 1F1B and GPipe;
+inference: no ZeRO, forward stages) on the same global batch and ranks them by predicted step
+time; a memory budget rejects those whose predicted peak exceeds it, naming both; the table is
+the same on every run. `cpc compile --auto --devices N` compiles the first, and that plan trains
+equal to one rank (1e-5). Wrong uses get one line.
+"""
+import json
+import os
+import re
+
+import numpy as np
+
+from cpctest import MAE_RECIPE, MPI_ENV, Results, export_mae, run, tempdir, tool
+
+results = Results()
+ROW = re.compile(r"^\s+(\d+)\s+(.+?)\s{2,}([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+(.*)$")
+REJECTED = re.compile(r"^\s+rejected\s+(.+?)\s{2,}(.*)$")
+
+
+def plan_table(model, *flags):
+    """cpc plan's ranked rows {name: (step ms, peak MB)} in order, and its rejections {name: why}."""
+    out = run([tool("cpc"), "plan", model, *flags]).stdout
+    ranked, rejected = [], {}
+    for line in out.splitlines():
+        m = ROW.match(line)
+        if m:
+            ranked.append((m.group(2).strip(), float(m.group(3)), float(m.group(7)), m.group(9).strip()))
+        m = REJECTED.match(line)
+        if m:
+            rejected[m.group(1).strip()] = m.group(2)
+    return ranked, rejected, out
+
+
+with tempdir() as work:
+    model = export_mae("tiny", 17, work, extra=["--batch", "4"])
+    config = os.path.join(work, "recipe.json")
+    recipe = dict(MAE_RECIPE, TOTAL_BATCH_SIZE=16)  # 4 microbatches of the model's 4 samples
+    with open(config, "w") as f:
+        json.dump(recipe, f)
+    base = ["--config", config, "--microbatches", "4"]
+
+    def two_devices():
+        ranked, rejected, out = plan_table(model, "--devices", "2", *base)
+        names = sorted(name for name, *_ in ranked)
+        assert names == sorted(["dp2", "dp2 zero1", "dp2 zero2", "dp2 zero3", "tp2", "pp2 1f1b", "pp2 gpipe"]), out
+        assert not rejected, out
+        steps = [ms for _, ms, _, _ in ranked]
+        assert steps == sorted(steps), "not ranked by step time:\n" + out
+        again = plan_table(model, "--devices", "2", *base)[2]
+        assert again == out, "two runs of cpc plan differ"
+        print("   " + " > ".join("%s %.2f ms" % (n, ms) for n, ms, _, _ in ranked))
+    results.check("cpc plan ranks the 7 layouts of 2 devices by predicted step time, the same every run", two_devices)
+
+    def budget():
+        ranked, _, _ = plan_table(model, "--devices", "2", *base)
+        peaks = sorted(peak for _, _, peak, _ in ranked)
+        limit = int((peaks[0] + peaks[-1]) / 2 * 1e6)  # between the smallest and the largest peak
+        kept, rejected, out = plan_table(model, "--devices", "2", "--device-memory", str(limit), *base)
+        assert kept and rejected, out
+        assert all(peak * 1e6 <= limit * 1.0001 for _, _, peak, _ in kept), out
+        for name, why in rejected.items():
+            assert why.startswith("over budget: predicted peak ") and ("> %d B" % limit) in why, (name, why)
+        kept_none, rejected_all, out = plan_table(model, "--devices", "2", "--device-memory", "1000", *base)
+        assert not kept_none and len(rejected_all) == 7, out
+    results.check("--device-memory rejects the layouts whose predicted peak exceeds it, naming both", budget)
+
+    def four_devices():
+        ranked, rejected, out = plan_table(model, "--devices", "4", *base)
+        names = set(name for name, *_ in ranked) | set(rejected)
+        # dp4 (ZeRO 0-3), dp2 tp2 (0-3), tp4 1d and 2d, dp2 pp2 (0-3) x 2 schedules, tp2 pp2 x 2, pp4 x 2
+        expected = 4 + 4 + 2 + 8 + 2 + 2
+        assert len(names) == expected, "%d layouts, expected %d:\n%s" % (len(names), expected, out)
+        assert "tp4 2d" in names and "dp2 zero1 tp2" in names and "dp2 zero3 pp2 1f1b" in names, out
+        for name, why in rejected.items():
+            assert why, name
+        print("   %d ranked, %d rejected; first %s" % (len(ranked), len(rejected), ranked[0][0]))
+    results.check("cpc plan --devices 4 enumerates meshes, 2d where tp is a square, ZeRO and schedules",
+                  four_devices)
+
+    def auto_trains_as_one_rank():
+        ranked, _, _ = plan_table(model, "--devices", "2", *base)
+        plan = os.path.join(work, "auto.plan")
+        out = run([tool("cpc"), "compile", model, "--auto", "--devices", "2", *base, "-o", plan]).stdout
+        m = re.search(r"^auto: (.+) \((.*)\), the fastest of 7 layouts", out, re.M)
+        assert m and m.group(1) == ranked[0][0], out
+        one = os.path.join(work, "one.plan")
+        run([tool("cpc"), "compile", model, *base, "-o", one])
+        rng = np.random.default_rng(0)
+        imgs, noise = os.path.join(work, "imgs.npy"), os.path.join(work, "noise.npy")
+        np.save(imgs, rng.standard_normal((16, 3, 32, 32)).astype(np.float32))
+        np.save(noise, rng.random((16, 16)).astype(np.float32))
+        losses = []
+        for p in (one, plan):
+            metrics = p + ".jsonl"
+            run([tool("cpc-run"), p, "--steps", "3", "--metrics", metrics, "--input", "imgs=" + imgs, "--input",
+                 "noise=" + noise], env=MPI_ENV)
+            losses.append([(line["loss"], line["grad_norm"]) for line in map(json.loads, open(metrics))])
+        for (a, ga), (b, gb) in zip(*losses):
+            assert abs(a - b) <= 1e-5 * abs(a) and abs(ga - gb) <= 1e-5 * abs(ga), losses
+        print("   auto chose %s (%s); losses %s" % (m.group(1), m.group(2), [round(l, 6) for l, _ in losses[1]]))
+    results.check("cpc compile --auto --devices 2 compiles cpc plan's first layout, which trains as one rank",
+                  auto_trains_as_one_rank)
+
+    def inference():
+        infer_model = export_mae("tiny", 17, work, extra=["--batch", "4", "--all-outputs"])
+        infer_model = infer_model.replace(".onnx", "-all.onnx")
+        ranked, rejected, out = plan_table(infer_model, "--devices", "2", "--mode", "infer", "--microbatches", "2")
+        assert sorted(n for n, *_ in ranked) + sorted(rejected) == ["dp2", "pp2 forward", "tp2"], out
+    results.check("inference plans: dp, tp and forward pipeline stages, no ZeRO", inference)
+
+    def wrong_uses():
+        for args, expected in [(["plan", model], "'cpc plan' needs --devices N"),
+                               (["plan", model, "--devices", "2", "--precisions", "fp8"], "--precisions expects"),
+                               (["compile", model, "--auto", "-o", "x.plan"], "--auto and --devices N go together"),
+                               (["compile", model, "--auto", "--devices", "2", "--dp", "2", "-o", "x.plan"],
+                                "--auto chooses --dp"),
+                               (["compile", model, "--auto", "--devices", "2", "--device-memory", "1000", *base, "-o",
+                                 os.path.join(work, "x.plan")], "--auto: no layout of 2 devices fits")]:
+            proc = run([tool("cpc"), *args], check=False)
+            lines = proc.stderr.strip().splitlines()
+            assert proc.returncode == 1 and len(lines) == 1 and expected in lines[0], (args, proc.stderr)
+    results.check("wrong uses of cpc plan and --auto get one line", wrong_uses)
+
+results.finish()

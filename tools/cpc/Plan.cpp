@@ -1,0 +1,95 @@
+//===- Plan.cpp - cpc plan: its flags (the work is compiler/LayoutSearch) -===//
+#include "compiler/LayoutSearch.h"
+#include "passes/Passes.h"
+#include "runtime/CostProfile.h"
+#include "tools/cpc/Commands.h"
+#include "tools/cpc/Flags.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+#include <iostream>
+
+namespace cpc::tools {
+
+namespace cl = llvm::cl;
+
+namespace {
+const char *kPlanUsage = R"(Usage: cpc plan MODEL.onnx --devices N [options]
+
+Enumerates every layout of the model on N devices that cpc builds (meshes dp x tp x pp of N
+ranks, tensor parallelism 1d and, where tp is a square or a cube, 2d and 3d; ZeRO 0-3 over dp;
+1F1B and GPipe schedules; the precisions asked for), compiles each as cpc compile would on the
+same global batch (the model's batch x --microbatches: accumulation without stages,
+microbatches with them) and prints them ranked by predicted step time (compute, communication,
+pipeline idle on the slowest rank) with the predicted peak memory and bytes sent per rank and
+step; layouts over --device-memory or that do not build are listed with why. cpc compile --auto
+--devices N compiles the first.
+
+Options:
+  --devices N                Ranks to lay the model out on (required)
+  --device-memory BYTES      Predicted peak per rank allowed (default: no budget)
+  --profile FILE             Cost profile (cpc calibrate; default: built-in rates)
+  --microbatches M           Microbatches per step (default 2 x N): the global batch
+  --precisions fp32,bf16     Precisions to try (default fp32)
+  --config CFG.json, --set KEY=VALUE, --mode train|infer, --input-shape NAME=AxB, --frozen REGEX,
+  --seed N                   As for cpc compile
+)";
+
+std::vector<Precision> parsePrecisions(const std::string &list) {
+  std::vector<Precision> precisions;
+  for (llvm::StringRef name : llvm::split(list, ',')) {
+    std::optional<Precision> p = symbolizePrecision(name.trim());
+    if (!p)
+      throw UsageError("--precisions expects fp32, bf16 or fp16 separated by commas, got '" + name.str() + "'");
+    precisions.push_back(*p);
+  }
+  return precisions;
+}
+} // namespace
+
+int runPlan(int argc, char **argv) {
+  if (printedHelp(argc, argv, kPlanUsage))
+    return 0;
+  static cl::SubCommand sub("plan", "Rank the layouts of a model on N devices");
+  auto in = cl::sub(sub);
+  cl::list<std::string> positionals(cl::Positional, in, cl::desc("MODEL.onnx"));
+  cl::opt<std::string> config("config", in), profile("profile", in), precisions("precisions", in, cl::init("fp32"));
+  cl::list<std::string> overrides("set", in), inputShapes("input-shape", in), frozen("frozen", in);
+  cl::opt<Count> devices("devices", in), microbatches("microbatches", in);
+  cl::opt<int64_t> deviceMemory("device-memory", in, cl::init(0)), seed("seed", in);
+  cl::opt<PlanMode, false, ChoiceParser<PlanMode>> mode(
+      "mode", in, cl::values(clEnumValN(PlanMode::Train, "train", ""), clEnumValN(PlanMode::Infer, "infer", "")));
+  parseSubcommandFlags(argc, argv, sub);
+  LayoutSearchRequest request;
+  request.base.model = onePositional(positionals, "plan", "model");
+  if (!devices.getNumOccurrences())
+    throw UsageError("'cpc plan' needs --devices N");
+  if (deviceMemory < 0)
+    throw UsageError("--device-memory expects bytes >= 0, got " + std::to_string(deviceMemory));
+  request.devices = devices.getValue().value;
+  request.deviceMemory = deviceMemory;
+  request.precisions = parsePrecisions(precisions);
+  CompileRequest &base = request.base;
+  if (mode.getNumOccurrences())
+    base.mode = mode;
+  base.configPath = config;
+  base.overrides.assign(overrides.begin(), overrides.end());
+  for (const std::string &shape : inputShapes)
+    parseInputShapeFlag(shape, base.import);
+  base.import.frozenPatterns.assign(frozen.begin(), frozen.end());
+  base.microbatches = microbatches.getNumOccurrences() ? microbatches.getValue().value : 2 * request.devices;
+  if (seed.getNumOccurrences())
+    base.seed = seed;
+  if (profile.getNumOccurrences()) {
+    base.plan.profile = CostProfile::load(profile);
+    base.profilePath = profile;
+  }
+  std::vector<RankedLayout> layouts = searchLayouts(request);
+  std::cout << base.model << " on " << request.devices << " device" << (request.devices > 1 ? "s" : "") << ", "
+            << *base.microbatches << " microbatches per step, profile " << base.plan.profile.source << ": "
+            << layouts.size() << " layouts\n";
+  printLayoutTable(layouts, std::cout);
+  return 0;
+}
+
+} // namespace cpc::tools
