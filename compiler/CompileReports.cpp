@@ -1,6 +1,7 @@
 //===- CompileReports.cpp - what cpc compile prints about a plan -----------===//
 #include "compiler/CompileReports.h"
 #include "dialects/cpc/CpcDialect.h"
+#include "dialects/cpc/Roles.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -93,7 +94,8 @@ void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &f
           << i64("strategies") << " strategies, "
           << i64("program_variables") << " program variables, " << (optimal && optimal.getValue() ? "optimal" : "not proven optimal")
           << "; predicts " << i64("collectives") << " collectives, " << i64("bytes") << " B sent per rank and run, "
-          << i64("variable_bytes") << " B of parameters and optimizer states per rank\n";
+          << i64("variable_bytes") << " B of variables (parameters"
+          << (getPhase(func) == Phase::Infer ? "" : " and optimizer states") << ") per rank\n";
       if (auto reshards = search.getAs<mlir::ArrayAttr>("reshards"))
         for (mlir::Attribute line : reshards)
           out << "    reshard at " << llvm::cast<mlir::StringAttr>(line).getValue().str() << "\n";

@@ -40,7 +40,7 @@ def predicted_bytes(dump, what="sent"):
     """What the search predicts, summed over the searched functions: the bytes sent per run,
     or ("states") the bytes of parameters and optimizer states each rank holds."""
     found = re.findall(r"layout over tp by search: .*; predicts (\d+) collectives, (\d+) B sent per rank and run, "
-                       r"(\d+) B of parameters", dump)
+                       r"(\d+) B of variables \(parameters", dump)
     assert found, "--dump-sharding shows no search:\n" + dump[:2000]
     return sum(int(sent if what == "sent" else states) for _, sent, states in found)
 
