@@ -219,8 +219,8 @@ int runCompile(int argc, char **argv) {
     search.devices = devices.getValue().value;
     search.deviceMemory = request.deviceMemory.value_or(0); // the layout's budget, not the tp search's
     request.deviceMemory.reset();
-    if (!request.microbatches)
-      request.microbatches = 2 * search.devices; // as cpc plan
+    if (!request.microbatches && request.configPath.empty() && request.overrides.empty())
+      request.microbatches = 2 * search.devices; // as cpc plan: without a config, 2N microbatches
     if (request.precision)
       search.precisions = {*request.precision};
     search.base = request;

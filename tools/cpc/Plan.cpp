@@ -29,7 +29,8 @@ Options:
   --devices N                Ranks to lay the model out on (required)
   --device-memory BYTES      Predicted peak per rank allowed (default: no budget)
   --profile FILE             Cost profile (cpc calibrate; default: built-in rates)
-  --microbatches M           Microbatches per step (default 2 x N): the global batch
+  --microbatches M           Microbatches per step: the global batch (default: the config's
+                             gradient_accumulation, or 2 x N without a config)
   --precisions fp32,bf16     Precisions to try (default fp32)
   --config CFG.json, --set KEY=VALUE, --mode train|infer, --input-shape NAME=AxB, --frozen REGEX,
   --seed N                   As for cpc compile
@@ -77,7 +78,11 @@ int runPlan(int argc, char **argv) {
   for (const std::string &shape : inputShapes)
     parseInputShapeFlag(shape, base.import);
   base.import.frozenPatterns.assign(frozen.begin(), frozen.end());
-  base.microbatches = microbatches.getNumOccurrences() ? microbatches.getValue().value : 2 * request.devices;
+  // The global batch every layout runs: the config's (its accumulation), else 2N microbatches.
+  if (microbatches.getNumOccurrences())
+    base.microbatches = microbatches.getValue().value;
+  else if (base.configPath.empty() && base.overrides.empty())
+    base.microbatches = 2 * request.devices;
   if (seed.getNumOccurrences())
     base.seed = seed;
   if (profile.getNumOccurrences()) {
@@ -86,7 +91,9 @@ int runPlan(int argc, char **argv) {
   }
   std::vector<RankedLayout> layouts = searchLayouts(request);
   std::cout << base.model << " on " << request.devices << " device" << (request.devices > 1 ? "s" : "") << ", "
-            << *base.microbatches << " microbatches per step, profile " << base.plan.profile.source << ": "
+            << (base.microbatches ? std::to_string(*base.microbatches) + " microbatches per step"
+                                  : std::string("the config's batch per step"))
+            << ", profile " << base.plan.profile.source << ": "
             << layouts.size() << " layouts\n";
   printLayoutTable(layouts, std::cout);
   return 0;
