@@ -50,6 +50,28 @@ std::string shardingString(ShardingAttr sharding) {
 
 } // namespace
 
+/// What the sharding search of `func` (named `name`) chose among and predicts, and its reshards.
+static void printSearchSummary(mlir::func::FuncOp func, const std::string &name, std::ostream &out) {
+  auto search = func->getAttrOfType<mlir::DictionaryAttr>("cpc.sharding_search");
+  if (!search)
+    return;
+  auto i64 = [&](llvm::StringRef key) {
+    auto a = search.getAs<mlir::IntegerAttr>(key);
+    return a ? a.getInt() : 0;
+  };
+  auto optimal = search.getAs<mlir::BoolAttr>("optimal");
+  out << "  " << name << ": layout over " << search.getAs<mlir::StringAttr>("axis").getValue().str()
+      << " by search: " << i64("nodes") << " ops and variables (" << i64("tied") << " tied to a repeat), "
+      << i64("strategies") << " strategies, " << i64("program_variables") << " program variables, "
+      << (optimal && optimal.getValue() ? "optimal" : "not proven optimal") << "; predicts " << i64("collectives")
+      << " collectives, " << i64("bytes") << " B sent per rank and run, " << i64("variable_bytes")
+      << " B of variables (parameters" << (getPhase(func) == Phase::Infer ? "" : " and optimizer states")
+      << ") per rank\n";
+  if (auto reshards = search.getAs<mlir::ArrayAttr>("reshards"))
+    for (mlir::Attribute line : reshards)
+      out << "    reshard at " << llvm::cast<mlir::StringAttr>(line).getValue().str() << "\n";
+}
+
 /// The --dump-sharding table: every input, variable and op result that is split or partial.
 void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &functions, std::ostream &out) {
   auto mesh = module.lookupSymbol<MeshOp>("mesh");
@@ -83,23 +105,7 @@ void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &f
       row(name, "input " + (argName ? argName.getValue().str() : std::string("?")), globalShape(t, sharding, mesh),
           shardingString(sharding), typeString(t));
     }
-    if (auto search = func->getAttrOfType<mlir::DictionaryAttr>("cpc.sharding_search")) {
-      auto i64 = [&](llvm::StringRef key) {
-        auto a = search.getAs<mlir::IntegerAttr>(key);
-        return a ? a.getInt() : 0;
-      };
-      auto optimal = search.getAs<mlir::BoolAttr>("optimal");
-      out << "  " << name << ": layout over " << search.getAs<mlir::StringAttr>("axis").getValue().str()
-          << " by search: " << i64("nodes") << " ops and variables (" << i64("tied") << " tied to a repeat), "
-          << i64("strategies") << " strategies, "
-          << i64("program_variables") << " program variables, " << (optimal && optimal.getValue() ? "optimal" : "not proven optimal")
-          << "; predicts " << i64("collectives") << " collectives, " << i64("bytes") << " B sent per rank and run, "
-          << i64("variable_bytes") << " B of variables (parameters"
-          << (getPhase(func) == Phase::Infer ? "" : " and optimizer states") << ") per rank\n";
-      if (auto reshards = search.getAs<mlir::ArrayAttr>("reshards"))
-        for (mlir::Attribute line : reshards)
-          out << "    reshard at " << llvm::cast<mlir::StringAttr>(line).getValue().str() << "\n";
-    }
+    printSearchSummary(func, name, out);
     std::set<std::string> variablesShown; // a variable may be read at several places
     func.walk([&](mlir::Operation *op) {
       auto shardings = op->getAttrOfType<mlir::ArrayAttr>("cpc.shardings");
