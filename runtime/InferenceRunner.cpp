@@ -3,7 +3,6 @@
 #include "runtime/ScheduleCheck.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -27,9 +26,13 @@ InferenceRunner::InferenceRunner(const Plan &plan, Executor &executor, int rank,
       throw RuntimeError("the inference plan's pipeline schedule does not match its microbatches or mesh");
     pipeline_ = std::make_unique<PipelineActions>(plan, executor, rank, control);
   } else {
-    program_ = plan.programOfPhase(ProgramPhase::Infer);
-    if (program_.empty()) // a one-rank plan: its only program
-      program_ = plan.programs.empty() ? "main" : plan.programs.front().name;
+    for (const RankProgram &p : plan.programs)
+      if (p.phase == ProgramPhase::Infer && !program_)
+        program_ = &p;
+    if (!program_ && plan.programs.size() == 1) // a plan of one program without a role
+      program_ = &plan.programs.front();
+    if (!program_)
+      throw RuntimeError("the inference plan has no program");
   }
   std::set<std::string> produced; // the model's outputs: in its order when the plan records it
   for (const NamedBuffer &out : plan.outputs)
@@ -69,7 +72,7 @@ std::vector<std::string> InferenceRunner::useSyntheticData() {
     TensorRef t = global.ref();
     uint64_t stream = syntheticParameterStream(in.name); // by name: the same on every layout
     for (int64_t k = 0; k < t.numel(); ++k) {
-      double u = syntheticParameterValue(stream, k) / 0.02 / std::sqrt(12.0) + 0.5; // uniform [0, 1)
+      double u = syntheticUniform(stream, k);
       if (t.dtype == DType::F32)
         t.as<float>()[k] = (float)u;
       else if (t.dtype == DType::F64)
@@ -105,12 +108,10 @@ void InferenceRunner::run() {
   for (int64_t m = 0; m < microbatches_; ++m) {
     bindMicrobatch(m);
     exec_.setMicrobatch(m);
-    exec_.run(program_);
+    exec_.run(program_->name);
     for (const NamedBuffer &out : plan_.outputs)
-      if (out.program == program_ && !out.isTransfer())
-        collect(*std::find_if(plan_.programs.begin(), plan_.programs.end(),
-                              [&](const RankProgram &p) { return p.name == program_; }),
-                m, out);
+      if (out.program == program_->name && !out.isTransfer())
+        collect(*program_, m, out);
   }
   exec_.setMicrobatch(0);
 }

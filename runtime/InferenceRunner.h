@@ -58,7 +58,7 @@ private:
   int rank_;
   Communicator *control_;
   int64_t microbatch_ = 0, microbatches_ = 1, batchBlocks_ = 1, batchIndex_ = 0;
-  std::string program_; // the program of phase infer (no pipeline)
+  const RankProgram *program_ = nullptr; // the program of phase infer (no pipeline)
   std::optional<PipelineSchedule> schedule_;
   std::unique_ptr<PipelineActions> pipeline_;
   std::vector<std::string> outputNames_;

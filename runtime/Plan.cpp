@@ -365,13 +365,16 @@ uint64_t syntheticParameterStream(const std::string &name) {
   return h;
 }
 
-double syntheticParameterValue(uint64_t stream, int64_t index) {
+double syntheticUniform(uint64_t stream, int64_t index) {
   uint64_t x = stream + 0x9e3779b97f4a7c15ull * uint64_t(index + 1); // splitmix64 of the index
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   x ^= x >> 31;
-  double u = (x >> 11) * 0x1.0p-53; // [0, 1)
-  return (2 * u - 1) * 0.02 * 1.7320508075688772; // uniform, standard deviation 0.02
+  return (x >> 11) * 0x1.0p-53; // [0, 1)
+}
+
+double syntheticParameterValue(uint64_t stream, int64_t index) {
+  return (2 * syntheticUniform(stream, index) - 1) * 0.02 * 1.7320508075688772; // standard deviation 0.02
 }
 
 std::vector<int> Plan::shardGroup(int rank, const std::vector<std::string> &axes) const {

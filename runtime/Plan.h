@@ -139,6 +139,8 @@ struct BufferDesc {
 /// initializers, the same on every rank and run.
 uint64_t syntheticParameterStream(const std::string &name);
 double syntheticParameterValue(uint64_t stream, int64_t index);
+/// Element `index` of stream `stream`, uniform in [0, 1) (what syntheticParameterValue scales).
+double syntheticUniform(uint64_t stream, int64_t index);
 
 struct StepDesc {
   OpKind op{};                  // the op the step runs (a plan file holds its name)

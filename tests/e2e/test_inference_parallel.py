@@ -10,6 +10,7 @@ training has are refused in one line.
 """
 import os
 import re
+import shutil
 
 import numpy as np
 
@@ -124,6 +125,24 @@ with tempdir() as work:
     layouts(work, gpt, "gpt", {"idx": idx}, gpt_single, [
         ("dp2", ["--dp", "2"], 1), ("tp2", ["--tp", "2"], 1), ("tp2 by search", ["--tp", "2", "--tp-search"], 1),
         ("pp2 2 microbatches", ["--pp", "2", "--microbatches", "2"], 2), ("pp2 x tp2", ["--pp", "2", "--tp", "2"], 1)])
+
+    # Exports this project did not write (the default dynamo exporter; graphs returning the loss):
+    # each layout's loss equals one rank's, and the layout communicated.
+    zoo = os.path.join(SOURCE, "tests", "models")
+    for fixture, names in [("hf_gpt2", ("input_ids", "labels")), ("hf_vitmae", ("pixel_values", "noise")),
+                           ("timm_vit", ("x", "target"))]:
+        def zoo_layouts(fixture=fixture, names=names):
+            copy = os.path.join(work, fixture)
+            shutil.copytree(os.path.join(zoo, "fixtures", fixture), copy)
+            run([PYTHON, os.path.join(zoo, "weights.py"), copy])
+            model = os.path.join(copy, "dynamo.onnx")
+            feed = {n: os.path.join(copy, n + ".npy") for n in names}
+            single, _ = infer(work, model, fixture, [], feed)
+            for flags in (["--dp", "2"], ["--tp", "2"], ["--tp", "2", "--tp-search"], ["--pp", "2"]):
+                got, stdout = infer(work, model, fixture + "".join(flags).replace("-", ""), flags, feed)
+                assert_close(got, single, "%s %s" % (fixture, " ".join(flags)))
+                assert re.search(r"^communication per run \(rank 0\): \w+ [1-9]", stdout, re.M), stdout
+        results.check("%s (dynamo export) in dp2, tp2, tp2 by search and pp2 equals one rank" % fixture, zoo_layouts)
 
     def refusals():
         for flags, expected in [(["--dp", "2", "--zero", "1"], "--zero shards optimizer states"),
