@@ -142,10 +142,10 @@ HostTensor InferenceRunner::output(const std::string &name) {
     auto it = results_.find(name);
     if (it == results_.end() || (int64_t)it->second.size() != microbatches_)
       throw RuntimeError("output '" + name + "' was not computed (run the plan first)");
-    for (int64_t m = 0; m < microbatches_; ++m)
+    for (int64_t m = 0; m < microbatches_ && bytes; ++m) // an empty output has no storage to copy
       std::memcpy(whole.data.data() + m * bytes, it->second[m].data.data(), bytes);
   }
-  if (control_ && plan_.worldSize > 1) // from the rank that computed it (a pipeline's last stage)
+  if (control_ && plan_.worldSize > 1 && bytes) // from the rank that computed it (a pipeline's last stage)
     control_->broadcast(whole.data.data(), (int64_t)whole.data.size(), root);
   return whole;
 }
