@@ -147,7 +147,10 @@ void printStageTable(mlir::ModuleOp module, const PipelineSchedule &schedule, st
   out << "pipeline: " << schedule.stages << " stages x " << schedule.virtualStages << " chunks, "
             << schedule.microbatches << " microbatches, " << scheduleName(schedule.kind) << ", bubble "
             << std::fixed << std::setprecision(3) << schedule.bubbleFraction() << std::defaultfloat << "\n";
-  out << "  chunk  rank     ops        GFLOP   est. fwd ms   param bytes  in bytes  first op\n";
+  auto first = table.empty() ? mlir::DictionaryAttr() : llvm::cast<mlir::DictionaryAttr>(table[0]);
+  auto withBackward = first ? first.getAs<mlir::BoolAttr>("with_backward") : mlir::BoolAttr();
+  out << "  chunk  rank     ops    fwd GFLOP  " << (withBackward && withBackward.getValue() ? "est. f+b ms" : "est. fwd ms")
+      << "   param bytes  in bytes  first op\n";
   for (mlir::Attribute a : table) {
     auto d = llvm::cast<mlir::DictionaryAttr>(a);
     auto get = [&](const char *k) { return llvm::cast<mlir::IntegerAttr>(d.get(k)).getInt(); };

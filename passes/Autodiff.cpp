@@ -21,11 +21,13 @@ bool isFloatTensor(Value v) {
   return t && llvm::isa<FloatType>(t.getElementType());
 }
 
+} // namespace
+
 // Over 80 lines: activity analysis, the reverse walk and the gradient function's signature share the
 // value-to-adjoint map; splitting them is planned with the function-level pass rework (issue 30, item 5).
 /// Builds `@<name>_grad` from `@<name>`; returns failure after emitting a diagnostic. With a
 /// `lossScale` (> 0) the backward starts from the loss-scale state instead of 1.
-LogicalResult differentiate(func::FuncOp forward, double lossScale) {
+LogicalResult cpc::differentiate(func::FuncOp forward, double lossScale) {
   if (forward.getNumResults() < 1 || !isFloatTensor(forward.getBody().front().getTerminator()->getOperand(0)) ||
       llvm::cast<RankedTensorType>(forward.getResultTypes()[0]).getRank() != 0)
     return forward.emitError("the first result of @") << forward.getSymName() << " must be a scalar float loss";
@@ -150,6 +152,8 @@ LogicalResult differentiate(func::FuncOp forward, double lossScale) {
   grad.setAllResultAttrs(resultAttrs);
   return success();
 }
+
+namespace {
 
 struct CpcAutodiffPass : cpc::impl::CpcAutodiffBase<CpcAutodiffPass> {
   using CpcAutodiffBase::CpcAutodiffBase;

@@ -148,6 +148,10 @@ void addShardingPasses(mlir::OpPassManager &pm, const TrainingPipelineOptions &o
 
 /// Registers the named pipelines (cpc-opt, and every tool that parses pipelines).
 void registerCpcPipelines();
+
+/// Builds `@<name>_grad` from the loss function `@<name>` (what cpc-autodiff runs; also used by
+/// passes that price a model's backward before it exists); emits a diagnostic on failure.
+mlir::LogicalResult differentiate(mlir::func::FuncOp forward, double lossScale);
 } // namespace cpc
 
 #endif

@@ -372,7 +372,7 @@ def CpcPipelineStages : Pass<"cpc-pipeline-stages", "::mlir::ModuleOp"> {
   let description = [{
     Runs on the loss function before cpc-autodiff. Every op that depends on input data gets
     `cpc.stage = c`, its chunk: `chunks` contiguous runs in program order whose most expensive
-    chunk (estimated FLOPs) is as cheap as possible, and among the cuts within `tolerance` of
+    chunk (estimated seconds; with `backward`, forward plus gradient ops) is as cheap as possible, and among the cuts within `tolerance` of
     that, those with the fewest bytes live across the cuts (between residual blocks in a
     transformer). `split` names the cut points by hand: cut before the first op whose name
     contains each entry. Parameters and constants (and what is computed from them alone) get
@@ -386,6 +386,8 @@ def CpcPipelineStages : Pass<"cpc-pipeline-stages", "::mlir::ModuleOp"> {
            "How much dearer than the best-balanced cut the chosen chunks may be">,
     ListOption<"split", "split", "std::string", "Hand cut points: names of the first op of each chunk but the first">,
     Option<"profile", "profile", "std::string", /*default=*/"", "Cost profile (cpc calibrate) the ops are priced with (default: built-in rates)">,
+    Option<"backward", "backward", "bool", /*default=*/"false",
+           "Price each op's gradient as well (training): chunks are balanced by forward plus backward time">,
   ];
   let dependentDialects = ["::cpc::CpcDialect"];
 }

@@ -3,8 +3,8 @@
 // Labels every forward op of the loss function with the model chunk it belongs to
 // (`cpc.stage`), before autodiff, which carries the label onto the op's gradient. The chunks
 // are contiguous runs of the ops in program order. Where to cut: first the smallest possible
-// cost of the most expensive chunk (estimated forward seconds, Cost.h: FLOPs at GEMM speed or
-// bytes at memory speed, whichever is larger) is found, then, among the cuts whose every chunk
+// cost of the most expensive chunk (estimated seconds of its forward, and with `backward` of its
+// gradient ops too, priced on a differentiated copy: Cost.h, the profile's rates) is found, then, among the cuts whose every chunk
 // costs at most `tolerance` times that, the ones that move the fewest bytes between chunks
 // (the values live across each cut): in a transformer that is between residual blocks, where
 // only the residual stream (and skip values such as MAE's mask) is live. Ops that need no
@@ -16,6 +16,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 
@@ -158,6 +159,33 @@ int64_t parameterBytes(ArrayRef<Operation *> ops, size_t begin, size_t end,
   return bytes;
 }
 
+/// Each data op's backward seconds (`backward`), priced like the forward: a copy of the module
+/// (the variables are symbols the gradient needs) whose data ops in `func` carry their own index
+/// as their stage label is differentiated, and each gradient op, which autodiff labels with its
+/// forward op's stage, adds to that op. Zeros where the copy does not differentiate (the real
+/// cpc-autodiff reports why).
+std::vector<double> backwardSeconds(ModuleOp module, func::FuncOp func, size_t count, const CostProfile &profile) {
+  std::vector<double> seconds(count, 0.0);
+  OwningOpRef<ModuleOp> probe = module.clone();
+  auto copy = probe->lookupSymbol<func::FuncOp>(func.getSymName());
+  SmallVector<Operation *> ops = dataOps(copy);
+  Builder b(module.getContext());
+  for (auto [i, op] : llvm::enumerate(ops))
+    op->setAttr(kStageAttrName, b.getI64IntegerAttr((int64_t)i));
+  ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic &) { return success(); });
+  if (ops.size() != count || failed(differentiate(copy, 0.0)))
+    return seconds;
+  auto grad = probe->lookupSymbol<func::FuncOp>((copy.getSymName() + "_grad").str());
+  if (!grad)
+    return seconds;
+  grad.walk([&](Operation *op) {
+    std::optional<int64_t> stage = getStage(op);
+    if (stage && op->hasAttr(kBackwardAttrName) && (size_t)*stage < count)
+      seconds[*stage] += estimateSeconds(op, profile);
+  });
+  return seconds;
+}
+
 std::string nameOf(Operation *op) {
   auto loc = llvm::dyn_cast<NameLoc>(op->getLoc());
   return loc ? loc.getName().str() : "";
@@ -193,6 +221,9 @@ struct CpcPipelineStagesPass : cpc::impl::CpcPipelineStagesBase<CpcPipelineStage
     std::vector<double> cost;
     for (Operation *op : ops)
       cost.push_back(estimateSeconds(op, *profiled));
+    if (backward) // training: a chunk's work is its forward and its backward
+      for (auto [c, b] : llvm::zip(cost, backwardSeconds(module, func, n, *profiled)))
+        c += b;
     FailureOr<std::vector<bool>> allowed = cutPoints(func, ops);
     if (failed(allowed))
       return signalPassFailure();
@@ -216,6 +247,7 @@ struct CpcPipelineStagesPass : cpc::impl::CpcPipelineStagesBase<CpcPipelineStage
           b.getNamedAttr("ops", b.getI64IntegerAttr(end - begin)),
           b.getNamedAttr("flops", b.getF64FloatAttr(flops)),
           b.getNamedAttr("seconds", b.getF64FloatAttr(seconds)),
+          b.getNamedAttr("with_backward", b.getBoolAttr(backward)),
           b.getNamedAttr("parameter_bytes", b.getI64IntegerAttr(parameterBytes(ops, begin, end, indexOf))),
           b.getNamedAttr("boundary_bytes", b.getI64IntegerAttr(c > 0 ? crossing[begin] : 0)),
           b.getNamedAttr("first_op", b.getStringAttr(nameOf(ops[begin]))),

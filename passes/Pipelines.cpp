@@ -90,6 +90,7 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     stages.chunks = chunks;
     stages.split = options.pipelineSplit;
     stages.profile = options.profile;
+    stages.backward = true;
     pm.addPass(createCpcPipelineStages(stages));
   }
   bool summa = options.tensorParallel > 1 && options.tensorParallelMode != TensorParallelMode::OneD;

@@ -66,7 +66,8 @@ std::vector<RankTimeShares> writeTrace(const std::string &path, const TraceRecor
       events.push_back(std::move(e));
     double program = j.value("program_us", 0.0), span = j.value("span_us", 0.0);
     shares.push_back({program > 0 ? j.value("comm_us", 0.0) / program : 0.0,
-                      span > 0 ? 1.0 - j.value("compute_us", 0.0) / span : 0.0});
+                      span > 0 ? 1.0 - j.value("compute_us", 0.0) / span : 0.0,
+                      span > 0 ? j.value("comm_us", 0.0) / span : 0.0});
     std::remove(name.c_str());
   }
   std::ofstream out(path);

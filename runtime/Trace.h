@@ -42,6 +42,8 @@ private:
 struct RankTimeShares {
   double communication = 0; // of the time in programs, the share in collectives and transfers
   double idle = 0;          // of the time from its first event to its last, the share not computing
+  double waiting = 0;       // of that time, the share in communication: waiting on other ranks (a
+                            // pipeline's bubble) and transfers; idle less this is the runtime's own
 };
 
 /// Writes `mine` as PATH.rankN; after a barrier, rank 0 merges every rank's part into PATH (a

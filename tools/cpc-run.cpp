@@ -112,9 +112,14 @@ void finishTrace(const cpc::Plan &plan, const cpc::TraceRecorder &trace, cpc::Co
     return;
   }
   const cpc::PipelineSchedule &s = *schedule;
+  // Waiting on the other stages is the bubble; not computing adds the runtime's own overhead
+  // (dispatch, copies between programs), which one rank has too.
   std::cout << "\npipeline idle share (not computing, measured):";
   for (size_t r = 0; r < shares.size(); ++r)
     std::cout << (r ? "," : "") << " rank " << r << " " << percent(shares[r].idle);
+  std::cout << "; of it waiting on other ranks:";
+  for (size_t r = 0; r < shares.size(); ++r)
+    std::cout << (r ? "," : "") << " rank " << r << " " << percent(shares[r].waiting);
   std::cout << "; " << cpc::scheduleName(s.kind) << " bubble with equal stages "
             << (s.virtualStages > 1 ? "(P-1)/(V*M+P-1)" : "(P-1)/(M+P-1)") << " = " << percent(s.bubbleFraction())
             << "\n";
