@@ -522,18 +522,29 @@ void printSummary(const CompileRequest &request, const Plan &plan, PlanMode mode
 } // namespace
 
 namespace {
+ImportedModel importModel(const CompileRequest &request, mlir::MLIRContext &context, const ImportOptions &options) {
+  return request.importCache ? request.importCache->import(context, request.model, options)
+                             : importOnnxFile(context, request.model, options);
+}
+
+/// The import options of `request`: its own plus the recipe's frozen patterns and seed.
+ImportOptions importOptionsFor(const CompileRequest &request, const TrainRecipe &recipe) {
+  ImportOptions options = request.import;
+  for (const std::string &pattern : recipe.frozen)
+    options.frozenPatterns.push_back(pattern);
+  options.randomSeed = (uint64_t)recipe.seed;
+  // Each data-parallel rank's BatchNorm normalizes by its own rows' statistics (torch DDP);
+  // --sync-bn by the whole batch's (SyncBatchNorm).
+  options.batchStatisticGroups = request.syncBatchNorm ? 1 : request.dataParallel;
+  return options;
+}
+
 /// compileModel's plan, built and not yet written; its phases marked on `clock`.
 Plan buildModelPlan(const CompileRequest &request, std::ostream &out, PhaseClock &clock) {
   TrainRecipe recipe = resolveRecipe(request);
-  ImportOptions importOptions = request.import;
-  for (const std::string &pattern : recipe.frozen)
-    importOptions.frozenPatterns.push_back(pattern);
-  importOptions.randomSeed = (uint64_t)recipe.seed;
-  // Each data-parallel rank's BatchNorm normalizes by its own rows' statistics (torch DDP);
-  // --sync-bn by the whole batch's (SyncBatchNorm).
-  importOptions.batchStatisticGroups = request.syncBatchNorm ? 1 : request.dataParallel;
+  ImportOptions importOptions = importOptionsFor(request, recipe);
   mlir::MLIRContext context; // function-level passes run on the functions in parallel
-  ImportedModel model = importOnnxFile(context, request.model, importOptions);
+  ImportedModel model = importModel(request, context, importOptions);
   for (const std::string &warning : model.warnings)
     if (!request.quiet)
       std::cerr << "cpc: warning: " << warning << "\n";
@@ -548,8 +559,8 @@ Plan buildModelPlan(const CompileRequest &request, std::ostream &out, PhaseClock
   } else {
     plan.inference = compileInference(request, context, *model.module, plan, out);
   }
-  if (request.dumpSharding)
-    printShardingTable(*model.module, plan.functions, out);
+  if (request.dumpSharding || request.explainSharding)
+    printShardingTable(*model.module, plan.functions, out, /*variablesOnly=*/!request.dumpSharding);
   if (!request.dumpIrPath.empty())
     writeModule(*model.module, request.dumpIrPath);
   clock.mark("pipeline");
@@ -563,7 +574,7 @@ PlanMode resolvePlanMode(const CompileRequest &request) {
   if (request.mode)
     return *request.mode;
   mlir::MLIRContext context;
-  ImportedModel model = importOnnxFile(context, request.model, request.import);
+  ImportedModel model = importModel(request, context, importOptionsFor(request, resolveRecipe(request)));
   return returnsScalarLoss(*model.module) ? PlanMode::Train : PlanMode::Infer;
 }
 

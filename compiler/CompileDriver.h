@@ -8,12 +8,14 @@
 #ifndef CPC_COMPILER_COMPILEDRIVER_H
 #define CPC_COMPILER_COMPILEDRIVER_H
 
+#include "compiler/ImportCache.h"
 #include "compiler/PlanBuilder.h"
 #include "dialects/cpc/CpcDialect.h"
 #include "frontends/onnx/OnnxImporter.h"
 #include "runtime/PipelineSchedule.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <stdexcept>
@@ -54,9 +56,11 @@ struct CompileRequest {
   std::optional<Precision> precision;      // --precision (fp16.mode / precision)
   std::string profilePath;                 // --profile: the cost profile for stage cuts, the search, the plan
   ImportOptions import;
+  std::shared_ptr<ImportCache> importCache; // set: imports come from (and go to) it (cpc plan)
   PlanOptions plan; // device, inPlace, checkSchedule, syntheticParameters; the rest is derived
   // Reports.
   bool dumpSharding = false, printPipeline = false, timing = false;
+  bool explainSharding = false;            // cpc plan --explain: the search's choices and the variables' layouts
   bool quiet = false; // no notes or warnings on stderr (cpc plan compiles many layouts)
   std::string dumpIrPath;
 };

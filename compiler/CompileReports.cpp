@@ -70,10 +70,15 @@ static void printSearchSummary(mlir::func::FuncOp func, const std::string &name,
   if (auto reshards = search.getAs<mlir::ArrayAttr>("reshards"))
     for (mlir::Attribute line : reshards)
       out << "    reshard at " << llvm::cast<mlir::StringAttr>(line).getValue().str() << "\n";
+  // Per variable: the layout chosen and what each other one would change (AutoSharding.cpp).
+  if (auto variables = search.getAs<mlir::ArrayAttr>("variables"))
+    for (mlir::Attribute line : variables)
+      out << "    variable " << llvm::cast<mlir::StringAttr>(line).getValue().str() << "\n";
 }
 
 /// The --dump-sharding table: every input, variable and op result that is split or partial.
-void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &functions, std::ostream &out) {
+void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &functions, std::ostream &out,
+                        bool variablesOnly) {
   auto mesh = module.lookupSymbol<MeshOp>("mesh");
   if (mesh) {
     out << "sharding over mesh @" << mesh.getSymName().str() << " (";
@@ -117,7 +122,7 @@ void printShardingTable(mlir::ModuleOp module, const std::vector<std::string> &f
         stored = state.getShardingAttr();
       if (!shardings && stored)
         shardings = mlir::ArrayAttr::get(op->getContext(), {stored});
-      if (!shardings)
+      if (!shardings || (variablesOnly && !llvm::isa<ParameterOp, StateOp>(op)))
         return;
       std::string label = op->getName().getStringRef().str();
       if (auto nameLoc = llvm::dyn_cast<mlir::NameLoc>(op->getLoc()))

@@ -1,9 +1,13 @@
 //===- LayoutSearch.cpp ---------------------------------------------------===//
 #include "compiler/LayoutSearch.h"
+#include "compiler/LayoutEstimate.h"
 #include "passes/Passes.h"
+#include "runtime/ModelState.h"
 
 #include <algorithm>
 #include <iomanip>
+#include <map>
+#include <optional>
 #include <sstream>
 
 namespace cpc {
@@ -43,6 +47,8 @@ struct Candidate {
       flag("--zero", std::to_string(zero));
     if (tp > 1)
       flag("--tp", std::to_string(tp));
+    if (tp > 1 && mode == TensorParallelMode::OneD)
+      f.push_back("--tp-search");
     if (mode != TensorParallelMode::OneD)
       flag("--tp-mode", stringifyTensorParallelMode(mode).str());
     if (pp > 1)
@@ -59,6 +65,7 @@ struct Candidate {
     r.zeroStage = zero;
     r.tensorParallel = tp;
     r.tensorMode = mode;
+    r.tensorParallelSearch = tp > 1 && mode == TensorParallelMode::OneD; // any graph, not the patterns
     r.pipelineStages = pp;
     r.schedule = pp > 1 && schedule != PipelineScheduleKind::Forward ? std::optional<PipelineScheduleKind>(schedule)
                                                                       : std::nullopt;
@@ -98,60 +105,184 @@ std::vector<Candidate> enumerate(const LayoutSearchRequest &request, PlanMode mo
   return all;
 }
 
-/// Compiles `c` on `request`'s model and prices it.
-RankedLayout evaluate(const LayoutSearchRequest &request, const Candidate &c) {
+/// The layout's request: the base with `c`'s flags, no reports.
+CompileRequest requestFor(const LayoutSearchRequest &request, const Candidate &c) {
+  CompileRequest r = request.base;
+  r.quiet = true;
+  r.dumpSharding = r.printPipeline = false;
+  r.dumpIrPath.clear();
+  c.apply(r);
+  return r;
+}
+
+/// Compiles `c` on `request`'s model into `plan`; returns why not when it does not build.
+std::optional<std::string> compileCandidate(const LayoutSearchRequest &request, const Candidate &c, Plan &plan) {
+  std::ostringstream discard;
+  try {
+    plan = compilePlan(requestFor(request, c), discard);
+  } catch (const std::exception &e) {
+    std::string why = e.what();
+    return why.substr(0, why.find('\n'));
+  }
+  if (!plan.runMetadata().contains("predicted_step"))
+    return std::string("the plan predicts no step time");
+  return std::nullopt;
+}
+
+RankedLayout unpriced(const LayoutSearchRequest &request, const Candidate &c) {
   RankedLayout layout;
   layout.name = c.name();
   layout.flags = c.flags();
-  layout.request = request.base;
-  layout.request.quiet = true;
-  layout.request.dumpSharding = layout.request.printPipeline = false;
-  layout.request.dumpIrPath.clear();
-  c.apply(layout.request);
-  std::ostringstream discard;
+  layout.request = requestFor(request, c);
+  return layout;
+}
+
+/// Rejects `layout` when its peak is over the budget.
+void checkBudget(const LayoutSearchRequest &request, RankedLayout &layout) {
+  layout.valid = request.deviceMemory <= 0 || layout.peakBytes <= request.deviceMemory;
+  if (!layout.valid)
+    layout.rejected = std::string(layout.estimated ? "over budget (estimated)" : "over budget") + ": predicted peak " +
+                      std::to_string(layout.peakBytes) + " B per rank > " + std::to_string(request.deviceMemory) + " B";
+}
+
+/// Compiles `c` on `request`'s model and prices it.
+RankedLayout evaluate(const LayoutSearchRequest &request, const Candidate &c) {
+  RankedLayout layout = unpriced(request, c);
   Plan plan;
-  try {
-    plan = compilePlan(layout.request, discard);
-  } catch (const std::exception &e) {
-    std::string why = e.what();
-    layout.rejected = why.substr(0, why.find('\n'));
+  if (std::optional<std::string> why = compileCandidate(request, c, plan)) {
+    layout.rejected = *why;
     return layout;
   }
-  const nlohmann::json &run = plan.runMetadata();
-  if (!run.contains("predicted_step")) {
-    layout.rejected = "the plan predicts no step time";
-    return layout;
-  }
-  const nlohmann::json &step = run["predicted_step"];
+  const nlohmann::json &step = plan.runMetadata()["predicted_step"];
   layout.seconds = step.value("total_s", 0.0);
   layout.compute = step.value("compute_s", 0.0);
   layout.communication = step.value("communication_s", 0.0);
   layout.idle = step.value("idle_s", 0.0);
   layout.bytesPerStep = step.value("communication_bytes", 0.0);
   layout.peakBytes = plan.predictedPeakBytes;
-  if (request.deviceMemory > 0 && layout.peakBytes > request.deviceMemory) {
-    layout.rejected = "over budget: predicted peak " + std::to_string(layout.peakBytes) + " B per rank > " +
-                      std::to_string(request.deviceMemory) + " B";
-    return layout;
-  }
-  layout.valid = true;
+  checkBudget(request, layout);
   return layout;
+}
+
+/// The mesh of `c`: its layout at ZeRO 0 and, with stages, 1F1B (LayoutEstimate.h).
+Candidate meshOf(const Candidate &c) {
+  Candidate m = c;
+  m.zero = 0;
+  if (m.pp > 1 && m.schedule == PipelineScheduleKind::GPipe)
+    m.schedule = PipelineScheduleKind::OneFOneB;
+  return m;
+}
+
+/// A mesh's compile: its own layout's exact price and what prices the others on it.
+struct CompiledMesh {
+  RankedLayout layout;
+  MeshCost cost;
+};
+
+CompiledMesh compileMesh(const LayoutSearchRequest &request, const Candidate &c, bool training) {
+  CompiledMesh m{unpriced(request, c), {}};
+  Plan plan;
+  if (std::optional<std::string> why = compileCandidate(request, c, plan)) {
+    m.layout.rejected = *why;
+    return m;
+  }
+  const nlohmann::json &meta = plan.runMetadata(), &step = meta["predicted_step"];
+  LayoutEstimate &e = m.cost.step;
+  e.compute = m.layout.compute = step.value("compute_s", 0.0);
+  e.communication = m.layout.communication = step.value("communication_s", 0.0);
+  e.idle = m.layout.idle = step.value("idle_s", 0.0);
+  e.bytes = m.layout.bytesPerStep = step.value("communication_bytes", 0.0);
+  e.peakBytes = m.layout.peakBytes = plan.predictedPeakBytes;
+  m.layout.seconds = step.value("total_s", 0.0);
+  checkBudget(request, m.layout);
+  m.cost.dp = c.dp;
+  m.cost.pp = c.pp;
+  m.cost.training = training;
+  if (training) {
+    m.cost.states = modelStateBytes(plan);
+    m.cost.microbatches = c.pp > 1 ? meta["pipeline"].value("microbatches", (int64_t)1)
+                                   : meta["recipe"].value("gradient_accumulation", (int64_t)1);
+  }
+  return m;
+}
+
+/// Each mesh compiled once, its other layouts estimated from it, then the `exact` best
+/// estimated compiled too.
+std::vector<RankedLayout> estimateThenCompile(const LayoutSearchRequest &request, const std::vector<Candidate> &all,
+                                              bool training, size_t exact) {
+  std::map<std::string, CompiledMesh> meshes;
+  std::vector<RankedLayout> layouts;
+  for (const Candidate &c : all) {
+    Candidate mc = meshOf(c);
+    auto it = meshes.find(mc.name());
+    if (it == meshes.end())
+      it = meshes.emplace(mc.name(), compileMesh(request, mc, training)).first;
+    const CompiledMesh &mesh = it->second;
+    if (mc.name() == c.name()) { // the mesh's own layout: compiled
+      layouts.push_back(mesh.layout);
+      continue;
+    }
+    RankedLayout layout = unpriced(request, c);
+    layout.estimated = true;
+    if (!mesh.layout.rejected.empty() && mesh.layout.rejected.rfind("over budget", 0) != 0) {
+      layout.rejected = "as " + mc.name() + ": " + mesh.layout.rejected;
+    } else {
+      LayoutEstimate e = estimateLayout(mesh.cost, c.zero, c.schedule, request.base.plan.profile);
+      layout.seconds = e.total();
+      layout.compute = e.compute;
+      layout.communication = e.communication;
+      layout.idle = e.idle;
+      layout.bytesPerStep = e.bytes;
+      layout.peakBytes = e.peakBytes;
+      checkBudget(request, layout);
+    }
+    layouts.push_back(std::move(layout));
+  }
+  std::vector<size_t> order(layouts.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return layouts[a].valid != layouts[b].valid ? layouts[a].valid : layouts[a].seconds < layouts[b].seconds;
+  });
+  size_t compiled = 0;
+  for (size_t i : order) {
+    if (compiled >= exact || !layouts[i].valid)
+      break;
+    if (layouts[i].estimated)
+      layouts[i] = evaluate(request, all[i]);
+    compiled += layouts[i].valid;
+  }
+  return layouts;
 }
 
 } // namespace
 
-std::vector<RankedLayout> searchLayouts(const LayoutSearchRequest &request) {
-  if (request.devices < 1)
+std::vector<RankedLayout> searchLayouts(const LayoutSearchRequest &asked) {
+  if (asked.devices < 1)
     throw CompileRequestError("--devices must be >= 1");
+  LayoutSearchRequest request = asked; // every layout's compile parses one import
+  if (!request.base.importCache)
+    request.base.importCache = std::make_shared<ImportCache>();
+  PlanMode mode = resolvePlanMode(request.base);
+  std::vector<Candidate> all = enumerate(request, mode);
   std::vector<RankedLayout> layouts;
-  for (const Candidate &c : enumerate(request, resolvePlanMode(request.base)))
-    layouts.push_back(evaluate(request, c));
+  if (request.exhaustive || all.size() <= request.exhaustiveUpTo) {
+    for (const Candidate &c : all)
+      layouts.push_back(evaluate(request, c));
+  } else {
+    layouts = estimateThenCompile(request, all, mode == PlanMode::Train, request.exactLayouts);
+  }
+  // Compiled before estimated (cpc compile --auto takes the first), each fastest first.
   std::stable_sort(layouts.begin(), layouts.end(), [](const RankedLayout &a, const RankedLayout &b) {
     if (a.valid != b.valid)
       return a.valid;
     if (!a.valid)
       return false;
-    return a.seconds != b.seconds ? a.seconds < b.seconds : a.bytesPerStep < b.bytesPerStep;
+    if (a.estimated != b.estimated)
+      return !a.estimated;
+    if (a.seconds != b.seconds)
+      return a.seconds < b.seconds;
+    return a.bytesPerStep != b.bytesPerStep ? a.bytesPerStep < b.bytesPerStep : a.peakBytes < b.peakBytes;
   });
   return layouts;
 }
@@ -165,7 +296,8 @@ void printLayoutTable(const std::vector<RankedLayout> &layouts, std::ostream &ou
     std::string flags;
     for (const std::string &f : l.flags)
       flags += (flags.empty() ? "" : " ") + f;
-    out << "  " << std::setw(4) << ++rank << "  " << std::left << std::setw(20) << l.name << std::right << std::fixed
+    std::string shown = (l.estimated ? "~" : "") + std::to_string(++rank); // ~: estimated, not compiled
+    out << "  " << std::setw(4) << shown << "  " << std::left << std::setw(20) << l.name << std::right << std::fixed
         << std::setprecision(2) << std::setw(10) << l.seconds * 1e3 << std::setw(9) << l.compute * 1e3 << std::setw(9)
         << l.communication * 1e3 << std::setw(9) << l.idle * 1e3 << std::setw(14) << l.peakBytes / 1e6 << std::setw(14)
         << l.bytesPerStep / 1e6 << "  " << (flags.empty() ? "(none)" : flags) << "\n"

@@ -26,6 +26,12 @@ struct LayoutSearchRequest {
   int64_t devices = 1;
   int64_t deviceMemory = 0;   // bytes per rank the predicted peak may reach (0: no budget)
   std::vector<Precision> precisions = {Precision::FP32};
+  // Up to `exhaustiveUpTo` candidates (or with `exhaustive`) each is compiled; beyond, each mesh
+  // is compiled once (ZeRO 0, 1F1B), its other layouts estimated from it (LayoutEstimate.h),
+  // and the `exactLayouts` best compiled.
+  bool exhaustive = false;
+  size_t exhaustiveUpTo = 24;
+  size_t exactLayouts = 4;
 };
 
 struct RankedLayout {
@@ -37,10 +43,12 @@ struct RankedLayout {
   double seconds = 0, compute = 0, communication = 0, idle = 0;
   int64_t peakBytes = 0;
   double bytesPerStep = 0;         // sent by the slowest rank
+  bool estimated = false;          // priced from its mesh's compile, not compiled itself
 };
 
-/// Every candidate layout for `request.devices`, compiled and priced; valid ones first, fastest
-/// first (ties: fewer bytes, then the order of enumeration), then the rejected ones.
+/// Every candidate layout for `request.devices`, compiled (or estimated) and priced; valid ones
+/// first, compiled before estimated, fastest first (ties: fewer bytes sent, then a lower peak,
+/// then the order of enumeration), then the rejected ones.
 std::vector<RankedLayout> searchLayouts(const LayoutSearchRequest &request);
 
 /// The ranked table (and the rejections with their reasons), one layout per line.

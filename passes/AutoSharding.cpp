@@ -7,6 +7,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
 
 #include <map>
 #include <set>
@@ -240,6 +241,7 @@ private:
   /// The search's size and prediction on the function (kSearchAttr), for --dump-sharding.
   void recordPrediction() {
     Builder b(func_.getContext());
+    std::vector<std::string> explained = explainVariables();
     func_->setAttr(kSearchAttr,
                    b.getDictionaryAttr({b.getNamedAttr("axis", b.getStringAttr(options_.axis)),
                                         b.getNamedAttr("nodes", b.getI64IntegerAttr(result_.nodes)),
@@ -252,7 +254,9 @@ private:
                                         b.getNamedAttr("variable_bytes", b.getI64IntegerAttr((int64_t)result_.variableBytes)),
                                         b.getNamedAttr("seconds", b.getF64FloatAttr(result_.predictedSeconds)),
                                         b.getNamedAttr("reshards", b.getStrArrayAttr(llvm::SmallVector<llvm::StringRef>(
-                                                                       result_.reshardLines.begin(), result_.reshardLines.end())))}));
+                                                                       result_.reshardLines.begin(), result_.reshardLines.end()))),
+                                        b.getNamedAttr("variables", b.getStrArrayAttr(llvm::SmallVector<llvm::StringRef>(
+                                                                        explained.begin(), explained.end())))}));
   }
 
   /// The chosen layout of `value` as its producer leaves it.
@@ -280,7 +284,8 @@ private:
       llvm::raw_string_ostream os(line);
       // No location: the IR must be the same whether the function came from cpc import (names)
       // or from cpc-opt (none).
-      os << user->getName() << ": " << have.describe() << " -> " << want.describe() << " " << type << ", " << (int64_t)cost.bytes << " B";
+      os << user->getName() << ": " << have.describe() << " -> " << want.describe() << " " << type << ", " << (int64_t)cost.bytes
+         << " B, " << llvm::format("%.1f", cost.seconds(options_.link) * 1e6) << " us";
       result_.reshardLines.push_back(line);
     };
     for (Node &node : nodes_)
@@ -310,6 +315,8 @@ private:
   }
 
   int opNode(Operation *op);
+  std::vector<std::string> explainVariables() const;
+  double localSeconds(int n, size_t strategy) const;
   void addOpStrategies(Node &node, const ShardingRule &rule);
   Strategy strategyOf(Operation *op, const ShardingRule &rule, const FactorAxes &axes, int64_t factor) const;
   void addPartialStrategies(Node &node, const ShardingRule &rule, const FactorAxes &base);
@@ -675,6 +682,53 @@ Value ShardingSearch::resharded(Value value, const Layout &want, Operation *user
     it->second = b.create<ShardOp>(user->getLoc(), value, attr).getResult();
   }
   return it->second;
+}
+
+/// What node `n` costs with `strategy`, its neighbours' choices as chosen: its own seconds and
+/// the resharding on its edges.
+double ShardingSearch::localSeconds(int n, size_t strategy) const {
+  const Strategy &s = nodes_[n].strategies[strategy];
+  double seconds = s.seconds;
+  for (const Edge &e : edges_) {
+    if (e.producer == n)
+      seconds += reshardSeconds(e.value, s.results[e.result],
+                                nodes_[e.consumer].strategies[nodes_[e.consumer].chosen].operands[e.operand]);
+    if (e.consumer == n)
+      seconds += reshardSeconds(e.value, nodes_[e.producer].strategies[nodes_[e.producer].chosen].results[e.result],
+                                s.operands[e.operand]);
+  }
+  return seconds;
+}
+
+/// Per variable (--dump-sharding, cpc plan --explain): the layout chosen, its bytes per rank and
+/// the resharding at its uses, and what each other layout it offered would change, priced with
+/// every other choice as chosen: "name: [tp, -] 1024 B, 3.1 us; [-, tp] +2.0 us -0 B; ...".
+std::vector<std::string> ShardingSearch::explainVariables() const {
+  std::vector<std::string> lines;
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    const Node &node = nodes_[n];
+    if (node.op)
+      continue;
+    const Strategy &chosen = node.strategies[node.chosen];
+    double seconds = localSeconds((int)n, node.chosen), bytes = variableBytes(node, chosen);
+    std::string line;
+    llvm::raw_string_ostream os(line);
+    os << node.variable << ": " << chosen.results[0].describe() << " " << (int64_t)bytes << " B, "
+       << llvm::format("%.1f", seconds * 1e6) << " us";
+    for (size_t i = 0; i < node.strategies.size(); ++i)
+      if (i != (size_t)node.chosen)
+        os << "; " << node.strategies[i].results[0].describe() << " "
+           << llvm::format("%+.1f", (localSeconds((int)n, i) - seconds) * 1e6) << " us "
+           << llvm::format("%+.0f", variableBytes(node, node.strategies[i]) - bytes) << " B";
+    if (decided_.count(node.variable))
+      os << "; decided before the search";
+    else if (llvm::none_of(node.strategies, [](const Strategy &st) { return st.results[0].isSplit(); }))
+      os << "; no dim divides";
+    else if (llvm::all_of(node.strategies, [](const Strategy &st) { return st.results[0].isSplit(); }))
+      os << "; whole not offered (a weight is split when there is no memory budget)";
+    lines.push_back(line);
+  }
+  return lines;
 }
 
 /// Seeds propagation keeps: each op's result layouts, a cpc.shard per resharded operand, and the

@@ -37,6 +37,7 @@ public:
   std::unordered_map<std::string, ImportedValue> values;
   std::unordered_map<std::string, const onnx::TensorProto *> parameters; // not yet materialized
   std::vector<std::regex> frozen;
+  bool readBatchStatisticGroups = false; // the IR depends on options.batchStatisticGroups
 
   [[noreturn]] void fail(const std::string &message) const { throw ImportError(model.path + ": " + message); }
 
@@ -112,7 +113,10 @@ MLIRContext *NodeImporter::context() { return &state_.ctx; }
 
 void NodeImporter::fail(const std::string &message) const { throw NodeError(message); }
 
-int64_t NodeImporter::batchStatisticGroups() const { return state_.options.batchStatisticGroups; }
+int64_t NodeImporter::batchStatisticGroups() const {
+  state_.readBatchStatisticGroups = true;
+  return state_.options.batchStatisticGroups;
+}
 
 int64_t NodeImporter::randomStreamSeed() {
   // FNV-1a of the name, then splitmix64's finalizer over each part: stable across builds and
@@ -686,7 +690,7 @@ ImportedModel importOnnxFile(MLIRContext &context, const std::string &path, cons
         state.fail("clean-up passes failed: " + diagnostic);
     }
   }
-  ImportedModel imported{std::move(module), makeWeightStore(model), {}};
+  ImportedModel imported{std::move(module), makeWeightStore(model), {}, state.readBatchStatisticGroups};
   for (const std::string &warning : exportChangedModelWarnings(model, *imported.weights))
     imported.warnings.push_back(path + ": " + warning);
   return imported;

@@ -57,6 +57,8 @@ struct ImportedModel {
   /// One line each ("FILE: ..."): the model imports, but likely not as its author meant (an
   /// export that merged or folded parameters). Tools print them as warnings.
   std::vector<std::string> warnings;
+  /// Whether the IR depends on ImportOptions::batchStatisticGroups (training-mode BatchNorm).
+  bool dependsOnBatchStatisticGroups = false;
 };
 
 /// Loads, checks and imports the model at `path` (.onnx binary or .onnxtext text format) into a

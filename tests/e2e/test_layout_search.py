@@ -9,24 +9,27 @@ equal to one rank (1e-5). Wrong uses get one line.
 import json
 import os
 import re
+import time
 
 import numpy as np
 
 from cpctest import MAE_RECIPE, MPI_ENV, Results, export_mae, run, tempdir, tool
 
 results = Results()
-ROW = re.compile(r"^\s+(\d+)\s+(.+?)\s{2,}([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+(.*)$")
+ROW = re.compile(r"^\s+(~?\d+)\s+(.+?)\s{2,}([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+(.*)$")
 REJECTED = re.compile(r"^\s+rejected\s+(.+?)\s{2,}(.*)$")
 
 
 def plan_table(model, *flags):
-    """cpc plan's ranked rows {name: (step ms, peak MB)} in order, and its rejections {name: why}."""
+    """cpc plan's ranked rows [(name, step ms, peak MB, flags, estimated)] in order, its rejections
+    {name: why} and its output."""
     out = run([tool("cpc"), "plan", model, *flags]).stdout
     ranked, rejected = [], {}
     for line in out.splitlines():
         m = ROW.match(line)
         if m:
-            ranked.append((m.group(2).strip(), float(m.group(3)), float(m.group(7)), m.group(9).strip()))
+            ranked.append((m.group(2).strip(), float(m.group(3)), float(m.group(7)), m.group(9).strip(),
+                           m.group(1).startswith("~")))
         m = REJECTED.match(line)
         if m:
             rejected[m.group(1).strip()] = m.group(2)
@@ -46,20 +49,20 @@ with tempdir() as work:
         names = sorted(name for name, *_ in ranked)
         assert names == sorted(["dp2", "dp2 zero1", "dp2 zero2", "dp2 zero3", "tp2", "pp2 1f1b", "pp2 gpipe"]), out
         assert not rejected, out
-        steps = [ms for _, ms, _, _ in ranked]
+        steps = [ms for _, ms, *_ in ranked]
         assert steps == sorted(steps), "not ranked by step time:\n" + out
         again = plan_table(model, "--devices", "2", *base)[2]
         assert again == out, "two runs of cpc plan differ"
-        print("   " + " > ".join("%s %.2f ms" % (n, ms) for n, ms, _, _ in ranked))
+        print("   " + " > ".join("%s %.2f ms" % (n, ms) for n, ms, *_ in ranked))
     results.check("cpc plan ranks the 7 layouts of 2 devices by predicted step time, the same every run", two_devices)
 
     def budget():
         ranked, _, _ = plan_table(model, "--devices", "2", *base)
-        peaks = sorted(peak for _, _, peak, _ in ranked)
+        peaks = sorted(peak for _, _, peak, *_ in ranked)
         limit = int((peaks[0] + peaks[-1]) / 2 * 1e6)  # between the smallest and the largest peak
         kept, rejected, out = plan_table(model, "--devices", "2", "--device-memory", str(limit), *base)
         assert kept and rejected, out
-        assert all(peak * 1e6 <= limit * 1.0001 for _, _, peak, _ in kept), out
+        assert all(peak * 1e6 <= limit * 1.0001 for _, _, peak, *_ in kept), out
         for name, why in rejected.items():
             assert why.startswith("over budget: predicted peak ") and ("> %d B" % limit) in why, (name, why)
         kept_none, rejected_all, out = plan_table(model, "--devices", "2", "--device-memory", "1000", *base)
@@ -78,6 +81,29 @@ with tempdir() as work:
         print("   %d ranked, %d rejected; first %s" % (len(ranked), len(rejected), ranked[0][0]))
     results.check("cpc plan --devices 4 enumerates meshes, 2d where tp is a square, ZeRO and schedules",
                   four_devices)
+
+    def eight_devices():
+        # 50 candidates: each mesh compiled once (ZeRO 0, 1F1B), the other layouts on it estimated
+        # from that, the 4 best compiled.
+        start = time.perf_counter()
+        ranked, rejected, out = plan_table(model, "--devices", "8", *base)
+        estimated_s = time.perf_counter() - start
+        start = time.perf_counter()
+        every, every_rejected, every_out = plan_table(model, "--devices", "8", "--exhaustive", *base)
+        exhaustive_s = time.perf_counter() - start
+        assert set(n for n, *_ in ranked) | set(rejected) == set(n for n, *_ in every) | set(every_rejected), out
+        compiled = [row for row in ranked if not row[4]]
+        assert ranked[0] == compiled[0] and any(row[4] for row in ranked), out
+        assert "~: estimated" in out and not any(row[4] for row in every), every_out
+        # The pick, compiled, is the exhaustive search's first, or within 10% of it.
+        exact = {name: ms for name, ms, *_ in every}
+        assert exact[ranked[0][0]] <= 1.10 * every[0][1], (ranked[0], every[0])
+        assert abs(exact[ranked[0][0]] - ranked[0][1]) <= 1e-6 * max(1.0, ranked[0][1]) + 0.01, (ranked[0], every[0])
+        print("   %d layouts: estimated then 4 compiled %.1f s, first %s (%.2f ms); every one compiled %.1f s, "
+              "first %s (%.2f ms)" % (len(ranked) + len(rejected), estimated_s, ranked[0][0], ranked[0][1],
+                                      exhaustive_s, every[0][0], every[0][1]))
+    results.check("cpc plan --devices 8 compiles each mesh once, estimates its other layouts and compiles the "
+                  "best 4; its pick is within 10% of compiling every layout", eight_devices)
 
     def auto_trains_as_one_rank():
         ranked, _, _ = plan_table(model, "--devices", "2", *base)
@@ -109,6 +135,27 @@ with tempdir() as work:
         ranked, rejected, out = plan_table(infer_model, "--devices", "2", "--mode", "infer", "--microbatches", "2")
         assert sorted(n for n, *_ in ranked) + sorted(rejected) == ["dp2", "pp2 forward", "tp2"], out
     results.check("inference plans: dp, tp and forward pipeline stages, no ZeRO", inference)
+
+    def explain():
+        out = run([tool("cpc"), "plan", model, "--devices", "2", "--explain", *base]).stdout
+        ranked = plan_table(model, "--devices", "2", *base)[0]
+        assert "\nwhy %s (rank 1):" % ranked[0][0] in out, out[-2000:]
+        searched = next(i for i, row in enumerate(ranked) if "--tp-search" in row[3])
+        why_not = out.split("why not %s (rank %d):" % (ranked[searched][0], searched + 1))
+        assert searched == 0 or len(why_not) == 2, "no explanation of the fastest layout by search"
+        section = why_not[-1]
+        variables = re.findall(r"^    variable (\S+): (\[[^]]*\]) (\d+) B, ([0-9.]+) us(.*)$", section, re.M)
+        assert len(variables) >= 10, section[:2000]
+        # Each variable names its layout and prices every other layout it was offered, or says
+        # why it was offered none.
+        alone = [v for v in variables if not re.search(r"; \[[^]]*\] [+-][0-9.]+ us [+-]\d+ B", v[4])]
+        assert all(re.search(r"; (no dim divides|decided before the search)", v[4]) for v in alone), alone[:3]
+        assert len(alone) < len(variables) / 2, alone[:3]
+        assert any(layout != "[-, -]" and layout.count("tp") for _, layout, *_ in variables), "nothing split"
+        reshards = re.findall(r"^    reshard at \S+: .* (\d+) B, ([0-9.]+) us$", section, re.M)
+        assert reshards and all(float(us) > 0 for _, us in reshards), section[:2000]
+    results.check("cpc plan --explain says per variable the layout the search chose and what the others cost, "
+                  "per resharding its bytes and time", explain)
 
     def wrong_uses():
         for args, expected in [(["plan", model], "'cpc plan' needs --devices N"),

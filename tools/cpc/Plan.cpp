@@ -22,8 +22,9 @@ ranks, tensor parallelism 1d and, where tp is a square or a cube, 2d and 3d; ZeR
 same global batch (the model's batch x --microbatches: accumulation without stages,
 microbatches with them) and prints them ranked by predicted step time (compute, communication,
 pipeline idle on the slowest rank) with the predicted peak memory and bytes sent per rank and
-step; layouts over --device-memory or that do not build are listed with why. cpc compile --auto
---devices N compiles the first.
+step; layouts over --device-memory or that do not build are listed with why. Beyond 24 layouts
+each mesh (dp x tp x pp) is compiled once, its other ZeRO stages and schedules estimated from it
+(marked ~), and the 4 best compiled. cpc compile --auto --devices N compiles the first.
 
 Options:
   --devices N                Ranks to lay the model out on (required)
@@ -32,6 +33,12 @@ Options:
   --microbatches M           Microbatches per step: the global batch (default: the config's
                              gradient_accumulation, or 2 x N without a config)
   --precisions fp32,bf16     Precisions to try (default fp32)
+  --exhaustive               Compile every layout (default: up to 24; beyond, each mesh once, its
+                             other ZeRO stages and schedules estimated, the 4 best compiled)
+  --explain                  Then say why the first layout (and why not the fastest tensor-
+                             parallel one, when the first is not): per variable the layout its
+                             sharding search chose, its bytes per rank and what each other layout
+                             would change; per resharding its collective's bytes and time; stages
   --config CFG.json, --set KEY=VALUE, --mode train|infer, --input-shape NAME=AxB, --frozen REGEX,
   --seed N                   As for cpc compile
 )";
@@ -58,6 +65,7 @@ int runPlan(int argc, char **argv) {
   cl::list<std::string> overrides("set", in), inputShapes("input-shape", in), frozen("frozen", in);
   cl::opt<Count> devices("devices", in), microbatches("microbatches", in);
   cl::opt<int64_t> deviceMemory("device-memory", in, cl::init(0)), seed("seed", in);
+  cl::opt<bool> explain("explain", in), exhaustive("exhaustive", in);
   cl::opt<PlanMode, false, ChoiceParser<PlanMode>> mode(
       "mode", in, cl::values(clEnumValN(PlanMode::Train, "train", ""), clEnumValN(PlanMode::Infer, "infer", "")));
   parseSubcommandFlags(argc, argv, sub);
@@ -70,6 +78,7 @@ int runPlan(int argc, char **argv) {
   request.devices = devices.getValue().value;
   request.deviceMemory = deviceMemory;
   request.precisions = parsePrecisions(precisions);
+  request.exhaustive = exhaustive;
   CompileRequest &base = request.base;
   if (mode.getNumOccurrences())
     base.mode = mode;
@@ -96,6 +105,23 @@ int runPlan(int argc, char **argv) {
             << ", profile " << base.plan.profile.source << ": "
             << layouts.size() << " layouts\n";
   printLayoutTable(layouts, std::cout);
+  if (llvm::any_of(layouts, [](const RankedLayout &l) { return l.estimated; }))
+    std::cout << "  ~: estimated from its mesh's compile (ZeRO 0, 1F1B), not compiled (--exhaustive compiles "
+                 "every layout)\n";
+  if (explain && !layouts.empty() && layouts.front().valid) {
+    // The first layout, and where it has no sharding search, the fastest that has one: what
+    // its search chose and what its reshardings cost say why it lost.
+    auto searched = llvm::find_if(layouts, [](const RankedLayout &l) { return l.valid && l.request.tensorParallelSearch; });
+    for (auto it : {layouts.begin(), searched}) {
+      if (it == layouts.end() || (it == searched && searched == layouts.begin()))
+        continue;
+      CompileRequest request = it->request;
+      request.explainSharding = true;
+      std::cout << "\n" << (it == layouts.begin() ? "why " : "why not ") << it->name << " (rank "
+                << (it - layouts.begin()) + 1 << "):\n";
+      compilePlan(request, std::cout);
+    }
+  }
   return 0;
 }
 
