@@ -5,6 +5,7 @@
 #include "runtime/ModelState.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iomanip>
 #include <map>
 #include <optional>
@@ -280,7 +281,7 @@ std::vector<RankedLayout> searchLayouts(const LayoutSearchRequest &asked) {
       return false;
     if (a.estimated != b.estimated)
       return !a.estimated;
-    if (a.seconds != b.seconds)
+    if (std::abs(a.seconds - b.seconds) > 1e-9 * std::max(a.seconds, b.seconds)) // else a tie (rounding)
       return a.seconds < b.seconds;
     return a.bytesPerStep != b.bytesPerStep ? a.bytesPerStep < b.bytesPerStep : a.peakBytes < b.peakBytes;
   });
