@@ -72,6 +72,18 @@ int rankOfStage(const Plan &plan, int rank, int64_t stage) {
   return (int)meshRank(coords, plan.meshShape);
 }
 
+/// The runtime's copies around a pipeline program: each hand-over it reads is bound into its
+/// arena and each it hands over is copied out to be kept (Microbatches.cpp), each a read and a
+/// write of its bytes at the profile's memory rate.
+double handOverSeconds(const Plan &plan, const RankProgram &p, const CostProfile &profile) {
+  double moved = 0;
+  for (const std::vector<NamedBuffer> *buffers : {&plan.inputs, &plan.outputs})
+    for (const NamedBuffer &b : *buffers)
+      if (b.isTransfer() && b.program == p.name)
+        moved += 2.0 * (double)plan.buffers[b.buffer].bytes();
+  return moved > 0 ? profile.computeSeconds(CostClass::Memory, 0, moved) : 0.0;
+}
+
 /// Every rank's actions in schedule order, each starting when its rank is free and the action
 /// that hands it its input (the previous chunk's forward, the next chunk's backward, of the same
 /// microbatch) has ended; then the rank's update. Returns each rank's time.
@@ -86,10 +98,12 @@ std::vector<PredictedTime> simulatePipeline(const Plan &plan, const PipelineSche
   std::vector<int64_t> stage(world);
   for (int r = 0; r < world; ++r) {
     stage[r] = plan.shardIndex(r, {"pp"});
-    for (const PipelineAction &a : s.actions.at(stage[r]))
-      cost[r].push_back(programTime(
-          plan, pipelineProgram(plan, r, a.backward ? ProgramPhase::Backward : ProgramPhase::Forward, a.chunk), r,
-          profile));
+    for (const PipelineAction &a : s.actions.at(stage[r])) {
+      const RankProgram &p =
+          pipelineProgram(plan, r, a.backward ? ProgramPhase::Backward : ProgramPhase::Forward, a.chunk);
+      cost[r].push_back(programTime(plan, p, r, profile));
+      cost[r].back().compute += handOverSeconds(plan, p, profile);
+    }
   }
   for (bool progress = true; progress;) {
     progress = false;

@@ -112,9 +112,10 @@ int runPlan(int argc, char **argv) {
     // The first layout, and where it has no sharding search, the fastest that has one: what
     // its search chose and what its reshardings cost say why it lost.
     auto searched = llvm::find_if(layouts, [](const RankedLayout &l) { return l.valid && l.request.tensorParallelSearch; });
-    for (auto it : {layouts.begin(), searched}) {
-      if (it == layouts.end() || (it == searched && searched == layouts.begin()))
-        continue;
+    std::vector<std::vector<RankedLayout>::iterator> explained{layouts.begin()};
+    if (searched != layouts.end() && searched != layouts.begin())
+      explained.push_back(searched);
+    for (auto it : explained) {
       CompileRequest request = it->request;
       request.explainSharding = true;
       std::cout << "\n" << (it == layouts.begin() ? "why " : "why not ") << it->name << " (rank "

@@ -129,4 +129,22 @@ TEST(StepTime, SimulatesThePipelineSchedule) {
   EXPECT_EQ(j["per_rank_s"].size(), 2u);
 }
 
+// Tests that a pipeline program pays for the hand-overs the runtime copies around it: 1000
+// floats kept by stage 0's forward for a later program cost a read and a write of 4000 B at
+// the built-in 4 GB/s in each of the 4 microbatches.
+TEST(StepTime, PricesTheHandOverCopies) {
+  double t = 40e9 * 1e-3;
+  Plan plan = twoStageInference(t, t, 4);
+  plan.buffers.push_back({"kept", DType::F32, {1000}, BufferKind::Arena});
+  NamedBuffer kept;
+  kept.name = "kept";
+  kept.buffer = (int)plan.buffers.size() - 1;
+  kept.program = "forward_0";
+  kept.transfer = 0;
+  plan.outputs.push_back(kept);
+  std::vector<PredictedTime> ranks = predictStepTime(plan, CostProfile::builtIn());
+  EXPECT_NEAR(ranks[0].compute, 4e-3 + 4 * (2 * 4000 / 4e9), 1e-12);
+  EXPECT_NEAR(ranks[1].compute, 4e-3, 1e-12);
+}
+
 } // namespace
