@@ -88,13 +88,18 @@ with tempdir() as work:
         start = time.perf_counter()
         ranked, rejected, out = plan_table(model, "--devices", "8", *base)
         estimated_s = time.perf_counter() - start
+        compiled = [row for row in ranked if not row[4]]
+        assert ranked[0] == compiled[0] and any(row[4] for row in ranked) and "~: estimated" in out, out
+        assert len(ranked) + len(rejected) == 50, out
+        if os.environ.get("CPC_SANITIZED"):  # 50 compiles under the sanitizers: minutes
+            print("   %d layouts in %.1f s, first %s (exhaustive comparison: in the normal build)" % (
+                len(ranked) + len(rejected), estimated_s, ranked[0][0]))
+            return
         start = time.perf_counter()
         every, every_rejected, every_out = plan_table(model, "--devices", "8", "--exhaustive", *base)
         exhaustive_s = time.perf_counter() - start
         assert set(n for n, *_ in ranked) | set(rejected) == set(n for n, *_ in every) | set(every_rejected), out
-        compiled = [row for row in ranked if not row[4]]
-        assert ranked[0] == compiled[0] and any(row[4] for row in ranked), out
-        assert "~: estimated" in out and not any(row[4] for row in every), every_out
+        assert not any(row[4] for row in every), every_out
         # The pick, compiled, is the exhaustive search's first, or within 10% of it.
         exact = {name: ms for name, ms, *_ in every}
         assert exact[ranked[0][0]] <= 1.10 * every[0][1], (ranked[0], every[0])
