@@ -316,17 +316,27 @@ std::vector<bool> meshDimsAlong(const std::vector<std::string> &names, const std
 }
 
 std::vector<int> meshGroup(int rank, const std::vector<int64_t> &shape, const std::vector<bool> &along) {
-  std::vector<int64_t> mine = meshCoordinates(rank, shape);
+  // The coordinates along `along` counted through like an odometer (the last dim fastest), the
+  // others kept: ascending ranks, without visiting the whole world (plans of 512 ranks ask this
+  // per step and rank).
+  std::vector<int64_t> c = meshCoordinates(rank, shape);
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (along[d])
+      c[d] = 0;
   std::vector<int> group;
-  for (int64_t r = 0, world = numElements(shape); r < world; ++r) {
-    std::vector<int64_t> c = meshCoordinates(r, shape);
-    bool same = true;
-    for (size_t d = 0; d < shape.size(); ++d)
-      same &= along[d] || c[d] == mine[d];
-    if (same)
-      group.push_back(r);
+  for (;;) {
+    group.push_back((int)meshRank(c, shape));
+    int64_t d = (int64_t)shape.size() - 1;
+    for (; d >= 0; --d) {
+      if (!along[d])
+        continue;
+      if (++c[d] < shape[d])
+        break;
+      c[d] = 0;
+    }
+    if (d < 0)
+      return group;
   }
-  return group;
 }
 
 std::vector<int64_t> BufferDesc::splitView() const {
