@@ -38,6 +38,7 @@ BOUND = {64: 10.0, 512: 60.0}
 def export(name, work):
     if name == "mae-large":
         return benchlib.export_mae("large", 8, work)[0]
+    os.makedirs(work, exist_ok=True)
     path = os.path.join(work, "gpt-24x1024.onnx")
     subprocess.run(["/usr/bin/python3", "-c", GPT_EXPORT % (os.path.join(SOURCE, "examples", "gpt"), path)],
                    check=True, capture_output=True)
