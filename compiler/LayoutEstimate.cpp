@@ -1,6 +1,7 @@
 //===- LayoutEstimate.cpp -------------------------------------------------===//
 #include "compiler/LayoutEstimate.h"
 
+#include "passes/Passes.h"
 #include "runtime/Traffic.h"
 
 #include <algorithm>
@@ -8,8 +9,10 @@
 namespace cpc {
 namespace {
 
-/// The bucket sizes of cpc-bucket-all-reduce and cpc-bucket-all-gather (Passes.td): one call each.
-constexpr double kReduceBucketBytes = 4 << 20, kGatherBucketBytes = 25 << 20;
+/// The bucket sizes the training pipeline's cpc-bucket-all-reduce and cpc-bucket-all-gather run
+/// with (their defaults): one call each.
+const double kReduceBucketBytes = (double)CpcBucketAllReduceOptions().bucketBytes;
+const double kGatherBucketBytes = (double)CpcBucketAllGatherOptions().bucketBytes;
 
 /// The data-parallel collectives of a step as cpc's ZeRO stages build them: 0 all-reduces the
 /// gradients; 1 also all-gathers the updated parameter blocks; 2 reduce-scatters the gradients

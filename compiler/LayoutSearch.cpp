@@ -146,14 +146,8 @@ void checkBudget(const LayoutSearchRequest &request, RankedLayout &layout) {
                       std::to_string(layout.peakBytes) + " B per rank > " + std::to_string(request.deviceMemory) + " B";
 }
 
-/// Compiles `c` on `request`'s model and prices it.
-RankedLayout evaluate(const LayoutSearchRequest &request, const Candidate &c) {
-  RankedLayout layout = unpriced(request, c);
-  Plan plan;
-  if (std::optional<std::string> why = compileCandidate(request, c, plan)) {
-    layout.rejected = *why;
-    return layout;
-  }
+/// `layout` priced as `plan` predicts it, checked against the budget.
+void priceFromPlan(const LayoutSearchRequest &request, const Plan &plan, RankedLayout &layout) {
   const nlohmann::json &step = plan.runMetadata()["predicted_step"];
   layout.seconds = step.value("total_s", 0.0);
   layout.compute = step.value("compute_s", 0.0);
@@ -162,6 +156,16 @@ RankedLayout evaluate(const LayoutSearchRequest &request, const Candidate &c) {
   layout.bytesPerStep = step.value("communication_bytes", 0.0);
   layout.peakBytes = plan.predictedPeakBytes;
   checkBudget(request, layout);
+}
+
+/// Compiles `c` on `request`'s model and prices it.
+RankedLayout evaluate(const LayoutSearchRequest &request, const Candidate &c) {
+  RankedLayout layout = unpriced(request, c);
+  Plan plan;
+  if (std::optional<std::string> why = compileCandidate(request, c, plan))
+    layout.rejected = *why;
+  else
+    priceFromPlan(request, plan, layout);
   return layout;
 }
 
@@ -187,15 +191,9 @@ CompiledMesh compileMesh(const LayoutSearchRequest &request, const Candidate &c,
     m.layout.rejected = *why;
     return m;
   }
-  const nlohmann::json &meta = plan.runMetadata(), &step = meta["predicted_step"];
-  LayoutEstimate &e = m.cost.step;
-  e.compute = m.layout.compute = step.value("compute_s", 0.0);
-  e.communication = m.layout.communication = step.value("communication_s", 0.0);
-  e.idle = m.layout.idle = step.value("idle_s", 0.0);
-  e.bytes = m.layout.bytesPerStep = step.value("communication_bytes", 0.0);
-  e.peakBytes = m.layout.peakBytes = plan.predictedPeakBytes;
-  m.layout.seconds = step.value("total_s", 0.0);
-  checkBudget(request, m.layout);
+  priceFromPlan(request, plan, m.layout);
+  m.cost.step = {m.layout.compute, m.layout.communication, m.layout.idle, m.layout.bytesPerStep, m.layout.peakBytes};
+  const nlohmann::json &meta = plan.runMetadata();
   m.cost.dp = c.dp;
   m.cost.pp = c.pp;
   m.cost.training = training;
