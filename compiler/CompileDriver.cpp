@@ -543,7 +543,10 @@ ImportOptions importOptionsFor(const CompileRequest &request, const TrainRecipe 
 Plan buildModelPlan(const CompileRequest &request, std::ostream &out, PhaseClock &clock) {
   TrainRecipe recipe = resolveRecipe(request);
   ImportOptions importOptions = importOptionsFor(request, recipe);
-  mlir::MLIRContext context; // function-level passes run on the functions in parallel
+  // Function-level passes run on the functions in parallel, unless the caller compiles several
+  // plans at once (cpc plan), where more threads only contend.
+  mlir::MLIRContext context(request.parallelPasses ? mlir::MLIRContext::Threading::ENABLED
+                                                   : mlir::MLIRContext::Threading::DISABLED);
   ImportedModel model = importModel(request, context, importOptions);
   for (const std::string &warning : model.warnings)
     if (!request.quiet)
@@ -570,12 +573,13 @@ Plan buildModelPlan(const CompileRequest &request, std::ostream &out, PhaseClock
 }
 } // namespace
 
-PlanMode resolvePlanMode(const CompileRequest &request) {
-  if (request.mode)
-    return *request.mode;
+ModelSummary summarizeModel(const CompileRequest &request) {
   mlir::MLIRContext context;
   ImportedModel model = importModel(request, context, importOptionsFor(request, resolveRecipe(request)));
-  return returnsScalarLoss(*model.module) ? PlanMode::Train : PlanMode::Infer;
+  ModelSummary summary;
+  summary.mode = request.mode.value_or(returnsScalarLoss(*model.module) ? PlanMode::Train : PlanMode::Infer);
+  summary.runSeconds = modelSeconds(*model.module, "main", request.plan.profile, summary.mode == PlanMode::Train);
+  return summary;
 }
 
 Plan compilePlan(const CompileRequest &request, std::ostream &out) {

@@ -62,6 +62,7 @@ struct CompileRequest {
   bool dumpSharding = false, printPipeline = false, timing = false;
   bool explainSharding = false;            // cpc plan --explain: the search's choices and the variables' layouts
   bool quiet = false; // no notes or warnings on stderr (cpc plan compiles many layouts)
+  bool parallelPasses = true; // function-level passes on several threads (not when plans compile at once)
   std::string dumpIrPath;
 };
 
@@ -70,8 +71,13 @@ struct CompileRequest {
 /// CompileRequestError for a request that cannot be compiled, other exceptions for bad files.
 void compileModel(const CompileRequest &request, std::ostream &out);
 
-/// The mode `request` compiles in: its own, else training when the model returns a scalar loss.
-PlanMode resolvePlanMode(const CompileRequest &request);
+/// What `cpc plan` needs to know of a model before compiling any layout of it.
+struct ModelSummary {
+  PlanMode mode;          // the request's own, else training when the model returns a scalar loss
+  double runSeconds = 0;  // one run of the model on one rank (and its backward when training),
+                          // as cpc-pipeline-stages estimates it under the request's profile
+};
+ModelSummary summarizeModel(const CompileRequest &request);
 
 /// The plan compileModel would write for `request` (reports to `out`), not written: its
 /// blob stays pieces made on demand, so building it reads no weights.

@@ -31,10 +31,12 @@ std::string keyOf(const std::string &path, const ImportOptions &options) {
 
 ImportedModel ImportCache::import(mlir::MLIRContext &context, const std::string &path, const ImportOptions &options) {
   std::string key = keyOf(path, options);
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (const Entry &entry : entries_) {
-    if (entry.key != key || (entry.dependsOnGroups && entry.batchStatisticGroups != options.batchStatisticGroups))
+  std::unique_lock<std::mutex> lock(mutex_); // held through an import: one import per key
+  for (const Entry &found : entries_) {
+    if (found.key != key || (found.dependsOnGroups && found.batchStatisticGroups != options.batchStatisticGroups))
       continue;
+    Entry entry = found; // parsed without the lock: compiles on other threads parse theirs
+    lock.unlock();
     registerImporterDialects(context);
     ImportedModel model;
     model.module = mlir::parseSourceString<mlir::ModuleOp>(entry.bytecode, mlir::ParserConfig(&context));

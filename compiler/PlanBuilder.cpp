@@ -172,8 +172,9 @@ public:
     // Every rank's collectives and point-to-point transfers must pair up: a plan in which some
     // rank would wait forever is not written.
     std::vector<int64_t> sendPeaks;
-    if (std::string problem = checkPlanSchedule(plan_, &sendPeaks); !problem.empty() && options_.checkSchedule)
-      throw LoweringError(module, "the plan would hang, " + problem);
+    if (!options_.priceOnly || planPipelineSchedule(plan_))
+      if (std::string problem = checkPlanSchedule(plan_, &sendPeaks); !problem.empty() && options_.checkSchedule)
+        throw LoweringError(module, "the plan would hang, " + problem);
     predictPeaks(sendPeaks);
     predictStep();
     return std::move(plan_);
@@ -199,12 +200,20 @@ private:
     int64_t scratch = collectiveScratchBytes();
     std::optional<PipelineSchedule> schedule = planPipelineSchedule(plan_);
     std::vector<int64_t> peaks;
+    std::map<std::vector<bool>, int64_t> byPrograms; // ranks that run the same programs hold alike
     for (int r = 0; r < std::max(plan_.worldSize, 1); ++r) {
-      std::vector<bool> used = plan_.buffersOfRank(r);
-      int64_t bytes = plan_.arenaBytesOfRank(r) + scratch + widenScratchBytes(r);
-      for (size_t b = 0; b < plan_.buffers.size(); ++b)
-        if (used[b] && plan_.buffers[b].aliasOf < 0 && plan_.buffers[b].kind != BufferKind::Arena)
-          bytes += plan_.buffers[b].bytes();
+      std::vector<bool> runs;
+      for (const RankProgram &p : plan_.programs)
+        runs.push_back(plan_.runsOn(p, r));
+      auto [it, added] = byPrograms.try_emplace(runs, 0);
+      if (added) {
+        std::vector<bool> used = plan_.buffersOfRank(r);
+        it->second = plan_.arenaBytesOfRank(r) + scratch + widenScratchBytes(r);
+        for (size_t b = 0; b < plan_.buffers.size(); ++b)
+          if (used[b] && plan_.buffers[b].aliasOf < 0 && plan_.buffers[b].kind != BufferKind::Arena)
+            it->second += plan_.buffers[b].bytes();
+      }
+      int64_t bytes = it->second;
       if (schedule) {
         bytes += handOverPeak(*schedule, r);
         bytes += r < (int)sendPeaks.size() ? sendPeaks[r] : 0;

@@ -21,6 +21,10 @@ struct PlanOptions {
   bool inPlace = true;
   /// Refuse a plan in which some rank would wait forever (off only to test the runtime's check).
   bool checkSchedule = true;
+  /// Built to be priced, never written (cpc plan's mesh compiles): a plan without pipeline stages
+  /// skips the no-hang simulation, which changes none of its predictions (with stages it gives
+  /// the buffered sends' peak); the compile that writes the layout runs it.
+  bool priceOnly = false;
   /// Leave the parameters' initial values out of the plan (cpc compile --synthetic-weights):
   /// cpc-run fills them with deterministic pseudo-random values. For benchmarks of models whose
   /// weights are too large to move to where the plan runs.

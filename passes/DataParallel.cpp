@@ -46,8 +46,13 @@ void cpc::seedBatch(func::FuncOp func, const Mesh &mesh) {
   llvm::erase_if(partial, [&](const std::string &a) { return a != "dp" && mesh.roleOf(a) != MeshAxisRole::TensorDepth; });
   if (partial.empty())
     return;
+  auto module = func->getParentOfType<ModuleOp>();
+  std::optional<SymbolTable> variables; // one scan of the module, not one per state read
+  if (module)
+    variables.emplace(module);
   func.walk([&](StateOp state) {
-    if (state.getRole() != StateRole::GradAccumulator)
+    VariableOp variable = variables ? variables->lookup<VariableOp>(state.getNameAttr().getAttr()) : state.getVariable();
+    if (!variable || variable.getRole() != StateRole::GradAccumulator)
       return;
     Layout l = Layout::whole(state.getType().getRank());
     l.partial = partial;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace cpc {
@@ -25,6 +26,10 @@ void IlpProblem::addAtMost(const std::vector<std::pair<int, double>> &terms, dou
 }
 
 bool IlpProblem::solve(double seconds, Solution &out, std::string &why) const {
+  // One solve at a time in the process: cpc plan compiles layouts on several threads, and CBC's
+  // reentrancy is not documented.
+  static std::mutex solverMutex;
+  std::lock_guard<std::mutex> lock(solverMutex);
   std::unique_ptr<Cbc_Model, void (*)(Cbc_Model *)> model(Cbc_newModel(), Cbc_deleteModel);
   Cbc_setLogLevel(model.get(), 0);
   // The whole matrix at once, by columns: adding rows one by one regrows CBC's matrix each time,

@@ -29,8 +29,8 @@ RankedTensorType tensorType(Value v) { return llvm::cast<RankedTensorType>(v.get
 class Partitioner {
 public:
   Partitioner(func::FuncOp func, const Mesh &mesh, VariableSplits &splits)
-      : func_(func), mesh_(mesh), b_(func.getContext()), splits_(splits),
-        accumulators_(stateNamesWithRole(func, StateRole::GradAccumulator)) {}
+      : func_(func), mesh_(mesh), b_(func.getContext()), variables_(func->getParentOfType<ModuleOp>()),
+        accumulators_(stateNamesWithRole(func, StateRole::GradAccumulator)), splits_(splits) {}
 
   LogicalResult run() {
     if (failed(readLayouts()))
@@ -511,9 +511,9 @@ private:
     VariableOp variable;
     if (auto param = llvm::dyn_cast<ParameterOp>(op)) {
       l.clearPartial();
-      variable = param.getVariable();
+      variable = variables_.lookup<VariableOp>(param.getNameAttr().getAttr());
     } else {
-      variable = llvm::cast<StateOp>(op).getVariable();
+      variable = variables_.lookup<VariableOp>(llvm::cast<StateOp>(op).getNameAttr().getAttr());
     }
     Layout dims = l;
     dims.clearPartial();
@@ -743,6 +743,7 @@ private:
   func::FuncOp func_;
   Mesh mesh_;
   OpBuilder b_;
+  mlir::SymbolTable variables_;    // the module's: a read's variable by name, not by a scan of the module
   llvm::StringSet<> accumulators_; // names of the gradient accumulators this function reads
   llvm::DenseMap<Value, Layout> layouts_; // propagated (global) layouts
   llvm::DenseMap<Value, Layout> current_; // layouts of the partitioned values

@@ -21,6 +21,7 @@
       clEnumValN(::cpc::TensorParallelMode::ThreeD, "3d", "tp = q*q*q")
 
 namespace cpc {
+struct CostProfile;
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 
@@ -152,6 +153,10 @@ void registerCpcPipelines();
 /// Builds `@<name>_grad` from the loss function `@<name>` (what cpc-autodiff runs; also used by
 /// passes that price a model's backward before it exists); emits a diagnostic on failure.
 mlir::LogicalResult differentiate(mlir::func::FuncOp forward, double lossScale);
+
+/// Estimated seconds of one run of `funcName`'s data ops on one rank under `profile` (and, with
+/// `backward`, of their gradient ops), as cpc-pipeline-stages prices them.
+double modelSeconds(mlir::ModuleOp module, llvm::StringRef funcName, const CostProfile &profile, bool backward);
 } // namespace cpc
 
 #endif

@@ -186,6 +186,24 @@ std::vector<double> backwardSeconds(ModuleOp module, func::FuncOp func, size_t c
   return seconds;
 }
 
+} // namespace
+
+double cpc::modelSeconds(ModuleOp module, StringRef funcName, const CostProfile &profile, bool backward) {
+  auto func = module.lookupSymbol<func::FuncOp>(funcName);
+  if (!func)
+    return 0.0;
+  SmallVector<Operation *> ops = dataOps(func);
+  double seconds = 0;
+  for (Operation *op : ops)
+    seconds += estimateSeconds(op, profile);
+  if (backward)
+    for (double b : backwardSeconds(module, func, ops.size(), profile))
+      seconds += b;
+  return seconds;
+}
+
+namespace {
+
 std::string nameOf(Operation *op) {
   auto loc = llvm::dyn_cast<NameLoc>(op->getLoc());
   return loc ? loc.getName().str() : "";

@@ -82,59 +82,106 @@ std::string describe(int rank, const CommAction &a) {
 
 } // namespace
 
-std::vector<CommAction> programCommActions(const Plan &plan, const RankProgram &program, int r, int64_t microbatch,
-                                           int64_t channels) {
-  std::vector<CommAction> list;
+namespace {
+
+/// A program's communication as far as it is the same on every rank that runs it: what each
+/// action is, its bytes and tag at microbatch 0; the rank fills in groups and peers.
+struct ProgramComms {
+  struct Item {
+    CommAction action;
+    const StepDesc *step = nullptr; // null: a hand-over (its peer is the rank itself)
+    kernels::OpAttrs attrs;
+  };
+  std::vector<Item> items;
+};
+
+ProgramComms programComms(const Plan &plan, const RankProgram &program, int64_t channels) {
+  ProgramComms comms;
   // Hand-overs between this rank's programs: a message to itself, received before the program
   // starts (inputs) or sent when it ends (outputs).
   auto handOvers = [&](const std::vector<NamedBuffer> &named, CommAction::Kind kind) {
     for (const NamedBuffer &n : named)
       if (n.isTransfer() && n.program == program.name) {
-        CommAction a;
-        a.kind = kind;
-        a.peer = r;
-        a.channel = pointToPointTag(n.transfer, microbatch, channels);
-        a.bytes = plan.buffers[n.buffer].bytes();
-        a.what = "hand-over " + n.name;
-        a.loc = program.name;
-        list.push_back(std::move(a));
+        ProgramComms::Item item;
+        item.action.kind = kind;
+        item.action.channel = pointToPointTag(n.transfer, 0, channels);
+        item.action.bytes = plan.buffers[n.buffer].bytes();
+        item.action.what = "hand-over " + n.name;
+        item.action.loc = program.name;
+        comms.items.push_back(std::move(item));
       }
   };
   handOvers(plan.inputs, CommAction::Kind::Recv);
   for (const StepDesc &step : program.steps) {
     if (!communicates(step.op))
       continue;
-    CommAction a;
+    ProgramComms::Item item;
+    item.step = &step;
+    item.attrs = attrsOf(step);
+    CommAction &a = item.action;
     a.loc = step.loc;
-    const kernels::OpAttrs attrs = attrsOf(step); // once per step: the check runs per rank and microbatch
     if (hasTrait(step.op, PlanTrait::GroupCollective)) {
-      a.what = describeCollective(plan, step, attrs);
-      a.group = plan.meshShape.empty() ? std::vector<int>{0} : plan.shardGroup(r, attrs.meshAxes);
+      a.what = describeCollective(plan, step, item.attrs);
     } else { // point-to-point
       a.kind = step.op == OpKind::Send ? CommAction::Kind::Send : CommAction::Kind::Recv;
-      a.peer = peerOf(plan, r, step, attrs);
-      a.channel = pointToPointTag(attrs.channel, microbatch, channels);
+      a.channel = pointToPointTag(item.attrs.channel, 0, channels);
       const std::vector<int> &values = a.kind == CommAction::Kind::Send ? step.inputs : step.outputs;
       if (values.size() != 1)
         throw RuntimeError(std::string(opName(step.op)) + " at " + step.loc + " must carry one value");
-      int buffer = values[0];
-      a.bytes = plan.buffers[buffer].bytes();
-      a.what = std::string(opName(step.op)) + " " + shapeText(plan.buffers[buffer]);
+      a.bytes = plan.buffers[values[0]].bytes();
+      a.what = std::string(opName(step.op)) + " " + shapeText(plan.buffers[values[0]]);
+    }
+    comms.items.push_back(std::move(item));
+  }
+  handOvers(plan.outputs, CommAction::Kind::Send);
+  return comms;
+}
+
+/// `comms` as rank `r` runs them for `microbatch`, appended to `list` (locations prefixed).
+void appendRankActions(const Plan &plan, const ProgramComms &comms, int r, int64_t microbatch, int64_t channels,
+                       const std::string &prefix, std::vector<CommAction> &list) {
+  std::map<std::vector<std::string>, std::vector<int>> groups; // rank r's group per set of axes
+  for (const ProgramComms::Item &item : comms.items) {
+    CommAction a = item.action;
+    a.loc = prefix + a.loc;
+    if (a.kind != CommAction::Kind::Collective)
+      a.channel += microbatch * channels; // pointToPointTag is linear in the microbatch
+    if (!item.step) {
+      a.peer = r;
+    } else if (a.kind != CommAction::Kind::Collective) {
+      a.peer = peerOf(plan, r, *item.step, item.attrs);
+    } else if (plan.meshShape.empty()) {
+      a.group = {0};
+    } else {
+      auto [it, added] = groups.try_emplace(item.attrs.meshAxes);
+      if (added)
+        it->second = plan.shardGroup(r, item.attrs.meshAxes);
+      a.group = it->second;
     }
     list.push_back(std::move(a));
   }
-  handOvers(plan.outputs, CommAction::Kind::Send);
+}
+
+} // namespace
+
+std::vector<CommAction> programCommActions(const Plan &plan, const RankProgram &program, int r, int64_t microbatch,
+                                           int64_t channels) {
+  std::vector<CommAction> list;
+  appendRankActions(plan, programComms(plan, program, channels), r, microbatch, channels, "", list);
   return list;
 }
 
 std::vector<std::vector<CommAction>> commActions(const Plan &plan, const std::string &name) {
   std::vector<std::vector<CommAction>> ranks(std::max(plan.worldSize, 1));
   const int64_t channels = std::max<int64_t>(plan.pointToPointChannels(), 1);
-  for (int r = 0; r < (int)ranks.size(); ++r)
-    for (const RankProgram &program : plan.programs)
-      if (program.name == name && plan.runsOn(program, r))
-        for (CommAction &a : programCommActions(plan, program, r, 0, channels))
-          ranks[r].push_back(std::move(a));
+  for (const RankProgram &program : plan.programs) {
+    if (program.name != name)
+      continue;
+    ProgramComms comms = programComms(plan, program, channels); // once, not once per rank
+    for (int r = 0; r < (int)ranks.size(); ++r)
+      if (plan.runsOn(program, r))
+        appendRankActions(plan, comms, r, 0, channels, "", ranks[r]);
+  }
   return ranks;
 }
 
@@ -151,23 +198,29 @@ std::vector<std::vector<CommAction>> pipelineCommActions(const Plan &plan, const
   std::vector<std::vector<CommAction>> ranks(std::max(plan.worldSize, 1));
   std::vector<std::string> axis{"pp"};
   const int64_t channels = std::max<int64_t>(plan.pointToPointChannels(), 1);
+  std::map<const RankProgram *, ProgramComms> comms; // each program's, listed once
+  auto commsOf = [&](const RankProgram &p) -> const ProgramComms & {
+    auto [it, added] = comms.try_emplace(&p);
+    if (added)
+      it->second = programComms(plan, p, channels);
+    return it->second;
+  };
   for (int r = 0; r < (int)ranks.size(); ++r) {
     int64_t stage = plan.shardIndex(r, axis);
     if (stage < 0 || stage >= (int64_t)schedule.actions.size())
       throw RuntimeError("rank " + std::to_string(r) + " has no pipeline action list");
+    std::map<std::pair<bool, int64_t>, const RankProgram *> programOf; // (backward, chunk)
     for (const PipelineAction &a : schedule.actions[stage]) {
-      const RankProgram &p =
-          pipelineProgram(plan, r, a.backward ? ProgramPhase::Backward : ProgramPhase::Forward, a.chunk);
-      for (CommAction &c : programCommActions(plan, p, r, a.microbatch, channels)) {
-        c.loc = std::string(a.backward ? "B" : "F") + std::to_string(a.chunk) + "." + std::to_string(a.microbatch) +
-                " " + c.loc;
-        ranks[r].push_back(std::move(c));
-      }
+      auto [it, added] = programOf.try_emplace({a.backward, a.chunk}, nullptr);
+      if (added)
+        it->second = &pipelineProgram(plan, r, a.backward ? ProgramPhase::Backward : ProgramPhase::Forward, a.chunk);
+      std::string prefix =
+          std::string(a.backward ? "B" : "F") + std::to_string(a.chunk) + "." + std::to_string(a.microbatch) + " ";
+      appendRankActions(plan, commsOf(*it->second), r, a.microbatch, channels, prefix, ranks[r]);
     }
     if (schedule.forwardOnly()) // inference: no update follows
       continue;
-    for (CommAction &c : programCommActions(plan, pipelineProgram(plan, r, ProgramPhase::Apply, -1), r, 0, channels))
-      ranks[r].push_back(std::move(c));
+    appendRankActions(plan, commsOf(pipelineProgram(plan, r, ProgramPhase::Apply, -1)), r, 0, channels, "", ranks[r]);
   }
   return ranks;
 }

@@ -20,37 +20,85 @@ nlohmann::json PredictedTime::toJson() const {
           {"communication_bytes", bytes}};
 }
 
-PredictedTime programTime(const Plan &plan, const RankProgram &p, int rank, const CostProfile &profile) {
-  PredictedTime t;
-  auto bytesOf = [&](const std::vector<int> &buffers) {
-    int64_t bytes = 0;
-    for (int b : buffers)
-      bytes += plan.buffers[b].bytes();
-    return bytes;
-  };
+namespace {
+
+int64_t bytesOf(const Plan &plan, const std::vector<int> &buffers) {
+  int64_t bytes = 0;
+  for (int b : buffers)
+    bytes += plan.buffers[b].bytes();
+  return bytes;
+}
+
+/// The compute seconds of `p`: the same on every rank that runs it.
+double computeSeconds(const Plan &plan, const RankProgram &p, const CostProfile &profile) {
+  double seconds = 0;
   for (const StepDesc &step : p.steps) {
-    int64_t in = bytesOf(step.inputs), out = bytesOf(step.outputs);
-    t.compute += profile.stepSeconds;
-    if (!communicates(step.op)) {
-      double moved = (double)(step.bytes ? step.bytes : in + out); // the compiler's count, when it gave one
-      t.compute += step.gemm.size() == 4
-                       ? profile.gemmSeconds({step.gemm[0], step.gemm[1], step.gemm[2], step.gemm[3]}, moved,
-                                             opName(step.op))
-                       : profile.computeSeconds(step.cost, (double)step.flops, moved, opName(step.op));
+    seconds += profile.stepSeconds;
+    if (communicates(step.op))
       continue;
-    }
-    if (step.op == OpKind::Recv) // its wait is the schedule's (idle), its bytes the sender's
+    // The compiler's count of the bytes moved, when it gave one.
+    double moved = (double)(step.bytes ? step.bytes : bytesOf(plan, step.inputs) + bytesOf(plan, step.outputs));
+    seconds += step.gemm.size() == 4 ? profile.gemmSeconds({step.gemm[0], step.gemm[1], step.gemm[2], step.gemm[3]},
+                                                           moved, opName(step.op))
+                                     : profile.computeSeconds(step.cost, (double)step.flops, moved, opName(step.op));
+  }
+  return seconds;
+}
+
+/// `p`'s communication on `rank` (its groups and its place in them), added to `t`.
+void addCommunication(const Plan &plan, const RankProgram &p, int rank, const CostProfile &profile, PredictedTime &t) {
+  std::map<std::vector<std::string>, std::vector<int>> groups; // per set of axes
+  for (const StepDesc &step : p.steps) {
+    if (!communicates(step.op) || step.op == OpKind::Recv) // a receive's wait is the schedule's (idle), its bytes the sender's
       continue;
     kernels::OpAttrs attrs = kernels::decodeOpAttrs(step.op, step.attrs);
-    std::vector<int> group = step.op == OpKind::Send || plan.meshShape.empty()
-                                 ? std::vector<int>{rank}
-                                 : plan.shardGroup(rank, attrs.meshAxes);
-    int n = step.op == OpKind::Send ? 2 : (int)group.size();
-    int position = (int)(std::find(group.begin(), group.end(), rank) - group.begin());
-    int64_t counted = traffic::ofStep(step.op, in, out, n, position, (int)attrs.root);
+    std::vector<int> own{rank};
+    const std::vector<int> *group = &own;
+    if (step.op != OpKind::Send && !plan.meshShape.empty()) {
+      auto [it, added] = groups.try_emplace(attrs.meshAxes);
+      if (added)
+        it->second = plan.shardGroup(rank, attrs.meshAxes);
+      group = &it->second;
+    }
+    int n = step.op == OpKind::Send ? 2 : (int)group->size();
+    int position = (int)(std::find(group->begin(), group->end(), rank) - group->begin());
+    int64_t counted = traffic::ofStep(step.op, bytesOf(plan, step.inputs), bytesOf(plan, step.outputs), n, position,
+                                      (int)attrs.root);
     t.communication += profile.collectiveSeconds(opName(step.op), n, (double)counted);
     t.bytes += (double)counted;
   }
+}
+
+/// programTime with each program's compute priced once (it does not depend on the rank) and
+/// each (program, rank)'s time once (a pipeline runs a program once per microbatch).
+class ProgramPricer {
+public:
+  ProgramPricer(const Plan &plan, const CostProfile &profile) : plan_(plan), profile_(profile) {}
+  const PredictedTime &operator()(const RankProgram &p, int rank) {
+    auto [it, added] = times_.try_emplace({&p, rank});
+    if (added) {
+      auto [compute, first] = compute_.try_emplace(&p, 0.0);
+      if (first)
+        compute->second = computeSeconds(plan_, p, profile_);
+      it->second.compute = compute->second;
+      addCommunication(plan_, p, rank, profile_, it->second);
+    }
+    return it->second;
+  }
+
+private:
+  const Plan &plan_;
+  const CostProfile &profile_;
+  std::map<const RankProgram *, double> compute_;
+  std::map<std::pair<const RankProgram *, int>, PredictedTime> times_;
+};
+
+} // namespace
+
+PredictedTime programTime(const Plan &plan, const RankProgram &p, int rank, const CostProfile &profile) {
+  PredictedTime t;
+  t.compute = computeSeconds(plan, p, profile);
+  addCommunication(plan, p, rank, profile, t);
   return t;
 }
 
@@ -96,12 +144,13 @@ std::vector<PredictedTime> simulatePipeline(const Plan &plan, const PipelineSche
   std::map<std::tuple<int, bool, int64_t, int64_t>, double> ended;
   std::vector<std::vector<PredictedTime>> cost(world);
   std::vector<int64_t> stage(world);
+  ProgramPricer price(plan, profile);
   for (int r = 0; r < world; ++r) {
     stage[r] = plan.shardIndex(r, {"pp"});
     for (const PipelineAction &a : s.actions.at(stage[r])) {
       const RankProgram &p =
           pipelineProgram(plan, r, a.backward ? ProgramPhase::Backward : ProgramPhase::Forward, a.chunk);
-      cost[r].push_back(programTime(plan, p, r, profile));
+      cost[r].push_back(price(p, r));
       cost[r].back().compute += handOverSeconds(plan, p, profile);
     }
   }
@@ -134,7 +183,7 @@ std::vector<PredictedTime> simulatePipeline(const Plan &plan, const PipelineSche
     if (next[r] < s.actions[stage[r]].size())
       throw RuntimeError("the pipeline schedule cannot complete on rank " + std::to_string(r));
     if (const RankProgram *apply = s.forwardOnly() ? nullptr : programOfPhase(plan, r, ProgramPhase::Apply))
-      time[r] += programTime(plan, *apply, r, profile);
+      time[r] += price(*apply, r);
   }
   return time;
 }
@@ -155,20 +204,21 @@ std::vector<PredictedTime> predictStepTime(const Plan &plan, const CostProfile &
   } else {
     runs = plan.inference.value("microbatches", (int64_t)1);
   }
+  ProgramPricer price(plan, profile);
   for (int r = 0; r < world; ++r) {
     const RankProgram *p = programOfPhase(plan, r, micro);
     if (!p) { // programs without roles (a plan made by hand): each once
       for (const RankProgram &q : plan.programs)
         if (plan.runsOn(q, r))
-          time[r] += programTime(plan, q, r, profile);
+          time[r] += price(q, r);
       continue;
     }
-    PredictedTime one = programTime(plan, *p, r, profile);
+    PredictedTime one = price(*p, r);
     time[r].compute = runs * one.compute;
     time[r].communication = runs * one.communication;
     time[r].bytes = runs * one.bytes;
     if (const RankProgram *u = update == ProgramPhase::None ? nullptr : programOfPhase(plan, r, update))
-      time[r] += programTime(plan, *u, r, profile);
+      time[r] += price(*u, r);
   }
   return time;
 }

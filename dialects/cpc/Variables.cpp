@@ -13,9 +13,13 @@ VariableOp findVariable(ModuleOp module, StringRef name) {
 static OpBuilder declarationPoint(ModuleOp module) {
   OpBuilder b(module.getContext());
   b.setInsertionPointToStart(module.getBody());
-  for (Operation &op : *module.getBody())
-    if (llvm::isa<VariableOp>(op))
+  // From the end: the functions come after the variables, so this stops after a few ops (a scan
+  // from the start per declaration made declaring a model's states quadratic).
+  for (Operation &op : llvm::reverse(*module.getBody()))
+    if (llvm::isa<VariableOp>(op)) {
       b.setInsertionPointAfter(&op);
+      break;
+    }
   return b;
 }
 

@@ -98,12 +98,31 @@ struct Fingerprint {
 };
 
 Fingerprint fingerprint(const std::vector<float> &values) {
-  Fingerprint f;
-  for (float v : values) {
-    f.sum += v;
-    f.squares += (double)v * v;
-    f.constantFill &= v == values[0];
+  // Eight running sums, not one: a chain of dependent additions was most of the import of a
+  // large model whose matrices all have transposed partners (GPT's fc1 and fc2).
+  constexpr size_t kLanes = 8;
+  double sums[kLanes] = {}, squares[kLanes] = {};
+  bool constant = true;
+  size_t i = 0, n = values.size();
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t l = 0; l < kLanes; ++l) {
+      double v = values[i + l];
+      sums[l] += v;
+      squares[l] += v * v;
+      constant &= values[i + l] == values[0];
+    }
+  for (; i < n; ++i) {
+    double v = values[i];
+    sums[0] += v;
+    squares[0] += v * v;
+    constant &= values[i] == values[0];
   }
+  Fingerprint f;
+  for (size_t l = 0; l < kLanes; ++l) {
+    f.sum += sums[l];
+    f.squares += squares[l];
+  }
+  f.constantFill = constant;
   return f;
 }
 

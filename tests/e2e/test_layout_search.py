@@ -36,6 +36,21 @@ def plan_table(model, *flags):
     return ranked, rejected, out
 
 
+def check_pruned(ranked, rejected, every):
+    """Meshes cpc plan did not compile for their pipeline bound: every layout on them, compiled
+    (`every`, --exhaustive), is at least 90% of that bound (what the search allows itself) and
+    slower than the pick. Returns how many layouts were not compiled."""
+    exact = {name: ms for name, ms, *_ in every}
+    pruned = 0
+    for name, why in rejected.items():
+        m = re.search(r"not compiled: \d+ stages idle [0-9.]+% of a step of at least ([0-9.]+) ms", why)
+        if m:
+            pruned += 1
+            assert name in exact, (name, why)
+            assert exact[name] >= 0.9 * float(m.group(1)) and exact[name] >= ranked[0][1], (name, why, exact[name])
+    return pruned
+
+
 with tempdir() as work:
     model = export_mae("tiny", 17, work, extra=["--batch", "4"])
     config = os.path.join(work, "recipe.json")
@@ -101,6 +116,9 @@ with tempdir() as work:
         assert not any(row[4] for row in every), every_out
         # The pick, compiled, is the exhaustive search's first, or within 10% of it.
         exact = {name: ms for name, ms, *_ in every}
+        # A mesh not compiled for its pipeline bound: every layout on it, compiled, is at least
+        # 90% of that bound (what the search allows itself) and slower than the pick.
+        check_pruned(ranked, rejected, every)
         assert exact[ranked[0][0]] <= 1.10 * every[0][1], (ranked[0], every[0])
         assert abs(exact[ranked[0][0]] - ranked[0][1]) <= 1e-6 * max(1.0, ranked[0][1]) + 0.01, (ranked[0], every[0])
         print("   %d layouts: estimated then 4 compiled %.1f s, first %s (%.2f ms); every one compiled %.1f s, "
@@ -108,6 +126,23 @@ with tempdir() as work:
                                       exhaustive_s, every[0][0], every[0][1]))
     results.check("cpc plan --devices 8 compiles each mesh once, estimates its other layouts and compiles the "
                   "best 4; its pick is within 10% of compiling every layout", eight_devices)
+
+    def pipeline_bound():
+        # MAE-small at batch 8 on 8 devices: eight stages idle 64% of the step (4 microbatches),
+        # which puts them above tensor parallelism before they are compiled.
+        if os.environ.get("CPC_SANITIZED"):
+            print("   (the normal build's test)")
+            return
+        small = export_mae("small", 17, os.path.join(work, "small"), extra=["--batch", "8"])
+        ranked, rejected, out = plan_table(small, "--devices", "8", "--microbatches", "4")
+        every, _, _ = plan_table(small, "--devices", "8", "--microbatches", "4", "--exhaustive")
+        pruned = check_pruned(ranked, rejected, every)
+        assert pruned > 0, out
+        assert ranked[0][0] == every[0][0], (ranked[0], every[0])
+        print("   %d layouts not compiled for their pipeline bound, each slower compiled; first %s" %
+              (pruned, ranked[0][0]))
+    results.check("cpc plan does not compile a pipeline whose fill and drain alone put it above the best layout; "
+                  "compiled, each is", pipeline_bound)
 
     def auto_trains_as_one_rank():
         ranked, _, _ = plan_table(model, "--devices", "2", *base)

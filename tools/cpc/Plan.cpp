@@ -24,7 +24,9 @@ microbatches with them) and prints them ranked by predicted step time (compute, 
 pipeline idle on the slowest rank) with the predicted peak memory and bytes sent per rank and
 step; layouts over --device-memory or that do not build are listed with why. Beyond 24 layouts
 each mesh (dp x tp x pp) is compiled once, its other ZeRO stages and schedules estimated from it
-(marked ~), and the 4 best compiled. cpc compile --auto --devices N compiles the first.
+(marked ~), and the 4 best compiled; a pipeline mesh whose fill and drain alone put it above the
+best layout found so far is not compiled (listed with its bound). cpc compile --auto --devices N
+compiles the first.
 
 Options:
   --devices N                Ranks to lay the model out on (required)
