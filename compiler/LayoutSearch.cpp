@@ -152,10 +152,14 @@ CompileRequest requestFor(const LayoutSearchRequest &request, const Candidate &c
 }
 
 /// Compiles `c` on `request`'s model into `plan`; returns why not when it does not build.
-std::optional<std::string> compileCandidate(const LayoutSearchRequest &request, const Candidate &c, Plan &plan) {
+/// `priceOnly`: the plan is priced, not written (PlanOptions::priceOnly).
+std::optional<std::string> compileCandidate(const LayoutSearchRequest &request, const Candidate &c, Plan &plan,
+                                            bool priceOnly = false) {
   std::ostringstream discard;
   try {
-    plan = compilePlan(requestFor(request, c), discard);
+    CompileRequest r = requestFor(request, c);
+    r.plan.priceOnly = priceOnly;
+    plan = compilePlan(r, discard);
   } catch (const std::exception &e) {
     std::string why = e.what();
     return why.substr(0, why.find('\n'));
@@ -230,16 +234,15 @@ double pipelineRunSeconds(const Plan &plan, const Candidate &c, const CostProfil
   double seconds = 0;
   for (const RankProgram &p : plan.programs)
     if (p.phase == ProgramPhase::Forward || p.phase == ProgramPhase::Backward)
-      seconds += programTime(plan, p, 0, profile).compute; // compute does not depend on the rank
+      seconds += programComputeSeconds(plan, p, profile);
   return seconds * (double)(c.dp * c.tp);
 }
 
 CompiledMesh compileMesh(const LayoutSearchRequest &request, const Candidate &c, bool training) {
   CompiledMesh m{unpriced(request, c), {}};
   Plan plan;
-  LayoutSearchRequest pricing = request; // cpc compile --auto proves the layout it writes
-  pricing.base.plan.priceOnly = true;
-  if (std::optional<std::string> why = compileCandidate(pricing, c, plan)) {
+  // Priced only: cpc compile --auto proves the layout it writes.
+  if (std::optional<std::string> why = compileCandidate(request, c, plan, /*priceOnly=*/true)) {
     m.layout.rejected = *why;
     return m;
   }

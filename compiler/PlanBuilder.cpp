@@ -197,7 +197,7 @@ private:
   /// and its buffered sends. The plan's predictedPeakBytes is the largest; a pipeline plan also
   /// records each rank's ("peak_bytes_per_rank").
   void predictPeaks(const std::vector<int64_t> &sendPeaks) {
-    int64_t scratch = collectiveScratchBytes() + peerArenaBytes();
+    int64_t scratch = collectiveScratchBytes();
     std::optional<PipelineSchedule> schedule = planPipelineSchedule(plan_);
     std::vector<int64_t> peaks;
     std::map<std::vector<bool>, int64_t> byPrograms; // ranks that run the same programs hold alike
@@ -299,49 +299,34 @@ private:
     return most;
   }
 
-  /// On CPUs, the peers' memory a rank comes to hold resident: an all-reduce whose buffers are in
-  /// the shared arena combines this rank's block of it straight from every other member's copy
-  /// and writes it there (runtime/MpiShared.h), so those pages of the peers' arenas are mapped
-  /// into this rank (they are the peers' memory, but the rank's resident size counts them):
-  /// (members - 1) / members of the bucket per all-reduce, at most the peers' arenas.
-  int64_t peerArenaBytes() const {
-    if (plan_.device != DeviceKind::Cpu)
-      return 0;
-    int64_t touched = 0, cap = 0;
-    for (const RankProgram &p : plan_.programs)
-      for (const StepDesc &s : p.steps) {
-        if (s.op != OpKind::AllReduce)
-          continue;
-        std::vector<std::string> axes = kernels::decodeOpAttrs(s.op, s.attrs).meshAxes;
-        int64_t members = meshShardIndex(0, plan_.meshShape, plan_.meshAxes, axes).second, bytes = 0;
-        bool inArena = members > 1;
-        for (int b : s.inputs) {
-          inArena &= plan_.buffers[plan_.rootOf(b)].kind == BufferKind::Arena;
-          bytes += plan_.buffers[b].bytes();
-        }
-        if (inArena) {
-          touched += bytes / members * (members - 1);
-          cap = std::max(cap, (members - 1) * p.arenaBytes);
-        }
-      }
-    return std::min(touched, cap);
-  }
-
-  /// The fixed scratch of the runtime's collectives (see kCollectiveChunkBytes), and on CPUs the
-  /// shared-memory segments of the all-reduce groups (runtime/MpiShared.h: a chunk per member).
+  /// The fixed scratch of the runtime's collectives (see kCollectiveChunkBytes), and on CPUs
+  /// what the shared-memory all-reduce holds (runtime/MpiShared.h): the groups' segments (a chunk
+  /// per member), and the pages of the peers' arenas it maps in. An all-reduce whose buffers are
+  /// in the shared arena combines this rank's block straight from every other member's copy and
+  /// writes it there; those pages are the peers' memory, but this rank's resident size counts
+  /// them: (members - 1) / members of the bucket per all-reduce, at most the peers' arenas.
   int64_t collectiveScratchBytes() const {
     bool summing = false;
     int64_t interleave = 0; // an all-gather along an inner dim stacks the blocks in a temporary first
     std::set<std::vector<std::string>> allReduceGroups;
-    int64_t sharedSegments = 0;
+    int64_t sharedSegments = 0, peerPages = 0, peerArenas = 0;
     for (const RankProgram &p : plan_.programs)
       for (const StepDesc &s : p.steps) {
         summing |= hasTrait(s.op, PlanTrait::CombiningCollective);
         if (s.op == OpKind::AllReduce && plan_.device == DeviceKind::Cpu) {
           std::vector<std::string> axes = kernels::decodeOpAttrs(s.op, s.attrs).meshAxes;
-          int64_t members = meshShardIndex(0, plan_.meshShape, plan_.meshAxes, axes).second;
+          int64_t members = meshShardIndex(0, plan_.meshShape, plan_.meshAxes, axes).second, bytes = 0;
           if (members > 1 && allReduceGroups.insert(axes).second)
             sharedSegments += members * kCollectiveChunkBytes;
+          bool inArena = members > 1;
+          for (int b : s.inputs) {
+            inArena &= plan_.buffers[plan_.rootOf(b)].kind == BufferKind::Arena;
+            bytes += plan_.buffers[b].bytes();
+          }
+          if (inArena) {
+            peerPages += bytes / members * (members - 1);
+            peerArenas = std::max(peerArenas, (members - 1) * p.arenaBytes);
+          }
         }
         const int64_t dim = communicates(s.op) ? kernels::decodeOpAttrs(s.op, s.attrs).dim : 0;
         if (s.op == OpKind::ReduceScatter && dim > 0) // packed blocks of the input
@@ -357,7 +342,7 @@ private:
             interleave = std::max<int64_t>(interleave, out.bytes());
         }
       }
-    return (summing ? 2 * kCollectiveChunkBytes : 0) + interleave + sharedSegments;
+    return (summing ? 2 * kCollectiveChunkBytes : 0) + interleave + sharedSegments + std::min(peerPages, peerArenas);
   }
 
   int newBuffer(Type t, const std::string &name, BufferKind kind, Operation *where) {

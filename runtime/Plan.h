@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -269,6 +270,24 @@ struct Plan {
   nlohmann::json metadata() const;
   /// Checks internal consistency (indices, offsets, sizes); throws RuntimeError.
   void validate() const;
+};
+
+/// Rank `rank`'s groups over the sets of mesh axes a program's collectives name, each found once
+/// (Plan::shardGroup), for the passes over a program's steps rank by rank.
+class RankGroups {
+public:
+  RankGroups(const Plan &plan, int rank) : plan_(plan), rank_(rank) {}
+  const std::vector<int> &over(const std::vector<std::string> &axes) {
+    auto [it, added] = groups_.try_emplace(axes);
+    if (added)
+      it->second = plan_.meshShape.empty() ? std::vector<int>{0} : plan_.shardGroup(rank_, axes);
+    return it->second;
+  }
+
+private:
+  const Plan &plan_;
+  int rank_;
+  std::map<std::vector<std::string>, std::vector<int>> groups_;
 };
 
 /// Coordinates of `rank` on a row-major mesh of `shape`.

@@ -140,7 +140,7 @@ ProgramComms programComms(const Plan &plan, const RankProgram &program, int64_t 
 /// `comms` as rank `r` runs them for `microbatch`, appended to `list` (locations prefixed).
 void appendRankActions(const Plan &plan, const ProgramComms &comms, int r, int64_t microbatch, int64_t channels,
                        const std::string &prefix, std::vector<CommAction> &list) {
-  std::map<std::vector<std::string>, std::vector<int>> groups; // rank r's group per set of axes
+  RankGroups groups(plan, r);
   for (const ProgramComms::Item &item : comms.items) {
     CommAction a = item.action;
     a.loc = prefix + a.loc;
@@ -150,13 +150,8 @@ void appendRankActions(const Plan &plan, const ProgramComms &comms, int r, int64
       a.peer = r;
     } else if (a.kind != CommAction::Kind::Collective) {
       a.peer = peerOf(plan, r, *item.step, item.attrs);
-    } else if (plan.meshShape.empty()) {
-      a.group = {0};
     } else {
-      auto [it, added] = groups.try_emplace(item.attrs.meshAxes);
-      if (added)
-        it->second = plan.shardGroup(r, item.attrs.meshAxes);
-      a.group = it->second;
+      a.group = groups.over(item.attrs.meshAxes);
     }
     list.push_back(std::move(a));
   }

@@ -29,8 +29,9 @@ int64_t bytesOf(const Plan &plan, const std::vector<int> &buffers) {
   return bytes;
 }
 
-/// The compute seconds of `p`: the same on every rank that runs it.
-double computeSeconds(const Plan &plan, const RankProgram &p, const CostProfile &profile) {
+} // namespace
+
+double programComputeSeconds(const Plan &plan, const RankProgram &p, const CostProfile &profile) {
   double seconds = 0;
   for (const StepDesc &step : p.steps) {
     seconds += profile.stepSeconds;
@@ -45,21 +46,18 @@ double computeSeconds(const Plan &plan, const RankProgram &p, const CostProfile 
   return seconds;
 }
 
+namespace {
+
 /// `p`'s communication on `rank` (its groups and its place in them), added to `t`.
 void addCommunication(const Plan &plan, const RankProgram &p, int rank, const CostProfile &profile, PredictedTime &t) {
-  std::map<std::vector<std::string>, std::vector<int>> groups; // per set of axes
+  RankGroups groups(plan, rank);
   for (const StepDesc &step : p.steps) {
     if (!communicates(step.op) || step.op == OpKind::Recv) // a receive's wait is the schedule's (idle), its bytes the sender's
       continue;
     kernels::OpAttrs attrs = kernels::decodeOpAttrs(step.op, step.attrs);
     std::vector<int> own{rank};
-    const std::vector<int> *group = &own;
-    if (step.op != OpKind::Send && !plan.meshShape.empty()) {
-      auto [it, added] = groups.try_emplace(attrs.meshAxes);
-      if (added)
-        it->second = plan.shardGroup(rank, attrs.meshAxes);
-      group = &it->second;
-    }
+    const std::vector<int> *group =
+        step.op == OpKind::Send || plan.meshShape.empty() ? &own : &groups.over(attrs.meshAxes);
     int n = step.op == OpKind::Send ? 2 : (int)group->size();
     int position = (int)(std::find(group->begin(), group->end(), rank) - group->begin());
     int64_t counted = traffic::ofStep(step.op, bytesOf(plan, step.inputs), bytesOf(plan, step.outputs), n, position,
@@ -79,7 +77,7 @@ public:
     if (added) {
       auto [compute, first] = compute_.try_emplace(&p, 0.0);
       if (first)
-        compute->second = computeSeconds(plan_, p, profile_);
+        compute->second = programComputeSeconds(plan_, p, profile_);
       it->second.compute = compute->second;
       addCommunication(plan_, p, rank, profile_, it->second);
     }
@@ -97,7 +95,7 @@ private:
 
 PredictedTime programTime(const Plan &plan, const RankProgram &p, int rank, const CostProfile &profile) {
   PredictedTime t;
-  t.compute = computeSeconds(plan, p, profile);
+  t.compute = programComputeSeconds(plan, p, profile);
   addCommunication(plan, p, rank, profile, t);
   return t;
 }

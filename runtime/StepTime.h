@@ -37,6 +37,8 @@ struct PredictedTime {
 
 /// One run of program `p` on `rank`.
 PredictedTime programTime(const Plan &plan, const RankProgram &p, int rank, const CostProfile &profile);
+/// The compute part of programTime: the same on every rank that runs `p`.
+double programComputeSeconds(const Plan &plan, const RankProgram &p, const CostProfile &profile);
 
 /// One step of `plan` on each rank (index: world rank). Throws RuntimeError on a plan whose
 /// programs or schedule do not fit its metadata.
