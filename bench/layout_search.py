@@ -2,17 +2,19 @@
 """Plan quality: `cpc plan MODEL --devices 2` under a cost profile calibrated here, then every
 layout it lists compiled and run; prints each layout's predicted and measured step time and
 peak memory, and how far the layout `cpc compile --auto` picks (the first) is from the fastest
-measured. With --budgets, the same under memory budgets that rule out, in turn, the layouts
-whose predicted peak is largest (plain dp, then ZeRO-1, ...): no layout it keeps may exceed the
-budget when run.
+measured. With --budgets, the same under three memory budgets, each 1 byte under the predicted
+peak of, in turn, plain dp2, dp2 ZeRO-1 and dp2 ZeRO-2 (ruling each out): no layout it keeps may
+exceed the budget when run. Last, the cost model over the grid: predicted step time and peak
+against measured, median and worst.
 
-    /usr/bin/python3 bench/layout_search.py [--models mae-small,gpt-small] [--steps 6] [--budgets]
+    /usr/bin/python3 bench/layout_search.py [--models mae-small,mae-base,gpt-small] [--steps 6] [--budgets]
 
 No pass/fail: timings differ between machines.
 """
 import argparse
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,12 +48,19 @@ def measure(model, profile, flags, steps, work):
     return step, peak
 
 
+def budgets_of(layouts):
+    """1 byte under the predicted peak of plain dp, dp ZeRO-1 and dp ZeRO-2, those listed."""
+    peaks = {name: peak for name, _, peak, _ in layouts}
+    return [(name, round(peaks[name]) - 1) for name in ("dp2", "dp2 zero1", "dp2 zero2") if name in peaks]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default="mae-small,gpt-small")
+    ap.add_argument("--models", default="mae-small,mae-base,gpt-small")
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--budgets", action="store_true")
     args = ap.parse_args()
+    step_errors, peak_errors = [], []  # (|error|, model, layout)
     with tempfile.TemporaryDirectory() as work:
         models = {name: benchlib.export_model(name, 8, work) for name in args.models.split(",")}
         profile = benchlib.calibrate(models.values(), work)
@@ -63,24 +72,32 @@ def main():
             for layout, predicted, peak, flags in layouts:
                 step, used = measure(model, profile, flags, args.steps, work)
                 measured[layout] = (step, used)
-                print("  %-20s %12.2f %12.2f %14.1f %14.1f" % (layout, predicted, step, peak / 1e6, used / 1e6))
+                step_errors.append((abs(predicted / step - 1), name, layout))
+                peak_errors.append((abs(used / peak - 1), name, layout))
+                print("  %-20s %12.2f %12.2f %14.1f %14.1f" % (layout, predicted, step, peak / 1e6, used / 1e6),
+                      flush=True)
             fastest = min(measured, key=lambda k: measured[k][0])
             pick = layouts[0][0]
             print("  --auto picks %s: %.2f ms measured, %+.1f%% from the fastest measured (%s, %.2f ms)" % (
                 pick, measured[pick][0], 100 * (measured[pick][0] / measured[fastest][0] - 1), fastest,
                 measured[fastest][0]))
             if args.budgets:
-                peaks = sorted({round(p) for _, _, p, _ in layouts}, reverse=True)
-                for limit in [p - 1 for p in peaks[:3]]:
+                for ruled_out, limit in budgets_of(layouts):
                     kept = ranked(model, profile, limit)
                     if not kept:
-                        print("  budget %.1f MB: no layout fits" % (limit / 1e6))
+                        print("  budget %.1f MB (rules out %s): no layout fits" % (limit / 1e6, ruled_out))
                         continue
                     over = [k for k, *_ in kept if measured[k][1] > limit]
-                    print("  budget %.1f MB: --auto picks %s (%.2f ms measured); fastest kept %s; kept but over "
-                          "budget when run: %s" % (limit / 1e6, kept[0][0], measured[kept[0][0]][0],
-                                                   min((k for k, *_ in kept), key=lambda k: measured[k][0]),
-                                                   ", ".join(over) or "none"))
+                    best_kept = min((k for k, *_ in kept), key=lambda k: measured[k][0])
+                    print("  budget %.1f MB (rules out %s): --auto picks %s (%.2f ms measured, %+.1f%% from the "
+                          "fastest kept, %s); kept but over budget when run: %s" % (
+                              limit / 1e6, ruled_out, kept[0][0], measured[kept[0][0]][0],
+                              100 * (measured[kept[0][0]][0] / measured[best_kept][0] - 1), best_kept,
+                              ", ".join(over) or "none"))
+    for what, errors in (("step time", step_errors), ("peak memory", peak_errors)):
+        worst = max(errors)
+        print("predicted %s vs measured over %d plans: median |error| %.1f%%, worst %.1f%% (%s %s)" % (
+            what, len(errors), 100 * statistics.median(e for e, *_ in errors), 100 * worst[0], worst[1], worst[2]))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 #include "runtime/TrainRecipe.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
@@ -97,9 +98,10 @@ int64_t graphBatch(mlir::ModuleOp module) {
 /// Runs a registered pipeline, built into `pm`, on `module`; its passes' notes go to stderr, one
 /// line each, and a failure throws with the first diagnostic.
 void runPipeline(mlir::MLIRContext &context, mlir::ModuleOp module, mlir::PassManager &pm, const char *what,
-                 bool timing, bool quiet) {
+                 bool timing, bool quiet, bool verifyEachPass) {
   if (timing)
     pm.enableTiming();
+  pm.enableVerifier(verifyEachPass);
   std::string diagnostic;
   mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &diag) {
     if (diag.getSeverity() == mlir::DiagnosticSeverity::Remark) { // the passes' notes: one line each
@@ -114,7 +116,7 @@ void runPipeline(mlir::MLIRContext &context, mlir::ModuleOp module, mlir::PassMa
       diagnostic = diag.str();
     return mlir::success();
   });
-  if (mlir::failed(pm.run(module)))
+  if (mlir::failed(pm.run(module)) || (!verifyEachPass && mlir::failed(mlir::verify(module))))
     throw std::runtime_error(std::string("the ") + what + " pipeline failed: " + diagnostic);
 }
 
@@ -170,7 +172,7 @@ std::vector<std::string> runNamedPipeline(mlir::MLIRContext &context, mlir::Modu
   options.print(namedOs); // "{key=value ...}"
   std::string inner = llvm::StringRef(namedOs.str()).trim().drop_front().drop_back().trim().str();
   std::string text = pipelineText("--" + name + (inner.empty() ? "" : "='" + inner + "'"), pm);
-  runPipeline(context, module, pm, what, request.timing, request.quiet);
+  runPipeline(context, module, pm, what, request.timing, request.quiet, request.verifyEachPass);
   if (request.printPipeline)
     out << "pipeline: " << text << "\n";
   std::vector<std::string> functions;

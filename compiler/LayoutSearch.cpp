@@ -145,6 +145,7 @@ CompileRequest requestFor(const LayoutSearchRequest &request, const Candidate &c
   CompileRequest r = request.base;
   r.quiet = true;
   r.parallelPasses = false; // the layouts compile on the threads (parallelFor)
+  r.verifyEachPass = false;
   r.dumpSharding = r.printPipeline = false;
   r.dumpIrPath.clear();
   c.apply(r);

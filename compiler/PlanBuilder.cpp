@@ -141,6 +141,38 @@ bool mayRunInPlace(Operation *op) {
                    ReciprocalOp, ErfOp, TanhOp, SinOp, CosOp, SigmoidOp, ReluOp, GeluOp, NotOp>(op);
 }
 
+/// The steps reading each root buffer of a program, kept true as buffers become aliases.
+class RootReads {
+public:
+  RootReads(const Plan &plan, const std::vector<StepDesc> &steps) : readers_(plan.buffers.size()) {
+    for (int s = 0; s < (int)steps.size(); ++s)
+      for (int b : steps[s].inputs)
+        if (std::vector<int> &r = readers_[plan.rootOf(b)]; r.empty() || r.back() != s)
+          r.push_back(s);
+  }
+  /// The first step after `step` that reads `root`, or -1.
+  int firstAfter(int root, int step) const {
+    auto it = std::upper_bound(readers_[root].begin(), readers_[root].end(), step);
+    return it == readers_[root].end() ? -1 : *it;
+  }
+  /// The last step before `step` that reads `root`, or -1.
+  int lastBefore(int root, int step) const {
+    auto it = std::lower_bound(readers_[root].begin(), readers_[root].end(), step);
+    return it == readers_[root].begin() ? -1 : *std::prev(it);
+  }
+  /// Root `from` became an alias of root `to`: its readers read `to`.
+  void alias(int from, int to) {
+    std::vector<int> merged;
+    std::set_union(readers_[to].begin(), readers_[to].end(), readers_[from].begin(), readers_[from].end(),
+                   std::back_inserter(merged));
+    readers_[to] = std::move(merged);
+    readers_[from].clear();
+  }
+
+private:
+  std::vector<std::vector<int>> readers_;
+};
+
 class Builder {
 public:
   Builder(std::shared_ptr<const WeightStore> weights, const PlanOptions &options)
@@ -608,14 +640,16 @@ private:
     };
     std::vector<int> rl = rootLast(lastUse);
 
+    // The steps that read each root buffer, in order: the checks below ask it once per assign
+    // (a scan of the steps per assign was quadratic in an optimizer's program).
+    RootReads reads(plan_, steps);
+
     // A variable must not be read after it is assigned (the plan has one buffer per variable).
     for (auto [assignStep, var] : p.assigns)
-      for (int s = assignStep + 1; s < end; ++s)
-        for (int b : steps[s].inputs)
-          if (plan_.rootOf(b) == var)
-            throw LoweringError(p.stepOps[s], "reads @" + plan_.buffers[var].name + " as it was before the assign at step " +
-                                                  std::to_string(assignStep) +
-                                                  ": a plan keeps one buffer per variable, so reads come first");
+      if (int s = reads.firstAfter(var, assignStep); s >= 0)
+        throw LoweringError(p.stepOps[s], "reads @" + plan_.buffers[var].name + " as it was before the assign at step " +
+                                              std::to_string(assignStep) +
+                                              ": a plan keeps one buffer per variable, so reads come first");
 
     // Let the producer of an assigned value write the variable itself when nothing reads the
     // variable's old value afterwards and the producer may run in place (or does not read it).
@@ -631,11 +665,7 @@ private:
         int producer = p.defStep[value];
         if (producer < 0 || rl[value] != assignStep)
           continue;
-        int lastVarRead = -1;
-        for (int s = 0; s < assignStep; ++s)
-          for (int b : steps[s].inputs)
-            if (plan_.rootOf(b) == var)
-              lastVarRead = s;
+        int lastVarRead = reads.lastBefore(var, assignStep);
         bool readsVar = lastVarRead == producer;
         if (lastVarRead > producer ||
             (readsVar && (!p.inPlaceCandidate[producer] || plan_.buffers[value].shape != plan_.buffers[var].shape)))
@@ -647,6 +677,7 @@ private:
                                       [&](int b) { return plan_.rootOf(b) == var; }) > 1)
           continue;
         plan_.buffers[value].aliasOf = var;
+        reads.alias(value, var);
         dropped[assignStep] = true;
       }
     }

@@ -25,11 +25,21 @@ using namespace cpc;
 
 namespace {
 
+/// How many ops of the module refer to each symbol (one walk, not one per question).
+using AccessCounts = llvm::DenseMap<StringAttr, int>;
+AccessCounts countAccesses(ModuleOp module) {
+  AccessCounts counts;
+  if (std::optional<SymbolTable::UseRange> uses = SymbolTable::getSymbolUses(&module.getBodyRegion()))
+    for (const SymbolTable::SymbolUse &use : *uses)
+      ++counts[use.getSymbolRef().getRootReference()];
+  return counts;
+}
+
 /// A parameter read once in the module, whose read has one use: permuting it changes no other use.
-bool onlyUse(ParameterOp param, ModuleOp module) {
+bool onlyUse(ParameterOp param, const AccessCounts &accesses) {
   if (!param || !param->hasOneUse() || param.getShardingAttr() || param.getStoredPermAttr())
     return false;
-  return variableAccesses(module, param.getVariable()).size() == 1;
+  return accesses.lookup(param.getNameAttr().getAttr()) == 1;
 }
 
 /// A Linear by a 2-D parameter (x @ W or x @ W^T), possibly plus a 1-D parameter bias.
@@ -40,7 +50,7 @@ struct FusedLinear {
 
 /// The Linear whose `features` outputs `out` is (the matmul, or the bias add after it), when
 /// its parameters are used by it alone.
-std::optional<FusedLinear> matchLinear(Value out, int64_t features, ModuleOp module) {
+std::optional<FusedLinear> matchLinear(Value out, int64_t features, const AccessCounts &accesses) {
   FusedLinear linear;
   Value product = out;
   if (auto add = out.getDefiningOp<AddOp>()) {
@@ -57,8 +67,8 @@ std::optional<FusedLinear> matchLinear(Value out, int64_t features, ModuleOp mod
   if (!mm || mm.getTransposeLhs())
     return std::nullopt;
   linear.weight = mm.getRhs().getDefiningOp<ParameterOp>();
-  if (!linear.weight || linear.weight.getType().getRank() != 2 || !onlyUse(linear.weight, module) ||
-      (linear.bias && !onlyUse(linear.bias, module)))
+  if (!linear.weight || linear.weight.getType().getRank() != 2 || !onlyUse(linear.weight, accesses) ||
+      (linear.bias && !onlyUse(linear.bias, accesses)))
     return std::nullopt;
   linear.outDim = mm.getTransposeRhs() ? 0 : 1;
   if (linear.weight.getType().getDimSize(linear.outDim) != features ||
@@ -105,6 +115,8 @@ struct CpcHeadMajorQkvPass : cpc::impl::CpcHeadMajorQkvBase<CpcHeadMajorQkvPass>
   void runOnOperation() override {
     if (tp < 2)
       return;
+    // Rewrites permute parameters and re-read no variable: the counts stay true throughout.
+    accesses = countAccesses(getOperation());
     for (func::FuncOp func : getOperation().getOps<func::FuncOp>()) {
       SmallVector<ReshapeOp> heads;
       llvm::SetVector<Value> sliced;
@@ -115,11 +127,13 @@ struct CpcHeadMajorQkvPass : cpc::impl::CpcHeadMajorQkvBase<CpcHeadMajorQkvPass>
           sliced.insert(s.getInput());
       });
       for (ReshapeOp r : heads)
-        rewriteReshape(getOperation(), r);
+        rewriteReshape(r);
       for (Value v : sliced)
-        rewriteSlices(getOperation(), v);
+        rewriteSlices(v);
     }
   }
+
+  AccessCounts accesses;
 
   bool headsDivide(Location loc, int64_t heads) {
     if (heads % tp == 0)
@@ -131,7 +145,7 @@ struct CpcHeadMajorQkvPass : cpc::impl::CpcHeadMajorQkvBase<CpcHeadMajorQkvPass>
 
   /// `r` reshapes a Linear's output [.., 3*H*Dh] to [.., 3, H, Dh]: rewrite it when H divides
   /// by tp.
-  void rewriteReshape(ModuleOp module, ReshapeOp r) {
+  void rewriteReshape(ReshapeOp r) {
     ArrayRef<int64_t> in = r.getInput().getType().getShape(), out = r.getType().getShape();
     int64_t rank = in.size();
     if (rank < 1 || (int64_t)out.size() != rank + 2 || in.drop_back() != out.drop_back(3) || out[rank - 1] != 3)
@@ -139,7 +153,7 @@ struct CpcHeadMajorQkvPass : cpc::impl::CpcHeadMajorQkvBase<CpcHeadMajorQkvPass>
     int64_t heads = out[rank], headDim = out[rank + 1];
     if (!r.getInput().hasOneUse() || !headsDivide(r.getLoc(), heads))
       return;
-    std::optional<FusedLinear> linear = matchLinear(r.getInput(), 3 * heads * headDim, module);
+    std::optional<FusedLinear> linear = matchLinear(r.getInput(), 3 * heads * headDim, accesses);
     if (!linear)
       return;
     OpBuilder b(r);
@@ -152,7 +166,7 @@ struct CpcHeadMajorQkvPass : cpc::impl::CpcHeadMajorQkvBase<CpcHeadMajorQkvPass>
   /// equal slices of its last dim, each reshaped into [.., H, Dh] alike: q, k and v taken apart.
   /// Each slice becomes part j of the model-order [.., K, H, Dh] features, taken by a slice of
   /// the K dim, whose H stays split.
-  void rewriteSlices(ModuleOp module, Value v) {
+  void rewriteSlices(Value v) {
     auto type = llvm::cast<RankedTensorType>(v.getType());
     int64_t rank = type.getRank(), features = rank ? type.getDimSize(rank - 1) : 0;
     SmallVector<SliceOp> parts;
@@ -191,7 +205,7 @@ struct CpcHeadMajorQkvPass : cpc::impl::CpcHeadMajorQkvBase<CpcHeadMajorQkvPass>
       linearOut = r.getInput();
     if (!headsDivide(v.getLoc(), heads))
       return;
-    std::optional<FusedLinear> linear = matchLinear(linearOut, features, module);
+    std::optional<FusedLinear> linear = matchLinear(linearOut, features, accesses);
     if (!linear)
       return;
     SliceOp first = *llvm::min_element(ordered, [](SliceOp a, SliceOp c) { return a->isBeforeInBlock(c); });

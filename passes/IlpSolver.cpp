@@ -1,12 +1,13 @@
 //===- IlpSolver.cpp - a small 0-1 linear program, solved by COIN-OR CBC --===//
 #include "passes/IlpSolver.h"
 
-#include <coin/Cbc_C_Interface.h>
+#include <coin/CbcModel.hpp>
+#include <coin/CoinPackedMatrix.hpp>
+#include <coin/OsiClpSolverInterface.hpp>
 
 #include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 namespace cpc {
@@ -26,13 +27,7 @@ void IlpProblem::addAtMost(const std::vector<std::pair<int, double>> &terms, dou
 }
 
 bool IlpProblem::solve(double seconds, Solution &out, std::string &why) const {
-  // One solve at a time in the process: cpc plan compiles layouts on several threads, and CBC's
-  // reentrancy is not documented.
-  static std::mutex solverMutex;
-  std::lock_guard<std::mutex> lock(solverMutex);
-  std::unique_ptr<Cbc_Model, void (*)(Cbc_Model *)> model(Cbc_newModel(), Cbc_deleteModel);
-  Cbc_setLogLevel(model.get(), 0);
-  // The whole matrix at once, by columns: adding rows one by one regrows CBC's matrix each time,
+  // The whole matrix at once, by columns: adding rows one by one regrows the matrix each time,
   // quadratic in the program's size (most of cpc plan's time on a GPT of 24 layers).
   int columns = (int)costs_.size(), rows = (int)rows_.size();
   std::vector<std::map<int, double>> byColumn(columns); // row -> coefficient (repeated terms add)
@@ -41,10 +36,10 @@ bool IlpProblem::solve(double seconds, Solution &out, std::string &why) const {
     for (auto [c, v] : rows_[r].terms)
       byColumn[c][r] += v;
     rowUpper[r] = rows_[r].rhs;
-    rowLower[r] = rows_[r].sense == 'E' ? rows_[r].rhs : -std::numeric_limits<double>::max();
+    rowLower[r] = rows_[r].sense == 'E' ? rows_[r].rhs : -COIN_DBL_MAX;
   }
   std::vector<CoinBigIndex> start{0};
-  std::vector<int> index;
+  std::vector<int> index, length;
   std::vector<double> value;
   for (const auto &column : byColumn) {
     for (auto [r, v] : column) {
@@ -52,27 +47,41 @@ bool IlpProblem::solve(double seconds, Solution &out, std::string &why) const {
       value.push_back(v);
     }
     start.push_back((CoinBigIndex)index.size());
+    length.push_back((int)column.size());
   }
   std::vector<double> lower(columns, 0.0), upper(columns, 1.0);
-  Cbc_loadProblem(model.get(), columns, rows, start.data(), index.data(), value.data(), lower.data(), upper.data(),
-                  costs_.data(), rowLower.data(), rowUpper.data());
+  // CbcModel on its own solver, not CBC's command-line driver (CbcMain, behind the C interface),
+  // whose parameters are process globals: cpc plan solves the layouts' programs on several
+  // threads at once. Its cut generators and heuristics are left out too: the sharding programs'
+  // relaxations are nearly integral and branching closes the gap (GPT-small tp2: 4.8 s -> 1.7 s
+  // without the heuristics alone).
+  OsiClpSolverInterface solver;
+  solver.messageHandler()->setLogLevel(0);
+  solver.setHintParam(OsiDoReducePrint, true, OsiHintTry);
+  CoinPackedMatrix matrix(true, rows, columns, (CoinBigIndex)index.size(), value.data(), index.data(), start.data(),
+                          length.data());
+  solver.loadProblem(matrix, lower.data(), upper.data(), costs_.data(), rowLower.data(), rowUpper.data());
   for (int c = 0; c < columns; ++c)
     if (binary_[c])
-      Cbc_setInteger(model.get(), c);
-  Cbc_setMaximumSeconds(model.get(), seconds);
-  // The sharding programs' relaxations are nearly integral: CBC's primal heuristics cost two
-  // thirds of the solve time (GPT-small tp2: 4.8 s -> 1.7 s) and find nothing branching doesn't.
-  Cbc_setParameter(model.get(), "heuristics", "off");
-  Cbc_solve(model.get());
-  const double *values = Cbc_getColSolution(model.get());
-  if (Cbc_isProvenInfeasible(model.get()) || !values || Cbc_getObjValue(model.get()) >= 1e50) {
-    why = Cbc_isProvenInfeasible(model.get()) ? "the program has no feasible solution"
-                                              : "no feasible solution within the time limit";
+      solver.setInteger(c);
+  solver.initialSolve();
+  if (!solver.isProvenOptimal()) {
+    why = "the program has no feasible solution";
     return false;
   }
-  out.values.assign(values, values + costs_.size());
-  out.objective = Cbc_getObjValue(model.get());
-  out.optimal = Cbc_isProvenOptimal(model.get());
+  CbcModel model(solver);
+  model.setLogLevel(0);
+  model.messageHandler()->setLogLevel(0);
+  model.setMaximumSeconds(seconds);
+  model.branchAndBound();
+  const double *values = model.bestSolution();
+  if (!values) {
+    why = model.isProvenInfeasible() ? "the program has no feasible solution" : "no feasible solution within the time limit";
+    return false;
+  }
+  out.values.assign(values, values + columns);
+  out.objective = model.getObjValue();
+  out.optimal = model.isProvenOptimal();
   return true;
 }
 

@@ -138,9 +138,8 @@ ProgramComms programComms(const Plan &plan, const RankProgram &program, int64_t 
 }
 
 /// `comms` as rank `r` runs them for `microbatch`, appended to `list` (locations prefixed).
-void appendRankActions(const Plan &plan, const ProgramComms &comms, int r, int64_t microbatch, int64_t channels,
-                       const std::string &prefix, std::vector<CommAction> &list) {
-  RankGroups groups(plan, r);
+void appendRankActions(const Plan &plan, const ProgramComms &comms, RankGroups &groups, int r, int64_t microbatch,
+                       int64_t channels, const std::string &prefix, std::vector<CommAction> &list) {
   for (const ProgramComms::Item &item : comms.items) {
     CommAction a = item.action;
     a.loc = prefix + a.loc;
@@ -162,7 +161,8 @@ void appendRankActions(const Plan &plan, const ProgramComms &comms, int r, int64
 std::vector<CommAction> programCommActions(const Plan &plan, const RankProgram &program, int r, int64_t microbatch,
                                            int64_t channels) {
   std::vector<CommAction> list;
-  appendRankActions(plan, programComms(plan, program, channels), r, microbatch, channels, "", list);
+  RankGroups groups(plan, r);
+  appendRankActions(plan, programComms(plan, program, channels), groups, r, microbatch, channels, "", list);
   return list;
 }
 
@@ -174,8 +174,10 @@ std::vector<std::vector<CommAction>> commActions(const Plan &plan, const std::st
       continue;
     ProgramComms comms = programComms(plan, program, channels); // once, not once per rank
     for (int r = 0; r < (int)ranks.size(); ++r)
-      if (plan.runsOn(program, r))
-        appendRankActions(plan, comms, r, 0, channels, "", ranks[r]);
+      if (plan.runsOn(program, r)) {
+        RankGroups groups(plan, r);
+        appendRankActions(plan, comms, groups, r, 0, channels, "", ranks[r]);
+      }
   }
   return ranks;
 }
@@ -205,17 +207,19 @@ std::vector<std::vector<CommAction>> pipelineCommActions(const Plan &plan, const
     if (stage < 0 || stage >= (int64_t)schedule.actions.size())
       throw RuntimeError("rank " + std::to_string(r) + " has no pipeline action list");
     std::map<std::pair<bool, int64_t>, const RankProgram *> programOf; // (backward, chunk)
+    RankGroups groups(plan, r); // found once per rank, not per microbatch
     for (const PipelineAction &a : schedule.actions[stage]) {
       auto [it, added] = programOf.try_emplace({a.backward, a.chunk}, nullptr);
       if (added)
         it->second = &pipelineProgram(plan, r, a.backward ? ProgramPhase::Backward : ProgramPhase::Forward, a.chunk);
       std::string prefix =
           std::string(a.backward ? "B" : "F") + std::to_string(a.chunk) + "." + std::to_string(a.microbatch) + " ";
-      appendRankActions(plan, commsOf(*it->second), r, a.microbatch, channels, prefix, ranks[r]);
+      appendRankActions(plan, commsOf(*it->second), groups, r, a.microbatch, channels, prefix, ranks[r]);
     }
     if (schedule.forwardOnly()) // inference: no update follows
       continue;
-    appendRankActions(plan, commsOf(pipelineProgram(plan, r, ProgramPhase::Apply, -1)), r, 0, channels, "", ranks[r]);
+    appendRankActions(plan, commsOf(pipelineProgram(plan, r, ProgramPhase::Apply, -1)), groups, r, 0, channels, "",
+                      ranks[r]);
   }
   return ranks;
 }

@@ -6,6 +6,7 @@
 // result type by InferTypeOpInterface) or verify() when the result type is given explicitly.
 //
 #include "dialects/cpc/CpcDialect.h"
+#include "dialects/cpc/Variables.h"
 #include "support/CheckedSize.h"
 #include "support/ShapeMath.h"
 
@@ -181,13 +182,19 @@ static LogicalResult verifyVariableAccess(Operation *op, FlatSymbolRefAttr name,
   return success();
 }
 
-VariableOp ParameterOp::getVariable() { return SymbolTable::lookupNearestSymbolFrom<VariableOp>(*this, getNameAttr()); }
+/// The variable `name` that `op` reads, in `op`'s module (null when none).
+static VariableOp variableOf(Operation *op, FlatSymbolRefAttr name) {
+  auto module = op->getParentOfType<ModuleOp>();
+  return module ? findVariable(module, name.getAttr()) : VariableOp();
+}
+
+VariableOp ParameterOp::getVariable() { return variableOf(*this, getNameAttr()); }
 DenseI64ArrayAttr ParameterOp::getGlobalShapeAttr() { return getVariable().getGlobalShapeAttr(); }
 ShardingAttr ParameterOp::getShardingAttr() { return getVariable().getShardingAttr(); }
 bool ParameterOp::getTrainable() { return getVariable().getTrainable(); }
 DenseI64ArrayAttr ParameterOp::getStoredViewAttr() { return getVariable().getStoredViewAttr(); }
 DenseI64ArrayAttr ParameterOp::getStoredPermAttr() { return getVariable().getStoredPermAttr(); }
-VariableOp StateOp::getVariable() { return SymbolTable::lookupNearestSymbolFrom<VariableOp>(*this, getNameAttr()); }
+VariableOp StateOp::getVariable() { return variableOf(*this, getNameAttr()); }
 DenseI64ArrayAttr StateOp::getGlobalShapeAttr() { return getVariable().getGlobalShapeAttr(); }
 ShardingAttr StateOp::getShardingAttr() { return getVariable().getShardingAttr(); }
 StateRole StateOp::getRole() { return *getVariable().getRole(); }

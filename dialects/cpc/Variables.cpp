@@ -6,7 +6,16 @@ using namespace mlir;
 namespace cpc {
 
 VariableOp findVariable(ModuleOp module, StringRef name) {
-  return llvm::dyn_cast_if_present<VariableOp>(SymbolTable::lookupSymbolIn(module, name));
+  return findVariable(module, StringAttr::get(module.getContext(), name));
+}
+
+VariableOp findVariable(ModuleOp module, StringAttr name) {
+  // A typed scan: the generic symbol lookup reads every op's name through the inherent
+  // attribute interface (by string), which was a tenth of cpc plan's time on MAE ViT-L.
+  for (VariableOp variable : module.getOps<VariableOp>())
+    if (variable.getSymNameAttr() == name)
+      return variable;
+  return {};
 }
 
 /// Where the next variable is declared: after the last one, else at the module's start.

@@ -19,6 +19,7 @@ namespace cpc {
 
 /// The variable `name` of `module`, or null.
 VariableOp findVariable(mlir::ModuleOp module, llvm::StringRef name);
+VariableOp findVariable(mlir::ModuleOp module, mlir::StringAttr name);
 
 /// The variable `name` of `module`; declared (after the module's other variables) as a `type`
 /// state with `role` (a parameter without one) when the module has none of that name.

@@ -236,7 +236,9 @@ int runCompile(int argc, char **argv) {
               << layouts.size() << " layouts: predicted " << best.seconds * 1e3 << " ms per step, "
               << best.peakBytes << " B peak per rank (cpc plan lists them all)\n";
     request = best.request;
-    request.quiet = false;
+    request.quiet = false; // the layout's own compile, not one of the search's
+    request.parallelPasses = search.base.parallelPasses;
+    request.verifyEachPass = search.base.verifyEachPass;
   }
   compileModel(request, std::cout);
   return 0;
