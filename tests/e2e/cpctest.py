@@ -129,6 +129,17 @@ def train_plan(plan, steps, inputs, out_prefix):
     return lines, params, summary
 
 
+def measured_peak(plan, steps=2, extra=()):
+    """Runs `plan` for `steps` steps; returns cpc-run's (predicted, measured) peak per rank, the
+    largest rank's measured, and its stdout. Under the sanitizers their shadow memory is
+    measured too: callers skip the comparison there."""
+    import re
+    out = run([tool("cpc-run"), plan, "--steps", str(steps), *extra], timeout=600).stdout
+    m = re.search(r"memory per rank: predicted peak (\d+) B, measured (\d+) B \(the largest rank's", out)
+    assert m, out
+    return int(m.group(1)), int(m.group(2)), out
+
+
 def block_fraction(summary, block_parameter):
     """The fraction of the parameter elements of the blocks (parameters whose name matches the
     regex `block_parameter`) that a plan (`cpc inspect --json`) stores split over tp."""

@@ -8,14 +8,13 @@ refuses 3; a killed rank ends the job.
 """
 import json
 import os
-import re
 import signal
 import subprocess
 import time
 
 import numpy as np
 
-from cpctest import Results, export_mae, run, tempdir, tool, MAE_CLIP, MAE_RECIPE, MPI_ENV
+from cpctest import Results, export_mae, measured_peak, run, tempdir, tool, MAE_CLIP, MAE_RECIPE, MPI_ENV
 
 results = Results()
 STEPS = 20
@@ -219,10 +218,7 @@ with tempdir() as work:
         for zero in range(4):
             plan = os.path.join(work, "small-zero%d.plan" % zero)
             run([tool("cpc"), "compile", small, "--dp", "2", "--zero", str(zero), "-o", plan])
-            out = run([tool("cpc-run"), plan, "--steps", "2"], timeout=600).stdout
-            m = re.search(r"memory per rank: predicted peak (\d+) B, measured (\d+) B", out)
-            assert m, out
-            predicted, measured = int(m.group(1)), int(m.group(2))
+            predicted, measured, _ = measured_peak(plan)
             errors.append(100.0 * (measured - predicted) / predicted)
             assert abs(measured - predicted) <= 0.05 * predicted, (zero, predicted, measured)
         print("   measured over predicted, ZeRO 0-3: %s" % ", ".join("%+.1f%%" % e for e in errors))

@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from cpctest import (compare_training, compile_plan, train_plan, Results, export_mae, run, tempdir, tool, MAE_CLIP,
-                     MAE_RECIPE, MPI_ENV, PYTHON, SOURCE)
+from cpctest import (compare_training, compile_plan, measured_peak, train_plan, Results, export_mae, run, tempdir,
+                     tool, MAE_CLIP, MAE_RECIPE, MPI_ENV, PYTHON, SOURCE)
 
 results = Results()
 STEPS = 20
@@ -170,17 +170,13 @@ with tempdir() as work:
         if os.environ.get("CPC_SANITIZED"):  # the sanitizers' allocator and shadow are measured too
             print("   (the normal build's test)")
             return
-        import re
         small = export_mae("small", 17, os.path.join(work, "small"), extra=["--batch", "8"])
         errors = []
         for schedule in ("gpipe", "1f1b"):
             plan = os.path.join(work, "small-pp2-%s.plan" % schedule)
             run([tool("cpc"), "compile", small, "--pp", "2", "--schedule", schedule, "--microbatches", "4", "-o", plan])
             metrics = os.path.join(work, "small-pp2-%s.jsonl" % schedule)
-            out = run([tool("cpc-run"), plan, "--steps", "2", "--metrics", metrics], timeout=600).stdout
-            m = re.search(r"memory per rank: predicted peak (\d+) B, measured (\d+) B \(the largest rank's", out)
-            assert m, out
-            predicted, measured = int(m.group(1)), int(m.group(2))
+            predicted, measured, _ = measured_peak(plan, extra=["--metrics", metrics])
             rank0 = max(json.loads(line)["measured_peak_bytes"] for line in open(metrics))
             assert rank0 <= measured, (rank0, measured)
             errors.append(100.0 * (measured - predicted) / predicted)
