@@ -129,15 +129,17 @@ def train_plan(plan, steps, inputs, out_prefix):
     return lines, params, summary
 
 
-def measured_peak(plan, steps=2, extra=()):
-    """Runs `plan` for `steps` steps; returns cpc-run's (predicted, measured) peak per rank, the
-    largest rank's measured, and its stdout. Under the sanitizers their shadow memory is
-    measured too: callers skip the comparison there."""
+def peak_error(plan, steps=2, extra=(), tolerance=0.05):
+    """Runs `plan` for `steps` steps and checks cpc-run's measured peak per rank (the largest
+    rank's) is within `tolerance` of the predicted; returns (measured over predicted in %, the
+    measured bytes). Under the sanitizers their shadow memory is measured too: callers skip it."""
     import re
     out = run([tool("cpc-run"), plan, "--steps", str(steps), *extra], timeout=600).stdout
     m = re.search(r"memory per rank: predicted peak (\d+) B, measured (\d+) B \(the largest rank's", out)
     assert m, out
-    return int(m.group(1)), int(m.group(2)), out
+    predicted, measured = int(m.group(1)), int(m.group(2))
+    assert abs(measured - predicted) <= tolerance * predicted, (plan, predicted, measured)
+    return 100.0 * (measured - predicted) / predicted, measured
 
 
 def block_fraction(summary, block_parameter):

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from cpctest import (compare_training, compile_plan, measured_peak, train_plan, Results, export_mae, run, tempdir,
+from cpctest import (compare_training, compile_plan, peak_error, train_plan, Results, export_mae, run, tempdir,
                      tool, MAE_CLIP, MAE_RECIPE, MPI_ENV, PYTHON, SOURCE)
 
 results = Results()
@@ -166,7 +166,7 @@ with tempdir() as work:
     def measured_peaks():
         # MAE-small at batch 8, pp2 with 4 microbatches: the stages' peaks differ, and cpc-run
         # reports the largest rank's measured peak against the plan's (its largest rank's)
-        # prediction, within 5%. Rank 0's own (the metrics') is at most that.
+        # prediction, within 5%.
         if os.environ.get("CPC_SANITIZED"):  # the sanitizers' allocator and shadow are measured too
             print("   (the normal build's test)")
             return
@@ -176,11 +176,13 @@ with tempdir() as work:
             plan = os.path.join(work, "small-pp2-%s.plan" % schedule)
             run([tool("cpc"), "compile", small, "--pp", "2", "--schedule", schedule, "--microbatches", "4", "-o", plan])
             metrics = os.path.join(work, "small-pp2-%s.jsonl" % schedule)
-            predicted, measured, _ = measured_peak(plan, extra=["--metrics", metrics])
+            error, measured = peak_error(plan, extra=["--metrics", metrics])
+            errors.append(error)
+            # The last stage is predicted the larger (GPipe: 93.6 against 90.5 MB): the peak
+            # reported is its, above rank 0's own.
+            per_rank = json.loads(run([tool("cpc"), "inspect", plan, "--json"]).stdout)["training"]["peak_bytes_per_rank"]
             rank0 = max(json.loads(line)["measured_peak_bytes"] for line in open(metrics))
-            assert rank0 <= measured, (rank0, measured)
-            errors.append(100.0 * (measured - predicted) / predicted)
-            assert abs(measured - predicted) <= 0.05 * predicted, (schedule, predicted, measured)
+            assert rank0 <= measured and (per_rank[1] <= per_rank[0] or rank0 < measured), (per_rank, rank0, measured)
         print("   measured over predicted, GPipe %+.1f%%, 1F1B %+.1f%%" % tuple(errors))
 
     results.check("MAE-small pp2: the largest rank's measured peak is within 5% of the predicted", measured_peaks)
