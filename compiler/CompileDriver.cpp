@@ -261,6 +261,12 @@ TrainRecipe resolveRecipe(const CompileRequest &request) {
   TrainRecipe recipe;
   if (!request.configPath.empty())
     recipe.loadFile(request.configPath);
+  if (!recipe.unusedKeys.empty()) { // never silently ignored
+    std::string keys;
+    for (const std::string &key : recipe.unusedKeys)
+      keys += (keys.empty() ? "" : ", ") + key;
+    std::cerr << "cpc: note: " << request.configPath << ": keys cpc does not use: " << keys << "\n";
+  }
   for (const std::string &kv : request.overrides) {
     size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0)

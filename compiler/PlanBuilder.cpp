@@ -416,6 +416,11 @@ private:
     int b = newBuffer(variable.getType(), name, variable.isParameter() ? BufferKind::Parameter : BufferKind::State,
                       variable);
     setSharding(plan_.buffers[b], variable.getGlobalShapeAttr(), variable.getShardingAttr());
+    if (auto view = variable.getStoredViewAttr()) { // kept in another element order than the model's
+      plan_.buffers[b].storedView.assign(view.asArrayRef().begin(), view.asArrayRef().end());
+      auto perm = variable.getStoredPermAttr().asArrayRef();
+      plan_.buffers[b].storedPerm.assign(perm.begin(), perm.end());
+    }
     if (variable.isParameter()) {
       initializeParameter(plan_.buffers[b], variable);
     } else {
@@ -437,10 +442,6 @@ private:
     if (weights_->byteSize(name) != desc.storedBytes())
       throw LoweringError(param, "the model's value of parameter '" + name + "' holds " + std::to_string(weights_->byteSize(name)) +
                          " bytes, its type needs " + std::to_string(desc.storedBytes()));
-    if (auto view = param.getStoredViewAttr()) { // kept in another element order: permuted as written
-      desc.storedView.assign(view.asArrayRef().begin(), view.asArrayRef().end());
-      desc.storedPerm.assign(param.getStoredPermAttr().asArrayRef().begin(), param.getStoredPermAttr().asArrayRef().end());
-    }
     size_t bytes = desc.storedBytes();
     if (options_.syntheticParameters) {
       desc.synthetic = true;

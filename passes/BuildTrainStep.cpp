@@ -31,6 +31,21 @@ struct TrainedParam {
   bool decay;
 };
 
+/// A state kept element for element beside parameter `p` (its moments, its accumulator): it is
+/// stored in the parameter's element order, and its variable says so as the parameter's does
+/// (stored_view/stored_perm), so that its values can be read in the model's order (a checkpoint
+/// written on one layout and read on another).
+Value readParameterState(OpBuilder &b, Location loc, StateRole role, const std::string &name, const TrainedParam &p) {
+  StateOp state = readState(b, loc, role, name, p.type);
+  VariableOp param = findVariable(state->getParentOfType<ModuleOp>(), p.name);
+  VariableOp variable = findVariable(state->getParentOfType<ModuleOp>(), name);
+  if (param && param.getStoredViewAttr() && !variable.getStoredViewAttr()) {
+    variable.setStoredViewAttr(param.getStoredViewAttr());
+    variable.setStoredPermAttr(param.getStoredPermAttr());
+  }
+  return state;
+}
+
 class StepBuilder {
 public:
   StepBuilder(OpBuilder &b, Location loc) : b(b), loc(loc) {}
@@ -100,8 +115,8 @@ public:
       if (coef)
         g = b.create<MulOp>(loc, g, toType(coef, et));
       Value param = b.create<ParameterOp>(loc, p.type, FlatSymbolRefAttr::get(b.getContext(), p.name));
-      Value m = readState(b, loc, StateRole::ExpAvg, "adamw.exp_avg." + p.name, p.type);
-      Value v = readState(b, loc, StateRole::ExpAvgSq, "adamw.exp_avg_sq." + p.name, p.type);
+      Value m = readParameterState(b, loc, StateRole::ExpAvg, "adamw.exp_avg." + p.name, p);
+      Value v = readParameterState(b, loc, StateRole::ExpAvgSq, "adamw.exp_avg_sq." + p.name, p);
       auto adam = b.create<AdamWOp>(loc, param, g, m, v, toType(lr, et), toType(step, et), /*grad_scale=*/Value(),
                                     b.getF64FloatAttr(beta1),
                                     b.getF64FloatAttr(beta2), b.getF64FloatAttr(epsilon),
@@ -265,7 +280,7 @@ struct CpcBuildTrainStepPass : cpc::impl::CpcBuildTrainStepBase<CpcBuildTrainSte
     b.setInsertionPoint(ret);
     for (auto [p, g] : llvm::zip(params, grads)) {
       std::string acc = "grad_acc." + p.name;
-      Value old = readState(b, loc, StateRole::GradAccumulator, acc, p.type);
+      Value old = readParameterState(b, loc, StateRole::GradAccumulator, acc, p);
       assignVariable(b, loc, b.create<AddOp>(loc, old, g), acc);
     }
     b.create<func::ReturnOp>(loc, ValueRange{loss});
@@ -284,7 +299,7 @@ struct CpcBuildTrainStepPass : cpc::impl::CpcBuildTrainStepBase<CpcBuildTrainSte
     StepBuilder sb(b, loc);
     SmallVector<Value> sums;
     for (const TrainedParam &p : params)
-      sums.push_back(readState(b, loc, StateRole::GradAccumulator, "grad_acc." + p.name, p.type));
+      sums.push_back(readParameterState(b, loc, StateRole::GradAccumulator, "grad_acc." + p.name, p));
     SmallVector<Value> results =
         sb.update(params, sums, entry->getArgument(0), entry->getArgument(1), accumulation, updateOptions);
     for (const TrainedParam &p : params)

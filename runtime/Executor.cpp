@@ -614,6 +614,35 @@ HostTensor Executor::wholeVariable(const std::string &name) const {
   return inModelOrder(*desc, std::move(whole));
 }
 
+void Executor::setVariable(const std::string &name, const HostTensor &whole) {
+  TensorRef local = variable(name);
+  const BufferDesc *desc = nullptr;
+  for (const BufferDesc &b : plan_.buffers)
+    if (b.name == name && b.aliasOf < 0 && (b.kind == BufferKind::Parameter || b.kind == BufferKind::State))
+      desc = &b;
+  std::vector<int64_t> shape = desc->sharded() ? desc->globalShape : desc->shape;
+  if (whole.dtype != desc->dtype || whole.shape != shape || whole.data.size() != desc->storedBytes())
+    throw RuntimeError("'" + name + "': the value has type " + dtypeName(whole.dtype) + " and shape " +
+                       shapeString(whole.shape) + ", the plan's variable " + dtypeName(desc->dtype) + " and " +
+                       shapeString(shape));
+  const std::vector<uint8_t> *stored = &whole.data;
+  std::vector<uint8_t> permuted;
+  if (desc->permuted()) { // the model's order back to the plan's stored order
+    permuted.resize(whole.data.size());
+    permuteElements(whole.data.data(), permuted.data(), desc->storedView, desc->storedPerm, dtypeSize(desc->dtype),
+                    false);
+    stored = &permuted;
+  }
+  if (!desc->sharded()) {
+    upload(local.data, stored->data(), stored->size());
+    return;
+  }
+  std::vector<uint8_t> block(local.bytes());
+  copyBlock(const_cast<uint8_t *>(stored->data()), desc->splitView(), block.data(), desc->shape,
+            blockStarts(plan_, options_.rank, desc->shardDims, desc->shape), dtypeSize(desc->dtype), true);
+  upload(local.data, block.data(), block.size());
+}
+
 HostTensor Executor::inModelOrder(const BufferDesc &desc, HostTensor whole) {
   if (!desc.permuted())
     return whole;

@@ -99,6 +99,10 @@ public:
   /// The whole value of a parameter or state: a sharded parameter's blocks are all-gathered,
   /// so every rank of its group must call this together.
   HostTensor wholeVariable(const std::string &name) const;
+  /// Sets a parameter or state from its whole value in the model's element order (what
+  /// wholeVariable returns, on any layout): this rank keeps its block. Throws RuntimeError when
+  /// the type or shape differs from the variable's.
+  void setVariable(const std::string &name, const HostTensor &whole);
   const std::vector<NamedBuffer> &outputs() const { return plan_.outputs; }
   MemoryStats memoryStats() const { return memory_; }
   /// Seconds spent per op kind over all runs (only with ExecutorOptions::profile); with

@@ -9,10 +9,11 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <regex>
 #include <sstream>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -24,11 +25,26 @@ namespace cpc {
 namespace {
 
 pid_t mpirunPid = 0;
+volatile std::sig_atomic_t launcherStop = 0;
+bool stopGracefully = false; // the ranks train: they save and stop on SIGUSR1
 
-// Ctrl-C or a kill of cpc-run must not leave mpirun and its ranks running.
+// Ctrl-C or a kill of cpc-run must not leave mpirun and its ranks running. The first asks the
+// ranks to stop at a step boundary (mpirun forwards SIGUSR1 to them; they save a checkpoint
+// first); a second one ends them at once.
 void forwardSignal(int sig) {
   if (mpirunPid > 0)
-    kill(mpirunPid, sig);
+    kill(mpirunPid, launcherStop || !stopGracefully ? sig : SIGUSR1);
+  launcherStop = sig;
+}
+
+volatile std::sig_atomic_t rankStop = 0;
+
+void requestStop(int sig) {
+  if (rankStop && sig != SIGUSR1) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+  rankStop = sig;
 }
 
 std::string selfExecutable(const char *argv0) {
@@ -44,15 +60,71 @@ std::string readAll(const std::string &path) {
   return os.str();
 }
 
+/// Starts mpirun with `args` and `env`, its stderr into `logFd` (closed here), and returns its
+/// pid; calls `failed(errno)` (which throws) when it cannot start. mpirun runs in its own process
+/// group, so a Ctrl-C on the terminal reaches cpc-run alone, which asks the ranks to stop
+/// gracefully instead of mpirun killing them; and it gets SIGTERM (ending its ranks) if cpc-run
+/// dies, so a killed launcher leaves nothing running. A pipe closed by the exec tells whether
+/// mpirun started.
+pid_t startMpirun(std::vector<std::string> &args, std::vector<std::string> &env, int logFd,
+                  const std::function<void(int)> &failed) {
+  std::vector<char *> cargs, cenv;
+  for (auto &a : args)
+    cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  for (auto &e : env)
+    cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  int startPipe[2];
+  if (pipe2(startPipe, O_CLOEXEC) != 0) {
+    close(logFd);
+    failed(errno);
+  }
+  int devNull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  pid_t parent = getpid();
+  std::cout.flush();
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent)
+      _exit(127);
+    dup2(devNull, 0); // mpirun would forward our stdin to rank 0; the ranks never read it
+    dup2(logFd, 2);
+    execvpe("mpirun", cargs.data(), cenv.data());
+    int err = errno;
+    ssize_t ignored = write(startPipe[1], &err, sizeof err);
+    (void)ignored;
+    _exit(127);
+  }
+  close(startPipe[1]);
+  close(devNull);
+  close(logFd);
+  int rc = pid < 0 ? errno : 0;
+  if (pid > 0 && read(startPipe[0], &rc, sizeof rc) != sizeof rc)
+    rc = 0; // the exec closed the pipe: mpirun runs
+  close(startPipe[0]);
+  if (rc != 0) {
+    if (pid > 0)
+      waitpid(pid, nullptr, 0);
+    failed(rc);
+  }
+  return pid;
+}
+
 } // namespace
 
 bool needsMpiLaunch(int worldSize) { return worldSize > 1 && !launchedByMpi(); }
 
-int launchUnderMpi(int worldSize, int argc, char **argv, bool verbose) {
+int launchUnderMpi(int worldSize, int argc, char **argv, bool verbose, bool gracefulStop) {
+  stopGracefully = gracefulStop;
   std::vector<std::string> args = {"mpirun", "-np", std::to_string(worldSize), "--oversubscribe", "--bind-to", "none",
                                    // A rank that exits non-zero or dies by a signal ends the whole job.
                                    "--mca", "orte_abort_on_non_zero_status", "1"};
-  for (const char *var : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"})
+  // mpirun hands the ranks a pipe: tell rank 0 whether its lines reach a terminal.
+  if (isatty(STDOUT_FILENO))
+    setenv("CPC_PROGRESS_TTY", "1", 1);
+  for (const char *var : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "CPC_PROGRESS_TTY"})
     if (std::getenv(var))
       args.insert(args.end(), {"-x", var});
   args.push_back(selfExecutable(argv[0]));
@@ -76,30 +148,11 @@ int launchUnderMpi(int worldSize, int argc, char **argv, bool verbose) {
     throw RuntimeError(logPath + ": cannot create the ranks' log file: " + std::strerror(errno));
   logPath = tmpl.data();
 
-  std::vector<char *> cargs, cenv;
-  for (auto &a : args)
-    cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  for (auto &e : env)
-    cenv.push_back(e.data());
-  cenv.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  // mpirun would forward our stdin to rank 0; the ranks never read it.
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, logFd, 2);
-  posix_spawn_file_actions_addclose(&actions, logFd);
-  std::cout.flush();
-  pid_t pid = 0;
-  int rc = posix_spawnp(&pid, "mpirun", &actions, nullptr, cargs.data(), cenv.data());
-  posix_spawn_file_actions_destroy(&actions);
-  close(logFd);
-  if (rc != 0) {
+  pid_t pid = startMpirun(args, env, logFd, [&](int err) {
     unlink(logPath.c_str());
     throw RuntimeError(std::string("cannot start mpirun for ") + std::to_string(worldSize) +
-                       " ranks: " + std::strerror(rc));
-  }
+                       " ranks: " + std::strerror(err));
+  });
   mpirunPid = pid;
   auto oldInt = std::signal(SIGINT, forwardSignal);
   auto oldTerm = std::signal(SIGTERM, forwardSignal);
@@ -111,6 +164,10 @@ int launchUnderMpi(int worldSize, int argc, char **argv, bool verbose) {
   mpirunPid = 0;
 
   bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (ok && launcherStop && stopGracefully) {
+    unlink(logPath.c_str());
+    return 128 + launcherStop;
+  }
   if (!ok)
     std::cerr << "cpc-run: error: " << describeMpiFailure(readAll(logPath), status) << "\n";
   if (verbose)
@@ -119,6 +176,13 @@ int launchUnderMpi(int worldSize, int argc, char **argv, bool verbose) {
     unlink(logPath.c_str());
   return ok ? 0 : 1;
 }
+
+void installStopHandlers() {
+  for (int sig : {SIGINT, SIGTERM, SIGUSR1})
+    std::signal(sig, requestStop);
+}
+
+int stopSignal() { return rankStop; }
 
 std::string describeMpiFailure(const std::string &log, int waitStatus) {
   // A rank's own message comes first: it says why, mpirun only says how.

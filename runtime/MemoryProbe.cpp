@@ -19,12 +19,16 @@ int64_t residentBytes(const char *field) {
 }
 
 void MemoryProbe::start() {
+  restartPeak();
+  baseline_ = residentBytes("VmRSS:");
+}
+
+void MemoryProbe::restartPeak() {
   // Writing 5 resets VmHWM to the current RSS (Linux >= 4.0).
   std::FILE *f = std::fopen("/proc/self/clear_refs", "w");
   reset_ = f && std::fputs("5", f) >= 0;
   if (f)
     reset_ = (std::fclose(f) == 0) && reset_;
-  baseline_ = residentBytes("VmRSS:");
 }
 
 int64_t MemoryProbe::peakSinceStart() const {

@@ -17,6 +17,9 @@ class MemoryProbe {
 public:
   /// Records the baseline and resets the peak counter.
   void start();
+  /// Resets the peak counter, keeping the baseline: what ran since start() that is not the plan's
+  /// (loading a checkpoint) stays out of the peak.
+  void restartPeak();
   /// Peak resident bytes since start() minus the baseline (0 if /proc is unavailable).
   int64_t peakSinceStart() const;
   int64_t baselineBytes() const { return baseline_; }

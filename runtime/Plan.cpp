@@ -456,8 +456,9 @@ void validateShardedBuffer(const Plan &plan, const BufferDesc &b) {
 
 void validatePermutedBuffer(const BufferDesc &b) {
   std::string what = "buffer '" + b.name + "'";
-  if (b.kind != BufferKind::Parameter || b.storedView.size() != b.storedPerm.size() || b.storedView.size() > 16)
-    failPlan(what + ": a stored order needs a parameter and one permuted dim per view dim");
+  if ((b.kind != BufferKind::Parameter && b.kind != BufferKind::State) || b.storedView.size() != b.storedPerm.size() ||
+      b.storedView.size() > 16)
+    failPlan(what + ": a stored order needs a parameter or state and one permuted dim per view dim");
   std::vector<bool> seen(b.storedPerm.size(), false);
   for (int64_t p : b.storedPerm) {
     if (p < 0 || p >= (int64_t)seen.size() || seen[p])
@@ -466,7 +467,7 @@ void validatePermutedBuffer(const BufferDesc &b) {
   }
   auto elements = checkedNumElements(b.storedView);
   if (!elements || *elements != numElements(b.sharded() ? b.globalShape : b.shape))
-    failPlan(what + ": stored_view does not hold the parameter's elements");
+    failPlan(what + ": stored_view does not hold the variable's elements");
 }
 
 void validateMesh(const Plan &plan) {

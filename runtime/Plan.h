@@ -121,8 +121,9 @@ struct BufferDesc {
   // value; each rank loads its block.
   std::vector<int64_t> globalShape;
   std::vector<std::vector<std::string>> shardDims;
-  // A parameter kept in another element order than the model's (ParameterOp's stored_view and
-  // stored_perm): stored = transpose(reshape(model value, storedView), storedPerm).
+  // A variable kept in another element order than the model's (its VariableOp's stored_view and
+  // stored_perm; a parameter's moments and accumulator follow the parameter's):
+  // stored = transpose(reshape(model value, storedView), storedPerm).
   std::vector<int64_t> storedView;
   std::vector<int64_t> storedPerm;
 

@@ -5,6 +5,8 @@
 #include "support/CheckedSize.h"
 
 #include "onnx/onnx_pb.h"
+#include <nlohmann/json.hpp>
+#include <cstdio>
 
 #include <cstring>
 #include <fstream>
@@ -290,6 +292,56 @@ void writeNpy(const std::string &path, const TensorRef &input) {
   out.write(static_cast<const char *>(tensor.data), tensor.bytes());
   if (!out.flush())
     throw RuntimeError(path + ": write failed");
+}
+
+namespace {
+/// safetensors' name of a dtype.
+const char *safetensorsDType(DType type) {
+  switch (type) {
+  case DType::F32: return "F32";
+  case DType::F64: return "F64";
+  case DType::F16: return "F16";
+  case DType::BF16: return "BF16";
+  case DType::I64: return "I64";
+  case DType::I32: return "I32";
+  case DType::I16: return "I16";
+  case DType::I8: return "I8";
+  case DType::U8: return "U8";
+  case DType::I1: return "BOOL";
+  }
+  return "F32";
+}
+} // namespace
+
+void writeSafetensors(const std::string &path, const std::vector<std::pair<std::string, HostTensor>> &tensors,
+                      const std::vector<std::pair<std::string, std::string>> &metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    header["__metadata__"] = nlohmann::ordered_json::object();
+    for (const auto &[key, value] : metadata)
+      header["__metadata__"][key] = value;
+  }
+  size_t offset = 0;
+  for (const auto &[name, t] : tensors) {
+    if (header.contains(name))
+      throw RuntimeError(path + ": tensor '" + name + "' given twice");
+    header[name] = {{"dtype", safetensorsDType(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.data.size()}}};
+    offset += t.data.size();
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' '); // the data starts 8-byte aligned
+  std::string temporary = path + ".tmp";
+  std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+  uint64_t length = text.size(); // little-endian, as this machine
+  out.write(reinterpret_cast<const char *>(&length), sizeof length);
+  out.write(text.data(), text.size());
+  for (const auto &[name, t] : tensors)
+    out.write(reinterpret_cast<const char *>(t.data.data()), t.data.size());
+  out.close();
+  if (!out || std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    throw RuntimeError(path + ": cannot write the safetensors file");
+  }
 }
 
 } // namespace cpc

@@ -25,6 +25,13 @@ HostTensor readTensorFile(const std::string &path);
 /// Writes `tensor` as a .npy file. Throws RuntimeError.
 void writeNpy(const std::string &path, const TensorRef &tensor);
 
+/// Writes named tensors as a safetensors file (Hugging Face's format: an 8-byte header length, a
+/// JSON header of names, dtypes, shapes and byte ranges, then the data in that order), which
+/// `safetensors.torch.load_file` reads into a state dict. `metadata` becomes its string map.
+/// Written beside `path` and renamed over it. Throws RuntimeError naming the file.
+void writeSafetensors(const std::string &path, const std::vector<std::pair<std::string, HostTensor>> &tensors,
+                      const std::vector<std::pair<std::string, std::string>> &metadata = {});
+
 } // namespace cpc
 
 #endif

@@ -1,5 +1,6 @@
 //===- TrainRecipe.cpp ----------------------------------------------------===//
 #include "runtime/TrainRecipe.h"
+#include "runtime/PyConfig.h"
 
 #include <cerrno>
 #include <cmath>
@@ -116,6 +117,10 @@ void TrainRecipe::loadFile(const std::string &path) {
     throw ConfigError(path + ": cannot open the config file: " + std::strerror(errno));
   if (S_ISDIR(st.st_mode))
     throw ConfigError(path + ": is a directory, not a config file");
+  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".py") == 0) {
+    apply(readPyConfig(path), path, /*collectUnknown=*/true);
+    return;
+  }
   std::ifstream in(path);
   if (!in)
     throw ConfigError(path + ": cannot open the config file: " + std::strerror(errno));
@@ -136,7 +141,7 @@ void TrainRecipe::loadFile(const std::string &path) {
 }
 
 // Over 80 lines: one case per config key, each a line or two, in the order the README lists them.
-void TrainRecipe::apply(const nlohmann::json &config, const std::string &origin) {
+void TrainRecipe::apply(const nlohmann::json &config, const std::string &origin, bool collectUnknown) {
   if (!config.is_object())
     fail(origin, "", "the config must be a JSON object");
   for (const auto &[key, v] : config.items()) {
@@ -230,6 +235,8 @@ void TrainRecipe::apply(const nlohmann::json &config, const std::string &origin)
       if (v != "fp32" && v != "bf16" && v != "fp16")
         fail(origin, key, "expected \"fp32\", \"bf16\" or \"fp16\", got " + v.dump());
       precision = v;
+    } else if (collectUnknown) {
+      unusedKeys.push_back(key);
     } else {
       fail(origin, key, "unknown key");
     }

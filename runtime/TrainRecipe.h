@@ -62,10 +62,16 @@ struct TrainRecipe {
   /// op draws its own stream of it (docs/random.md).
   int64_t seed = 0;
 
-  /// Reads `path` over the current values; throws ConfigError naming the file and key.
+  /// A Python config's top-level keys cpc does not use (its model's and dataset's: MODEL,
+  /// NORM_PIX_LOSS, ...): the caller lists them in one line. A JSON config refuses them instead.
+  std::vector<std::string> unusedKeys;
+
+  /// Reads `path` over the current values: JSON, or a Colossal-AI `config.py` (PATH.py, read as
+  /// is: runtime/PyConfig.h); throws ConfigError naming the file and key.
   void loadFile(const std::string &path);
-  /// Applies one JSON object of config keys; `origin` names it in errors.
-  void apply(const nlohmann::json &config, const std::string &origin);
+  /// Applies one JSON object of config keys; `origin` names it in errors. Unknown keys fail,
+  /// or with `collectUnknown` go to unusedKeys.
+  void apply(const nlohmann::json &config, const std::string &origin, bool collectUnknown = false);
   /// The `fp16` object: Colossal's mode and the loss scaler's keys.
   void applyFp16(const nlohmann::json &v, const std::string &origin);
   /// Checks values that depend on each other (and on the model's microbatch size).

@@ -108,6 +108,36 @@ void Trainer::setBatchInput(const std::string &name, HostTensor global) {
   slices_[name] = sliceBatch(name, global, plan_.buffers[input.buffer], recipe_.accumulation, batchBlocks_, batchIndex_);
 }
 
+const BufferDesc &Trainer::batchInputBuffer(const std::string &name) const {
+  const NamedBuffer &input = findBatchInput(plan_, name, [&](const NamedBuffer &in) {
+    return !in.isRuntime() && !in.isTransfer() && (schedule_ || in.program == gradProgram_);
+  });
+  return plan_.buffers[input.buffer];
+}
+
+std::vector<std::pair<int64_t, int64_t>> Trainer::batchRows(const std::string &name) const {
+  const BufferDesc &local = batchInputBuffer(name);
+  int64_t rows = local.shape.empty() ? 1 : local.shape[0];
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int64_t m = 0; m < recipe_.accumulation; ++m) { // as sliceBatch cuts a global tensor
+    int64_t begin = (m * batchBlocks_ + batchIndex_) * rows;
+    ranges.emplace_back(begin, begin + rows);
+  }
+  return ranges;
+}
+
+void Trainer::setMicrobatchSlices(const std::string &name, std::vector<HostTensor> slices) {
+  const BufferDesc &local = batchInputBuffer(name);
+  if ((int64_t)slices.size() != recipe_.accumulation)
+    throw RuntimeError("input '" + name + "': " + std::to_string(slices.size()) + " microbatch slices, the plan has " +
+                       std::to_string(recipe_.accumulation));
+  for (const HostTensor &t : slices)
+    if (t.dtype != local.dtype || t.shape != local.shape)
+      throw RuntimeError("input '" + name + "' expects " + dtypeName(local.dtype) + shapeString(local.shape) +
+                         " per microbatch, got " + dtypeName(t.dtype) + shapeString(t.shape));
+  slices_[name] = std::move(slices);
+}
+
 void Trainer::useSyntheticData() { exec_.bindSyntheticInputs(); }
 
 void Trainer::bindMicrobatch(int64_t m) {

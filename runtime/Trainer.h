@@ -43,6 +43,14 @@ public:
   /// microbatch x gradient_accumulation. Each data-parallel rank keeps its rows of every
   /// microbatch. Throws RuntimeError.
   void setBatchInput(const std::string &name, HostTensor global);
+  /// This rank's rows of batch input `name`'s global batch, one [begin, end) per microbatch: what
+  /// setBatchInput keeps of a global tensor.
+  std::vector<std::pair<int64_t, int64_t>> batchRows(const std::string &name) const;
+  /// Binds batch input `name` from this rank's rows (one tensor per microbatch, each the rows
+  /// batchRows gives), for the steps from now on (a data reader's next step).
+  void setMicrobatchSlices(const std::string &name, std::vector<HostTensor> slices);
+  /// The local (one rank's, one microbatch's) buffer of batch input `name`.
+  const BufferDesc &batchInputBuffer(const std::string &name) const;
   /// Uses deterministic synthetic data for batch inputs without setBatchInput.
   void useSyntheticData();
 
@@ -50,6 +58,16 @@ public:
   StepMetrics step(int64_t index);
 
   const TrainRecipe &recipe() const { return recipe_; }
+  /// Updates applied so far (AdamW's step count) and fp16 steps skipped: what a checkpoint keeps.
+  int64_t optimizerSteps() const { return optimizerSteps_; }
+  int64_t skippedSteps() const { return skippedSteps_; }
+  /// The LR schedule's epoch length when a dataset sets it (its size over the global batch).
+  void setStepsPerEpoch(int64_t steps) { recipe_.stepsPerEpoch = steps; }
+  /// Continues from a checkpoint's counters.
+  void restoreCounters(int64_t optimizerSteps, int64_t skippedSteps) {
+    optimizerSteps_ = optimizerSteps;
+    skippedSteps_ = skippedSteps;
+  }
   int64_t microbatch() const { return microbatch_; }
 
 private:

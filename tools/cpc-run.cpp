@@ -1,5 +1,8 @@
 //===- cpc-run.cpp - run a cpc plan ---------------------------------------===//
 #include "runtime/Calibrate.h"
+#include "runtime/Checkpoint.h"
+#include "runtime/DataFeed.h"
+#include "runtime/Progress.h"
 #include "runtime/Device.h"
 #include "runtime/Executor.h"
 #include "runtime/Launcher.h"
@@ -21,6 +24,7 @@
 #include <iomanip>
 #include <iostream>
 #include <numeric>
+#include <set>
 #include <sstream>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -28,6 +32,8 @@
 #include <unistd.h>
 
 namespace {
+
+using namespace cpc::progress;
 
 const char *kUsage = R"(Usage: cpc-run PLAN.bin [options]
 
@@ -42,9 +48,24 @@ Options:
                       loss_scale, skipped, skipped_steps, step_s, samples_per_s, peak_bytes = max RSS,
                       predicted_peak_bytes, measured_peak_bytes, model_state_bytes, and on
                       several ranks comm_calls, comm_bytes, comm by kind) to FILE (JSON lines)
+  --data PATH         Training: read each step's batch from a dataset: an ImageFolder directory
+                      (DIR/CLASS/*.jpg|png, decoded and augmented as MAE pretrains: random
+                      resized crop 0.2-1, bicubic, flip, ImageNet normalization) or a .npy of
+                      N samples; the global batch and all random draws depend on the seed and
+                      step only, never on the layout. Other float inputs (MAE's masking noise)
+                      get U[0,1) draws per step. Without --steps, trains NUM_EPOCHS epochs
+  --data-threads T    Decoding threads per rank (default 2)
   --threads T         Threads per rank for kernels (default 1)
-  --steps N           Training: optimizer steps to run; inference: runs (mean time printed).
-                      Default 1
+  --steps N           Training: the step to train up to (a resumed run continues from its
+                      checkpoint's step); inference: runs (mean time printed). Default 1
+  --checkpoint-dir D  Training: save checkpoints under D (D/step-NNNNNNNN: each rank's shards and
+                      metadata.json; atomic; the newest --keep-checkpoints kept) after the last
+                      step, every --save-every K steps, and when SIGINT or SIGTERM stops the run
+                      (it ends at the next step boundary; a second signal ends it at once)
+  --save-every K      Training: also save every K steps
+  --keep-checkpoints N  How many complete checkpoints to keep under D (default 2)
+  --resume D          Training: continue from checkpoint D (a step-* directory, or the newest
+                      complete one under D) on any layout: its values are resharded to this plan
   --profile           Print the time spent per op kind (--profile-shapes: per op and shapes)
   --trace FILE        Write a Chrome/Perfetto trace (chrome://tracing, ui.perfetto.dev) of every
                       program run and step, one track per rank, and print each rank's share of
@@ -65,6 +86,23 @@ cpc-run --calibrate FILE [--ranks N] [--threads T] [--quick] [--calibrate-plan P
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+/// cpc-run's flags. cpc-run is the runtime's tool and links no LLVM (the GPU bundle carries it
+/// without libLLVM), so it parses by hand rather than with llvm::cl as cpc does.
+struct RunFlags {
+  std::string planPath, outputDir, metricsPath, pidFile;
+  std::vector<std::pair<std::string, std::string>> inputs;
+  std::string calibratePath; // --calibrate FILE: measure a cost profile, no plan
+  std::vector<std::string> calibratePlans; // --calibrate-plan PLAN: sample plans for the ops' rates
+  std::string checkpointDir, resume; // --checkpoint-dir, --resume
+  std::string dataPath;               // --data
+  int dataThreads = 2;
+  bool stepsGiven = false;
+  int saveEvery = 0, keepCheckpoints = 2;
+  int threads = 1, steps = 1, selfTestWorld = 0, failRank = -1, failStep = 0, ranks = 2;
+  bool quick = false;
+  bool quiet = false, profile = false, verbose = false, help = false;
 };
 
 std::string formatValues(const cpc::TensorRef &t, int64_t count) {
@@ -191,10 +229,13 @@ std::string memoryLine(const cpc::Plan &plan, int64_t measured, const cpc::Memor
 /// Says on stderr which data inputs of a training plan no --input binds (they get deterministic
 /// synthetic data), and that a plan compiled without weights starts from synthetic parameters:
 /// neither is what a user should mistake for their own.
-void noteSyntheticInputs(const cpc::Plan &plan, const std::vector<std::pair<std::string, std::string>> &inputs) {
+void noteSyntheticInputs(const cpc::Plan &plan, const std::vector<std::pair<std::string, std::string>> &inputs,
+                         const cpc::DataFeed *feed) {
+  std::vector<std::string> fed = feed ? feed->boundInputs() : std::vector<std::string>();
   std::vector<std::string> unbound;
   for (const auto &in : plan.inputs) {
-    bool bound = std::any_of(inputs.begin(), inputs.end(), [&](const auto &kv) { return kv.first == in.name; });
+    bool bound = std::any_of(inputs.begin(), inputs.end(), [&](const auto &kv) { return kv.first == in.name; }) ||
+                 std::find(fed.begin(), fed.end(), in.name) != fed.end();
     if (!in.isRuntime() && !in.isTransfer() && !bound &&
         std::find(unbound.begin(), unbound.end(), in.name) == unbound.end())
       unbound.push_back(in.name);
@@ -256,27 +297,101 @@ void saveParameterFiles(const cpc::Plan &plan, cpc::Executor &executor, cpc::Com
   }
 }
 
-/// A loss scale for the progress line: a power of two as 2^k, anything else as a number.
-std::string formatScale(double scale) {
-  int exponent = 0;
-  if (scale > 0 && std::frexp(scale, &exponent) == 0.5)
-    return "2^" + std::to_string(exponent - 1);
-  std::ostringstream os;
-  os << scale;
-  return os.str();
+/// --data: the dataset reader, its epoch length given to the LR schedule (null without --data).
+std::unique_ptr<cpc::DataFeed> openData(const cpc::Plan &plan, cpc::Trainer &trainer, int rank,
+                                        const RunFlags &flags, bool quiet) {
+  if (flags.dataPath.empty())
+    return nullptr;
+  cpc::DataOptions options;
+  options.path = flags.dataPath;
+  options.threads = flags.dataThreads;
+  options.seed = (uint64_t)trainer.recipe().seed;
+  std::set<std::string> bound;
+  for (const auto &[name, file] : flags.inputs)
+    bound.insert(name);
+  auto feed = std::make_unique<cpc::DataFeed>(plan, trainer, rank, options, bound);
+  if (feed->stepsPerEpoch() != trainer.recipe().stepsPerEpoch && !quiet)
+    std::cout << "steps per epoch: " << feed->stepsPerEpoch() << " from the dataset (the config said "
+              << trainer.recipe().stepsPerEpoch << ")\n";
+  trainer.setStepsPerEpoch(feed->stepsPerEpoch());
+  if (!quiet)
+    std::cout << feed->describe() << "\n";
+  return feed;
+}
+
+/// --resume: loads the checkpoint into this rank's variables and the trainer's counters; returns
+/// the step to continue from (0 without --resume).
+int64_t resume(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &comm, cpc::Trainer &trainer,
+               const RunFlags &flags, bool quiet) {
+  if (flags.resume.empty())
+    return 0;
+  std::string notes;
+  cpc::TrainingPosition position = cpc::loadCheckpoint(plan, executor, comm.rank(), flags.resume, &notes);
+  trainer.restoreCounters(position.optimizerSteps, position.skippedSteps);
+  if (!quiet) {
+    std::cout << "resumed from " << cpc::findCheckpoint(flags.resume) << " at step " << position.step << "\n";
+    if (!notes.empty())
+      std::cerr << "cpc-run: note: " << notes << "\n";
+    if (position.step >= flags.steps)
+      std::cout << "the checkpoint is at step " << position.step << ", --steps " << flags.steps
+                << ": no step left to run\n";
+  }
+  return position.step;
+}
+
+/// After step `done` (1-based): the ranks agree whether a signal asked them to stop, and with
+/// --checkpoint-dir save when it is time (every --save-every steps, the last step, a stop).
+/// Returns the stop signal (0: go on).
+int checkpointAfterStep(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &comm,
+                        cpc::Trainer &trainer, const RunFlags &flags, int64_t done, const cpc::DataFeed *feed,
+                        bool quiet) {
+  double signal = cpc::stopSignal();
+  if (comm.size() > 1) { // the signal reaches the ranks at different steps: stop at the same one
+    comm.allReduce(&signal, 1, cpc::DType::F64, cpc::ReduceOp::Max, comm.world());
+    comm.resetCounts(); // not the plan's communication
+  }
+  bool stop = signal != 0, last = done == flags.steps;
+  bool due = !flags.checkpointDir.empty() &&
+             (stop || last || (flags.saveEvery > 0 && done % flags.saveEvery == 0));
+  if (due || stop)
+    closeProgressLine();
+  if (due) {
+    cpc::TrainingPosition position{done, trainer.optimizerSteps(), trainer.skippedSteps()};
+    if (feed) // where the data stands follows from the step; kept to check a resumed run reads the same
+      position.data = {{"path", flags.dataPath},
+                       {"samples", feed->datasetSize()},
+                       {"epoch", feed->epochOf(done)},
+                       {"steps_per_epoch", feed->stepsPerEpoch()},
+                       {"seed", trainer.recipe().seed}};
+    auto start = std::chrono::steady_clock::now();
+    std::string dir = cpc::saveCheckpoint(plan, executor, comm, flags.checkpointDir, position, flags.keepCheckpoints);
+    if (!quiet)
+      std::cout << "saved checkpoint " << dir << " ("
+                << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s)\n"
+                << std::flush;
+  }
+  if (stop && !quiet)
+    std::cout << "stopped by signal " << (int)signal << " after step " << done
+              << (flags.checkpointDir.empty() ? " (no --checkpoint-dir: nothing saved)" : "") << "\n";
+  return (int)signal;
 }
 
 /// Runs `steps` optimizer steps of a training plan, printing one progress line per step.
-int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &comm,
-          const std::vector<std::pair<std::string, std::string>> &inputs, int steps, const std::string &outputDir,
-          bool saveParameters, const std::string &metricsPath, bool quiet, bool profile, const cpc::MemoryProbe &probe) {
+int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &comm, const RunFlags &flags,
+          const std::string &outputDir, bool quiet, cpc::MemoryProbe &probe) {
+  const auto &inputs = flags.inputs;
+  const std::string &metricsPath = flags.metricsPath;
+  int steps = flags.steps;
   cpc::Trainer trainer(plan, executor, comm.rank(), executor.communicator(), &comm);
+  std::unique_ptr<cpc::DataFeed> feed = openData(plan, trainer, comm.rank(), flags, quiet);
+  if (feed && !flags.stepsGiven)
+    steps = (int)std::min<int64_t>(trainer.recipe().numEpochs * feed->stepsPerEpoch(), INT32_MAX);
   const cpc::ModelStateBytes modelStates = cpc::modelStateBytes(plan, comm.rank());
   for (const auto &[name, file] : inputs)
     trainer.setBatchInput(name, cpc::readTensorFile(file));
   trainer.useSyntheticData();
   if (comm.rank() == 0)
-    noteSyntheticInputs(plan, inputs);
+    noteSyntheticInputs(plan, inputs, feed.get());
   std::ofstream metrics;
   if (!metricsPath.empty() && comm.rank() == 0) { // every rank has the same (global) metrics
     metrics.open(metricsPath, std::ios::app);
@@ -291,8 +406,12 @@ int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &com
               << " (" << recipe.lrSchedule << ")"
               << (recipe.precision != "fp32" ? ", " + recipe.precision + " mixed precision" : std::string()) << "\n"
               << modelStates.summary() << "\n";
+  int64_t first = resume(plan, executor, comm, trainer, flags, quiet);
+  probe.restartPeak(); // reading the checkpoint is not the plan's memory
   std::vector<double> stepSeconds;
-  for (int s = 0; s < steps; ++s) {
+  for (int64_t s = first; s < steps; ++s) {
+    if (feed)
+      feed->bind(s);
     cpc::StepMetrics m = trainer.step(s);
     stepSeconds.push_back(m.seconds);
     if (!std::isfinite(m.loss) && !m.skipped) // fp16: an overflow skips the step instead
@@ -304,25 +423,36 @@ int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &com
       j["measured_peak_bytes"] = measuredPeakBytes(plan, executor, probe);
       j["model_state_bytes"] = modelStates.total();
       j["predicted_step_s"] = predictedStepSeconds(plan);
+      if (feed) {
+        j["epoch"] = feed->epochOf(s);
+        j["data_s"] = feed->lastWaitSeconds();
+        j["images_per_thread_s"] = feed->imagesPerThreadSecond();
+      }
       metrics << j.dump() << "\n" << std::flush;
     }
     if (!quiet)
-      std::cout << "step " << std::setw(5) << m.step << "/" << steps << "  loss " << std::setprecision(6)
+      std::cout << progressBar(s + 1 - first, steps - first) << "step " << std::setw(5) << m.step << "/" << steps
+                << "  loss " << std::setprecision(6)
                 << std::fixed << m.loss << std::defaultfloat << "  lr " << std::setprecision(4) << m.lr
                 << "  grad_norm " << m.gradNorm
                 << (recipe.precision == "fp16" ? "  scale " + formatScale(m.lossScale) : std::string())
                 << (m.skipped ? "  skipped (overflow; " + std::to_string(m.skippedSteps) + " so far)" : std::string())
                 << "  " << std::setprecision(3) << m.seconds << " s  "
                 << std::setprecision(4) << m.samplesPerSecond << " samples/s"
-                << (plan.worldSize > 1 ? "  " + m.commSummary : std::string()) << "\n"
-                << std::flush;
+                << (plan.worldSize > 1 ? "  " + m.commSummary : std::string()) << dataNote(feed.get(), s)
+                << eta(stepSeconds, steps - s - 1);
+    if (!quiet) // on a terminal the line is redrawn, and kept at the end of each epoch
+      endProgressLine(s + 1 == steps || (feed && feed->epochOf(s + 1) != feed->epochOf(s)));
+    if (int signal = checkpointAfterStep(plan, executor, comm, trainer, flags, s + 1, feed.get(), quiet))
+      return cpc::launchedByMpi() ? 0 : 128 + signal; // under mpirun the launcher reports it
   }
   int64_t measured = largestMeasuredPeak(plan, executor, probe, &comm);
+  closeProgressLine();
   if (!quiet)
     std::cout << memoryLine(plan, measured, probe) << "\n" << stepTimeLine(plan, stepSeconds, "step") << "\n";
-  if (saveParameters)
+  if (!flags.outputDir.empty()) // every rank takes part in gathering sharded ones
     saveParameterFiles(plan, executor, comm, outputDir);
-  if (profile)
+  if (flags.profile)
     printProfile(executor);
   return 0;
 }
@@ -417,15 +547,22 @@ void infer(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &co
 }
 
 /// Runs a plan on this process's rank: training or inference, printing from rank 0 only.
-int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<std::pair<std::string, std::string>> &inputs,
-            int threads, int steps, std::string outputDir, const std::string &metricsPath, bool quiet, bool profile) {
-  bool saveParameters = !outputDir.empty(); // every rank takes part in gathering sharded ones
+int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const RunFlags &flags) {
+  const auto &inputs = flags.inputs;
+  const std::string &metricsPath = flags.metricsPath;
+  std::string outputDir = flags.outputDir;
+  int threads = flags.threads, steps = flags.steps;
+  bool quiet = flags.quiet, profile = flags.profile;
   cpc::MemoryProbe probe;
   probe.start();
   if (comm.rank() != 0) {
     quiet = true;
     outputDir.clear();
   }
+  if (plan.mode != cpc::PlanMode::Train && (!flags.checkpointDir.empty() || !flags.resume.empty()))
+    throw UsageError("--checkpoint-dir and --resume are for training; this plan is for inference");
+  if (plan.mode == cpc::PlanMode::Train)
+    cpc::installStopHandlers(); // SIGINT, SIGTERM (SIGUSR1 from the launcher): save, then stop
   if (plan.mode != cpc::PlanMode::Train && !metricsPath.empty())
     throw UsageError("--metrics records training steps; this plan is for inference");
   std::unique_ptr<cpc::TraceRecorder> trace;
@@ -446,7 +583,7 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
     prepareOutputDir(outputDir);
   int rc = 0;
   if (plan.mode == cpc::PlanMode::Train) {
-    rc = train(plan, executor, comm, inputs, steps, outputDir, saveParameters, metricsPath, quiet, profile, probe);
+    rc = train(plan, executor, comm, flags, outputDir, quiet, probe);
   } else {
     infer(plan, executor, comm, inputs, threads, steps, outputDir, quiet, probe);
     if (profile)
@@ -457,17 +594,6 @@ int runPlan(const cpc::Plan &plan, cpc::Communicator &comm, const std::vector<st
   return rc;
 }
 
-/// cpc-run's flags. cpc-run is the runtime's tool and links no LLVM (the GPU bundle carries it
-/// without libLLVM), so it parses by hand rather than with llvm::cl as cpc does.
-struct RunFlags {
-  std::string planPath, outputDir, metricsPath, pidFile;
-  std::vector<std::pair<std::string, std::string>> inputs;
-  std::string calibratePath; // --calibrate FILE: measure a cost profile, no plan
-  std::vector<std::string> calibratePlans; // --calibrate-plan PLAN: sample plans for the ops' rates
-  int threads = 1, steps = 1, selfTestWorld = 0, failRank = -1, failStep = 0, ranks = 2;
-  bool quick = false;
-  bool quiet = false, profile = false, verbose = false, help = false;
-};
 
 /// --input NAME=FILE, each name once.
 void addInput(RunFlags &flags, const std::string &spec) {
@@ -509,10 +635,23 @@ RunFlags parseRunFlags(int argc, char **argv) {
       tracePath = value(i);
     else if (arg == "--threads")
       f.threads = positiveFlag(arg, value(i));
-    else if (arg == "--steps")
+    else if (arg == "--steps") {
       f.steps = positiveFlag(arg, value(i));
+      f.stepsGiven = true;
+    } else if (arg == "--data")
+      f.dataPath = value(i);
+    else if (arg == "--data-threads")
+      f.dataThreads = positiveFlag(arg, value(i));
     else if (arg == "--profile")
       f.profile = true;
+    else if (arg == "--checkpoint-dir")
+      f.checkpointDir = value(i);
+    else if (arg == "--save-every")
+      f.saveEvery = positiveFlag(arg, value(i));
+    else if (arg == "--keep-checkpoints")
+      f.keepCheckpoints = positiveFlag(arg, value(i));
+    else if (arg == "--resume")
+      f.resume = value(i);
     else if (arg == "--profile-shapes")
       f.profile = byShape = true;
     else if (arg == "--quiet")
@@ -547,6 +686,8 @@ RunFlags parseRunFlags(int argc, char **argv) {
     throw UsageError("needs a plan file (see cpc-run --help)");
   if (!f.calibratePath.empty() && !f.planPath.empty())
     throw UsageError("--calibrate measures the machine: it takes no plan");
+  if (f.saveEvery > 0 && f.checkpointDir.empty())
+    throw UsageError("--save-every needs --checkpoint-dir");
   return f;
 }
 
@@ -612,10 +753,9 @@ int run(int argc, char **argv) {
     std::cout << kUsage;
     return 0;
   }
-  const std::string &planPath = flags.planPath, &outputDir = flags.outputDir, &metricsPath = flags.metricsPath;
-  const auto &inputs = flags.inputs;
-  int threads = flags.threads, steps = flags.steps, selfTestWorld = flags.selfTestWorld;
-  bool quiet = flags.quiet, profile = flags.profile, verbose = flags.verbose;
+  const std::string &planPath = flags.planPath, &outputDir = flags.outputDir;
+  int steps = flags.steps, selfTestWorld = flags.selfTestWorld;
+  bool quiet = flags.quiet, verbose = flags.verbose;
   if (!flags.calibratePath.empty())
     return calibrateMachine(flags, argc, argv);
   if (selfTestWorld > 0) {
@@ -634,15 +774,15 @@ int run(int argc, char **argv) {
   if (!outputDir.empty() && !cpc::launchedByMpi())
     prepareOutputDir(outputDir); // before any rank starts
   if (cpc::needsMpiLaunch(world)) {
+    bool training = plan->mode == cpc::PlanMode::Train;
     plan.reset(); // the ranks load their own copy
-    return cpc::launchUnderMpi(world, argc, argv, verbose);
+    return cpc::launchUnderMpi(world, argc, argv, verbose, training);
   }
   if (cpc::launchedByMpi())
     return cpc::runRank(world, planPath, [&](cpc::Communicator &comm) {
-      return runPlan(*plan, comm, inputs, threads, steps, outputDir, metricsPath, quiet, profile);
+      return runPlan(*plan, comm, flags);
     });
-  return runPlan(*plan, *cpc::makeSingleRankCommunicator(), inputs, threads, steps, outputDir, metricsPath, quiet,
-                 profile);
+  return runPlan(*plan, *cpc::makeSingleRankCommunicator(), flags);
 }
 
 } // namespace

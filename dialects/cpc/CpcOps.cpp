@@ -148,8 +148,10 @@ LogicalResult VariableOp::verify() {
   if (bool(getStoredViewAttr()) != bool(getStoredPermAttr()))
     return emitOpError("stored_view and stored_perm come together");
   if (auto view = getStoredViewAttr()) {
-    if (!isParameter())
-      return emitOpError("only a parameter is stored in another element order");
+    // A parameter's moments and accumulator follow its order; a scalar loss-scaler state has none.
+    if (getRoleAttr() && getRole() != StateRole::ExpAvg && getRole() != StateRole::ExpAvgSq &&
+        getRole() != StateRole::GradAccumulator)
+      return emitOpError("only a parameter and the states kept beside it are stored in another element order");
     ArrayRef<int64_t> perm = getStoredPermAttr().asArrayRef();
     SmallVector<bool> seen(perm.size(), false);
     bool isPerm = perm.size() == view.size();
@@ -157,7 +159,7 @@ LogicalResult VariableOp::verify() {
       isPerm = isPerm && p >= 0 && p < (int64_t)perm.size() && !seen[p] && (seen[p] = true);
     auto global = getGlobalShapeAttr() ? getGlobalShapeAttr().asArrayRef() : type.getShape();
     if (!isPerm || numElements(view.asArrayRef()) != numElements(global))
-      return emitOpError("stored_perm must permute the dims of stored_view, whose elements are the parameter's");
+      return emitOpError("stored_perm must permute the dims of stored_view, whose elements are the variable's");
   }
   return verifyShardedVariable(*this, type, getGlobalShapeAttr(), getShardingAttr());
 }

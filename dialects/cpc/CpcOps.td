@@ -40,7 +40,8 @@ def Cpc_VariableOp : Cpc_Op<"variable", [Symbol, HasParent<"::mlir::ModuleOp">,
     than the model's: stored = transpose(reshape(model value, stored_view), stored_perm), read as
     the model's shape (e.g. a fused qkv weight's rows in head-major order, so that a split of
     its rows gives each rank whole heads). The plan permutes the initial value and the runtime
-    writes parameters back in the model's order.
+    writes parameters back in the model's order. A parameter's moments and gradient accumulator
+    say the parameter's order too (checkpoints hold every variable in the model's order).
 
     With `role` it is a training state (optimizer moments, gradient accumulators, loss-scaler
     state): every element starts at `init` (zero without it).

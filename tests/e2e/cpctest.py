@@ -212,5 +212,24 @@ def compare_training(ours, single, params, single_params, steps, tol=1e-5):
     return worst, worst_norm
 
 
+def load_jsonl(path):
+    """The JSON objects of a JSON-lines file (cpc-run --metrics)."""
+    import json
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def same_steps(ours, theirs, what, tol=0.0):
+    """Per-step loss and grad_norm of two metric lists agree within `tol` relative (0: bit for
+    bit, as the metrics' round-trip doubles), on the same steps."""
+    assert [m["step"] for m in ours] == [m["step"] for m in theirs], "%s: steps %s and %s" % (
+        what, [m["step"] for m in ours], [m["step"] for m in theirs])
+    for a, b in zip(ours, theirs):
+        for key in ("loss", "grad_norm"):
+            apart = abs(a[key] - b[key]) / abs(b[key])
+            assert apart <= tol, "%s: step %d %s %.9g against %.9g (%.2e apart)" % (what, a["step"], key, a[key],
+                                                                                  b[key], apart)
+
+
 def tempdir():
     return tempfile.TemporaryDirectory(prefix="cpc-test-")

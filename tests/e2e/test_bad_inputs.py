@@ -257,7 +257,8 @@ def main():
                     break
                 if l.startswith("  ") and not l.startswith("    "):  # a command line, not a continuation
                     commands.append(l.split()[0])
-            assert commands == ["import", "compile", "inspect", "plan", "calibrate"], "cpc --help lists commands %s" % commands
+            assert commands == ["import", "compile", "inspect", "plan", "calibrate", "export-weights"], \
+                "cpc --help lists commands %s" % commands
             for command in commands:  # every listed command works: its own help at least
                 expect_ok([command, "--help"], "Usage: cpc " + command)
 

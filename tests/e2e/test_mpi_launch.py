@@ -107,6 +107,29 @@ with tempdir() as work:
         assert os.listdir(logs) == []
     results.check("a rank killed with SIGKILL ends the job", killed_rank)
 
+    def interrupted_launcher():
+        # Not a training run: a SIGINT to cpc-run ends mpirun and every rank at once (a training
+        # run stops at a step boundary instead: tests/e2e/test_checkpoint.py).
+        pids = os.path.join(work, "pids-int.txt")
+        proc = subprocess.Popen([tool("cpc-run"), token, "--self-test-world", "2", "--steps", "300",
+                                 "--self-test-pid-file", pids], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=dict(os.environ, TMPDIR=logs))
+        try:
+            assert proc.stdout.readline().startswith("step 1/300"), "no first step"
+            ranks = [int(line.split()[1]) for line in open(pids).read().splitlines()]
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode != 0, "exit 0 after SIGINT"
+        deadline = time.time() + 10
+        while time.time() < deadline and any(os.path.exists("/proc/%d" % pid) for pid in ranks):
+            time.sleep(0.1)
+        alive = [pid for pid in ranks if os.path.exists("/proc/%d" % pid)]
+        assert not alive, "ranks still running after SIGINT: %s" % alive
+    results.check("SIGINT to the launcher of a non-training run ends every rank", interrupted_launcher)
+
     def wrong_world_size():
         # Started by the user's own mpirun with 3 ranks; mpirun's own banner follows our line.
         env = dict(os.environ, **ROOT_ENV)

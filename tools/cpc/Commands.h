@@ -19,6 +19,7 @@ int runCompile(int argc, char **argv);
 int runInspect(int argc, char **argv);
 int runCalibrate(int argc, char **argv);
 int runPlan(int argc, char **argv);
+int runExportWeights(int argc, char **argv);
 
 } // namespace cpc::tools
 

@@ -23,6 +23,9 @@ Commands:
                              (cpc compile --auto --devices N compiles the first)
   calibrate -o PROFILE.json  Measure this machine's kernels and collectives into a cost profile
                              (cpc compile --profile prices plans with it)
+  export-weights CHECKPOINT -o MODEL.safetensors
+                             Write a cpc-run checkpoint's parameters, whole, under the model's
+                             own names (PyTorch's state-dict keys)
 
 Run 'cpc <command> --help' for the options of a command.
 )";
@@ -31,7 +34,8 @@ Run 'cpc <command> --help' for the options of a command.
 int main(int argc, char **argv) {
   using namespace cpc::tools;
   std::map<std::string, std::function<int(int, char **)>> commands = {
-      {"import", runImport}, {"compile", runCompile}, {"inspect", runInspect}, {"plan", runPlan}, {"calibrate", runCalibrate}};
+      {"import", runImport}, {"compile", runCompile}, {"inspect", runInspect}, {"plan", runPlan}, {"calibrate", runCalibrate},
+      {"export-weights", runExportWeights}};
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
     std::cout << kUsage;
     return argc < 2 ? 1 : 0;
