@@ -348,13 +348,15 @@ private:
         if (s.op == OpKind::AllReduce && plan_.device == DeviceKind::Cpu) {
           std::vector<std::string> axes = kernels::decodeOpAttrs(s.op, s.attrs).meshAxes;
           int64_t members = meshShardIndex(0, plan_.meshShape, plan_.meshAxes, axes).second, bytes = 0;
-          if (members > 1 && allReduceGroups.insert(axes).second)
-            sharedSegments += members * kCollectiveChunkBytes;
           bool inArena = members > 1;
           for (int b : s.inputs) {
             inArena &= plan_.buffers[plan_.rootOf(b)].kind == BufferKind::Arena;
             bytes += plan_.buffers[b].bytes();
           }
+          // Buckets in the shared arena are combined in place; others go through the group's
+          // staging segment (a chunk per member), touched only then.
+          if (members > 1 && !inArena && allReduceGroups.insert(axes).second)
+            sharedSegments += members * kCollectiveChunkBytes;
           if (inArena) {
             peerPages += bytes / members * (members - 1);
             peerArenas = std::max(peerArenas, (members - 1) * p.arenaBytes);

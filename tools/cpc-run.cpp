@@ -322,7 +322,7 @@ std::unique_ptr<cpc::DataFeed> openData(const cpc::Plan &plan, cpc::Trainer &tra
 /// --resume: loads the checkpoint into this rank's variables and the trainer's counters; returns
 /// the step to continue from (0 without --resume).
 int64_t resume(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &comm, cpc::Trainer &trainer,
-               const RunFlags &flags, bool quiet) {
+               const RunFlags &flags, const cpc::DataFeed *feed, bool quiet) {
   if (flags.resume.empty())
     return 0;
   std::string notes;
@@ -332,6 +332,12 @@ int64_t resume(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator
     std::cout << "resumed from " << cpc::findCheckpoint(flags.resume) << " at step " << position.step << "\n";
     if (!notes.empty())
       std::cerr << "cpc-run: note: " << notes << "\n";
+    const nlohmann::json &data = position.data;
+    if (feed && (data.value("samples", (int64_t)-1) != feed->datasetSize() ||
+                 data.value("seed", (int64_t)-1) != trainer.recipe().seed))
+      std::cerr << "cpc-run: note: the checkpoint's run read " << data.dump() << ", this one reads "
+                << flags.dataPath << " (" << feed->datasetSize() << " samples, seed " << trainer.recipe().seed
+                << "): its batches differ from an uninterrupted run's\n";
     if (position.step >= flags.steps)
       std::cout << "the checkpoint is at step " << position.step << ", --steps " << flags.steps
                 << ": no step left to run\n";
@@ -406,7 +412,7 @@ int train(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator &com
               << " (" << recipe.lrSchedule << ")"
               << (recipe.precision != "fp32" ? ", " + recipe.precision + " mixed precision" : std::string()) << "\n"
               << modelStates.summary() << "\n";
-  int64_t first = resume(plan, executor, comm, trainer, flags, quiet);
+  int64_t first = resume(plan, executor, comm, trainer, flags, feed.get(), quiet);
   probe.restartPeak(); // reading the checkpoint is not the plan's memory
   std::vector<double> stepSeconds;
   for (int64_t s = first; s < steps; ++s) {

@@ -103,6 +103,22 @@ with tempdir() as work:
 
     results.check("pp2 1F1B resumed on pp2: steps 4-6 bit-identical", resume_same_pp2)
 
+    def fp16_same_layout():
+        # The loss scale and its growth and overflow trackers are states too: resumed, the scaler
+        # goes on where it was.
+        fp16 = ["--precision", "fp16"]
+        ours, _ = train("fp16", fp16, "fp16", ["--steps", str(STEPS), "--checkpoint-dir", ckpt("fp16"),
+                                                "--save-every", str(SAVE_AT)])
+        resumed, _ = train("fp16", fp16, "fp16-resumed",
+                           ["--steps", str(STEPS), "--resume", os.path.join(ckpt("fp16"), "step-00000003")])
+        same_steps(resumed, ours[SAVE_AT:], "fp16 resumed at step 3")
+        assert [m["loss_scale"] for m in resumed] == [m["loss_scale"] for m in ours[SAVE_AT:]], "loss scales differ"
+        meta = json.load(open(os.path.join(ckpt("fp16"), "step-00000003", "metadata.json")))
+        roles = {v["role"] for v in meta["variables"]}
+        assert {"loss_scale", "growth_tracker", "exp_avg", "exp_avg_sq"} <= roles, roles
+
+    results.check("fp16 resumed on its layout: bit-identical, the loss scaler's state kept", fp16_same_layout)
+
     def reshard(saved, tag, resumed_on):
         def check():
             ours, _ = train(resumed_on, LAYOUTS[resumed_on], tag,
