@@ -206,6 +206,20 @@ void DataFeed::bindNoise(int64_t step) {
   }
 }
 
+nlohmann::json DataFeed::position(int64_t step) const {
+  return {{"path", options_.path},       {"samples", size_},
+          {"epoch", epochOf(step)},      {"steps_per_epoch", stepsPerEpoch()},
+          {"seed", (int64_t)options_.seed}};
+}
+
+std::string DataFeed::differsFrom(const nlohmann::json &saved) const {
+  if (saved.value("samples", (int64_t)-1) == size_ && saved.value("seed", (int64_t)-1) == (int64_t)options_.seed)
+    return "";
+  return "the checkpoint's run read " + saved.dump() + ", this one reads " + options_.path + " (" +
+         std::to_string(size_) + " samples, seed " + std::to_string(options_.seed) +
+         "): its batches differ from an uninterrupted run's";
+}
+
 std::vector<std::string> DataFeed::boundInputs() const {
   std::vector<std::string> names = noise_;
   names.push_back(input_);

@@ -15,6 +15,8 @@
 #include "runtime/Plan.h"
 #include "runtime/Trainer.h"
 
+#include <nlohmann/json.hpp>
+
 #include <memory>
 #include <set>
 #include <string>
@@ -51,6 +53,11 @@ public:
   double lastWaitSeconds() const { return lastWait_; }
   /// Images decoded and augmented per second of a decoding thread's busy time (0 for .npy).
   double imagesPerThreadSecond() const;
+  /// Where the data stands before step `step`, for a checkpoint (it follows from the step; kept to
+  /// check that a resumed run reads the same).
+  nlohmann::json position(int64_t step) const;
+  /// A note when a checkpoint's `position` came from another dataset or seed ("" if not).
+  std::string differsFrom(const nlohmann::json &position) const;
   /// The inputs it binds (the dataset's, the next tokens', the noise).
   std::vector<std::string> boundInputs() const;
   /// One line: what is read, how many samples and classes, steps per epoch.

@@ -332,12 +332,8 @@ int64_t resume(const cpc::Plan &plan, cpc::Executor &executor, cpc::Communicator
     std::cout << "resumed from " << cpc::findCheckpoint(flags.resume) << " at step " << position.step << "\n";
     if (!notes.empty())
       std::cerr << "cpc-run: note: " << notes << "\n";
-    const nlohmann::json &data = position.data;
-    if (feed && (data.value("samples", (int64_t)-1) != feed->datasetSize() ||
-                 data.value("seed", (int64_t)-1) != trainer.recipe().seed))
-      std::cerr << "cpc-run: note: the checkpoint's run read " << data.dump() << ", this one reads "
-                << flags.dataPath << " (" << feed->datasetSize() << " samples, seed " << trainer.recipe().seed
-                << "): its batches differ from an uninterrupted run's\n";
+    if (std::string differs = feed ? feed->differsFrom(position.data) : ""; !differs.empty())
+      std::cerr << "cpc-run: note: " << differs << "\n";
     if (position.step >= flags.steps)
       std::cout << "the checkpoint is at step " << position.step << ", --steps " << flags.steps
                 << ": no step left to run\n";
@@ -363,12 +359,8 @@ int checkpointAfterStep(const cpc::Plan &plan, cpc::Executor &executor, cpc::Com
     closeProgressLine();
   if (due) {
     cpc::TrainingPosition position{done, trainer.optimizerSteps(), trainer.skippedSteps()};
-    if (feed) // where the data stands follows from the step; kept to check a resumed run reads the same
-      position.data = {{"path", flags.dataPath},
-                       {"samples", feed->datasetSize()},
-                       {"epoch", feed->epochOf(done)},
-                       {"steps_per_epoch", feed->stepsPerEpoch()},
-                       {"seed", trainer.recipe().seed}};
+    if (feed)
+      position.data = feed->position(done);
     auto start = std::chrono::steady_clock::now();
     std::string dir = cpc::saveCheckpoint(plan, executor, comm, flags.checkpointDir, position, flags.keepCheckpoints);
     if (!quiet)
