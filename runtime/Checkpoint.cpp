@@ -318,51 +318,53 @@ nlohmann::json readCheckpointMetadata(const std::string &dir) {
   return meta;
 }
 
-CheckpointVariable readCheckpointVariable(const std::string &dir, const nlohmann::json &meta, const std::string &name) {
-  for (const nlohmann::json &v : meta["variables"]) {
-    if (v["name"] != name)
+namespace {
+
+/// Reads the variable of metadata entry `v` of checkpoint `dir`, verifying its checksum.
+CheckpointVariable readEntry(const std::string &dir, const nlohmann::json &v) {
+  const std::string name = v["name"];
+  CheckpointVariable var;
+  var.name = name;
+  var.parameter = v.value("parameter", false);
+  var.trainable = v.value("trainable", false);
+  var.role = v.value("role", "");
+  var.value.dtype = *parseDType(v["dtype"]);
+  var.value.shape = v["shape"].get<std::vector<int64_t>>();
+  var.value.data.resize(v["bytes"].get<int64_t>());
+  const std::string path = (fs::path(dir) / v["file"].get<std::string>()).string();
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    fail(path, std::string("cannot open: ") + std::strerror(errno));
+  size_t done = 0;
+  int64_t offset = v["offset"];
+  while (done < var.value.data.size()) {
+    ssize_t n = ::pread(fd, var.value.data.data() + done, var.value.data.size() - done, offset + done);
+    if (n < 0 && errno == EINTR)
       continue;
-    CheckpointVariable var;
-    var.name = name;
-    var.parameter = v.value("parameter", false);
-    var.trainable = v.value("trainable", false);
-    var.role = v.value("role", "");
-    var.value.dtype = *parseDType(v["dtype"]);
-    var.value.shape = v["shape"].get<std::vector<int64_t>>();
-    var.value.data.resize(v["bytes"].get<int64_t>());
-    const std::string path = (fs::path(dir) / v["file"].get<std::string>()).string();
-    int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0)
-      fail(path, std::string("cannot open: ") + std::strerror(errno));
-    size_t done = 0;
-    int64_t offset = v["offset"];
-    while (done < var.value.data.size()) {
-      ssize_t n = ::pread(fd, var.value.data.data() + done, var.value.data.size() - done, offset + done);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0) {
-        ::close(fd);
-        fail(path, "cannot read variable '" + name + "' (the file is shorter than its metadata says)");
-      }
-      done += n;
+    if (n <= 0) {
+      ::close(fd);
+      fail(path, "cannot read variable '" + name + "' (the file is shorter than its metadata says)");
     }
-    ::close(fd);
-    if (hex64(planChecksum(var.value.data.data(), var.value.data.size())) != v.value("checksum", ""))
-      fail(path, "variable '" + name + "' fails its checksum (a corrupt checkpoint)");
-    return var;
+    done += n;
   }
-  fail(dir, "the checkpoint has no variable '" + name + "'");
+  ::close(fd);
+  if (hex64(planChecksum(var.value.data.data(), var.value.data.size())) != v.value("checksum", ""))
+    fail(path, "variable '" + name + "' fails its checksum (a corrupt checkpoint)");
+  return var;
 }
+
+} // namespace
 
 TrainingPosition loadCheckpoint(const Plan &plan, Executor &executor, int rank, const std::string &path,
                                 std::string *notes) {
   const std::string dir = findCheckpoint(path);
   nlohmann::json meta = readCheckpointMetadata(dir);
-  std::set<std::string> saved, used;
+  std::map<std::string, const nlohmann::json *> saved; // the metadata's entry of each variable
   for (const nlohmann::json &v : meta["variables"])
-    saved.insert(v["name"].get<std::string>());
+    saved[v["name"].get<std::string>()] = &v;
+  std::set<std::string> used;
   std::vector<bool> held = Executor::buffersOfRank(plan, rank);
-  std::vector<std::string> wanted;
+  std::vector<const nlohmann::json *> wanted;
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     const BufferDesc &b = plan.buffers[i];
     if ((b.kind != BufferKind::Parameter && b.kind != BufferKind::State) || b.aliasOf >= 0)
@@ -370,30 +372,31 @@ TrainingPosition loadCheckpoint(const Plan &plan, Executor &executor, int rank, 
     used.insert(b.name);
     if (!held[i])
       continue;
-    if (!saved.count(b.name)) {
+    auto it = saved.find(b.name);
+    if (it == saved.end()) {
       if (b.role == VariableRole::GradAccumulator)
         continue; // summed afresh every step
       fail(dir, "the checkpoint has no " + std::string(b.kind == BufferKind::Parameter ? "parameter" : "state") + " '" +
                     b.name + "', which this plan needs (saved from " + meta["layout"].dump() + ")");
     }
+    const nlohmann::json &v = *it->second;
     std::vector<int64_t> shape = b.sharded() ? b.globalShape : b.shape;
-    for (const nlohmann::json &v : meta["variables"])
-      if (v["name"] == b.name && (parseDType(v["dtype"]) != b.dtype || v["shape"] != shape))
-        fail(dir, "'" + b.name + "' is " + v["dtype"].get<std::string>() + " " +
-                      shapeString(v["shape"].get<std::vector<int64_t>>()) + " in the checkpoint, " +
-                      dtypeName(b.dtype) + " " + shapeString(shape) + " in this plan");
-    wanted.push_back(b.name);
+    if (parseDType(v["dtype"]) != b.dtype || v["shape"] != shape)
+      fail(dir, "'" + b.name + "' is " + v["dtype"].get<std::string>() + " " +
+                    shapeString(v["shape"].get<std::vector<int64_t>>()) + " in the checkpoint, " + dtypeName(b.dtype) +
+                    " " + shapeString(shape) + " in this plan");
+    wanted.push_back(&v);
   }
   // Twice: every value is checked before the first is set (never half loaded), holding one
   // variable at a time rather than the rank's whole share (the second read comes from the page
   // cache).
-  for (const std::string &name : wanted)
-    readCheckpointVariable(dir, meta, name);
-  for (const std::string &name : wanted)
-    executor.setVariable(name, readCheckpointVariable(dir, meta, name).value);
+  for (const nlohmann::json *v : wanted)
+    readEntry(dir, *v);
+  for (const nlohmann::json *v : wanted)
+    executor.setVariable((*v)["name"], readEntry(dir, *v).value);
   if (notes) {
     std::string unused;
-    for (const std::string &name : saved)
+    for (const auto &[name, entry] : saved)
       if (!used.count(name))
         unused += (unused.empty() ? "'" : ", '") + name + "'";
     if (!unused.empty())
@@ -414,7 +417,7 @@ int exportCheckpointWeights(const std::string &path, const std::string &output, 
   for (const nlohmann::json &v : meta["variables"]) {
     if (!v.value("parameter", false) || (trainableOnly && !v.value("trainable", false)))
       continue;
-    CheckpointVariable var = readCheckpointVariable(dir, meta, v["name"]);
+    CheckpointVariable var = readEntry(dir, v);
     tensors.emplace_back(var.name, std::move(var.value));
   }
   std::sort(tensors.begin(), tensors.end(), [](const auto &a, const auto &b) { return a.first < b.first; });

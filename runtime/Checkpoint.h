@@ -60,9 +60,6 @@ struct CheckpointVariable {
 /// naming the file.
 nlohmann::json readCheckpointMetadata(const std::string &dir);
 
-/// Reads variable `name` of checkpoint `dir` whose metadata is `meta`, verifying its checksum.
-CheckpointVariable readCheckpointVariable(const std::string &dir, const nlohmann::json &meta, const std::string &name);
-
 /// Loads checkpoint `path` (see findCheckpoint) into this rank's variables, resharding to the
 /// plan's layout, and returns its position. Every variable the rank holds must be in the
 /// checkpoint with the same type and shape (gradient accumulators may be missing: they start

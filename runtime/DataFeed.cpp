@@ -103,6 +103,8 @@ DataFeed::DataFeed(const Plan &plan, Trainer &trainer, int rank, const DataOptio
   if (size_ < globalBatch_)
     throw RuntimeError(options.path + ": " + std::to_string(size_) + " samples, fewer than one global batch of " +
                        std::to_string(globalBatch_));
+  if (!folder) // the epoch's order, drawn once per epoch (the image loader keeps its own)
+    sampler_ = std::make_unique<data::GlobalSampler>(size_, globalBatch_, options.seed);
   rows_ = trainer.batchRows(input_);
   reads_ = rankReads(plan, rank, input_);
   readsTargets_ = !targets_.empty() && rankReads(plan, rank, targets_);
@@ -137,10 +139,9 @@ void DataFeed::bind(int64_t step) {
   } else if (sequence_ > 0) {
     bindTokens(step);
   } else if (reads_) {
-    data::GlobalSampler sampler(size_, globalBatch_, options_.seed);
     std::vector<uint8_t> rows;
     for (const auto &[begin, end] : rows_)
-      for (int64_t index : sampler.rows(step, begin, end))
+      for (int64_t index : sampler_->rows(step, begin, end))
         rows.insert(rows.end(), samples_.data.begin() + index * rowBytes, samples_.data.begin() + (index + 1) * rowBytes);
     trainer_.setMicrobatchSlices(input_, splitRows(rows.data(), rowBytes, rows_, local));
   }
@@ -171,11 +172,10 @@ bool DataFeed::openTokens(const std::string &names, const std::vector<std::strin
 }
 
 void DataFeed::bindTokens(int64_t step) {
-  data::GlobalSampler sampler(size_, globalBatch_, options_.seed);
   size_t element = dtypeSize(samples_.dtype), rowBytes = sequence_ * element;
   std::vector<uint8_t> tokens, targets;
   for (const auto &[begin, end] : rows_)
-    for (int64_t index : sampler.rows(step, begin, end)) {
+    for (int64_t index : sampler_->rows(step, begin, end)) {
       const uint8_t *start = samples_.data.data() + index * rowBytes;
       tokens.insert(tokens.end(), start, start + rowBytes);
       targets.insert(targets.end(), start + element, start + element + rowBytes);

@@ -24,8 +24,9 @@
 namespace cpc {
 
 namespace data {
+class GlobalSampler;
 class ImageLoader;
-}
+} // namespace data
 
 struct DataOptions {
   std::string path;      // an ImageFolder directory or a .npy file
@@ -83,6 +84,7 @@ private:
   bool reads_ = true; // this rank's programs read the dataset's input
   bool readsTargets_ = false;
   std::unique_ptr<data::ImageLoader> images_;
+  std::unique_ptr<data::GlobalSampler> sampler_; // a .npy's order
   HostTensor samples_; // a .npy dataset, whole
   double lastWait_ = 0;
 };

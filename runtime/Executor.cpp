@@ -578,10 +578,7 @@ void Executor::loadBlock(const BufferDesc &b, void *dst) const {
 
 HostTensor Executor::wholeVariable(const std::string &name) const {
   TensorRef local = variable(name);
-  const BufferDesc *desc = nullptr;
-  for (const BufferDesc &b : plan_.buffers)
-    if (b.name == name && b.aliasOf < 0 && (b.kind == BufferKind::Parameter || b.kind == BufferKind::State))
-      desc = &b;
+  const BufferDesc *desc = &plan_.buffers[variableIndex(name)];
   HostTensor whole;
   whole.dtype = local.dtype;
   if (!desc->sharded()) {
@@ -616,10 +613,7 @@ HostTensor Executor::wholeVariable(const std::string &name) const {
 
 void Executor::setVariable(const std::string &name, const HostTensor &whole) {
   TensorRef local = variable(name);
-  const BufferDesc *desc = nullptr;
-  for (const BufferDesc &b : plan_.buffers)
-    if (b.name == name && b.aliasOf < 0 && (b.kind == BufferKind::Parameter || b.kind == BufferKind::State))
-      desc = &b;
+  const BufferDesc *desc = &plan_.buffers[variableIndex(name)];
   std::vector<int64_t> shape = desc->sharded() ? desc->globalShape : desc->shape;
   if (whole.dtype != desc->dtype || whole.shape != shape || whole.data.size() != desc->storedBytes())
     throw RuntimeError("'" + name + "': the value has type " + dtypeName(whole.dtype) + " and shape " +
@@ -652,13 +646,15 @@ HostTensor Executor::inModelOrder(const BufferDesc &desc, HostTensor whole) {
   return whole;
 }
 
-TensorRef Executor::variable(const std::string &name) const {
+size_t Executor::variableIndex(const std::string &name) const {
   for (size_t i = 0; i < plan_.buffers.size(); ++i) {
     const BufferDesc &b = plan_.buffers[i];
     if ((b.kind == BufferKind::Parameter || b.kind == BufferKind::State) && b.aliasOf < 0 && b.name == name)
-      return views_[i];
+      return i;
   }
   throw RuntimeError("the plan has no parameter or state '" + name + "'");
 }
+
+TensorRef Executor::variable(const std::string &name) const { return views_[variableIndex(name)]; }
 
 } // namespace cpc

@@ -112,6 +112,8 @@ public:
   std::vector<double> stepSeconds(const std::string &name) const;
 
 private:
+  /// The plan buffer of parameter or state `name`; throws RuntimeError when there is none.
+  size_t variableIndex(const std::string &name) const;
   /// `whole` (a variable's whole stored value) in the model's element order.
   static HostTensor inModelOrder(const BufferDesc &desc, HostTensor whole);
   /// Reads parameter `b`'s initial value, or this rank's block of it, from the plan's blob into

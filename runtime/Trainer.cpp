@@ -101,14 +101,11 @@ double Trainer::runPipeline() {
 }
 
 void Trainer::setBatchInput(const std::string &name, HostTensor global) {
-  // A batch input of the microbatch programs (with a pipeline, of any stage's: their blocks agree).
-  const NamedBuffer &input = findBatchInput(plan_, name, [&](const NamedBuffer &in) {
-    return !in.isRuntime() && !in.isTransfer() && (schedule_ || in.program == gradProgram_);
-  });
-  slices_[name] = sliceBatch(name, global, plan_.buffers[input.buffer], recipe_.accumulation, batchBlocks_, batchIndex_);
+  slices_[name] = sliceBatch(name, global, batchInputBuffer(name), recipe_.accumulation, batchBlocks_, batchIndex_);
 }
 
 const BufferDesc &Trainer::batchInputBuffer(const std::string &name) const {
+  // A batch input of the microbatch programs (with a pipeline, of any stage's: their blocks agree).
   const NamedBuffer &input = findBatchInput(plan_, name, [&](const NamedBuffer &in) {
     return !in.isRuntime() && !in.isTransfer() && (schedule_ || in.program == gradProgram_);
   });
