@@ -5,6 +5,7 @@
 #include "runtime/Traffic.h"
 
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <cmath>
 #include <cstring>
@@ -330,6 +331,28 @@ CostProfile calibrate(Communicator &comm, const CalibrationOptions &options) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return profile;
+}
+
+void calibrateIntoFile(Communicator &comm, CalibrationOptions options, const std::vector<std::string> &planPaths,
+                       const std::string &path) {
+  std::vector<Plan> plans;
+  for (const std::string &planPath : planPaths)
+    if (comm.rank() == 0) // rank 0 alone runs them
+      plans.push_back(readPlan(planPath));
+  for (const Plan &plan : plans)
+    options.plans.push_back(&plan);
+  auto start = std::chrono::steady_clock::now();
+  CostProfile profile = calibrate(comm, options);
+  if (comm.rank() != 0)
+    return;
+  std::ofstream out(path);
+  out << profile.toJson().dump(2) << "\n";
+  out.close();
+  if (!out)
+    throw RuntimeError(path + ": cannot write the cost profile");
+  if (options.log)
+    *options.log << "wrote " << path << " (" << profile.machine << "; "
+                 << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s)\n";
 }
 
 } // namespace cpc

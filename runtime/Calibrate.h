@@ -16,6 +16,8 @@
 #include "runtime/Plan.h"
 
 #include <ostream>
+#include <string>
+#include <vector>
 
 namespace cpc {
 
@@ -31,6 +33,12 @@ struct CalibrationOptions {
 
 /// Every rank of `comm` calls it together; returns the profile (complete on rank 0).
 CostProfile calibrate(Communicator &comm, const CalibrationOptions &options);
+
+/// `cpc calibrate`'s work on each rank: rank 0 reads the sample plans at `planPaths` (into
+/// options.plans), every rank measures, and rank 0 writes the profile as JSON to `path` and logs
+/// how long it took. Throws RuntimeError when a plan cannot be read or the file written.
+void calibrateIntoFile(Communicator &comm, CalibrationOptions options, const std::vector<std::string> &planPaths,
+                       const std::string &path);
 
 } // namespace cpc
 

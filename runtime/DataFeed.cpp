@@ -235,6 +235,12 @@ double DataFeed::imagesPerThreadSecond() const {
   return stats.busySeconds > 0 ? stats.imagesDecoded / stats.busySeconds : 0;
 }
 
+void DataFeed::prime(int64_t step) {
+  bind(step);
+  if (reads_ && images_)
+    images_->waitForPrefetch();
+}
+
 std::string DataFeed::describe() const {
   std::string what = samples_.data.empty()
                          ? std::to_string(size_) + " images in " + std::to_string(classes_) + " classes -> '" + input_ +

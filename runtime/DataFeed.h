@@ -54,6 +54,11 @@ public:
   double lastWaitSeconds() const { return lastWait_; }
   /// Images decoded and augmented per second of a decoding thread's busy time (0 for .npy).
   double imagesPerThreadSecond() const;
+  /// Binds step `step` (as bind) and waits until the steps after it are decoded: from then on
+  /// the data pipeline holds about what it will hold, so the resident growth across it (decode
+  /// buffers, prefetched steps, the bound copies, decoding code paged in) is the pipeline's
+  /// memory, measured apart from the plan's.
+  void prime(int64_t step);
   /// Where the data stands before step `step`, for a checkpoint (it follows from the step; kept to
   /// check that a resumed run reads the same).
   nlohmann::json position(int64_t step) const;

@@ -3,6 +3,7 @@
 
 #include "kernels/Tensor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <string>
@@ -179,6 +180,18 @@ Batch ImageLoader::next() {
   batch.epoch = slot->epoch;
   batch.waitSeconds = secondsSince(start);
   return batch;
+}
+
+void ImageLoader::waitForPrefetch() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!started_)
+    return;
+  const int64_t rows = rows_;
+  slotReady_.wait(lock, [&] {
+    if (claimStep_ < consumeStep_ + options_.prefetchSteps)
+      return false;
+    return std::all_of(slots_.begin(), slots_.end(), [&](const auto &slot) { return slot->done == rows; });
+  });
 }
 
 LoaderStats ImageLoader::stats() const {

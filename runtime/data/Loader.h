@@ -71,6 +71,9 @@ public:
   Batch next();
 
   LoaderStats stats() const;
+  /// Blocks until the steps ahead of the consumer are all decoded (or one failed): after it the
+  /// loader holds what it holds from then on, which is how its memory is measured.
+  void waitForPrefetch();
   const GlobalSampler &sampler() const { return sampler_; }
   int64_t stepsPerEpoch() const { return sampler_.stepsPerEpoch(); }
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <set>
 
 using namespace cpc;
@@ -228,6 +229,23 @@ TEST(DataLoaderTest, DestructorMidStreamDoesNotHang) {
     started.startAt(5, 1, 3);
   } // destroyed before any next()
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20.0);
+}
+
+// Tests that waitForPrefetch returns once exactly the steps ahead are decoded: after the first
+// step and a prefetch of 3, steps 1-3 (12 images) are in and the workers stop there.
+TEST(DataLoaderTest, WaitForPrefetchReturnsWhenTheStepsAheadAreDecoded) {
+  ScratchDir dir;
+  makeDataset(dir, 2, 8);
+  ImageFolder folder(dir.path.string());
+  ImageLoader loader(folder.samples(), 16, 4, 3, 2, 3);
+  loader.waitForPrefetch(); // not started: returns at once
+  EXPECT_EQ(loader.stats().imagesDecoded, 0);
+  loader.next();
+  loader.waitForPrefetch();
+  EXPECT_EQ(loader.stats().imagesDecoded, 4 + 3 * 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(loader.stats().imagesDecoded, 4 + 3 * 4); // nothing beyond the prefetch
+  EXPECT_EQ(loader.next().step, 1);
 }
 
 // Tests option errors.
