@@ -121,9 +121,9 @@ int launchUnderMpi(int worldSize, int argc, char **argv, bool verbose, bool grac
   std::vector<std::string> args = {"mpirun", "-np", std::to_string(worldSize), "--oversubscribe", "--bind-to", "none",
                                    // A rank that exits non-zero or dies by a signal ends the whole job.
                                    "--mca", "orte_abort_on_non_zero_status", "1"};
-  // mpirun hands the ranks a pipe: tell rank 0 whether its lines reach a terminal.
-  if (isatty(STDOUT_FILENO))
-    setenv("CPC_PROGRESS_TTY", "1", 1);
+  // mpirun hands the ranks a pseudo-terminal whatever its own output is: tell rank 0 whether
+  // its lines reach a terminal.
+  setenv("CPC_PROGRESS_TTY", isatty(STDOUT_FILENO) ? "1" : "0", 1);
   for (const char *var : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "CPC_PROGRESS_TTY"})
     if (std::getenv(var))
       args.insert(args.end(), {"-x", var});

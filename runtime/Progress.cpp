@@ -1,5 +1,6 @@
 //===- Progress.cpp -------------------------------------------------------===//
 #include "runtime/Progress.h"
+#include "runtime/Communicator.h"
 #include "runtime/DataFeed.h"
 
 #include <algorithm>
@@ -28,9 +29,15 @@ std::string formatScale(double scale) {
 }
 
 /// A terminal gets one progress line redrawn in place (its own, or the launcher's: mpirun hands
-/// the ranks a pipe); anything else gets a line per step.
+/// the ranks a pseudo-terminal even when its own output is a file); anything else gets a line
+/// per step.
 bool progressOnTerminal() {
-  static const bool terminal = isatty(STDOUT_FILENO) || std::getenv("CPC_PROGRESS_TTY");
+  static const bool terminal = [] {
+    if (!launchedByMpi())
+      return isatty(STDOUT_FILENO) != 0;
+    const char *launcher = std::getenv("CPC_PROGRESS_TTY"); // unset: the user's own mpirun
+    return launcher && std::string(launcher) == "1";
+  }();
   return terminal;
 }
 /// "\r[#####-----]  50% " on a terminal, "" otherwise.

@@ -257,7 +257,7 @@ def main():
                     break
                 if l.startswith("  ") and not l.startswith("    "):  # a command line, not a continuation
                     commands.append(l.split()[0])
-            assert commands == ["import", "compile", "inspect", "plan", "calibrate", "export-weights"], \
+            assert commands == ["import", "compile", "inspect", "plan", "calibrate", "export-weights", "plot"], \
                 "cpc --help lists commands %s" % commands
             for command in commands:  # every listed command works: its own help at least
                 expect_ok([command, "--help"], "Usage: cpc " + command)

@@ -20,6 +20,7 @@ int runInspect(int argc, char **argv);
 int runCalibrate(int argc, char **argv);
 int runPlan(int argc, char **argv);
 int runExportWeights(int argc, char **argv);
+int runPlot(int argc, char **argv);
 
 } // namespace cpc::tools
 

@@ -26,6 +26,9 @@ Commands:
   export-weights CHECKPOINT -o MODEL.safetensors
                              Write a cpc-run checkpoint's parameters, whole, under the model's
                              own names (PyTorch's state-dict keys)
+  plot METRICS.jsonl [MORE.jsonl ...] -o OUT.png
+                             Draw cpc-run --metrics files as a PNG: loss, lr, grad norm and
+                             throughput over the steps, one line per file
 
 Run 'cpc <command> --help' for the options of a command.
 )";
@@ -35,7 +38,7 @@ int main(int argc, char **argv) {
   using namespace cpc::tools;
   std::map<std::string, std::function<int(int, char **)>> commands = {
       {"import", runImport}, {"compile", runCompile}, {"inspect", runInspect}, {"plan", runPlan}, {"calibrate", runCalibrate},
-      {"export-weights", runExportWeights}};
+      {"export-weights", runExportWeights}, {"plot", runPlot}};
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
     std::cout << kUsage;
     return argc < 2 ? 1 : 0;
