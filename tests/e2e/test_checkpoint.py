@@ -6,7 +6,10 @@ another (dp4 ZeRO-3 -> dp2 x tp2, dp4 ZeRO-3 on 4 ranks -> pp2 on 2, pp2 -> one 
 checkpoint is resharded on load and steps 4-6 equal one rank's within 1e-5 (loss and grad_norm;
 the lr moves the loss and the clip engages). SIGTERM to a 2-rank run and SIGINT to a one-rank
 run save and stop at a step boundary (exit 128 + signal), and the run resumes from there. A
-SIGKILL during saves, or a save cut short, leaves the previous checkpoint the one resumed.
+SIGKILL during saves, or a save cut short, leaves the previous checkpoint the one resumed. A
+rank killed (-9) mid-run of 30 steps saving every 10: the job ends in one line naming the rank,
+and resumed from the newest checkpoint its steps are bit-identical to an uninterrupted run's;
+that run's step-20 checkpoint resumed on one rank is within 1e-5.
 Corrupt, truncated or foreign checkpoints are refused with one line naming the file, exit 1.
 `cpc export-weights` writes safetensors that PyTorch's MAE loads by its own parameter names,
 and whose loss equals cpc's at the next step.
@@ -197,6 +200,38 @@ with tempdir() as work:
                  if os.path.exists(os.path.join(p, "metadata.json"))]), newest))
 
     results.check("SIGKILL during saves: the newest complete checkpoint resumes", killed_during_saves)
+
+    def kill_one_rank():
+        # As a user meets it: 30 steps, a checkpoint every 10, one rank killed (-9) mid-run.
+        full, _ = train("pp2", LAYOUTS["pp2"], "pp2-30", ["--steps", "30", "--checkpoint-dir", ckpt("pp2-30"),
+                                                          "--save-every", "10", "--keep-checkpoints", "3"])
+        directory, metrics = ckpt("rank-killed"), os.path.join(work, "pp2-killed.jsonl")
+        args = [tool("cpc-run"), plan("pp2", LAYOUTS["pp2"]), "--steps", "30", "--metrics", metrics,
+                "--checkpoint-dir", directory, "--save-every", "10", *data]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while time.time() < deadline and (not os.path.exists(metrics) or len(load_jsonl(metrics)) < 12):
+            time.sleep(0.002)
+        mpirun = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+        ranks = subprocess.run(["pgrep", "-P", mpirun[0]], capture_output=True, text=True).stdout.split()
+        os.kill(int(ranks[-1]), signal.SIGKILL)
+        out, err = proc.communicate(timeout=120)
+        line = one_line_error(subprocess.CompletedProcess(args, proc.returncode, out, err), "rank")
+        killed = len(load_jsonl(metrics))
+        assert 12 <= killed < 30, "killed after step %d" % killed
+        newest = killed // 10 * 10
+        assert sorted(os.listdir(directory))[-1] == "step-%08d" % newest, os.listdir(directory)
+        resumed, _ = train("pp2", LAYOUTS["pp2"], "pp2-after-kill", ["--steps", "30", "--resume", directory])
+        same_steps(resumed, full[newest:], "steps %d-30 after the kill" % (newest + 1))
+        other, _ = train("one", [], "pp2-20-on-one", ["--steps", "30", "--resume",
+                                                      os.path.join(ckpt("pp2-30"), "step-00000020")])
+        same_steps(other, full[20:], "pp2's step-20 checkpoint on one rank", TOL)
+        print("   " + line)
+        print("   a rank killed after step %d: resumed from step %d, steps %d-30 bit-identical; pp2's step 20 on "
+              "one rank within %g (loss %.4f -> %.4f)" % (killed, newest, newest + 1, TOL, full[0]["loss"],
+                                                          full[-1]["loss"]))
+
+    results.check("kill -9 of a rank at step ~15: resumed bit-identical; step 20 on one rank", kill_one_rank)
 
     def refused(tag, damage, *needles):
         def check():
