@@ -1,5 +1,8 @@
 //===- CpuDevice.cpp - the host as a Device --------------------------------===//
 #include "runtime/Device.h"
+#include "runtime/HostMemory.h"
+
+#include <sys/mman.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -12,9 +15,18 @@ namespace {
 class HostAllocator final : public Allocator {
 public:
   MemorySpace space() const override { return MemorySpace::Host; }
+  /// Large buffers are mappings of their own, whole pages (glibc would put them on the heap or
+  /// map them depending on its moving mmap threshold): what they cost is then what the compiler
+  /// predicts (HostMemory.h). Every page is written now, so a buffer is resident from the start.
   void *allocate(size_t bytes) override {
-    size_t size = std::max<size_t>(256, (bytes + 255) / 256 * 256);
-    void *ptr = std::aligned_alloc(256, size);
+    size_t size = (size_t)hostBufferBytes((int64_t)bytes);
+    void *ptr = nullptr;
+    if ((int64_t)size >= kHostMappedBytes) {
+      ptr = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      ptr = ptr == MAP_FAILED ? nullptr : ptr;
+    } else {
+      ptr = std::aligned_alloc(256, size);
+    }
     if (!ptr)
       throw RuntimeError("out of memory allocating " + std::to_string(size) + " bytes of host memory");
     std::memset(ptr, 0, size);
@@ -26,8 +38,12 @@ public:
     for (auto it = sizes_.begin(); it != sizes_.end(); ++it)
       if (it->first == ptr) {
         counted(-(int64_t)it->second);
+        if ((int64_t)it->second >= kHostMappedBytes)
+          munmap(ptr, it->second);
+        else
+          std::free(ptr);
         sizes_.erase(it);
-        break;
+        return;
       }
     std::free(ptr);
   }

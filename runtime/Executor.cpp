@@ -156,6 +156,10 @@ void Executor::prepareProgram(const RankProgram &desc) {
   const kernels::KernelRegistry &registry = kernelRegistry();
   const int64_t channels = std::max<int64_t>(plan_.pointToPointChannels(), 1);
   Program program{&desc, {}, {}, {}, {}, {}, {}, 0};
+  // Sized once: a growing vector would hold up to twice the steps (the compiler counts them).
+  program.contexts.reserve(desc.steps.size());
+  program.kernels.reserve(desc.steps.size());
+  program.collectives.reserve(desc.steps.size());
   for (size_t i = 0; i < desc.steps.size(); ++i) {
     const StepDesc &step = desc.steps[i];
     auto where = [&] { return "program " + desc.name + ", step " + std::to_string(i) + " (" + step.loc + ")"; };

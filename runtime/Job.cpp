@@ -239,9 +239,9 @@ int TrainingJob::run() {
   printHeader();
   int64_t first = resume();
   if (feed_ && first < steps_) { // its memory is measured with the plan's: it is set apart
-    int64_t before = residentBytes();
+    int64_t before = residentDataBytes();
     feed_->prime(first);
-    dataBytes_ = std::max<int64_t>(residentBytes() - before, 0);
+    dataBytes_ = std::max<int64_t>(residentDataBytes() - before, 0);
     if (!quiet_)
       std::cout << "data pipeline: " << dataBytes_ << " B resident per rank (decoding, steps read ahead)\n";
   }
