@@ -113,6 +113,7 @@ DataFeed::DataFeed(const Plan &plan, Trainer &trainer, int rank, const DataOptio
     loader.globalBatch = globalBatch_;
     loader.seed = options.seed;
     loader.threads = options.threads;
+    loader.reducedDecode = options.reducedDecode;
     loader.prefetchSteps = options.prefetchSteps;
     loader.augment.size = (int)imageSize_;
     images_ = std::make_unique<data::ImageLoader>(*folder, loader);
@@ -245,7 +246,8 @@ std::string DataFeed::describe() const {
   std::string what = samples_.data.empty()
                          ? std::to_string(size_) + " images in " + std::to_string(classes_) + " classes -> '" + input_ +
                                "' (" + std::to_string(imageSize_) + "x" + std::to_string(imageSize_) +
-                               ", MAE augmentation, " + std::to_string(options_.threads) + " decoding threads per rank)"
+                               ", MAE augmentation, " + std::to_string(options_.threads) + " decoding threads per rank" +
+                               (options_.reducedDecode ? ", JPEGs decoded reduced where the crop allows)" : ")")
                          : std::to_string(size_) + " samples -> '" + input_ + "'" +
                                (targets_.empty() ? "" : " and, shifted by one token, '" + targets_ + "'");
   std::string noise;

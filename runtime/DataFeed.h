@@ -33,6 +33,7 @@ struct DataOptions {
   int threads = 2;       // decoding threads per rank
   int prefetchSteps = 2; // steps decoded ahead
   uint64_t seed = 0;
+  bool reducedDecode = true; // JPEGs decoded at 1/2-1/8 where the crop allows (ImageLoader's)
 };
 
 class DataFeed {

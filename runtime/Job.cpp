@@ -120,6 +120,7 @@ void TrainingJob::openData() {
   DataOptions data;
   data.path = options_.dataPath;
   data.threads = options_.dataThreads;
+  data.reducedDecode = options_.dataReducedDecode;
   data.seed = (uint64_t)trainer_.recipe().seed;
   std::set<std::string> bound;
   for (const auto &[name, file] : options_.inputs)

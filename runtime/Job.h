@@ -26,6 +26,7 @@ struct JobOptions {
   std::string tracePath;   // a Chrome trace of every rank
   std::string dataPath;    // an ImageFolder directory or a .npy dataset
   int dataThreads = 2;
+  bool dataReducedDecode = true; // --data-decode fast (false: exact, torchvision's pixels)
   std::string checkpointDir, resume;
   int saveEvery = 0, keepCheckpoints = 2;
   int threads = 1;

@@ -268,4 +268,26 @@ void augmentMae(const RgbImage &image, const AugmentOptions &options, uint64_t s
   toNormalizedChw(resized, options, out);
 }
 
+int decodeReduction(const CropBox &crop, int size) {
+  for (int reduction : {8, 4, 2})
+    if (crop.width >= size * reduction && crop.height >= size * reduction)
+      return reduction;
+  return 1;
+}
+
+void augmentMaeReduced(const RgbImage &reduced, int fullWidth, int fullHeight, int reduction,
+                       const AugmentOptions &options, uint64_t seed, int64_t epoch, int64_t index, float *out) {
+  if (reduction == 1)
+    return augmentMae(reduced, options, seed, epoch, index, out);
+  AugmentDraw draw = drawAugment(fullWidth, fullHeight, options, seed, epoch, index);
+  const CropBox &c = draw.crop;
+  const float scale = 1.0f / float(reduction);
+  ResizeBox box{c.left * scale, c.top * scale, std::min((c.left + c.width) * scale, float(reduced.width)),
+                std::min((c.top + c.height) * scale, float(reduced.height))};
+  RgbImage resized = resizeBicubic(reduced, box, options.size, options.size, options.resampleOrder);
+  if (draw.flip)
+    flipHorizontal(resized);
+  toNormalizedChw(resized, options, out);
+}
+
 } // namespace cpc::data

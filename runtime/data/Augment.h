@@ -76,6 +76,16 @@ void toNormalizedChw(const RgbImage &image, const AugmentOptions &options, float
 void augmentMae(const RgbImage &image, const AugmentOptions &options, uint64_t seed, int64_t epoch,
                 int64_t index, float *out);
 
+/// How much a JPEG decoder may shrink the image before `crop` is resized to S x S: the largest
+/// of 8, 4 and 2 that leaves the crop at least S pixels on each side, else 1.
+int decodeReduction(const CropBox &crop, int size);
+/// The fast path (DALI's and Pillow's draft decoding): augmentMae on `reduced`, the image of
+/// `fullWidth` x `fullHeight` decoded at 1/`reduction`. The draw is the full image's; its crop is
+/// taken from the reduced image as a fractional box (Pillow's resize box). With reduction 1 it
+/// is augmentMae exactly.
+void augmentMaeReduced(const RgbImage &reduced, int fullWidth, int fullHeight, int reduction,
+                       const AugmentOptions &options, uint64_t seed, int64_t epoch, int64_t index, float *out);
+
 } // namespace cpc::data
 
 #endif

@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <csetjmp>
 #include <cstdio>
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include <fcntl.h>
@@ -79,7 +81,7 @@ struct JpegReader {
   JpegReader &operator=(const JpegReader &) = delete;
 };
 
-bool jpegReadHeader(JpegReader &r, const uint8_t *data, size_t size) {
+bool jpegReadHeader(JpegReader &r, const uint8_t *data, size_t size, int reduction = 1) {
   if (setjmp(r.err.jump))
     return false;
   jpeg_create_decompress(&r.cinfo);
@@ -88,6 +90,8 @@ bool jpegReadHeader(JpegReader &r, const uint8_t *data, size_t size) {
   // libjpeg-turbo converts gray and YCbCr to RGB, but not CMYK: that comes out as CMYK.
   J_COLOR_SPACE in = r.cinfo.jpeg_color_space;
   r.cinfo.out_color_space = (in == JCS_CMYK || in == JCS_YCCK) ? JCS_CMYK : JCS_RGB;
+  r.cinfo.scale_num = 1; // 1/reduction in the DCT domain: fewer coefficients to transform
+  r.cinfo.scale_denom = (unsigned)reduction;
   jpeg_calc_output_dimensions(&r.cinfo);
   return true;
 }
@@ -113,11 +117,11 @@ uint8_t cmykChannel(uint8_t stored, uint8_t storedK) {
   return uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-RgbImage decodeJpeg(const uint8_t *data, size_t size, const std::string &name) {
+RgbImage decodeJpeg(const uint8_t *data, size_t size, const std::string &name, int reduction) {
   JpegReader r;
-  if (!jpegReadHeader(r, data, size))
+  if (!jpegReadHeader(r, data, size, reduction))
     fail(name, std::string("cannot decode JPEG: ") + r.err.message);
-  checkDimensions(name, r.cinfo.output_width, r.cinfo.output_height);
+  checkDimensions(name, r.cinfo.image_width, r.cinfo.image_height);
   RgbImage img;
   img.width = int(r.cinfo.output_width);
   img.height = int(r.cinfo.output_height);
@@ -244,20 +248,48 @@ ImageFormat detectImageFormat(const uint8_t *data, size_t size) {
   return ImageFormat::Unknown;
 }
 
-RgbImage decodeImage(const uint8_t *data, size_t size, const std::string &name) {
-  switch (detectImageFormat(data, size)) {
-  case ImageFormat::Jpeg:
-    return decodeJpeg(data, size, name);
-  case ImageFormat::Png:
-    return decodePng(data, size, name);
-  case ImageFormat::Unknown:
-    break;
-  }
+[[noreturn]] void failNotAnImage(const uint8_t *data, size_t size, const std::string &name) {
   if (size == 0)
     fail(name, "empty file, not an image");
   char head[64];
   std::snprintf(head, sizeof head, "0x%02x 0x%02x", data[0], size > 1 ? data[1] : 0);
   fail(name, std::string("not a JPEG or PNG image (starts with ") + head + ")");
+}
+
+RgbImage decodeImage(const uint8_t *data, size_t size, const std::string &name, int reduction) {
+  if (reduction != 1 && reduction != 2 && reduction != 4 && reduction != 8)
+    fail(name, "cannot decode at 1/" + std::to_string(reduction) + " (1, 2, 4 or 8)");
+  switch (detectImageFormat(data, size)) {
+  case ImageFormat::Jpeg:
+    return decodeJpeg(data, size, name, reduction);
+  case ImageFormat::Png:
+    return decodePng(data, size, name);
+  case ImageFormat::Unknown:
+    break;
+  }
+  failNotAnImage(data, size, name);
+}
+
+ImageSize readImageSize(const uint8_t *data, size_t size, const std::string &name) {
+  ImageSize out;
+  out.format = detectImageFormat(data, size);
+  if (out.format == ImageFormat::Jpeg) {
+    JpegReader r;
+    if (!jpegReadHeader(r, data, size))
+      fail(name, std::string("cannot decode JPEG: ") + r.err.message);
+    out.width = int(r.cinfo.image_width);
+    out.height = int(r.cinfo.image_height);
+  } else if (out.format == ImageFormat::Png) {
+    if (size < 24) // signature, IHDR's length and type, then its width and height (big-endian)
+      fail(name, "cannot decode PNG: truncated before its header");
+    auto be32 = [&](size_t at) { return int64_t(data[at]) << 24 | data[at + 1] << 16 | data[at + 2] << 8 | data[at + 3]; };
+    out.width = int(std::min<int64_t>(be32(16), INT32_MAX));
+    out.height = int(std::min<int64_t>(be32(20), INT32_MAX));
+  } else {
+    failNotAnImage(data, size, name);
+  }
+  checkDimensions(name, out.width, out.height);
+  return out;
 }
 
 std::vector<uint8_t> readFileBytes(const std::string &path) {

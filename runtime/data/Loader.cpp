@@ -145,8 +145,22 @@ void ImageLoader::produce(Slot &slot, int64_t row) {
   int64_t index = slot.indices[size_t(row)];
   const std::string &path = samples_[size_t(index)].path;
   try {
-    RgbImage image = decodeImageFile(path);
-    augmentMae(image, options_.augment, options_.seed, slot.epoch, index, slot.images.data() + perImage * row);
+    std::vector<uint8_t> bytes = readFileBytes(path);
+    float *out = slot.images.data() + perImage * row;
+    ImageSize full;
+    int reduction = 1;
+    if (options_.reducedDecode) {
+      full = readImageSize(bytes.data(), bytes.size(), path);
+      if (full.format == ImageFormat::Jpeg)
+        reduction = decodeReduction(
+            drawAugment(full.width, full.height, options_.augment, options_.seed, slot.epoch, index).crop, size);
+    }
+    RgbImage image = decodeImage(bytes.data(), bytes.size(), path, reduction);
+    if (reduction > 1)
+      augmentMaeReduced(image, full.width, full.height, reduction, options_.augment, options_.seed, slot.epoch, index,
+                        out);
+    else
+      augmentMae(image, options_.augment, options_.seed, slot.epoch, index, out);
   } catch (const RuntimeError &) {
     throw; // names the file already
   } catch (const std::exception &e) {

@@ -75,6 +75,7 @@ with tempdir() as work:
     def bad_flags():
         expect_error([tool("cpc-run"), plan, "--threads", "0"], "--threads")
         expect_error([tool("cpc-run"), plan, "--bogus"], "unknown option")
+        expect_error([tool("cpc-run"), plan, "--data-decode", "draft"], "--data-decode", "'draft'")
         expect_error([tool("cpc-run")], "plan")
         expect_error([tool("cpc"), "compile", model], "-o")
         expect_error([tool("cpc"), "compile", model, "-o", plan, "--mode", "warp"], "--mode", "'warp'")

@@ -144,6 +144,30 @@ with tempdir() as work:
 
     results.check("checkpoint after epoch 0, resumed on dp2: the same data", resumed)
 
+    def reduced_jpeg_decode():
+        # Photo-sized JPEGs (Pillow writes them): most crops of 160x120 at S = 32 allow a decode at
+        # 1/2 or 1/4. The fast decode (the default) reads the same on dp2 as on one rank; the
+        # exact one (torchvision's pixels) gives another batch.
+        from PIL import Image
+        photos = os.path.join(work, "photos")
+        rng = np.random.default_rng(5)
+        y, x = np.mgrid[0:120, 0:160]
+        for i in range(16):
+            os.makedirs(os.path.join(photos, "c%d" % (i % 2)), exist_ok=True)
+            phase = rng.random(3) * 6.28
+            img = np.stack([127 + 100 * np.sin(x / (17 + 5 * c) + y / (23 + 3 * c) + phase[c]) for c in range(3)], -1)
+            Image.fromarray(img.astype(np.uint8)).save(os.path.join(photos, "c%d" % (i % 2), "p%02d.jpg" % i),
+                                                       quality=90)
+        fast, proc = train("one", "photos-fast", ["--steps", "2"], data=photos)
+        assert "JPEGs decoded reduced" in proc.stdout, proc.stdout[-800:]
+        fast_dp2, _ = train("dp2", "photos-fast-dp2", ["--steps", "2"], data=photos)
+        same_steps(fast_dp2, fast, "fast decode, dp2 against one rank", TOL)
+        exact, _ = train("one", "photos-exact", ["--steps", "2", "--data-decode", "exact"], data=photos)
+        assert exact[0]["loss"] != fast[0]["loss"], "--data-decode exact read the same pixels as fast"
+        print("   step 1 loss: fast %.6f, exact %.6f" % (fast[0]["loss"], exact[0]["loss"]))
+
+    results.check("photo-sized JPEGs decoded reduced: dp2 equals one rank; exact differs", reduced_jpeg_decode)
+
     def npy_dataset():
         path = os.path.join(work, "images.npy")
         np.save(path, np.random.default_rng(1).standard_normal((16, 3, 32, 32)).astype(np.float32))
