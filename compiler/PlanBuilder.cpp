@@ -4,6 +4,7 @@
 #include "kernels/Float16.h"
 #include "kernels/cpu/Kernel.h"
 #include "compiler/MemoryPlanner.h"
+#include "compiler/PeakMemory.h"
 #include "runtime/Blocks.h"
 #include "runtime/PipelineSchedule.h"
 #include "runtime/ScheduleCheck.h"
@@ -230,7 +231,7 @@ private:
   /// and its buffered sends. The plan's predictedPeakBytes is the largest; a pipeline plan also
   /// records each rank's ("peak_bytes_per_rank").
   void predictPeaks(const std::vector<int64_t> &sendPeaks) {
-    int64_t scratch = collectiveScratchBytes();
+    int64_t scratch = collectiveScratchBytes(plan_);
     std::optional<PipelineSchedule> schedule = planPipelineSchedule(plan_);
     std::vector<int64_t> peaks;
     std::map<std::vector<bool>, int64_t> byPrograms; // ranks that run the same programs hold alike
@@ -243,7 +244,7 @@ private:
         std::vector<bool> used = plan_.buffersOfRank(r);
         it->second = allocatedBytes(plan_.arenaBytesOfRank(r)) + scratch + widenScratchBytes(r);
         if (plan_.device == DeviceKind::Cpu) // the tables are host memory: a GPU's peak is the device's
-          it->second += executorTableBytes(r);
+          it->second += executorTableBytes(plan_, r);
         for (size_t b = 0; b < plan_.buffers.size(); ++b)
           if (used[b] && plan_.buffers[b].aliasOf < 0 && plan_.buffers[b].kind != BufferKind::Arena)
             it->second += allocatedBytes(plan_.buffers[b].bytes());
@@ -286,35 +287,6 @@ private:
     return plan_.device == DeviceKind::Cpu && bytes > 0 ? hostResidentBytes(bytes) : bytes;
   }
 
-  /// The executor's own tables on rank `rank`, in host memory (runtime/Executor.h): a view of
-  /// every buffer, and per step it runs a kernel context holding copies of its operands' views
-  /// (each shape on the heap), its kernel, its collective kernel, its wait and its time. GPT-small's
-  /// 575 steps take 0.8 MB.
-  int64_t executorTableBytes(int rank) const {
-    auto heap = [](int64_t bytes) { return std::max<int64_t>(32, (bytes + 8 + 15) / 16 * 16); }; // glibc's chunks
-    auto view = [&](int b) {
-      size_t dims = plan_.buffers[b].shape.size();
-      return (int64_t)sizeof(TensorRef) + (dims ? heap(8 * (int64_t)dims) : 0);
-    };
-    int64_t bytes = 0;
-    for (size_t b = 0; b < plan_.buffers.size(); ++b)
-      bytes += view((int)b);
-    const int64_t perStep = sizeof(kernels::KernelContext) + sizeof(kernels::KernelFn) + sizeof(void *) +
-                            sizeof(int64_t) + sizeof(double);
-    for (const RankProgram &p : plan_.programs) {
-      if (!plan_.runsOn(p, rank))
-        continue;
-      for (const StepDesc &s : p.steps) {
-        bytes += perStep;
-        for (const std::vector<int> *operands : {&s.inputs, &s.outputs}) {
-          bytes += operands->empty() ? 0 : heap((int64_t)(operands->size() * sizeof(TensorRef)));
-          for (int b : *operands)
-            bytes += view(b) - (int64_t)sizeof(TensorRef);
-        }
-      }
-    }
-    return bytes;
-  }
 
   /// The most bytes rank `rank` holds in hand-overs at once over its schedule.
   int64_t handOverPeak(const PipelineSchedule &schedule, int rank) const {
@@ -371,56 +343,6 @@ private:
     return most;
   }
 
-  /// The fixed scratch of the runtime's collectives (see kCollectiveChunkBytes), and on CPUs
-  /// what the shared-memory all-reduce holds (runtime/MpiShared.h): the groups' segments (a chunk
-  /// per member), and the pages of the peers' arenas it maps in. An all-reduce whose buffers are
-  /// in the shared arena combines this rank's block straight from every other member's copy and
-  /// writes it there; those pages are the peers' memory, but this rank's resident size counts
-  /// them: (members - 1) / members of the bucket per all-reduce, at most the peers' arenas.
-  int64_t collectiveScratchBytes() const {
-    bool summing = false;
-    int64_t interleave = 0; // an all-gather along an inner dim stacks the blocks in a temporary first
-    std::set<std::vector<std::string>> allReduceGroups;
-    int64_t sharedSegments = 0, peerPages = 0, peerArenas = 0;
-    for (const RankProgram &p : plan_.programs)
-      for (const StepDesc &s : p.steps) {
-        // The ring's two chunks (MpiCommunicator's scratch): an all-reduce among the ranks of
-        // one node combines through shared memory instead (below), never there.
-        summing |= hasTrait(s.op, PlanTrait::CombiningCollective) &&
-                   !(s.op == OpKind::AllReduce && plan_.device == DeviceKind::Cpu);
-        if (s.op == OpKind::AllReduce && plan_.device == DeviceKind::Cpu) {
-          std::vector<std::string> axes = kernels::decodeOpAttrs(s.op, s.attrs).meshAxes;
-          int64_t members = meshShardIndex(0, plan_.meshShape, plan_.meshAxes, axes).second, bytes = 0;
-          bool inArena = members > 1;
-          for (int b : s.inputs) {
-            inArena &= plan_.buffers[plan_.rootOf(b)].kind == BufferKind::Arena;
-            bytes += plan_.buffers[b].bytes();
-          }
-          // Buckets in the shared arena are combined in place; others go through the group's
-          // staging segment (a chunk per member), touched only then.
-          if (members > 1 && !inArena && allReduceGroups.insert(axes).second)
-            sharedSegments += members * kCollectiveChunkBytes;
-          if (inArena) {
-            peerPages += bytes / members * (members - 1);
-            peerArenas = std::max(peerArenas, (members - 1) * p.arenaBytes);
-          }
-        }
-        const int64_t dim = communicates(s.op) ? kernels::decodeOpAttrs(s.op, s.attrs).dim : 0;
-        if (s.op == OpKind::ReduceScatter && dim > 0) // packed blocks of the input
-          interleave = std::max<int64_t>(interleave, plan_.buffers[s.inputs[0]].bytes());
-        if (s.op == OpKind::AllToAll) // packed blocks out and in
-          interleave = std::max<int64_t>(interleave, 2 * plan_.buffers[s.inputs[0]].bytes());
-        if (s.op == OpKind::AllGather && dim > 0) {
-          const BufferDesc &out = plan_.buffers[s.outputs[0]];
-          int64_t outer = 1;
-          for (int64_t d = 0; d < dim; ++d)
-            outer *= out.shape[d];
-          if (outer > 1)
-            interleave = std::max<int64_t>(interleave, out.bytes());
-        }
-      }
-    return (summing ? 2 * kCollectiveChunkBytes : 0) + interleave + sharedSegments + std::min(peerPages, peerArenas);
-  }
 
   int newBuffer(Type t, const std::string &name, BufferKind kind, Operation *where) {
     auto type = llvm::cast<RankedTensorType>(t);

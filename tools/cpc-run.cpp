@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
@@ -103,73 +104,86 @@ int positiveFlag(const std::string &flag, const std::string &v) {
   return (int)n;
 }
 
+/// The flags of --calibrate and of the internal self-test; false when `arg` is none of them.
+bool parseToolFlag(RunFlags &f, const std::string &arg, const std::function<std::string()> &value) {
+  if (arg == "--calibrate")
+    f.calibratePath = value();
+  else if (arg == "--calibrate-plan")
+    f.calibratePlans.push_back(value());
+  else if (arg == "--ranks")
+    f.ranks = positiveFlag(arg, value());
+  else if (arg == "--quick")
+    f.quick = true;
+  else if (arg == "--self-test-world")
+    f.selfTestWorld = positiveFlag(arg, value());
+  else if (arg == "--self-test-fail-step")
+    f.failStep = positiveFlag(arg, value());
+  else if (arg == "--self-test-fail-rank") {
+    std::string v = value();
+    f.failRank = v == "0" ? 0 : positiveFlag(arg, v);
+  } else if (arg == "--self-test-pid-file")
+    f.pidFile = value();
+  else
+    return false;
+  return true;
+}
+
+/// --data-decode fast|exact.
+bool reducedDecodeFlag(const std::string &mode) {
+  if (mode != "fast" && mode != "exact")
+    throw UsageError("--data-decode expects fast or exact, got '" + mode + "'");
+  return mode == "fast";
+}
+
 RunFlags parseRunFlags(int argc, char **argv) {
   RunFlags f;
-  auto value = [&](int &i) -> std::string {
+  int i = 1;
+  std::function<std::string()> value = [&]() -> std::string {
     if (i + 1 >= argc)
       throw UsageError(std::string(argv[i]) + " needs a value");
     return argv[++i];
   };
-  for (int i = 1; i < argc; ++i) {
+  for (; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h")
       f.help = true;
     else if (arg == "--input")
-      addInput(f.job, value(i));
+      addInput(f.job, value());
     else if (arg == "--output-dir")
-      f.job.outputDir = value(i);
+      f.job.outputDir = value();
     else if (arg == "--metrics")
-      f.job.metricsPath = value(i);
+      f.job.metricsPath = value();
     else if (arg == "--trace")
-      f.job.tracePath = value(i);
+      f.job.tracePath = value();
     else if (arg == "--threads")
-      f.job.threads = positiveFlag(arg, value(i));
+      f.job.threads = positiveFlag(arg, value());
     else if (arg == "--steps") {
-      f.job.steps = positiveFlag(arg, value(i));
+      f.job.steps = positiveFlag(arg, value());
       f.job.stepsGiven = true;
     } else if (arg == "--data")
-      f.job.dataPath = value(i);
+      f.job.dataPath = value();
     else if (arg == "--data-threads")
-      f.job.dataThreads = positiveFlag(arg, value(i));
-    else if (arg == "--data-decode") {
-      std::string mode = value(i);
-      if (mode != "fast" && mode != "exact")
-        throw UsageError("--data-decode expects fast or exact, got '" + mode + "'");
-      f.job.dataReducedDecode = mode == "fast";
-    }
+      f.job.dataThreads = positiveFlag(arg, value());
+    else if (arg == "--data-decode")
+      f.job.dataReducedDecode = reducedDecodeFlag(value());
     else if (arg == "--profile")
       f.job.profile = true;
     else if (arg == "--checkpoint-dir")
-      f.job.checkpointDir = value(i);
+      f.job.checkpointDir = value();
     else if (arg == "--save-every")
-      f.job.saveEvery = positiveFlag(arg, value(i));
+      f.job.saveEvery = positiveFlag(arg, value());
     else if (arg == "--keep-checkpoints")
-      f.job.keepCheckpoints = positiveFlag(arg, value(i));
+      f.job.keepCheckpoints = positiveFlag(arg, value());
     else if (arg == "--resume")
-      f.job.resume = value(i);
+      f.job.resume = value();
     else if (arg == "--profile-shapes")
       f.job.profile = f.job.profileByShape = true;
     else if (arg == "--quiet")
       f.job.quiet = true;
     else if (arg == "--verbose")
       f.verbose = true;
-    else if (arg == "--calibrate")
-      f.calibratePath = value(i);
-    else if (arg == "--calibrate-plan")
-      f.calibratePlans.push_back(value(i));
-    else if (arg == "--ranks")
-      f.ranks = positiveFlag(arg, value(i));
-    else if (arg == "--quick")
-      f.quick = true;
-    else if (arg == "--self-test-world")
-      f.selfTestWorld = positiveFlag(arg, value(i));
-    else if (arg == "--self-test-fail-step")
-      f.failStep = positiveFlag(arg, value(i));
-    else if (arg == "--self-test-fail-rank") {
-      std::string v = value(i);
-      f.failRank = v == "0" ? 0 : positiveFlag(arg, v);
-    } else if (arg == "--self-test-pid-file")
-      f.pidFile = value(i);
+    else if (parseToolFlag(f, arg, value))
+      continue;
     else if (!arg.empty() && arg[0] == '-')
       throw UsageError("unknown option '" + arg + "' (see cpc-run --help)");
     else if (f.planPath.empty())
@@ -185,7 +199,6 @@ RunFlags parseRunFlags(int argc, char **argv) {
     throw UsageError("--save-every needs --checkpoint-dir");
   return f;
 }
-
 
 /// --calibrate: the cost profile of this machine (collectives over --ranks ranks, started under
 /// mpirun as a plan's are; the kernels on rank 0), written by rank 0.

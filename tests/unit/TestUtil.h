@@ -39,6 +39,16 @@ template <typename F> void expectError(F fn, std::vector<std::string> parts) {
   }
 }
 
+/// The message of the RuntimeError `fn` throws, or "" when it throws none.
+template <typename Fn> std::string errorOf(Fn fn) {
+  try {
+    fn();
+  } catch (const RuntimeError &e) {
+    return e.what();
+  }
+  return "";
+}
+
 } // namespace cpc::test
 
 #endif

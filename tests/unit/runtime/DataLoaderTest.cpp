@@ -6,6 +6,8 @@
 #include "runtime/data/Loader.h"
 #include "runtime/data/Sampler.h"
 
+#include "tests/unit/TestUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,20 +16,12 @@
 #include <set>
 
 using namespace cpc;
+using cpc::test::errorOf;
 using namespace cpc::data;
 using namespace cpc::data::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-template <typename Fn> std::string errorOf(Fn fn) {
-  try {
-    fn();
-  } catch (const RuntimeError &e) {
-    return e.what();
-  }
-  return "";
-}
 
 // DIR/<class>/<n images>: `classes` classes of `perClass` small images, JPEG and PNG mixed.
 void makeDataset(const ScratchDir &dir, int classes, int perClass, int width = 48, int height = 40) {

@@ -5,6 +5,8 @@
 #include "runtime/data/Augment.h"
 #include "runtime/data/ImageDecode.h"
 
+#include "tests/unit/TestUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,20 +24,11 @@ struct ResizeCase {
 #include "data_fixtures/pil_codec.inc"
 
 using namespace cpc;
+using cpc::test::errorOf;
 using namespace cpc::data;
 using namespace cpc::data::test;
 
 namespace {
-
-// The thrown message, or "" when `fn` does not throw RuntimeError.
-template <typename Fn> std::string errorOf(Fn fn) {
-  try {
-    fn();
-  } catch (const RuntimeError &e) {
-    return e.what();
-  }
-  return "";
-}
 
 int maxDifference(const RgbImage &a, const RgbImage &b) {
   EXPECT_EQ(a.width, b.width);

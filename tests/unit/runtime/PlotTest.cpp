@@ -5,6 +5,8 @@
 #include "runtime/plot/Font.h"
 #include "runtime/plot/Metrics.h"
 
+#include "tests/unit/TestUtil.h"
+
 #include <gtest/gtest.h>
 #include <png.h>
 
@@ -14,21 +16,12 @@
 #include <unistd.h>
 
 using namespace cpc;
+using cpc::test::errorOf;
 using namespace cpc::plot;
 
 namespace {
 
 constexpr Rgb kWhite{255, 255, 255}, kRed{200, 0, 0};
-
-// The thrown message, or "" when `fn` does not throw RuntimeError.
-template <typename Fn> std::string errorOf(Fn fn) {
-  try {
-    fn();
-  } catch (const RuntimeError &e) {
-    return e.what();
-  }
-  return "";
-}
 
 int countColour(const Canvas &canvas, const Rect &area, Rgb colour) {
   int count = 0;
