@@ -58,6 +58,7 @@ def main():
     ap.add_argument("--images", type=int, default=96)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--decode", default="fast,exact", help="--data-decode modes to run (default both)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="cpc-bench-data-") as work:
         folder = os.path.join(work, "images")
@@ -67,18 +68,21 @@ def main():
         benchlib.compile_plan(model, config, plan, [])
         print("MAE-%s, global batch 8, %d %s images of 500x375 in 4 classes, %d steps, one rank" % (
             args.size, args.images, args.format.upper(), args.steps))
-        print("%-8s %12s %16s %14s %8s" % ("threads", "samples/s", "img/s/thread", "data wait ms", "ratio"))
-        for threads in [int(t) for t in args.threads.split(",")]:
-            metrics = os.path.join(work, "m%d.jsonl" % threads)
+        print("%-8s %-8s %12s %16s %14s %8s" % ("decode", "threads", "samples/s", "img/s/thread", "data wait ms",
+                                                 "ratio"))
+        for decode, threads in [(d, int(t)) for d in args.decode.split(",") for t in args.threads.split(",")]:
+            metrics = os.path.join(work, "m%s%d.jsonl" % (decode, threads))
             proc = subprocess.run([os.path.join(BIN, "cpc-run"), plan, "--data", folder, "--steps", str(args.steps),
-                                   "--data-threads", str(threads), "--metrics", metrics], capture_output=True, text=True)
+                                   "--data-threads", str(threads), "--data-decode", decode, "--metrics", metrics],
+                                  capture_output=True, text=True)
             if proc.returncode != 0:
                 sys.exit(proc.stderr)
             rows = [json.loads(line) for line in open(metrics)][1:]  # the first step also waits for the first batch
             rate = statistics.median(r["samples_per_s"] for r in rows)
-            decode = rows[-1]["images_per_thread_s"]
+            per_thread = rows[-1]["images_per_thread_s"]
             wait = statistics.median(r["data_s"] for r in rows) * 1e3
-            print("%-8d %12.2f %16.1f %14.2f %8.2f" % (threads, rate, decode, wait, threads * decode / rate))
+            print("%-8s %-8d %12.2f %16.1f %14.2f %8.2f" % (decode, threads, rate, per_thread, wait,
+                                                          threads * per_thread / rate))
 
 
 if __name__ == "__main__":

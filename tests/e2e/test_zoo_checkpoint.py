@@ -4,7 +4,10 @@ fixtures, the TorchScript exports that keep PyTorch's parameter names): trained 
 4-6: equal to one rank's uninterrupted run within 1e-5 (loss and grad_norm). `cpc export-weights`
 of that checkpoint writes every parameter PyTorch trains under its state-dict key, with PyTorch's
 shape; put back into the ONNX model in place of its initializers, the weights give the loss one
-rank's uninterrupted run has at step 4 (the model loads them by its own names).
+rank's uninterrupted run has at step 4 (the model loads them by its own names). With
+CPC_ZOO_PYTHON set to a python that has the zoo's packages (tests/models/README.md's export
+venv), they are also loaded into the transformers model itself by `load_state_dict` and give
+that loss.
 """
 import json
 import os
@@ -97,6 +100,15 @@ def check_model(work, fixture, results):
         assert abs(loss - ours) / ours < TOL, "loaded weights' loss %.8f, one rank's step 4 %.8f" % (loss, ours)
         print("   %d tensors (%d PyTorch parameters); loss with them %.7f, one rank's step 4 %.7f"
               % (len(weights), len(reference["parameters"]), loss, ours))
+        torch_python = os.environ.get("CPC_ZOO_PYTHON")  # a python with the zoo's packages (transformers)
+        if not torch_python:
+            print("   (CPC_ZOO_PYTHON unset: not loaded into the transformers model itself)")
+            return
+        out_json = run([torch_python, os.path.join(SOURCE, "tests", "models", "load_check.py"), name, out,
+                        fixture]).stdout
+        theirs = json.loads(out_json.strip().splitlines()[-1])["loss"]
+        assert abs(theirs - ours) / ours < TOL, "PyTorch's loss %.8f, one rank's step 4 %.8f" % (theirs, ours)
+        print("   loaded into PyTorch's %s by load_state_dict: loss %.7f" % (name, theirs))
 
     results.check("%s: export-weights by PyTorch's names, loaded back give step 4's loss" % name,
                   exported_weights_load_by_name)
