@@ -127,6 +127,25 @@ TEST(DataSamplerTest, RowRangesConcatenateToTheGlobalBatch) {
   }
 }
 
+// Tests issue 33's acceptance as two data-parallel ranks see it: within an epoch their samples
+// are disjoint and together they are the dataset (drop_last: 100 samples, 8 steps of 12, the 4
+// left over are the epoch's last permutation entries).
+TEST(DataSamplerTest, TwoRanksReadDisjointSamplesWhoseUnionIsTheEpoch) {
+  GlobalSampler sampler(100, 12, 5);
+  for (int64_t epoch : {0, 1}) {
+    std::set<int64_t> rank0, rank1;
+    for (int64_t step = epoch * 8; step < (epoch + 1) * 8; ++step) {
+      for (int64_t i : sampler.rows(step, 0, 6))
+        EXPECT_TRUE(rank0.insert(i).second) << "rank 0 reads " << i << " twice in epoch " << epoch;
+      for (int64_t i : sampler.rows(step, 6, 12))
+        EXPECT_TRUE(rank1.insert(i).second) << "rank 1 reads " << i << " twice in epoch " << epoch;
+    }
+    for (int64_t i : rank0)
+      EXPECT_EQ(rank1.count(i), 0u) << "both ranks read " << i;
+    EXPECT_EQ(rank0.size() + rank1.size(), 96u);
+  }
+}
+
 //===--- ImageLoader ----------------------------------------------------------===//
 
 std::vector<Batch> readSteps(ImageLoader &loader, int steps) {
