@@ -168,11 +168,21 @@ int launchUnderMpi(int worldSize, int argc, char **argv, bool verbose, bool grac
     unlink(logPath.c_str());
     return 128 + launcherStop;
   }
-  if (!ok)
-    std::cerr << "cpc-run: error: " << describeMpiFailure(readAll(logPath), status) << "\n";
+  bool keepLog = verbose;
+  if (!ok) {
+    std::string log = readAll(logPath);
+    // A rank stopped by a sanitizer's report has no error line of its own: the report is the
+    // only clue, so the log stays and the line says where.
+    bool report = log.find("cpc-run: error: ") == std::string::npos &&
+                  (log.find("Sanitizer") != std::string::npos || log.find("runtime error:") != std::string::npos);
+    std::cerr << "cpc-run: error: " << describeMpiFailure(log, status)
+              << (report && !verbose ? " (the ranks' stderr, with the sanitizer's report: " + logPath + ")" : "")
+              << "\n";
+    keepLog |= report;
+  }
   if (verbose)
     std::cerr << "cpc-run: the ranks' stderr is in " << logPath << "\n";
-  else
+  else if (!keepLog)
     unlink(logPath.c_str());
   return ok ? 0 : 1;
 }
