@@ -110,14 +110,13 @@ int64_t largestMeasuredPeak(const Plan &plan, const Executor &executor, const Me
 }
 
 std::string memoryLine(const Plan &plan, int64_t measured, const MemoryProbe &probe, int64_t outsidePlan) {
-  int64_t planBytes = measured;
   std::ostringstream os;
-  os << "memory per rank: predicted peak " << plan.predictedPeakBytes << " B, measured " << planBytes
+  os << "memory per rank: predicted peak " << plan.predictedPeakBytes << " B, measured " << measured
      << " B (the largest rank's";
   if (outsidePlan > 0)
     os << ", without the data pipeline's " << outsidePlan << " B on rank 0";
   os << "; " << std::showpos << std::setprecision(3)
-     << 100.0 * (planBytes - plan.predictedPeakBytes) / std::max<int64_t>(plan.predictedPeakBytes, 1) << std::noshowpos
+     << 100.0 * (measured - plan.predictedPeakBytes) / std::max<int64_t>(plan.predictedPeakBytes, 1) << std::noshowpos
      << "%)" << (probe.exact() ? "" : " [peak counter not resettable: measured may include earlier peaks]");
   return os.str();
 }

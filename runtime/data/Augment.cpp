@@ -261,11 +261,7 @@ void toNormalizedChw(const RgbImage &image, const AugmentOptions &options, float
 
 void augmentMae(const RgbImage &image, const AugmentOptions &options, uint64_t seed, int64_t epoch,
                 int64_t index, float *out) {
-  AugmentDraw draw = drawAugment(image.width, image.height, options, seed, epoch, index);
-  RgbImage resized = resizedCrop(image, draw.crop, options.size, options.size, options.resampleOrder);
-  if (draw.flip)
-    flipHorizontal(resized);
-  toNormalizedChw(resized, options, out);
+  augmentDrawn(image, drawAugment(image.width, image.height, options, seed, epoch, index), 1, options, out);
 }
 
 int decodeReduction(const CropBox &crop, int size) {
@@ -275,19 +271,26 @@ int decodeReduction(const CropBox &crop, int size) {
   return 1;
 }
 
-void augmentMaeReduced(const RgbImage &reduced, int fullWidth, int fullHeight, int reduction,
-                       const AugmentOptions &options, uint64_t seed, int64_t epoch, int64_t index, float *out) {
-  if (reduction == 1)
-    return augmentMae(reduced, options, seed, epoch, index, out);
-  AugmentDraw draw = drawAugment(fullWidth, fullHeight, options, seed, epoch, index);
+void augmentDrawn(const RgbImage &image, const AugmentDraw &draw, int reduction, const AugmentOptions &options,
+                  float *out) {
   const CropBox &c = draw.crop;
-  const float scale = 1.0f / float(reduction);
-  ResizeBox box{c.left * scale, c.top * scale, std::min((c.left + c.width) * scale, float(reduced.width)),
-                std::min((c.top + c.height) * scale, float(reduced.height))};
-  RgbImage resized = resizeBicubic(reduced, box, options.size, options.size, options.resampleOrder);
+  RgbImage resized;
+  if (reduction == 1) { // torchvision's resized_crop, exactly
+    resized = resizedCrop(image, c, options.size, options.size, options.resampleOrder);
+  } else {
+    const float scale = 1.0f / float(reduction);
+    ResizeBox box{c.left * scale, c.top * scale, std::min((c.left + c.width) * scale, float(image.width)),
+                  std::min((c.top + c.height) * scale, float(image.height))};
+    resized = resizeBicubic(image, box, options.size, options.size, options.resampleOrder);
+  }
   if (draw.flip)
     flipHorizontal(resized);
   toNormalizedChw(resized, options, out);
+}
+
+void augmentMaeReduced(const RgbImage &reduced, int fullWidth, int fullHeight, int reduction,
+                       const AugmentOptions &options, uint64_t seed, int64_t epoch, int64_t index, float *out) {
+  augmentDrawn(reduced, drawAugment(fullWidth, fullHeight, options, seed, epoch, index), reduction, options, out);
 }
 
 } // namespace cpc::data

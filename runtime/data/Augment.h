@@ -79,6 +79,11 @@ void augmentMae(const RgbImage &image, const AugmentOptions &options, uint64_t s
 /// How much a JPEG decoder may shrink the image before `crop` is resized to S x S: the largest
 /// of 8, 4 and 2 that leaves the crop at least S pixels on each side, else 1.
 int decodeReduction(const CropBox &crop, int size);
+/// The pipeline after the draw: `draw` (made for the full image) applied to `image`, that image
+/// decoded at 1/`reduction` (1: augmentMae's torchvision crop; else the crop scaled to it as a
+/// fractional box, Pillow's resize box).
+void augmentDrawn(const RgbImage &image, const AugmentDraw &draw, int reduction, const AugmentOptions &options,
+                  float *out);
 /// The fast path (DALI's and Pillow's draft decoding): augmentMae on `reduced`, the image of
 /// `fullWidth` x `fullHeight` decoded at 1/`reduction`. The draw is the full image's; its crop is
 /// taken from the reduced image as a fractional box (Pillow's resize box). With reduction 1 it

@@ -147,20 +147,15 @@ void ImageLoader::produce(Slot &slot, int64_t row) {
   try {
     std::vector<uint8_t> bytes = readFileBytes(path);
     float *out = slot.images.data() + perImage * row;
-    ImageSize full;
-    int reduction = 1;
-    if (options_.reducedDecode) {
-      full = readImageSize(bytes.data(), bytes.size(), path);
-      if (full.format == ImageFormat::Jpeg)
-        reduction = decodeReduction(
-            drawAugment(full.width, full.height, options_.augment, options_.seed, slot.epoch, index).crop, size);
+    if (!options_.reducedDecode) {
+      augmentMae(decodeImage(bytes.data(), bytes.size(), path), options_.augment, options_.seed, slot.epoch, index, out);
+      return;
     }
-    RgbImage image = decodeImage(bytes.data(), bytes.size(), path, reduction);
-    if (reduction > 1)
-      augmentMaeReduced(image, full.width, full.height, reduction, options_.augment, options_.seed, slot.epoch, index,
-                        out);
-    else
-      augmentMae(image, options_.augment, options_.seed, slot.epoch, index, out);
+    // The draw needs only the full size: it picks how far a JPEG may be shrunk while decoded.
+    ImageSize full = readImageSize(bytes.data(), bytes.size(), path);
+    AugmentDraw draw = drawAugment(full.width, full.height, options_.augment, options_.seed, slot.epoch, index);
+    int reduction = full.format == ImageFormat::Jpeg ? decodeReduction(draw.crop, size) : 1;
+    augmentDrawn(decodeImage(bytes.data(), bytes.size(), path, reduction), draw, reduction, options_.augment, out);
   } catch (const RuntimeError &) {
     throw; // names the file already
   } catch (const std::exception &e) {

@@ -231,5 +231,23 @@ def same_steps(ours, theirs, what, tol=0.0):
                                                                                   b[key], apart)
 
 
+def read_safetensors(path):
+    """{name: float32 numpy array} of a safetensors file (what `cpc export-weights` writes)."""
+    import json
+    import struct
+    import numpy as np
+    with open(path, "rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(length))
+        blob = f.read()
+    header.pop("__metadata__", None)
+    tensors = {}
+    for name, entry in header.items():
+        assert entry["dtype"] == "F32", (name, entry["dtype"])
+        begin, end = entry["data_offsets"]
+        tensors[name] = np.frombuffer(blob[begin:end], dtype=np.float32).reshape(entry["shape"])
+    return tensors
+
+
 def tempdir():
     return tempfile.TemporaryDirectory(prefix="cpc-test-")

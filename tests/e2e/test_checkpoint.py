@@ -19,15 +19,14 @@ import json
 import os
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import time
 
 import numpy as np
 
-from cpctest import (Results, SOURCE, compile_plan, export_mae, load_jsonl, run, same_steps, tempdir, tool, MAE_CLIP,
-                     MAE_RECIPE, MPI_ENV)
+from cpctest import (Results, SOURCE, compile_plan, export_mae, load_jsonl, read_safetensors, run, same_steps, tempdir,
+                     tool, MAE_CLIP, MAE_RECIPE, MPI_ENV)
 
 results = Results()
 STEPS, SAVE_AT = 6, 3
@@ -274,20 +273,11 @@ with tempdir() as work:
     def export_weights():
         out = os.path.join(work, "mae.safetensors")
         run([tool("cpc"), "export-weights", os.path.join(ckpt("dp4z3"), "step-00000003"), "-o", out])
-        with open(out, "rb") as f:
-            (length,) = struct.unpack("<Q", f.read(8))
-            header = json.loads(f.read(length))
-            blob = f.read()
-        header.pop("__metadata__", None)
         import torch
         sys.path.insert(0, os.path.join(SOURCE, "examples", "mae"))
         from mae_model import build_model
         torch_model = build_model("tiny", seed=0, depth=4)
-        state = {}
-        for name, entry in header.items():
-            assert entry["dtype"] == "F32", (name, entry["dtype"])
-            begin, end = entry["data_offsets"]
-            state[name] = torch.from_numpy(np.frombuffer(blob[begin:end], dtype=np.float32).reshape(entry["shape"]).copy())
+        state = {name: torch.from_numpy(value.copy()) for name, value in read_safetensors(out).items()}
         missing, unexpected = torch_model.load_state_dict(state, strict=False)
         assert not unexpected, "names PyTorch's MAE lacks: %s" % unexpected
         assert not [n for n in missing if n in dict(torch_model.named_parameters())], "missing: %s" % missing

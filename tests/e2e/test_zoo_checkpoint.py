@@ -12,36 +12,16 @@ that loss.
 import json
 import os
 import shutil
-import struct
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from cpctest import MPI_ENV, PYTHON, SOURCE, Results, load_jsonl, run, tempdir, tool
-from test_model_zoo import fixture_inputs, frozen_patterns, load_json, recipe
+from cpctest import MPI_ENV, PYTHON, SOURCE, Results, load_jsonl, read_safetensors, run, tempdir, tool
+from test_model_zoo import fixture_inputs, frozen_patterns, load_json, recipe, worst_relative
 
 MODELS = ["hf_vitmae", "hf_gpt2"]
 STEPS, SAVE_AT, TOL = 6, 3, 1e-5
-
-
-def read_safetensors(path):
-    """{name: numpy array} of a float32 safetensors file."""
-    with open(path, "rb") as f:
-        (length,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(length))
-        blob = f.read()
-    header.pop("__metadata__", None)
-    tensors = {}
-    for name, entry in header.items():
-        assert entry["dtype"] == "F32", (name, entry["dtype"])
-        begin, end = entry["data_offsets"]
-        tensors[name] = np.frombuffer(blob[begin:end], dtype=np.float32).reshape(entry["shape"])
-    return tensors
-
-
-def worst_relative(ours, theirs, key):
-    return max(abs(a[key] - b[key]) / abs(b[key]) for a, b in zip(ours, theirs))
 
 
 def check_model(work, fixture, results):
