@@ -98,6 +98,10 @@ with tempdir() as work:
         out = base_proc.stdout
         assert "24 images in 3 classes" in out and "3 steps per epoch" in out, out[:600]
         assert "img/s per decoding thread" in out, out[-600:]
+        # The data pipeline's memory is measured apart and left out of the plan's measured peak.
+        pipeline = [l for l in out.splitlines() if l.startswith("data pipeline: ")]
+        assert pipeline and int(pipeline[0].split()[2]) > 0, out[-800:]
+        assert "without the data pipeline's %s B" % pipeline[0].split()[2] in out, out[-800:]
         losses = [m["loss"] for m in base]
         assert len(set(losses)) == len(losses), "the data does not change between steps: %s" % losses
         print("   " + [l for l in out.splitlines() if l.startswith("data:")][0])
