@@ -178,12 +178,13 @@ RankedLayout unpriced(const LayoutSearchRequest &request, const Candidate &c) {
   return layout;
 }
 
-/// Rejects `layout` when its peak is over the budget.
+/// Rejects `layout` when its peak, with the margin, is over the budget.
 void checkBudget(const LayoutSearchRequest &request, RankedLayout &layout) {
-  layout.valid = request.deviceMemory <= 0 || layout.peakBytes <= request.deviceMemory;
+  layout.valid = request.deviceMemory <= 0 || (double)layout.peakBytes * (1 + kPeakMargin) <= (double)request.deviceMemory;
   if (!layout.valid)
     layout.rejected = std::string(layout.estimated ? "over budget (estimated)" : "over budget") + ": predicted peak " +
-                      std::to_string(layout.peakBytes) + " B per rank > " + std::to_string(request.deviceMemory) + " B";
+                      std::to_string(layout.peakBytes) + " B per rank + " + std::to_string(int(kPeakMargin * 100 + 0.5)) +
+                      "% > " + std::to_string(request.deviceMemory) + " B";
 }
 
 /// `layout` priced as `plan` predicts it, checked against the budget.

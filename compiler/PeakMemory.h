@@ -21,6 +21,13 @@ namespace cpc {
 /// them: (members - 1) / members of the bucket per all-reduce, at most the peers' arenas.
 int64_t collectiveScratchBytes(const Plan &plan);
 
+/// What rank `rank`'s CPU kernels keep in host memory beyond the plan's buffers, each part the
+/// largest any of its steps needs, since every kernel reuses it: the f32 scratch for 16-bit
+/// operands (kernels::scratch16), heap temporaries, and the pages of OpenBLAS's packing buffer
+/// (kernels::KernelWorkspace; its threads' buffers counted as one). 0 for a GPU plan: a GPU's
+/// peak is the device's.
+int64_t kernelHostBytes(const Plan &plan, int rank);
+
 /// The executor's own tables on rank `rank`, in host memory (runtime/Executor.h): a view of
 /// every buffer, and per step it runs a kernel context holding copies of its operands' views
 /// (each shape on the heap), its kernel, its collective kernel, its wait and its time. GPT-small's

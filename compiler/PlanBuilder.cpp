@@ -242,7 +242,7 @@ private:
       auto [it, added] = byPrograms.try_emplace(runs, 0);
       if (added) {
         std::vector<bool> used = plan_.buffersOfRank(r);
-        it->second = allocatedBytes(plan_.arenaBytesOfRank(r)) + scratch + widenScratchBytes(r);
+        it->second = allocatedBytes(plan_.arenaBytesOfRank(r)) + scratch + kernelHostBytes(plan_, r);
         if (plan_.device == DeviceKind::Cpu) // the tables are host memory: a GPU's peak is the device's
           it->second += executorTableBytes(plan_, r);
         for (size_t b = 0; b < plan_.buffers.size(); ++b)
@@ -313,36 +313,6 @@ private:
     }
     return peak;
   }
-
-  /// The f32 scratch that CPU kernels use for 16-bit operands (kernels::scratch16: one buffer,
-  /// as large as the largest step of rank `rank`'s programs needs; 0 without 16-bit floats).
-  int64_t widenScratchBytes(int rank) const {
-    if (plan_.device != DeviceKind::Cpu)
-      return 0; // the CUDA kernels compute 16-bit operands in registers
-    const kernels::KernelRegistry &registry = kernels::KernelRegistry::cpu();
-    int64_t most = 0;
-    for (const RankProgram &p : plan_.programs) {
-      if (!plan_.runsOn(p, rank))
-        continue;
-      for (const StepDesc &s : p.steps) {
-        kernels::KernelContext ctx;
-        ctx.op = s.op;
-        bool any16 = false;
-        for (auto [list, ids] : {std::pair{&ctx.inputs, &s.inputs}, std::pair{&ctx.outputs, &s.outputs}})
-          for (int b : *ids) {
-            const BufferDesc &d = plan_.buffers[b];
-            list->push_back(TensorRef{nullptr, d.dtype, d.shape});
-            any16 |= is16BitFloat(d.dtype);
-          }
-        if (any16) {
-          ctx.setAttrs(s.attrs);
-          most = std::max(most, registry.scratchBytes(s.op, ctx));
-        }
-      }
-    }
-    return most;
-  }
-
 
   int newBuffer(Type t, const std::string &name, BufferKind kind, Operation *where) {
     auto type = llvm::cast<RankedTensorType>(t);

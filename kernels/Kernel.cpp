@@ -58,6 +58,13 @@ const KernelRegistry &KernelRegistry::cpu() {
 void KernelRegistry::merge(const KernelRegistry &other) {
   for (const auto &[key, entry] : other.table_)
     table_[key] = entry;
+  for (const auto &[op, fn] : other.workspace_)
+    workspace_[op] = fn;
+}
+
+KernelWorkspace KernelRegistry::workspace(OpKind op, const KernelContext &ctx) const {
+  auto it = workspace_.find(op);
+  return it == workspace_.end() ? KernelWorkspace{} : it->second(ctx);
 }
 
 const KernelRegistry::Entry *KernelRegistry::lookup(OpKind op, DeviceKind device, DType dtype) const {

@@ -87,6 +87,23 @@ enum class Storage16 {
 /// shapes and types are read): what the plan's memory prediction adds.
 using ScratchFn = int64_t (*)(const KernelContext &ctx);
 
+/// Host memory a CPU kernel writes beyond its operands and scratch16 that stays resident after
+/// it returns, by its operands' shapes and types: what the plan's memory prediction adds, the
+/// largest over a rank's steps of each part (the parts are reused by every kernel).
+struct KernelWorkspace {
+  int64_t heapBytes = 0; // temporaries: the heap keeps what they freed for the next kernel's
+  int64_t packedA = 0;   // OpenBLAS's packing buffer (kernels/cpu/GemmPacking.h): A's block
+  int64_t packedB = 0;   // and B's panel, in two places of it
+  /// This workspace grown to hold `other` too (each part the larger).
+  KernelWorkspace &cover(const KernelWorkspace &other) {
+    heapBytes = std::max(heapBytes, other.heapBytes);
+    packedA = std::max(packedA, other.packedA);
+    packedB = std::max(packedB, other.packedB);
+    return *this;
+  }
+};
+using WorkspaceFn = KernelWorkspace (*)(const KernelContext &ctx);
+
 class KernelRegistry {
 public:
   /// The registry with every CPU kernel (kernels/cpu). The runtime's registry adds the CUDA
@@ -111,6 +128,11 @@ public:
   /// Bytes of the thread's 16-bit scratch (scratch16) that the CPU kernel of `op` needs on the
   /// operands of `ctx` (shapes and types only; 0 without 16-bit operands or for an unknown op).
   int64_t scratchBytes(OpKind op, const KernelContext &ctx) const;
+  /// Says what the CPU kernel of `op` keeps beyond its operands (kernels without: nothing).
+  void setWorkspace(OpKind op, WorkspaceFn fn) { workspace_[op] = fn; }
+  /// What the CPU kernel of `op` keeps beyond its operands on the operands of `ctx` (shapes and
+  /// types only), on one thread.
+  KernelWorkspace workspace(OpKind op, const KernelContext &ctx) const;
   /// The ops with a kernel on `device`.
   std::vector<OpKind> kinds(DeviceKind device = DeviceKind::Cpu) const;
   /// The element types `op` has its own kernel for on `device` (empty with an any-type kernel).
@@ -131,6 +153,7 @@ private:
   };
   const Entry *lookup(OpKind op, DeviceKind device, DType dtype) const;
   std::map<Key, Entry> table_;
+  std::map<OpKind, WorkspaceFn> workspace_;
 };
 
 } // namespace cpc::kernels

@@ -17,6 +17,12 @@ constexpr int64_t kHostPageBytes = 4096;
 /// From this size on a host buffer is a mapping of its own (below it, the heap's).
 constexpr int64_t kHostMappedBytes = 64 * 1024;
 
+/// A read fault on a page of a shared mapping maps every page of its aligned window that is
+/// already in memory (the kernel's fault_around_bytes, 64 KiB by default): reading a peer's arena
+/// makes whole windows of it resident here. Shared mappings start on a window (MpiShared.cpp), so
+/// that which windows a read touches follows from the offsets alone.
+constexpr int64_t kFaultAroundBytes = 64 * 1024;
+
 /// The bytes the allocator hands out for a buffer of `bytes`: 256-byte granular, at least 256.
 inline int64_t hostBufferBytes(int64_t bytes) { return std::max<int64_t>(256, (bytes + 255) / 256 * 256); }
 

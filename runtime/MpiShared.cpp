@@ -1,5 +1,6 @@
 //===- MpiShared.cpp ------------------------------------------------------===//
 #include "runtime/MpiShared.h"
+#include "runtime/HostMemory.h"
 #include "runtime/Plan.h"
 
 #include <fcntl.h>
@@ -36,14 +37,34 @@ bool onOneNode(MPI_Comm comm, int size) {
   return agreed;
 }
 
+/// Maps `fd`'s first `bytes` at an address aligned to kFaultAroundBytes (HostMemory.h): a
+/// reservation one window larger, the object mapped over its aligned part, the rest given back.
+void *mapAligned(int fd, int64_t bytes) {
+  const int64_t window = kFaultAroundBytes;
+  void *reserved = mmap(nullptr, bytes + window, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (reserved == MAP_FAILED)
+    return MAP_FAILED;
+  uintptr_t start = reinterpret_cast<uintptr_t>(reserved), aligned = (start + window - 1) / window * window;
+  void *p = mmap(reinterpret_cast<void *>(aligned), bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+  if (p == MAP_FAILED) {
+    munmap(reserved, bytes + window);
+    return MAP_FAILED;
+  }
+  if (aligned > start)
+    munmap(reserved, aligned - start);
+  uintptr_t end = aligned + (uintptr_t)((bytes + 4095) / 4096 * 4096), reservedEnd = start + bytes + window;
+  if (reservedEnd > end)
+    munmap(reinterpret_cast<void *>(end), reservedEnd - end);
+  return p;
+}
+
 /// Maps the shared-memory object `name` of `bytes`, making it first when `make` (a name nobody
 /// holds); null when it cannot.
 char *mapObject(const char *name, int64_t bytes, bool make) {
   int fd = shm_open(name, make ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
   if (fd < 0)
     return nullptr;
-  void *p = !make || ftruncate(fd, bytes) == 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                                               : MAP_FAILED;
+  void *p = !make || ftruncate(fd, bytes) == 0 ? mapAligned(fd, bytes) : MAP_FAILED;
   close(fd);
   return p == MAP_FAILED ? nullptr : static_cast<char *>(p);
 }

@@ -12,8 +12,10 @@
 // transposes to [..., H, N, D] and back.
 //
 #include "kernels/Checks.h"
+#include "kernels/cpu/GrowingScratch.h"
 #include "kernels/cpu/Dispatch.h"
 #include "kernels/cpu/Gemm.h"
+#include "kernels/cpu/GemmPacking.h"
 #include "kernels/cpu/Kernel.h"
 #include "kernels/cpu/SoftmaxRows.h"
 
@@ -34,10 +36,8 @@ int64_t rowsPerBlock(const AttentionDims &s) {
 
 /// Scratch of T per thread, grown as needed (a slice runs on one thread).
 template <typename T> T *threadScratch(int64_t elements) {
-  thread_local std::vector<T> buffer;
-  if ((int64_t)buffer.size() < elements)
-    buffer.resize(elements);
-  return buffer.data();
+  thread_local GrowingScratch buffer;
+  return static_cast<T *>(buffer.reserve((size_t)std::max<int64_t>(elements, 0) * sizeof(T)));
 }
 
 /// Runs fn(slice) for every slice: spread over the pool when there is enough work.
@@ -132,11 +132,32 @@ void attentionGradKernel(KernelContext &ctx) {
   });
 }
 
+/// The GEMMs of one slice (forward: scores and the weighted sum), packed on one thread.
+KernelWorkspace attentionWorkspace(const KernelContext &ctx) {
+  AttentionDims s = checkAttention(ctx);
+  bool isDouble = ctx.inputs[0].dtype == DType::F64;
+  return gemmPacking(s.n, s.m, s.d, isDouble).cover(gemmPacking(s.n, s.dv, s.m, isDouble));
+}
+
+/// The backward's GEMMs per slice and block of rows, and the block's score gradients (per thread).
+KernelWorkspace attentionGradWorkspace(const KernelContext &ctx) {
+  AttentionDims s = checkAttentionGrad(ctx);
+  bool isDouble = ctx.inputs[0].dtype == DType::F64;
+  int64_t rows = std::min(rowsPerBlock(s), s.n);
+  KernelWorkspace w = gemmPacking(s.m, s.dv, s.n, isDouble);
+  w.cover(gemmPacking(rows, s.m, s.dv, isDouble)).cover(gemmPacking(rows, s.d, s.m, isDouble));
+  w.cover(gemmPacking(s.m, s.d, rows, isDouble));
+  w.heapBytes = rowsPerBlock(s) * s.m * (isDouble ? 8 : 4);
+  return w;
+}
+
 } // namespace
 
 void registerAttentionKernels(KernelRegistry &r) {
   r.add(OpKind::Attention, attentionKernel);
   r.add(OpKind::AttentionGrad, attentionGradKernel);
+  r.setWorkspace(OpKind::Attention, attentionWorkspace);
+  r.setWorkspace(OpKind::AttentionGrad, attentionGradWorkspace);
 }
 
 } // namespace cpc::kernels

@@ -10,6 +10,7 @@
 #include "kernels/cpu/FastMath.h"
 #include "kernels/cpu/Dispatch.h"
 #include "kernels/cpu/Gemm.h"
+#include "kernels/cpu/GemmPacking.h"
 #include "kernels/cpu/Kernel.h"
 #include "kernels/cpu/RowSums.h"
 #include "kernels/cpu/SoftmaxRows.h"
@@ -209,6 +210,9 @@ void softmaxGradKernel(KernelContext &ctx) {
 // layer_norm_grad
 //===----------------------------------------------------------------------===//
 
+/// Rows per block of layerNormGrad's partial sums (a function of the row count only).
+int64_t layerNormGradBlockRows(int64_t rows) { return std::max<int64_t>(8, (rows + 255) / 256); }
+
 // Rows are split into fixed blocks (a function of the row count only); each block sums its
 // rows' dscale/dbias contributions in row order, and blocks are combined in block order.
 // With `addend` (cpc.layer_norm_grad_add), dx is the input gradient rounded in T plus the
@@ -217,7 +221,7 @@ template <typename T>
 void layerNormGrad(const KernelContext &ctx, const T *x, const T *scale, const T *g, T *dx, T *dscale,
                    T *dbias, int64_t rows, int64_t n, double eps, const T *addend = nullptr) {
   int threads = nthreads(ctx);
-  int64_t blockRows = std::max<int64_t>(8, (rows + 255) / 256);
+  int64_t blockRows = layerNormGradBlockRows(rows);
   int64_t blocks = (rows + blockRows - 1) / blockRows;
   std::vector<double> partial(2 * blocks * n, 0.0); // [block][dscale n | dbias n]
 #pragma omp parallel for num_threads(threads) if (rows * n > kParallelMin) schedule(dynamic, 1)
@@ -262,6 +266,17 @@ void layerNormGrad(const KernelContext &ctx, const T *x, const T *scale, const T
     dscale[j] = T(s);
     dbias[j] = T(t);
   }
+}
+
+/// layer_norm_grad's partial sums: two doubles per column and block of rows.
+template <bool WithAddend> KernelWorkspace layerNormGradWorkspace(const KernelContext &ctx) {
+  int64_t axis = WithAddend ? checkLayerNormGradAdd(ctx) : checkLayerNormGrad(ctx);
+  const TensorRef &x = ctx.inputs[0];
+  int64_t n = numElements({x.shape.begin() + axis, x.shape.end()}), rows = n ? x.numel() / n : 0;
+  int64_t blockRows = layerNormGradBlockRows(rows);
+  KernelWorkspace w;
+  w.heapBytes = 2 * ((rows + blockRows - 1) / blockRows) * n * (int64_t)sizeof(double);
+  return w;
 }
 
 /// cpc.layer_norm_grad, or cpc.layer_norm_grad_add (WithAddend: a 4th input added to dx).
@@ -485,6 +500,19 @@ template <typename T> void convGradInput(KernelContext &ctx) {
     }
 }
 
+/// A convolution gradient's column matrix and its GEMMs' packing (one image and group at a time).
+template <bool Weight> KernelWorkspace convGradWorkspace(const KernelContext &ctx) {
+  checkArity(ctx, 2, 1);
+  const TensorRef &out = ctx.outputs[0];
+  ConvGeom g = Weight ? convGeom(ctx, ctx.inputs[0].shape, out.shape, ctx.inputs[1].shape)
+                      : convGeom(ctx, out.shape, ctx.inputs[1].shape, ctx.inputs[0].shape);
+  int64_t Cg = g.C / g.G, Og = g.O / g.G, Kc = Cg * g.KH * g.KW, P = g.OH * g.OW;
+  bool isDouble = out.dtype == DType::F64;
+  KernelWorkspace w = Weight ? gemmPacking(Og, Kc, P, isDouble) : gemmPacking(Kc, P, Og, isDouble);
+  w.heapBytes = g.direct ? 0 : Kc * P * (isDouble ? 8 : 4);
+  return w;
+}
+
 template <bool Weight> void convGradKernel(KernelContext &ctx) {
   checkArity(ctx, 2, 1);
   DType t = ctx.inputs[0].dtype;
@@ -511,6 +539,10 @@ void registerBackwardKernels(KernelRegistry &r) {
   r.add(OpKind::GatherElementsGrad, gatherElementsGradKernel);
   r.add(OpKind::Conv2DGradInput, convGradKernel<false>);
   r.add(OpKind::Conv2DGradWeight, convGradKernel<true>);
+  r.setWorkspace(OpKind::LayerNormGrad, layerNormGradWorkspace<false>);
+  r.setWorkspace(OpKind::LayerNormGradAdd, layerNormGradWorkspace<true>);
+  r.setWorkspace(OpKind::Conv2DGradInput, convGradWorkspace<false>);
+  r.setWorkspace(OpKind::Conv2DGradWeight, convGradWorkspace<true>);
 }
 
 } // namespace cpc::kernels

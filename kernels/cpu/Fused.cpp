@@ -84,10 +84,19 @@ void matmulBiasKernel(KernelContext &ctx) {
   }
 }
 
+/// matmul_bias keeps what its matmul keeps.
+KernelWorkspace matmulBiasWorkspace(const KernelContext &ctx) {
+  if (ctx.inputs.size() != 3 || ctx.outputs.empty())
+    return {};
+  return KernelRegistry::cpu().workspace(
+      OpKind::MatMul, subContext(ctx, OpKind::MatMul, {ctx.inputs[0], ctx.inputs[1]}, {ctx.outputs.back()}));
+}
+
 } // namespace
 
 void registerFusedKernels(KernelRegistry &r) {
   r.add(OpKind::MatMulBias, matmulBiasKernel, Storage16::Native, matmulBiasScratch);
+  r.setWorkspace(OpKind::MatMulBias, matmulBiasWorkspace);
 }
 
 } // namespace cpc::kernels

@@ -1,6 +1,7 @@
 //===- Linalg.cpp - matmul and conv2d on top of OpenBLAS ------------------===//
 #include "kernels/Checks.h"
 #include "kernels/cpu/Gemm.h"
+#include "kernels/cpu/GemmPacking.h"
 #include "kernels/cpu/Kernel.h"
 #include "kernels/Float16.h"
 
@@ -149,6 +150,21 @@ int64_t matmulScratch(const KernelContext &ctx) {
   return matmulScratchFloats(g, gemmRowPanels(g.M, g.N, g.K, kMatmulPanel));
 }
 
+/// The packing of matmul's GEMMs: whole batches in f32 and f64, 16-bit operands a panel at a time.
+KernelWorkspace matmulWorkspace(const KernelContext &ctx) {
+  if (ctx.inputs.size() != 2 || ctx.outputs.size() != 1)
+    return {};
+  MatmulGeometry g = matmulGeometry(ctx);
+  DType t = ctx.outputs[0].dtype;
+  if (!is16BitFloat(t))
+    return gemmPacking(g.M, g.N, g.K, t == DType::F64);
+  std::vector<int64_t> panels = gemmRowPanels(g.M, g.N, g.K, kMatmulPanel);
+  int64_t rows = 0;
+  for (size_t i = 1; i < panels.size(); ++i)
+    rows = std::max(rows, panels[i] - panels[i - 1]);
+  return gemmPacking(rows, g.N, g.K, false);
+}
+
 //===----------------------------------------------------------------------===//
 // conv2d
 //===----------------------------------------------------------------------===//
@@ -280,11 +296,31 @@ void conv2dKernel(KernelContext &ctx) {
   ctx.fail(std::string("unsupported element type ") + dtypeName(t));
 }
 
+/// The column matrix of one image and group (none for 1x1, stride 1, unpadded) and its GEMM.
+KernelWorkspace conv2dWorkspace(const KernelContext &ctx) {
+  if (ctx.inputs.size() < 2 || ctx.outputs.size() != 1 || ctx.inputs[0].rank() != 4 || ctx.inputs[1].rank() != 4 ||
+      ctx.outputs[0].rank() != 4)
+    return {};
+  const std::vector<int64_t> &w = ctx.inputs[1].shape, &y = ctx.outputs[0].shape;
+  const std::vector<int64_t> &strides = ctx.attrs.strides, &pad = ctx.attrs.padding, &dil = ctx.attrs.dilations;
+  int64_t groups = std::max<int64_t>(ctx.attrs.groups, 1), Kc = w[1] * w[2] * w[3], P = y[2] * y[3];
+  auto all = [](const std::vector<int64_t> &v, int64_t value) {
+    return std::all_of(v.begin(), v.end(), [&](int64_t e) { return e == value; });
+  };
+  bool direct = w[2] == 1 && w[3] == 1 && all(strides, 1) && all(dil, 1) && all(pad, 0);
+  bool isDouble = ctx.outputs[0].dtype == DType::F64;
+  KernelWorkspace ws = gemmPacking(w[0] / groups, P, Kc, isDouble);
+  ws.heapBytes = direct ? 0 : Kc * P * (isDouble ? 8 : 4);
+  return ws;
+}
+
 } // namespace
 
 void registerLinalgKernels(KernelRegistry &registry) {
   registry.add(OpKind::MatMul, matmulKernel, Storage16::Native, matmulScratch);
   registry.add(OpKind::Conv2D, conv2dKernel);
+  registry.setWorkspace(OpKind::MatMul, matmulWorkspace);
+  registry.setWorkspace(OpKind::Conv2D, conv2dWorkspace);
 }
 
 } // namespace cpc::kernels

@@ -4,6 +4,7 @@
 // bf16 loops integer shifts and a rounding add, eight lanes at a time.
 //
 #include "kernels/Float16.h"
+#include "kernels/cpu/GrowingScratch.h"
 #include "kernels/cpu/Kernel.h"
 
 #include <algorithm>
@@ -56,10 +57,8 @@ void add16(DType t, uint16_t *dst, const uint16_t *a, const uint16_t *b, int64_t
 namespace kernels {
 
 float *scratch16(int64_t floats) {
-  thread_local std::vector<float> scratch;
-  if ((int64_t)scratch.size() < floats)
-    scratch.resize(floats);
-  return scratch.data();
+  thread_local GrowingScratch scratch;
+  return static_cast<float *>(scratch.reserve((size_t)std::max<int64_t>(floats, 0) * sizeof(float)));
 }
 
 namespace {

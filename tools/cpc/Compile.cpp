@@ -82,7 +82,7 @@ Options:
   --device-memory BYTES      With --tp-search: what each rank may hold of parameters and optimizer
                              states; weights then stay whole where that fits and is cheaper
                              (without it every weight that feeds a contraction is split). With
-                             --auto: the predicted peak per rank a layout may reach
+                             --auto: the memory per rank (a layout fits with 2% to spare)
   --auto --devices N         Choose the layout of N devices by search (cpc plan's first: mesh,
                              ZeRO stage, schedule, by predicted step time under --profile and
                              within --device-memory); --dp/--tp/--pp/--zero are then not given

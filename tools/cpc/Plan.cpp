@@ -30,7 +30,8 @@ compiles the first.
 
 Options:
   --devices N                Ranks to lay the model out on (required)
-  --device-memory BYTES      Predicted peak per rank allowed (default: no budget)
+  --device-memory BYTES      Memory per rank: a layout fits when its predicted peak does with 2%
+                             to spare (what the prediction does not count; default: no budget)
   --profile FILE             Cost profile (cpc calibrate; default: built-in rates)
   --microbatches M           Microbatches per step: the global batch (default: the config's
                              gradient_accumulation, or 2 x N without a config)
