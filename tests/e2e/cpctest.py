@@ -4,6 +4,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 SOURCE = os.environ.get("CPC_SOURCE", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 BIN = os.environ.get("CPC_BIN", os.path.join(SOURCE, "build", "bin"))
@@ -11,6 +12,15 @@ PYTHON = "/usr/bin/python3"  # Debian's python: has torch and onnx
 # What a test that launches ranks sets: root may run mpirun, and one thread per rank.
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OPENBLAS_NUM_THREADS": "1",
            "OMP_NUM_THREADS": "1"}
+# The sanitizer pass (build-asan/: ASan + UBSan, 5-10x slower; tests/CMakeLists.txt sets
+# CPC_SANITIZED=1) runs every e2e test again to find memory errors and undefined behaviour, not to
+# prove numbers the plain build's pass has proven. There a heavy test runs a smaller but
+# representative selection: every code path it covers at least once (each parallel mode, ZeRO
+# stage, schedule, precision, checkpoint and data path, every cheap bad-input check), without the
+# repetitions (the same path on another model or exporter, another layout of one mode, long step
+# counts). A case marked `repetition=True` (Results.check) is left to the plain pass there; each
+# heavy test says why its selection is what it is.
+SANITIZED = bool(os.environ.get("CPC_SANITIZED"))
 # The MAE-tiny recipe of the data- and tensor-parallel tests (global batch 8, 20 steps): the
 # single-rank run's grad_norm falls from 0.63 to 0.16, so a threshold of 0.2 clips the first 13
 # steps and leaves the rest alone (both sides of the clamp); the loss falls from 1.32 to 1.02.
@@ -24,9 +34,27 @@ def tool(name):
     return os.path.join(BIN, name)
 
 
+# Full (DWARF) unwinding on malloc, which tests/CMakeLists.txt gives the sanitizer pass's tests
+# that start MPI ranks or OpenMP teams (so that lsan.supp can name those libraries' leaks), makes
+# every allocation slow: cpc compile and cpc inspect take 5-7x as long under it. Those commands
+# start neither (only cpc calibrate of the cpc subcommands does), so they get ASan's default
+# frame-pointer unwinding back, as the other tests run them: the same checks, only the stacks
+# recorded per allocation are shorter.
+FULL_UNWIND = ":fast_unwind_on_malloc=0"
+
+
+def unwind_env(args):
+    """The environment changes that give `args` fast unwinding back (see FULL_UNWIND), or {}."""
+    options = os.environ.get("ASAN_OPTIONS", "")
+    if FULL_UNWIND not in options or len(args) < 2 or args[0] != tool("cpc") or args[1] == "calibrate":
+        return {}
+    return {"ASAN_OPTIONS": options.replace(FULL_UNWIND, "")}
+
+
 def run(args, check=True, timeout=600, env=None):
     """Runs a command (with `env` added to the environment), returns CompletedProcess with text
     stdout/stderr."""
+    env = dict(unwind_env(args), **(env or {}))
     proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout,
                           env=dict(os.environ, **env) if env else None)
     if check and proc.returncode != 0:
@@ -88,18 +116,29 @@ class Results:
     def __init__(self):
         self.passed = 0
         self.failed = 0
+        self.left = 0
 
-    def check(self, name, fn):
+    def check(self, name, fn, repetition=False):
+        """Runs the case `fn` and reports it with its time. `repetition`: the case repeats a code
+        path another case of the test runs (on another model, layout or step count), so under
+        the sanitizers it is left to the plain build's pass (see SANITIZED)."""
+        if repetition and SANITIZED:
+            self.left += 1
+            print("SKIP %s (a repetition: the plain build's pass runs it)" % name, flush=True)
+            return
+        start = time.monotonic()
         try:
             fn()
             self.passed += 1
-            print("PASS", name, flush=True)
+            print("PASS %s (%.1f s)" % (name, time.monotonic() - start), flush=True)
         except Exception as e:  # report every failing case, not just the first
             self.failed += 1
-            print("FAIL", name, "\n  ", str(e).replace("\n", "\n   "), flush=True)
+            print("FAIL %s (%.1f s)" % (name, time.monotonic() - start), "\n  ", str(e).replace("\n", "\n   "),
+                  flush=True)
 
     def finish(self):
-        print("%d passed, %d failed" % (self.passed, self.failed))
+        left = ", %d left to the plain build (repetitions)" % self.left if self.left else ""
+        print("%d passed, %d failed%s" % (self.passed, self.failed, left))
         sys.exit(1 if self.failed else 0)
 
 

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from cpctest import MAE_RECIPE, MPI_ENV, Results, export_mae, run, tempdir, tool
+from cpctest import MAE_RECIPE, MPI_ENV, SANITIZED, Results, export_mae, run, tempdir, tool
 
 results = Results()
 ROW = re.compile(r"^\s+(~?\d+)\s+(.+?)\s{2,}([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+(.*)$")
@@ -100,7 +100,7 @@ with tempdir() as work:
     def eight_devices():
         # 50 candidates: each mesh compiled once (ZeRO 0, 1F1B), the other layouts on it estimated
         # from that, the 4 best compiled.
-        if os.environ.get("CPC_SANITIZED"):  # dozens of compiles under the sanitizers: minutes
+        if SANITIZED:  # dozens of compiles under the sanitizers: minutes
             print("   (the normal build's test)")
             return
         start = time.perf_counter()
@@ -130,7 +130,7 @@ with tempdir() as work:
     def pipeline_bound():
         # MAE-small at batch 8 on 8 devices: eight stages idle 64% of the step (4 microbatches),
         # which puts them above tensor parallelism before they are compiled.
-        if os.environ.get("CPC_SANITIZED"):
+        if SANITIZED:
             print("   (the normal build's test)")
             return
         small = export_mae("small", 17, os.path.join(work, "small"), extra=["--batch", "8"])

@@ -104,8 +104,11 @@ with tempdir() as work:
     def scaler(mode, scale, interval=3):
         return {"mode": mode, "initial_scale": scale, "growth_interval": interval}
 
+    overflowed = {}
+
     def overflow():
         ours, params, _, _ = train("overflow", [], dict(CONSTANT, fp16=scaler("torch", 2.0 ** 24)))
+        overflowed["run"] = ours
         skipped = [m["step"] for m in ours if m["skipped"]]
         assert skipped and skipped[0] == 1 and len(skipped) < STEPS // 2, "skipped steps %s" % skipped
         for a, b in zip(ours, ours[1:]):  # torch's rule: x0.5 on an overflow, x2 after 3 clean steps
@@ -119,6 +122,13 @@ with tempdir() as work:
                 b["step"], b["loss_scale"], a["loss_scale"], a["skipped"])
         grown = [m["step"] for a, m in zip(ours, ours[1:]) if m["loss_scale"] > a["loss_scale"]]
         assert grown, "the scale never grew back"
+        print("   skipped steps %s, scale %g -> %g, grew back at steps %s" % (
+            skipped, ours[0]["loss_scale"], ours[-1]["loss_scale"], grown))
+
+    results.check("fp16: overflowing steps are skipped, the scale backs off and grows back", overflow)
+
+    def skips_change_nothing():
+        ours = overflowed["run"]
         first_clean = next(m for m in ours if not m["skipped"])
         # Parameters bit-identical across skipped steps: after the first run of skips they are the
         # model's initial values (the exported initializers).
@@ -134,10 +144,11 @@ with tempdir() as work:
         for a, b in zip(ours[j:], fresh):
             assert (a["loss"], a["grad_norm"], a["loss_scale"], a["skipped"]) == (
                 b["loss"], b["grad_norm"], b["loss_scale"], b["skipped"]), "step %d: %s vs %s" % (a["step"], a, b)
-        print("   skipped steps %s, scale %g -> %g, grew back at steps %s; after the skips = a fresh run from %g" % (
-            skipped, ours[0]["loss_scale"], ours[-1]["loss_scale"], grown, first_clean["loss_scale"]))
+        print("   after the skips = a fresh run from %g" % first_clean["loss_scale"])
 
-    results.check("fp16: overflowing steps are skipped, the scale backs off and grows back", overflow)
+    # Under the sanitizers its two runs repeat the overflow run's path (fp16 steps, skipped or not).
+    results.check("fp16: skipped steps change nothing (parameters, moments, AdamW's step)", skips_change_nothing,
+                  repetition=True)
 
     def hysteresis():
         ours, _, _, _ = train("naive", [], dict(CONSTANT, fp16=scaler("naive", 2.0 ** 24)))
@@ -192,12 +203,16 @@ with tempdir() as work:
                 name, summary["world_size"], worst, worst_norm))
         return check
 
-    for name, flags, recipe in [("dp2 x tp2", "--dp 2 --tp 2", RECIPE),
-                                ("pp2", "--pp 2 --microbatches 2", dict(RECIPE, gradient_accumulation=1)),
-                                ("dp2 ZeRO-1", "--dp 2 --zero 1", RECIPE),
-                                ("dp2 ZeRO-3", "--dp 2 --zero 3", RECIPE)]:
+    # Under the sanitizers bf16 ZeRO-3 stays (16-bit gradients reduce-scattered into sharded f32
+    # updates, nowhere else); dp2 x tp2 and pp2 in 16 bits run above (fp16's overflow layouts),
+    # ZeRO-1's 16-bit all-reduce in the traffic check.
+    for name, flags, recipe, repetition in [
+            ("dp2 x tp2", "--dp 2 --tp 2", RECIPE, True),
+            ("pp2", "--pp 2 --microbatches 2", dict(RECIPE, gradient_accumulation=1), True),
+            ("dp2 ZeRO-1", "--dp 2 --zero 1", RECIPE, True),
+            ("dp2 ZeRO-3", "--dp 2 --zero 3", RECIPE, False)]:
         results.check("%s in bf16 equals one rank in bf16 (2e-2)" % name,
-                      layout(name.replace(" ", "-"), flags.split(), recipe))
+                      layout(name.replace(" ", "-"), flags.split(), recipe), repetition)
 
     def traffic():
         # One microbatch per step: the gradients are all-reduced as backward makes them, in the

@@ -138,11 +138,15 @@ with tempdir() as work:
                       comm["bytes"]))
         return check
 
+    # Under the sanitizers: tp2, every ZeRO stage over dp2 x tp2 (ZeRO-1 all-reduces the gradients
+    # as plain dp2 x tp2 does), accumulation, --shard and the config's policy, sequence
+    # parallelism on tp2, every bad flag; tp4, plain dp2 x tp2, parallel.tensor.size (the policy
+    # case reads parallel.tensor too) and dp2 x tp2 --sp repeat them.
     results.check("tp=2 equals one rank (Megatron MLP: column- then row-parallel)",
                   layout("tp2", ["--tp", "2"], 1, 2))
-    results.check("tp=4 equals one rank", layout("tp4", ["--tp", "4"], 1, 4))
+    results.check("tp=4 equals one rank", layout("tp4", ["--tp", "4"], 1, 4), repetition=True)
     results.check("dp2 x tp2 equals one rank (the tp ranks of a dp group read the same samples)",
-                  layout("dp2tp2", ["--dp", "2", "--tp", "2"], 2, 2))
+                  layout("dp2tp2", ["--dp", "2", "--tp", "2"], 2, 2), repetition=True)
     results.check("dp2 x tp2 with ZeRO-1 equals one rank (the tp blocks' moments sharded over dp)",
                   layout("dp2tp2-zero1", ["--dp", "2", "--tp", "2", "--zero", "1"], 2, 2))
     results.check("dp2 x tp2 with ZeRO-2 equals one rank (gradients reduce-scattered over dp)",
@@ -153,7 +157,7 @@ with tempdir() as work:
                   layout("tp2-acc2", ["--tp", "2"], 1, 2, (single_acc, single_acc_params), accumulated, "16"))
     results.check("parallel.tensor.size=2 in the config equals --tp 2",
                   layout("config-tp2", [], 1, 2,
-                         recipe=dict(RECIPE, parallel={"tensor": {"mode": "1d", "size": 2}})))
+                         recipe=dict(RECIPE, parallel={"tensor": {"mode": "1d", "size": 2}})), repetition=True)
 
     def manual_override():
         # Split the input projection's columns by hand (its weight is [6, 16] as exported): its
@@ -242,5 +246,6 @@ with tempdir() as work:
 
     results.check("tp=2 --sp equals one rank: all-gather + reduce-scatter per block instead of all-reduces",
                   sequence_parallel("tp2-sp", ["--tp", "2", "--sp"], 1))
-    results.check("dp2 x tp2 --sp equals one rank", sequence_parallel("dp2tp2-sp", ["--dp", "2", "--tp", "2", "--sp"], 2))
+    results.check("dp2 x tp2 --sp equals one rank", sequence_parallel("dp2tp2-sp", ["--dp", "2", "--tp", "2", "--sp"], 2),
+                  repetition=True)
 results.finish()

@@ -20,7 +20,7 @@ import re
 import numpy as np
 
 from cpctest import (block_fraction, check_loss_moves_and_clip_engages, compare_training, compile_plan, export_mae,
-                     train_plan, MAE_RECIPE, PYTHON, SOURCE, Results, run, tempdir, tool, MPI_ENV)
+                     train_plan, MAE_RECIPE, PYTHON, SANITIZED, SOURCE, Results, run, tempdir, tool, MPI_ENV)
 
 results = Results()
 STEPS = 12
@@ -62,10 +62,12 @@ with tempdir() as work:
         tokens[name] = os.path.join(work, name + ".npy")
         np.save(tokens[name], rng.integers(0, VOCAB, (BATCH, TOKENS)).astype(np.int64))
     single, single_params, _, _ = compile_and_train(work, gpt, "one", [], RECIPE, tokens)
+    dumps = {}  # --dump-sharding of tp2 by search
 
     def megatron_found():
         print("   one rank: " + check_loss_moves_and_clip_engages(single, CLIP, fall=0.9))
         ours, params, summary, dump = compile_and_train(work, gpt, "tp2", ["--tp", "2", "--tp-search"], RECIPE, tokens)
+        dumps["tp2"] = dump
         worst, worst_norm = compare_training(ours, single, params, single_params, STEPS)
         megatron_run, _, patterns, _ = compile_and_train(work, gpt, "tp2-patterns", ["--tp", "2"], RECIPE, tokens, steps=1)
         searched, megatron = split_weights(summary), split_weights(patterns)
@@ -92,10 +94,12 @@ with tempdir() as work:
     results.check("GPT tp=2: Megatron's layout found by search, equal to one rank, bytes as predicted", megatron_found)
 
     def layouts():
-        for name, model, recipe, flags in (
-                ("dp2tp2", gpt, RECIPE, ["--dp", "2", "--tp", "2", "--tp-search"]),
-                ("tp2-accumulation", gpt_half, dict(RECIPE, gradient_accumulation=2), ["--tp", "2", "--tp-search"]),
-                ("pp2tp2", gpt_half, RECIPE, ["--pp", "2", "--microbatches", "2", "--tp", "2", "--tp-search"])):
+        # Under the sanitizers pp2 x tp2 alone: the search over each stage's microbatch programs
+        # (as with accumulation) and a mesh of more axes (as dp2 x tp2).
+        cases = [("dp2tp2", gpt, RECIPE, ["--dp", "2", "--tp", "2", "--tp-search"]),
+                 ("tp2-accumulation", gpt_half, dict(RECIPE, gradient_accumulation=2), ["--tp", "2", "--tp-search"]),
+                 ("pp2tp2", gpt_half, RECIPE, ["--pp", "2", "--microbatches", "2", "--tp", "2", "--tp-search"])]
+        for name, model, recipe, flags in [c for c in cases if c[0] == "pp2tp2" or not SANITIZED]:
             ours, params, _, _ = compile_and_train(work, model, name, flags, recipe, tokens)
             worst, worst_norm = compare_training(ours, single, params, single_params, STEPS)
             print("   %s: loss %.1e, grad_norm %.1e" % (name, worst, worst_norm))
@@ -116,7 +120,9 @@ with tempdir() as work:
         print("   loss %.1e, grad_norm %.1e; %.1f%% of the blocks' parameter elements split" % (
             worst, worst_norm, 100 * fraction))
 
-    results.check("MAE-tiny tp=2 by search: blocks split, equal to one rank", mae)
+    # Under the sanitizers the search on a second model is a repetition (test_model_zoo.py searches
+    # a transformer and a CNN there too); every GPT case stays.
+    results.check("MAE-tiny tp=2 by search: blocks split, equal to one rank", mae, repetition=True)
 
     def budget():
         # A budget that holds every weight whole lets the search keep the ones whose split
@@ -126,7 +132,9 @@ with tempdir() as work:
         ours, params, summary, dump = compile_and_train(work, gpt, "budget", flags + ["--device-memory", "10000000"],
                                                         RECIPE, tokens)
         worst, worst_norm = compare_training(ours, single, params, single_params, STEPS)
-        by_rule = predicted_bytes(compile_and_train(work, gpt, "rule", flags, RECIPE, tokens, steps=1)[3])
+        # (the plan of tp2 by search again: under the sanitizers its dump is reused)
+        by_rule = predicted_bytes(dumps["tp2"] if SANITIZED and "tp2" in dumps else
+                                  compile_and_train(work, gpt, "rule", flags, RECIPE, tokens, steps=1)[3])
         sent = predicted_bytes(dump)
         assert sent <= by_rule, "with a budget the search sends %d B, by rule %d B" % (sent, by_rule)
         assert sum(1 for n in split_weights(summary) if BLOCK_PARAMETER.search(n)) == 4 * BLOCKS, split_weights(summary)

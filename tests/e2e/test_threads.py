@@ -11,7 +11,8 @@ import os
 
 import numpy as np
 
-from cpctest import OPENBLAS_KERNEL_FAMILIES, Results, export_mae, run, run_on_core, runnable_cores, tempdir, tool
+from cpctest import (OPENBLAS_KERNEL_FAMILIES, SANITIZED, Results, export_mae, run, run_on_core, runnable_cores, tempdir,
+                     tool)
 
 RECIPE = {"TOTAL_BATCH_SIZE": 16, "LR": 0.05, "WEIGHT_DECAY": 0.05, "clip_grad_norm": 1.0, "BETAS": [0.9, 0.95],
           "lr_schedule": "constant", "frozen": ["pos_embed$"]}
@@ -64,7 +65,7 @@ def main():
         results.check("3 threads give the 1-thread loss and grad_norm of every step, bit for bit",
                       lambda: same_steps(runs))
         results.check("3 threads end with the 1-thread parameters, bit for bit", lambda: same_parameters(runs))
-        cores = runnable_cores(["Haswell"] if os.environ.get("CPC_SANITIZED") else OPENBLAS_KERNEL_FAMILIES)
+        cores = runnable_cores(["Haswell"] if SANITIZED else OPENBLAS_KERNEL_FAMILIES)
         for core in cores:
             on_core = {threads: train(threads, core, core) for threads in (1, 3)}
             results.check("OPENBLAS_CORETYPE=%s: 3 threads give the 1-thread steps and parameters, bit for bit" % core,
