@@ -82,6 +82,11 @@ with tempdir() as work:
             assert why.startswith("over budget: predicted peak ") and ("> %d B" % limit) in why, (name, why)
         kept_none, rejected_all, out = plan_table(model, "--devices", "2", "--device-memory", "1000", *base)
         assert not kept_none and len(rejected_all) == 7, out
+        # A layout fits only with 2% to spare (kPeakMargin): 1% above its predicted peak is too little.
+        name, _, peak, *_ = ranked[0]
+        tight = int(peak * 1e6 * 1.01)
+        kept, rejected, out = plan_table(model, "--devices", "2", "--device-memory", str(tight), *base)
+        assert name in rejected and "+ 2%% > %d B" % tight in rejected[name], out
     results.check("--device-memory rejects the layouts whose predicted peak exceeds it, naming both", budget)
 
     def four_devices():
