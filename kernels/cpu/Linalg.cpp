@@ -82,12 +82,17 @@ template <typename T> void matmulTyped(KernelContext &ctx, const MatmulGeometry 
 // bit, the f32 matmul of the widened operands, rounded once.
 constexpr int64_t kMatmulPanel = 128;
 
-/// Floats of scratch for the widened rhs and the largest of `panels`' lhs and result panels.
-int64_t matmulScratchFloats(const MatmulGeometry &g, const std::vector<int64_t> &panels) {
+/// Rows of the largest of `panels` (row bounds).
+int64_t largestPanel(const std::vector<int64_t> &panels) {
   int64_t rows = 0;
   for (size_t i = 1; i < panels.size(); ++i)
     rows = std::max(rows, panels[i] - panels[i - 1]);
-  return g.K * g.N + rows * (g.K + g.N);
+  return rows;
+}
+
+/// Floats of scratch for the widened rhs and the largest of `panels`' lhs and result panels.
+int64_t matmulScratchFloats(const MatmulGeometry &g, const std::vector<int64_t> &panels) {
+  return g.K * g.N + largestPanel(panels) * (g.K + g.N);
 }
 
 void matmul16(KernelContext &ctx, const MatmulGeometry &g) {
@@ -158,11 +163,7 @@ KernelWorkspace matmulWorkspace(const KernelContext &ctx) {
   DType t = ctx.outputs[0].dtype;
   if (!is16BitFloat(t))
     return gemmPacking(g.M, g.N, g.K, t == DType::F64);
-  std::vector<int64_t> panels = gemmRowPanels(g.M, g.N, g.K, kMatmulPanel);
-  int64_t rows = 0;
-  for (size_t i = 1; i < panels.size(); ++i)
-    rows = std::max(rows, panels[i] - panels[i - 1]);
-  return gemmPacking(rows, g.N, g.K, false);
+  return gemmPacking(largestPanel(gemmRowPanels(g.M, g.N, g.K, kMatmulPanel)), g.N, g.K, false);
 }
 
 //===----------------------------------------------------------------------===//
