@@ -370,6 +370,7 @@ std::optional<PipelineSchedule> resolveTraining(const CompileRequest &request, c
   setPipelineOptions(options, recipe, request.dataParallel, request.zeroStage);
   CompileSpelling spelling(request.configPath);
   resolveTensorParallel(request, recipe, options, spelling);
+  options.recompute = request.recompute.value_or(RecomputeMode::None);
   std::optional<PipelineSchedule> schedule = resolvePipeline(request, recipe, options);
   if (std::string problem = trainingOptionsProblem(options, spelling); !problem.empty())
     throw CompileRequestError(spelling.refusal(problem));
@@ -432,6 +433,9 @@ void refuseTrainingFlags(const CompileRequest &r) {
                               "running statistics");
   if (r.precision && *r.precision != Precision::FP32)
     throw CompileRequestError("--precision applies to training plans (--mode train)");
+  if (r.recompute && *r.recompute != RecomputeMode::None)
+    throw CompileRequestError("--recompute trades the backward's memory for time: it applies to training plans "
+                              "(--mode train)");
   if (!r.configPath.empty() || !r.overrides.empty())
     throw CompileRequestError("--config and --set describe training; they do not apply to --mode infer");
   if (r.sequenceParallel || (r.tensorMode && *r.tensorMode != TensorParallelMode::OneD) || r.tensorDepth)

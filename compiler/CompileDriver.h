@@ -54,6 +54,7 @@ struct CompileRequest {
   std::optional<PipelineScheduleKind> schedule; // --schedule (training default: 1f1b)
   std::string pipelineSplit, debugSchedule; // --pp-split, --debug-schedule
   std::optional<Precision> precision;      // --precision (fp16.mode / precision)
+  std::optional<RecomputeMode> recompute;  // --recompute (training)
   std::string profilePath;                 // --profile: the cost profile for stage cuts, the search, the plan
   ImportOptions import;
   std::shared_ptr<ImportCache> importCache; // set: imports come from (and go to) it (cpc plan)

@@ -55,6 +55,7 @@ struct Candidate {
   TensorParallelMode mode = TensorParallelMode::OneD;
   PipelineScheduleKind schedule = PipelineScheduleKind::OneFOneB;
   Precision precision = Precision::FP32;
+  RecomputeMode recompute = RecomputeMode::None;
 
   std::string name() const {
     std::ostringstream os;
@@ -70,6 +71,8 @@ struct Candidate {
       part("one rank");
     if (precision != Precision::FP32)
       part(stringifyPrecision(precision).str());
+    if (recompute != RecomputeMode::None)
+      part("recompute " + stringifyRecomputeMode(recompute).str());
     return os.str();
   }
 
@@ -92,6 +95,8 @@ struct Candidate {
       flag("--schedule", scheduleName(schedule));
     if (precision != Precision::FP32)
       flag("--precision", stringifyPrecision(precision).str());
+    if (recompute != RecomputeMode::None)
+      flag("--recompute", stringifyRecomputeMode(recompute).str());
     return f;
   }
 
@@ -105,6 +110,7 @@ struct Candidate {
     r.schedule = pp > 1 && schedule != PipelineScheduleKind::Forward ? std::optional<PipelineScheduleKind>(schedule)
                                                                       : std::nullopt;
     r.precision = precision;
+    r.recompute = recompute;
   }
 };
 
@@ -122,21 +128,23 @@ std::vector<Candidate> enumerate(const LayoutSearchRequest &request, PlanMode mo
   bool training = mode == PlanMode::Train; // inference: no ZeRO, its stages run forward only
   std::vector<Candidate> all;
   int64_t n = request.devices;
-  for (Precision precision : request.precisions)
-    for (int64_t pp = 1; pp <= n; ++pp)
-      for (int64_t tp = 1; tp * pp <= n; ++tp) {
-        if (n % (pp * tp))
-          continue;
-        int64_t dp = n / (pp * tp);
-        for (TensorParallelMode tpMode : modesOf(tp))
-          for (int64_t zero = 0; zero <= (dp > 1 && training ? 3 : 0); ++zero)
-            for (PipelineScheduleKind schedule :
-                 pp > 1 && training ? std::vector<PipelineScheduleKind>{PipelineScheduleKind::OneFOneB,
-                                                                        PipelineScheduleKind::GPipe}
-                 : pp > 1           ? std::vector<PipelineScheduleKind>{PipelineScheduleKind::Forward}
-                                    : std::vector<PipelineScheduleKind>{PipelineScheduleKind::OneFOneB})
-              all.push_back({dp, tp, pp, zero, tpMode, schedule, precision});
-      }
+  std::vector<RecomputeMode> recomputes = training ? request.recomputes : std::vector<RecomputeMode>{RecomputeMode::None};
+  for (RecomputeMode recompute : recomputes)
+    for (Precision precision : request.precisions)
+      for (int64_t pp = 1; pp <= n; ++pp)
+        for (int64_t tp = 1; tp * pp <= n; ++tp) {
+          if (n % (pp * tp))
+            continue;
+          int64_t dp = n / (pp * tp);
+          for (TensorParallelMode tpMode : modesOf(tp))
+            for (int64_t zero = 0; zero <= (dp > 1 && training ? 3 : 0); ++zero)
+              for (PipelineScheduleKind schedule :
+                   pp > 1 && training ? std::vector<PipelineScheduleKind>{PipelineScheduleKind::OneFOneB,
+                                                                          PipelineScheduleKind::GPipe}
+                   : pp > 1           ? std::vector<PipelineScheduleKind>{PipelineScheduleKind::Forward}
+                                      : std::vector<PipelineScheduleKind>{PipelineScheduleKind::OneFOneB})
+                all.push_back({dp, tp, pp, zero, tpMode, schedule, precision, recompute});
+        }
   return all;
 }
 
@@ -437,7 +445,11 @@ std::vector<RankedLayout> searchLayouts(const LayoutSearchRequest &asked) {
 }
 
 void printLayoutTable(const std::vector<RankedLayout> &layouts, std::ostream &out) {
-  out << "  rank  layout                 step ms  compute  comm ms  idle ms  peak MB/rank  sent MB/step  flags\n";
+  size_t width = 20; // the layout column, wider for long names ("dp2 zero2 recompute full")
+  for (const RankedLayout &l : layouts)
+    width = std::max(width, l.name.size());
+  out << "  rank  " << std::left << std::setw(width) << "layout" << std::right
+      << "   step ms  compute  comm ms  idle ms  peak MB/rank  sent MB/step  flags\n";
   int rank = 0;
   for (const RankedLayout &l : layouts) {
     if (!l.valid)
@@ -446,7 +458,7 @@ void printLayoutTable(const std::vector<RankedLayout> &layouts, std::ostream &ou
     for (const std::string &f : l.flags)
       flags += (flags.empty() ? "" : " ") + f;
     std::string shown = (l.estimated ? "~" : "") + std::to_string(++rank); // ~: estimated, not compiled
-    out << "  " << std::setw(4) << shown << "  " << std::left << std::setw(20) << l.name << std::right << std::fixed
+    out << "  " << std::setw(4) << shown << "  " << std::left << std::setw(width) << l.name << std::right << std::fixed
         << std::setprecision(2) << std::setw(10) << l.seconds * 1e3 << std::setw(9) << l.compute * 1e3 << std::setw(9)
         << l.communication * 1e3 << std::setw(9) << l.idle * 1e3 << std::setw(14) << l.peakBytes / 1e6 << std::setw(14)
         << l.bytesPerStep / 1e6 << "  " << (flags.empty() ? "(none)" : flags) << "\n"
@@ -454,7 +466,7 @@ void printLayoutTable(const std::vector<RankedLayout> &layouts, std::ostream &ou
   }
   for (const RankedLayout &l : layouts)
     if (!l.valid)
-      out << "  rejected  " << std::left << std::setw(20) << l.name << std::right << "  " << l.rejected << "\n";
+      out << "  rejected  " << std::left << std::setw(width) << l.name << std::right << "  " << l.rejected << "\n";
 }
 
 } // namespace cpc

@@ -2,7 +2,8 @@
 //
 // For N devices every layout cpc can build is enumerated: the meshes dp x tp x pp whose product
 // is N (tensor parallelism 1d, and 2d / 3d where tp is a square / cube), ZeRO stages 0-3 over
-// dp, the pipeline schedules (1F1B, GPipe), and the precisions asked for. Each is compiled as
+// dp, the pipeline schedules (1F1B, GPipe), and the precisions and activation recompute modes
+// asked for. Each is compiled as
 // `cpc compile` would (same global batch: the model's batch times the microbatches, as
 // gradient accumulation without stages) and priced by the plan's own prediction under the cost
 // profile: step time (compute, communication, pipeline idle on the slowest rank), peak memory
@@ -31,6 +32,7 @@ struct LayoutSearchRequest {
   int64_t devices = 1;
   int64_t deviceMemory = 0;   // bytes per rank the predicted peak, plus kPeakMargin, may reach (0: no budget)
   std::vector<Precision> precisions = {Precision::FP32};
+  std::vector<RecomputeMode> recomputes = {RecomputeMode::None}; // training only (inference keeps nothing)
   // Up to `exhaustiveUpTo` candidates (or with `exhaustive`) each is compiled; beyond, each mesh
   // is compiled once (ZeRO 0, 1F1B), its other layouts estimated from it (LayoutEstimate.h),
   // and the `exactLayouts` best compiled.

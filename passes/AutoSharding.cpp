@@ -517,10 +517,11 @@ uint64_t ShardingSearch::nodeLabel(const Node &node) const {
   if (!node.op)
     return llvm::hash_combine(h, weights_.contains(node.variable), node.type.getAsOpaquePointer());
   h = llvm::hash_combine(h, node.op->getName().getAsOpaquePointer());
-  // The pipeline chunk an op belongs to does not change its strategies or their costs: blocks
-  // in different stages still repeat (without this, --pp 32 ties nothing: 18x the variables).
+  // The pipeline chunk or recompute segment an op belongs to does not change its strategies or
+  // their costs: blocks in different stages still repeat (without this, --pp 32 ties nothing:
+  // 18x the variables).
   for (NamedAttribute attr : node.op->getAttrs())
-    if (attr.getName() != kStageAttrName)
+    if (!llvm::is_contained(kPlacementLabels, attr.getName()))
       h = llvm::hash_combine(h, attr.getName().getAsOpaquePointer(), attr.getValue().getAsOpaquePointer());
   for (Type t : node.op->getOperandTypes())
     h = llvm::hash_combine(h, t.getAsOpaquePointer());

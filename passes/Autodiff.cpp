@@ -118,12 +118,18 @@ LogicalResult cpc::differentiate(func::FuncOp forward, double lossScale) {
       Value &slot = grads[operand];
       slot = slot ? builder.create<AddOp>(op->getLoc(), slot, g).getResult() : g;
     }
-    // In a pipelined model the gradient's ops are backward, in the chunk of their forward op.
-    if (Attribute stage = op->getAttr(kStageAttrName))
+    // The gradient's ops are backward, in the pipeline chunk and recompute segment of their
+    // forward op.
+    SmallVector<NamedAttribute> labels;
+    for (StringRef label : kPlacementLabels)
+      if (Attribute value = op->getAttr(label))
+        labels.push_back(builder.getNamedAttr(label, value));
+    if (!labels.empty())
       for (Operation *created = before ? before->getNextNode() : &body.front(); created != ret.getOperation();
            created = created->getNextNode()) {
         created->setAttr(kBackwardAttrName, builder.getUnitAttr());
-        created->setAttr(kStageAttrName, stage);
+        for (NamedAttribute label : labels)
+          created->setAttr(label.getName(), label.getValue());
       }
   }
 

@@ -14,6 +14,11 @@
   clEnumValN(::cpc::Precision::FP32, "fp32", "f32 throughout"),                                        \
       clEnumValN(::cpc::Precision::BF16, "bf16", "bf16 matmuls and convolutions, f32 master weights"),   \
       clEnumValN(::cpc::Precision::FP16, "fp16", "fp16 the same, with dynamic loss scaling")
+#define CPC_RECOMPUTE_MODE_VALUES                                                                        \
+  clEnumValN(::cpc::RecomputeMode::None, "none", "keep every activation the backward reads"),           \
+      clEnumValN(::cpc::RecomputeMode::Selective, "selective",                                          \
+                 "recompute what is cheap (no GEMM, attention or collective) in the backward"),         \
+      clEnumValN(::cpc::RecomputeMode::Full, "full", "recompute each segment's forward in the backward")
 #define CPC_TENSOR_PARALLEL_MODE_VALUES                                                                  \
   clEnumValN(::cpc::TensorParallelMode::OneD, "1d", "Megatron: one tp axis"),                           \
       clEnumValN(::cpc::TensorParallelMode::TwoD, "2d", "Optimus: tp = q*q"),                           \
@@ -75,6 +80,9 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
                                  llvm::cl::init(2000)};
   Option<int64_t> hysteresis{*this, "hysteresis", llvm::cl::desc("fp16: overflows before the first backoff"),
                              llvm::cl::init(1)};
+  Option<RecomputeMode> recompute{*this, "recompute",
+                                  llvm::cl::desc("Activation recompute: none, selective or full"),
+                                  llvm::cl::init(RecomputeMode::None), llvm::cl::values(CPC_RECOMPUTE_MODE_VALUES)};
   Option<bool> sequenceParallel{*this, "sp", llvm::cl::desc("Sequence parallelism over tp"), llvm::cl::init(false)};
   Option<int64_t> deviceMemory{*this, "device-memory",
                                llvm::cl::desc("tp-search: bytes per rank for parameters and optimizer states (0: none)"),

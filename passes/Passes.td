@@ -392,6 +392,53 @@ def CpcPipelineStages : Pass<"cpc-pipeline-stages", "::mlir::ModuleOp"> {
   let dependentDialects = ["::cpc::CpcDialect"];
 }
 
+def CpcRecomputeSegments : Pass<"cpc-recompute-segments", "::mlir::ModuleOp"> {
+  let summary = "Cut the forward model into recompute segments (labels ops with cpc.recompute_segment)";
+  let description = [{
+    Runs on the loss function before cpc-autodiff, which copies each label onto the op's
+    gradient ops; cpc-recompute then runs a segment's forward again in the backward from the
+    values that cross into it (its checkpoints). Every op that depends on input data gets
+    `cpc.recompute_segment = s`: contiguous runs in program order that minimise the activation
+    memory of full recompute, the checkpoints (the bytes live across each cut) plus the largest
+    segment's saved activations (what its gradient ops read, found on a differentiated copy):
+    Chen et al.'s sqrt(n) checkpointing, solved for each bound on a segment's saved bytes by a
+    dynamic program over the cut positions. In a transformer the cuts fall between residual
+    blocks. Segments never straddle pipeline chunks (`cpc.stage`). The module attribute
+    `cpc.recompute_segments` records each segment's ops, saved and checkpoint bytes.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", /*default=*/"\"main\"", "The loss function to cut">,
+  ];
+  let dependentDialects = ["::cpc::CpcDialect"];
+}
+
+def CpcRecompute : Pass<"cpc-recompute", "::mlir::ModuleOp"> {
+  let summary = "Recompute forward activations in the backward (full or selective), from the segments' checkpoints";
+  let description = [{
+    Runs on the partitioned training functions (`train_step`, `accumulate`), before the
+    pipeline split. A forward op belongs to the segment of its `cpc.recompute_segment` label,
+    or, unlabelled (collectives, casts that partitioning and autocast add), to the latest
+    segment among its forward operands; an op is backward when marked `cpc.backward` or when it
+    reads a backward value. A value of segment s is kept when a later segment's forward (or
+    anything but s's forward and the backward) reads it, when its op cannot run twice (not
+    pure, not a collective, not Replayable), and with `mode=selective` when its op is a GEMM,
+    attention or a collective. Every other value of s that the backward reads is computed again:
+    the ops of s it needs are copied, in order, right before the first backward op that reads
+    one of them, and the backward reads the copies; the originals then die with the forward.
+    A collective of parameters alone that a copy reads (ZeRO-3's all-gather before each use) is
+    copied too, so that the forward's gathered parameter does not live into the backward.
+    The copies are backward ops of the original's pipeline chunk. The last segment (whose
+    backward starts as its forward ends) is left alone. Clones run the same kernels on the same
+    operands: losses are bit-identical to no recompute. Drops the segment labels after.
+  }];
+  let options = [
+    Option<"mode", "mode", "::cpc::RecomputeMode", /*default=*/"::cpc::RecomputeMode::Full",
+           "selective (what is cheap) or full (every segment's forward)",
+           [{::llvm::cl::values(CPC_RECOMPUTE_MODE_VALUES)}]>,
+  ];
+  let dependentDialects = ["::cpc::CpcDialect"];
+}
+
 def CpcPipelineSplit : Pass<"cpc-pipeline-split", "::mlir::ModuleOp"> {
   let summary = "Split the training step into per-chunk forward and backward programs and per-rank updates, joined by send/recv";
   let description = [{

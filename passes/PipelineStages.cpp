@@ -13,6 +13,7 @@
 //
 #include "dialects/cpc/Cost.h"
 #include "dialects/cpc/Roles.h"
+#include "passes/ModelCuts.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -97,46 +98,6 @@ FailureOr<Cuts> chooseCuts(ArrayRef<double> cost, ArrayRef<int64_t> crossing, co
   return cuts;
 }
 
-/// The ops of `func` that depend on input data, in program order (the others are copied into
-/// every chunk that uses them).
-SmallVector<Operation *> dataOps(func::FuncOp func) {
-  Block &body = func.getBody().front();
-  llvm::DenseSet<Value> dataDependent(body.getArguments().begin(), body.getArguments().end());
-  SmallVector<Operation *> ops;
-  for (Operation &op : body.without_terminator()) {
-    bool fromData = llvm::any_of(op.getOperands(), [&](Value v) { return dataDependent.contains(v); });
-    if (!fromData && (op.getNumOperands() == 0 || isMemoryEffectFree(&op)))
-      continue;
-    ops.push_back(&op);
-    for (Value r : op.getResults())
-      dataDependent.insert(r);
-  }
-  return ops;
-}
-
-/// Bytes live across each position k (between ops k-1 and k): a value of op i read by op j > i
-/// (or returned) crosses every position in (i, j].
-std::vector<int64_t> crossingBytes(ArrayRef<Operation *> ops, const llvm::DenseMap<Operation *, size_t> &indexOf) {
-  size_t n = ops.size();
-  std::vector<int64_t> delta(n + 2, 0);
-  for (auto [i, op] : llvm::enumerate(ops))
-    for (Value r : op->getResults()) {
-      size_t last = i;
-      for (Operation *user : r.getUsers()) {
-        auto it = indexOf.find(user);
-        last = std::max(last, it == indexOf.end() ? n : it->second);
-      }
-      if (last > i) {
-        delta[i + 1] += valueBytes(r);
-        delta[last + 1] -= valueBytes(r);
-      }
-    }
-  std::vector<int64_t> crossing(n + 1, 0);
-  for (size_t k = 1; k <= n; ++k)
-    crossing[k] = crossing[k - 1] + delta[k];
-  return crossing;
-}
-
 /// Bytes of the parameters that ops [begin, end) read, directly or through copied ops.
 int64_t parameterBytes(ArrayRef<Operation *> ops, size_t begin, size_t end,
                        const llvm::DenseMap<Operation *, size_t> &indexOf) {
@@ -159,33 +120,6 @@ int64_t parameterBytes(ArrayRef<Operation *> ops, size_t begin, size_t end,
   return bytes;
 }
 
-/// Each data op's backward seconds (`backward`), priced like the forward: a copy of the module
-/// (the variables are symbols the gradient needs) whose data ops in `func` carry their own index
-/// as their stage label is differentiated, and each gradient op, which autodiff labels with its
-/// forward op's stage, adds to that op. Zeros where the copy does not differentiate (the real
-/// cpc-autodiff reports why).
-std::vector<double> backwardSeconds(ModuleOp module, func::FuncOp func, size_t count, const CostProfile &profile) {
-  std::vector<double> seconds(count, 0.0);
-  OwningOpRef<ModuleOp> probe = module.clone();
-  auto copy = probe->lookupSymbol<func::FuncOp>(func.getSymName());
-  SmallVector<Operation *> ops = dataOps(copy);
-  Builder b(module.getContext());
-  for (auto [i, op] : llvm::enumerate(ops))
-    op->setAttr(kStageAttrName, b.getI64IntegerAttr((int64_t)i));
-  ScopedDiagnosticHandler quiet(module.getContext(), [](Diagnostic &) { return success(); });
-  if (ops.size() != count || failed(differentiate(copy, 0.0)))
-    return seconds;
-  auto grad = probe->lookupSymbol<func::FuncOp>((copy.getSymName() + "_grad").str());
-  if (!grad)
-    return seconds;
-  grad.walk([&](Operation *op) {
-    std::optional<int64_t> stage = getStage(op);
-    if (stage && op->hasAttr(kBackwardAttrName) && (size_t)*stage < count)
-      seconds[*stage] += estimateSeconds(op, profile);
-  });
-  return seconds;
-}
-
 } // namespace
 
 double cpc::modelSeconds(ModuleOp module, StringRef funcName, const CostProfile &profile, bool backward) {
@@ -197,7 +131,7 @@ double cpc::modelSeconds(ModuleOp module, StringRef funcName, const CostProfile 
   for (Operation *op : ops)
     seconds += estimateSeconds(op, profile);
   if (backward)
-    for (double b : backwardSeconds(module, func, ops.size(), profile))
+    for (double b : probeBackward(module, func, ops.size(), profile).seconds)
       seconds += b;
   return seconds;
 }
@@ -240,7 +174,7 @@ struct CpcPipelineStagesPass : cpc::impl::CpcPipelineStagesBase<CpcPipelineStage
     for (Operation *op : ops)
       cost.push_back(estimateSeconds(op, *profiled));
     if (backward) // training: a chunk's work is its forward and its backward
-      for (auto [c, b] : llvm::zip(cost, backwardSeconds(module, func, n, *profiled)))
+      for (auto [c, b] : llvm::zip(cost, probeBackward(module, func, n, *profiled).seconds))
         c += b;
     FailureOr<std::vector<bool>> allowed = cutPoints(func, ops);
     if (failed(allowed))

@@ -93,6 +93,8 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     stages.backward = true;
     pm.addPass(createCpcPipelineStages(stages));
   }
+  if (options.recompute != RecomputeMode::None) // labels too, within the chunks
+    pm.addPass(createCpcRecomputeSegments());
   bool summa = options.tensorParallel > 1 && options.tensorParallelMode != TensorParallelMode::OneD;
   if (options.tensorParallel > 1) { // before autodiff: gradients then come in the stored order
     CpcHeadMajorQkvOptions heads;
@@ -131,6 +133,13 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
   bool sharded = options.dataParallel > 1 || options.tensorParallel > 1 || !options.shard.empty();
+  if (sharded)
+    addShardingPasses(pm, options);
+  if (options.recompute != RecomputeMode::None) { // per-rank ops (collectives too), before the pipeline split
+    CpcRecomputeOptions recompute;
+    recompute.mode = options.recompute;
+    pm.addPass(createCpcRecompute(recompute));
+  }
   if (!sharded && chunks == 1) {
     OpPassManager &functions = perFunction(pm);
     functions.addPass(createCpcFuseOptimizer());
@@ -138,8 +147,6 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
     addKernelFusions(pm);
     return;
   }
-  if (sharded)
-    addShardingPasses(pm, options);
   if (chunks > 1) {
     CpcPipelineSplitOptions split;
     split.stages = options.pipelineStages;

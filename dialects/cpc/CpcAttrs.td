@@ -178,6 +178,18 @@ def Cpc_Precision : I32EnumAttr<"Precision", "the arithmetic of training", [
   let genSpecializedAttr = 0;
 }
 
+def Cpc_RecomputeMode : I32EnumAttr<"RecomputeMode", "which forward activations the backward computes again", [
+    I32EnumAttrCase<"None", 0, "none">,
+    // What is cheap to run again (no GEMM, attention or collective): LayerNorm and GELU outputs,
+    // biases, reshapes; the expensive ops' outputs are kept (Megatron's selective recompute,
+    // generalised by cost class).
+    I32EnumAttrCase<"Selective", 1, "selective">,
+    // Every segment's forward, from the values that cross into it (Megatron's full recompute).
+    I32EnumAttrCase<"Full", 2, "full">]> {
+  let cppNamespace = "::cpc";
+  let genSpecializedAttr = 0;
+}
+
 def Cpc_TensorParallelMode : I32EnumAttr<"TensorParallelMode", "how tensor parallelism lays the tp ranks out", [
     I32EnumAttrCase<"OneD", 0, "1d">,        // Megatron: one tp axis
     I32EnumAttrCase<"TwoD", 1, "2d">,        // Optimus: tp = q*q, tp_row x tp_col

@@ -40,6 +40,12 @@ def Cpc_AutocastFullPrecision : NativeOpTrait<"AutocastFullPrecision"> {
   let cppNamespace = "::cpc::OpTrait";
 }
 
+// Running the op again gives the same results, though it is not pure: its effects only order
+// it (dialects/cpc/Replayable.h; activation recompute runs such ops twice).
+def Cpc_Replayable : NativeOpTrait<"Replayable"> {
+  let cppNamespace = "::cpc::OpTrait";
+}
+
 // What the runtime must know of an op beyond its kernel. The compiler asks op->hasTrait<>();
 // the runtime and the kernels, which do not link MLIR, read the same traits from the op table
 // that cpc-tblgen generates (dialects/cpc/tblgen, kernels/OpKind.h). C++: dialects/cpc/PlanTraits.h.

@@ -4,6 +4,7 @@
 
 #include "dialects/cpc/Autocast.h"
 #include "dialects/cpc/PlanTraits.h"
+#include "dialects/cpc/Replayable.h"
 #include "dialects/cpc/ShapeRules.h"
 #include "dialects/cpc/TensorSizeLimit.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"

@@ -103,7 +103,7 @@ def Cpc_ParameterOp : Cpc_VariableReadOp<"parameter", [Pure]> {
   }];
 }
 
-def Cpc_RandomUniformOp : Cpc_Op<"random_uniform", []> {
+def Cpc_RandomUniformOp : Cpc_Op<"random_uniform", [Cpc_Replayable]> {
   let summary = "Uniform random numbers in [low, high)";
   let arguments = (ins F64Attr:$low, F64Attr:$high, I64Attr:$seed);
   let results = (outs Cpc_FloatTensor:$result);

@@ -79,6 +79,28 @@ inline constexpr llvm::StringLiteral kPipelineChunkAttrName = "cpc.pipeline_chun
 inline constexpr llvm::StringLiteral kPipelineRankAttrName = "cpc.pipeline_rank";
 inline constexpr llvm::StringLiteral kTransferAttrName = "cpc.transfer";
 
+// Activation recompute. Op attribute `cpc.recompute_segment` (i64, set by
+// cpc-recompute-segments): the run of forward ops a forward op belongs to, which autodiff copies
+// onto the op's gradient ops (marked `cpc.backward`, as for stages); cpc-recompute runs each
+// segment's forward again in the backward from the values that cross into it.
+inline constexpr llvm::StringLiteral kRecomputeSegmentAttrName = "cpc.recompute_segment";
+
+/// The op labels that say where a forward op's work belongs (its pipeline chunk, its recompute
+/// segment): autodiff copies them onto the op's gradient ops; they do not change what the op
+/// computes.
+inline constexpr llvm::StringLiteral kPlacementLabels[] = {kStageAttrName, kRecomputeSegmentAttrName};
+
+/// Whether attribute `name` is a placement label or the backward mark that comes with them.
+inline bool isPlacementLabel(llvm::StringRef name) {
+  return name == kBackwardAttrName || llvm::is_contained(kPlacementLabels, name);
+}
+
+inline std::optional<int64_t> getRecomputeSegment(mlir::Operation *op) {
+  if (auto attr = op->getAttrOfType<mlir::IntegerAttr>(kRecomputeSegmentAttrName))
+    return attr.getInt();
+  return std::nullopt;
+}
+
 inline std::optional<int64_t> getStage(mlir::Operation *op) {
   if (auto attr = op->getAttrOfType<mlir::IntegerAttr>(kStageAttrName))
     return attr.getInt();

@@ -35,6 +35,12 @@ Options:
                              matmul and conv in 16-bit, softmax, norms, losses, sums and exp/log
                              in f32, f32 master weights and optimizer states; fp16 scales the
                              loss dynamically and skips a step whose gradients overflow
+  --recompute none|selective|full
+                             Activation recompute (training): full keeps only the values between
+                             segments of the forward (about a residual block each, chosen to
+                             minimise activation memory) and runs each segment's forward again in
+                             the backward; selective runs again only what is cheap (no GEMM,
+                             attention or collective). Losses are bit-identical to none
   --device cpu|cuda          What the plan runs on (default cpu): cuda keeps every tensor in GPU
                              memory and runs the CUDA kernels (cuBLASLt, cuDNN, own) and NCCL
                              collectives; cpc-run binds local rank r to GPU r
@@ -153,6 +159,8 @@ int runCompile(int argc, char **argv) {
                  clEnumValN(PipelineScheduleKind::OneFOneB, "1f1b", ""),
                  clEnumValN(PipelineScheduleKind::Interleaved, "interleaved", "")));
   cl::opt<Precision, false, ChoiceParser<Precision>> precision("precision", in, cl::values(CPC_PRECISION_VALUES));
+  cl::opt<RecomputeMode, false, ChoiceParser<RecomputeMode>> recompute("recompute", in,
+                                                                     cl::values(CPC_RECOMPUTE_MODE_VALUES));
   cl::opt<DeviceKind, false, ChoiceParser<DeviceKind>> device(
       "device", in, cl::values(clEnumValN(DeviceKind::Cpu, "cpu", ""), clEnumValN(DeviceKind::Cuda, "cuda", "")));
   parseSubcommandFlags(argc, argv, sub);
@@ -189,6 +197,7 @@ int runCompile(int argc, char **argv) {
   request.pipelineSplit = ppSplit;
   request.debugSchedule = debugSchedule;
   request.precision = given(precision);
+  request.recompute = given(recompute);
   if (seed.getNumOccurrences()) {
     if (seed < 0)
       throw UsageError("--seed expects a number >= 0, got " + std::to_string(seed));
@@ -223,6 +232,8 @@ int runCompile(int argc, char **argv) {
       request.microbatches = 2 * search.devices; // as cpc plan: without a config, 2N microbatches
     if (request.precision)
       search.precisions = {*request.precision};
+    if (request.recompute)
+      search.recomputes = {*request.recompute};
     search.base = request;
     std::vector<RankedLayout> layouts = searchLayouts(search);
     if (layouts.empty() || !layouts.front().valid)

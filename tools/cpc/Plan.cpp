@@ -18,7 +18,7 @@ const char *kPlanUsage = R"(Usage: cpc plan MODEL.onnx --devices N [options]
 
 Enumerates every layout of the model on N devices that cpc builds (meshes dp x tp x pp of N
 ranks, tensor parallelism 1d and, where tp is a square or a cube, 2d and 3d; ZeRO 0-3 over dp;
-1F1B and GPipe schedules; the precisions asked for), compiles each as cpc compile would on the
+1F1B and GPipe schedules; the precisions and recompute modes asked for), compiles each as cpc compile would on the
 same global batch (the model's batch x --microbatches: accumulation without stages,
 microbatches with them) and prints them ranked by predicted step time (compute, communication,
 pipeline idle on the slowest rank) with the predicted peak memory and bytes sent per rank and
@@ -36,6 +36,8 @@ Options:
   --microbatches M           Microbatches per step: the global batch (default: the config's
                              gradient_accumulation, or 2 x N without a config)
   --precisions fp32,bf16     Precisions to try (default fp32)
+  --recomputes none,full     Activation recompute modes to try (none, selective, full; default
+                             none): under a tight --device-memory, recompute can fit a faster mesh
   --exhaustive               Compile every layout (default: up to 24; beyond, each mesh once, its
                              other ZeRO stages and schedules estimated, the 4 best compiled)
   --explain                  Then say why the first layout (and why not the fastest tensor-
@@ -56,6 +58,16 @@ std::vector<Precision> parsePrecisions(const std::string &list) {
   }
   return precisions;
 }
+std::vector<RecomputeMode> parseRecomputes(const std::string &list) {
+  std::vector<RecomputeMode> modes;
+  for (llvm::StringRef name : llvm::split(list, ',')) {
+    std::optional<RecomputeMode> m = symbolizeRecomputeMode(name.trim());
+    if (!m)
+      throw UsageError("--recomputes expects none, selective or full separated by commas, got '" + name.str() + "'");
+    modes.push_back(*m);
+  }
+  return modes;
+}
 } // namespace
 
 int runPlan(int argc, char **argv) {
@@ -64,7 +76,8 @@ int runPlan(int argc, char **argv) {
   static cl::SubCommand sub("plan", "Rank the layouts of a model on N devices");
   auto in = cl::sub(sub);
   cl::list<std::string> positionals(cl::Positional, in, cl::desc("MODEL.onnx"));
-  cl::opt<std::string> config("config", in), profile("profile", in), precisions("precisions", in, cl::init("fp32"));
+  cl::opt<std::string> config("config", in), profile("profile", in), precisions("precisions", in, cl::init("fp32")),
+      recomputes("recomputes", in, cl::init("none"));
   cl::list<std::string> overrides("set", in), inputShapes("input-shape", in), frozen("frozen", in);
   cl::opt<Count> devices("devices", in), microbatches("microbatches", in);
   cl::opt<int64_t> deviceMemory("device-memory", in, cl::init(0)), seed("seed", in);
@@ -81,6 +94,7 @@ int runPlan(int argc, char **argv) {
   request.devices = devices.getValue().value;
   request.deviceMemory = deviceMemory;
   request.precisions = parsePrecisions(precisions);
+  request.recomputes = parseRecomputes(recomputes);
   request.exhaustive = exhaustive;
   CompileRequest &base = request.base;
   if (mode.getNumOccurrences())
