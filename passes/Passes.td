@@ -418,8 +418,9 @@ def CpcRecompute : Pass<"cpc-recompute", "::mlir::ModuleOp"> {
     Runs on the partitioned training functions (`train_step`, `accumulate`), before the
     pipeline split. A forward op belongs to the segment of its `cpc.recompute_segment` label,
     or, unlabelled (collectives, casts that partitioning and autocast add), to the latest
-    segment among its forward operands; an op is backward when marked `cpc.backward` or when it
-    reads a backward value. A value of segment s is kept when a later segment's forward (or
+    segment among its forward operands; the backward begins at the first op marked
+    `cpc.backward`, and from there every op that reads a value is backward, marked or not
+    (constants and variable reads belong to neither). A value of segment s is kept when a later segment's forward (or
     anything but s's forward and the backward) reads it, when its op cannot run twice (not
     pure, not a collective, not Replayable), and with `mode=selective` when its op is a GEMM,
     attention or a collective. Every other value of s that the backward reads is computed again:

@@ -38,9 +38,16 @@ struct Roles {
 Roles classify(Block &body) {
   Roles roles;
   llvm::DenseSet<Value> backwardValues;
+  // The backward begins at the first op marked backward that reads a value; from there on every
+  // op that reads a value is backward, marked or not (reshards partitioning made for backward
+  // readers, ops a rewrite rebuilt without the mark). Ops that read nothing (constants, variable
+  // reads) are never backward: a constant hoisted into the backward must not make its forward
+  // readers backward.
+  bool inBackward = false;
   for (Operation &op : body.without_terminator()) {
-    if (op.hasAttr(kBackwardAttrName) ||
-        llvm::any_of(op.getOperands(), [&](Value v) { return backwardValues.contains(v); })) {
+    bool reads = op.getNumOperands() > 0;
+    inBackward |= reads && op.hasAttr(kBackwardAttrName);
+    if (reads && (inBackward || llvm::any_of(op.getOperands(), [&](Value v) { return backwardValues.contains(v); }))) {
       roles.backward.insert(&op);
       roles.backwardOps.push_back(&op);
       backwardValues.insert(op.result_begin(), op.result_end());
@@ -115,11 +122,25 @@ public:
       }
     }
     llvm::sort(regathered, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+    // What the copies read and do not copy must be there before `at` (it is for a forward and a
+    // backward in program order; anything else is left as it was).
+    auto readsLater = [&](Operation *op) {
+      return llvm::any_of(op->getOperands(), [&](Value operand) {
+        Operation *def = operand.getDefiningOp();
+        return def && !needed.contains(def) && !llvm::is_contained(regathered, def) && !def->isBeforeInBlock(at);
+      });
+    };
+    if (llvm::any_of(regathered, readsLater) || llvm::any_of(needed, readsLater))
+      return 0;
     OpBuilder b(at);
     IRMapping copies;
     int64_t count = 0;
+    Attribute stage = at->getAttr(kStageAttrName); // an unlabelled copy goes with the backward it serves
     auto copy = [&](Operation *op) {
-      b.clone(*op, copies)->setAttr(kBackwardAttrName, b.getUnitAttr());
+      Operation *clone = b.clone(*op, copies);
+      clone->setAttr(kBackwardAttrName, b.getUnitAttr());
+      if (stage && !clone->hasAttr(kStageAttrName))
+        clone->setAttr(kStageAttrName, stage);
       flops += estimateFlops(op);
       ++count;
     };

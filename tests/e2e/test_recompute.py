@@ -6,8 +6,9 @@ again instead of keeping them, and training does not change by a bit.
   moves the loss and a clip that engages; full predicts a smaller peak than none, selective no
   larger, and the measured peak of full stays within 5% of its prediction.
 - Full recompute under parallel layouts, bit-identical to the same layout without it: GPT dp2,
-  dp2 ZeRO-3 (the copies gather their parameters again), tp2 (the row-parallel all-reduces run again in the backward), pp2 (the copies go to each
-  chunk's backward program) and MAE bf16.
+  dp2 ZeRO-3 (the copies gather their parameters again), tp2 (the row-parallel all-reduces run
+  again in the backward), pp2 (the copies go to each chunk's backward program), gradient
+  accumulation over 2 microbatches, MAE bf16 and fp16 (loss scaling); selective under tp2.
 - `cpc plan --recomputes none,full` lists each layout with and without recompute; under a budget
   between pp2 1F1B's two predicted peaks only the recomputing one is kept.
 - --recompute on an inference plan and an unknown mode are refused in one line.
@@ -62,9 +63,9 @@ with tempdir() as work:
     models = {"gpt": (gpt, gpt_data, GPT_RECIPE, GPT_CLIP), "mae": (mae, mae_data, dict(MAE_RECIPE, clip_grad_norm=MAE_CLIP), MAE_CLIP)}
     runs = {}
 
-    def train(family, name, flags, model=None):
-        path, data, recipe, _ = models[family]
-        plan, _ = compile_plan(work, model or path, family + "-" + name, flags, recipe)
+    def train(family, name, flags, model=None, recipe=None):
+        path, data, base, _ = models[family]
+        plan, _ = compile_plan(work, model or path, family + "-" + name, flags, dict(base, **(recipe or {})))
         metrics, params, _ = train_plan(plan, STEPS, data, os.path.join(work, family + "-" + name))
         runs[family, name] = (metrics, params, plan)
         return metrics, params, plan
@@ -90,21 +91,25 @@ with tempdir() as work:
     # Under the sanitizers dp2 and MAE bf16 (the clones as one rank's, on another layout) and the
     # plan search (cpc plan's code runs in test_layout_search) are left to the plain pass;
     # ZeRO-3 (gathers copied), tp2 (collectives copied) and pp2 (copies in backward programs) run.
-    def layout(family, name, flags, model=None, repetition=False):
+    def layout(family, name, flags, model=None, repetition=False, mode="full", recipe=None):
         def check():
-            reference, reference_params, _ = train(family, name, flags, model)
-            ours, params, _ = train(family, name + "-full", flags + ["--recompute", "full"], model)
-            same_steps(ours, reference, "%s %s --recompute full" % (family, name))
+            # The run without recompute, once per layout (cpc-run appends to a metrics file).
+            reference, reference_params, _ = runs.get((family, name)) or train(family, name, flags, model, recipe)
+            ours, params, _ = train(family, name + "-" + mode, flags + ["--recompute", mode], model, recipe)
+            same_steps(ours, reference, "%s %s --recompute %s" % (family, name, mode))
             same_parameters(params, reference_params)
             print("   %s %s: %d steps bit-identical" % (family, name, STEPS))
-        results.check("%s %s with full recompute is bit-identical to %s without" % (family, name, name), check,
+        results.check("%s %s with %s recompute is bit-identical to %s without" % (family, name, mode, name), check,
                       repetition=repetition)
 
     layout("gpt", "dp2", ["--dp", "2"], repetition=True)
     layout("gpt", "dp2-zero3", ["--dp", "2", "--zero", "3"])
     layout("gpt", "tp2", ["--tp", "2"])
+    layout("gpt", "tp2", ["--tp", "2"], mode="selective", repetition=True)
     layout("gpt", "pp2", ["--pp", "2", "--microbatches", "2"], gpt_half)
+    layout("gpt", "accumulation2", [], gpt_half, recipe={"gradient_accumulation": 2}, repetition=True)
     layout("mae", "bf16", ["--precision", "bf16"], repetition=True)
+    layout("mae", "fp16", ["--precision", "fp16"], repetition=True)
 
     def plan_search():
         def table(*extra):

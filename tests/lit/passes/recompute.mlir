@@ -1,4 +1,5 @@
 // RUN: cpc-opt %s --cpc-recompute=mode=full | FileCheck %s
+// RUN: cpc-opt %s --cpc-recompute=mode=full | FileCheck %s --check-prefix=NOLABEL
 // RUN: cpc-opt %s --cpc-recompute=mode=selective | FileCheck %s --check-prefix=SELECTIVE
 // RUN: cpc-opt %S/recompute-segments.mlir --cpc-training-pipeline='recompute=full' | FileCheck %s --check-prefix=BLOCKS
 // RUN: cpc-opt %S/recompute-segments.mlir --cpc-training-pipeline='recompute=selective' | FileCheck %s --check-prefix=CHEAP
@@ -9,7 +10,7 @@
 // all_reduce, made right before that read; the parameter the matmul reads is gathered again
 // (ZeRO-3's gathers: the forward's gathered copy then dies with the forward); tanh's result,
 // which segment 1's forward reads, is a checkpoint and stays; segment 1, the last, is left
-// alone. The labels are dropped.
+// alone.
 // CHECK: module attributes {cpc.recomputed = {flops = 608 : i64, ops = 3 : i64}}
 // CHECK: %[[P:.*]] = cpc.parameter @w
 // CHECK: %[[W:.*]] = cpc.all_gather %[[P]]
@@ -21,13 +22,19 @@
 // CHECK-NEXT: %[[H2:.*]] = cpc.matmul %arg0, %[[W2]] :
 // CHECK-NEXT: %[[R2:.*]] = cpc.all_reduce %[[H2]]
 // CHECK-NEXT: %[[D0:.*]] = cpc.mul %[[D1]], %[[R2]] :
-// CHECK-NEXT: cpc.mul %[[D0]], %[[A]] :
-// CHECK-NOT: recompute_segment
-// CHECK-NOT: cpc.backward
+// CHECK-NEXT: %[[D2:.*]] = cpc.mul %[[D0]], %[[A]] :
+// An unmarked op after the backward has begun (a reshard partitioning made for a backward
+// reader) is backward too: it reads the copy, and is not copied itself.
+// CHECK-NEXT: %[[N:.*]] = cpc.neg %[[R2]] :
+// CHECK-NEXT: cpc.mul %[[D2]], %[[N]] :
+// The labels are gone from every op (no pipeline stages: the backward marks too).
+// NOLABEL-NOT: cpc.recompute_segment
+// NOLABEL-NOT: cpc.backward
 
 // Tests that selective recompute keeps what a GEMM or a collective computes: nothing to do here.
 // SELECTIVE: cpc.recomputed = {flops = 0 : i64, ops = 0 : i64}
-// SELECTIVE-COUNT-1: cpc.all_reduce
+// SELECTIVE: cpc.all_reduce
+// SELECTIVE-NOT: cpc.all_reduce
 
 // Tests the training pipeline on three residual MLP blocks (recompute-segments.mlir): blocks 0
 // and 1 run their first matmul and tanh again, block 1's before block 0's, each right before its
@@ -51,12 +58,16 @@
 // CHEAP: cpc.recomputed = {flops = 128 : i64, ops = 2 : i64}
 
 // Tests that with pipeline stages the copies are backward ops of their chunk: block 0's tanh
-// runs in @forward_0 and again in @backward_0.
-// PIPELINE-LABEL: func.func @forward_0
+// runs in @forward_0 and again in @backward_0, so @forward_0 hands two values to @backward_0
+// (without recompute three: block 0's tanh output too).
+// PIPELINE: func.func @forward_0(%{{.*}}) -> (tensor<4x16xf32> {cpc.transfer = {{[0-9]+}} : i64}, tensor<4x8xf32> {cpc.transfer = {{[0-9]+}} : i64}) attributes
 // PIPELINE: cpc.tanh
 // PIPELINE-LABEL: func.func @backward_0
-// PIPELINE: cpc.tanh
+// PIPELINE: %[[H:.*]] = cpc.matmul %arg{{[0-9]+}}, %{{[0-9]+}} :
+// PIPELINE-NEXT: %[[A:.*]] = cpc.tanh %[[H]] :
+// PIPELINE-NEXT: cpc.matmul %[[A]], %{{.*}} {transpose_lhs = true}
 // PIPELINE-LABEL: func.func @forward_1
+
 cpc.mesh @mesh shape = [2] axes = ["tp"]
 cpc.variable @w trainable : tensor<4x8xf32>
 func.func @train_step(%x: tensor<4x8xf32>, %g: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) attributes {cpc.phase = #cpc.phase<train_step>} {
@@ -70,5 +81,7 @@ func.func @train_step(%x: tensor<4x8xf32>, %g: tensor<4x8xf32>) -> (tensor<4x8xf
   %d1 = cpc.mul %g, %z {cpc.backward, cpc.recompute_segment = 1 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   %d0 = cpc.mul %d1, %r {cpc.backward, cpc.recompute_segment = 0 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   %d2 = cpc.mul %d0, %a : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
-  return %d0, %d2 : tensor<4x8xf32>, tensor<4x8xf32>
+  %n = cpc.neg %r : tensor<4x8xf32>
+  %d3 = cpc.mul %d2, %n : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %d0, %d3 : tensor<4x8xf32>, tensor<4x8xf32>
 }
