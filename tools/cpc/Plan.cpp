@@ -48,25 +48,18 @@ Options:
   --seed N                   As for cpc compile
 )";
 
-std::vector<Precision> parsePrecisions(const std::string &list) {
-  std::vector<Precision> precisions;
+/// The choices of a comma-separated `list` given to `flag` (`expected`: how the choices are spelled).
+template <typename Choice>
+std::vector<Choice> parseChoices(const std::string &list, const std::string &flag, const std::string &expected,
+                                 std::optional<Choice> (*symbolize)(llvm::StringRef)) {
+  std::vector<Choice> choices;
   for (llvm::StringRef name : llvm::split(list, ',')) {
-    std::optional<Precision> p = symbolizePrecision(name.trim());
-    if (!p)
-      throw UsageError("--precisions expects fp32, bf16 or fp16 separated by commas, got '" + name.str() + "'");
-    precisions.push_back(*p);
+    std::optional<Choice> choice = symbolize(name.trim());
+    if (!choice)
+      throw UsageError(flag + " expects " + expected + " separated by commas, got '" + name.str() + "'");
+    choices.push_back(*choice);
   }
-  return precisions;
-}
-std::vector<RecomputeMode> parseRecomputes(const std::string &list) {
-  std::vector<RecomputeMode> modes;
-  for (llvm::StringRef name : llvm::split(list, ',')) {
-    std::optional<RecomputeMode> m = symbolizeRecomputeMode(name.trim());
-    if (!m)
-      throw UsageError("--recomputes expects none, selective or full separated by commas, got '" + name.str() + "'");
-    modes.push_back(*m);
-  }
-  return modes;
+  return choices;
 }
 } // namespace
 
@@ -93,8 +86,9 @@ int runPlan(int argc, char **argv) {
     throw UsageError("--device-memory expects bytes >= 0, got " + std::to_string(deviceMemory));
   request.devices = devices.getValue().value;
   request.deviceMemory = deviceMemory;
-  request.precisions = parsePrecisions(precisions);
-  request.recomputes = parseRecomputes(recomputes);
+  request.precisions = parseChoices<Precision>(precisions, "--precisions", "fp32, bf16 or fp16", symbolizePrecision);
+  request.recomputes =
+      parseChoices<RecomputeMode>(recomputes, "--recomputes", "none, selective or full", symbolizeRecomputeMode);
   request.exhaustive = exhaustive;
   CompileRequest &base = request.base;
   if (mode.getNumOccurrences())
