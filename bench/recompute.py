@@ -18,13 +18,16 @@ import os
 import re
 import statistics
 import subprocess
+import sys
 import tempfile
 
 import benchlib
 from benchlib import BIN
 
+sys.path.insert(0, os.path.join(benchlib.SOURCE, "tests", "e2e"))
+from cpctest import activation_bytes  # noqa: E402
+
 MODES = ("none", "selective", "full")
-WIDTH = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i64": 8, "i32": 4, "i8": 1, "i1": 1}
 
 
 def export(name, batch, work):
@@ -67,43 +70,6 @@ def segments(model, config, work):
     saved = [int(m) for m in re.findall(r"saved_bytes = (\d+)", text)]
     pair = max([a + b for a, b in zip(saved, saved[1:])] or [0])
     return len(saved), max(saved or [0]), pair
-
-
-def activation_bytes(summary):
-    """The peak over each program's steps of the live arena bytes no optimizer step reads (a
-    buffer lives from its first step to its last, an alias as its root)."""
-    buffers = summary["buffers"]
-
-    def root(k):
-        while buffers[k]["alias_of"] >= 0:
-            k = buffers[k]["alias_of"]
-        return k
-
-    def size(k):
-        n = WIDTH.get(buffers[k]["dtype"], 4)
-        for d in buffers[k]["shape"]:
-            n *= d
-        return n
-
-    peak = 0
-    for program in summary["programs"]:
-        first, last, optimizer = {}, {}, set()
-        for i, step in enumerate(program["steps"]):
-            for k in map(root, step["in"] + step["out"]):
-                first.setdefault(k, i)
-                last[k] = i
-            if "adamw" in step["op"]:
-                optimizer.update(map(root, step["in"]))
-        delta = [0] * (len(program["steps"]) + 1)
-        for k in first:
-            if buffers[k]["kind"] == "arena" and k not in optimizer:
-                delta[first[k]] += size(k)
-                delta[last[k] + 1] -= size(k)
-        live = 0
-        for d in delta:
-            live += d
-            peak = max(peak, live)
-    return peak
 
 
 def main():

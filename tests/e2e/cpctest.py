@@ -251,6 +251,46 @@ def compare_training(ours, single, params, single_params, steps, tol=1e-5):
     return worst, worst_norm
 
 
+_WIDTH = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i64": 8, "i32": 4, "i8": 1, "i1": 1}
+
+
+def activation_bytes(summary):
+    """The peak over each program's steps of the live arena bytes no optimizer step reads (a
+    buffer lives from its first step to its last, an alias as its root)."""
+    buffers = summary["buffers"]
+
+    def root(k):
+        while buffers[k]["alias_of"] >= 0:
+            k = buffers[k]["alias_of"]
+        return k
+
+    def size(k):
+        n = _WIDTH.get(buffers[k]["dtype"], 4)
+        for d in buffers[k]["shape"]:
+            n *= d
+        return n
+
+    peak = 0
+    for program in summary["programs"]:
+        first, last, optimizer = {}, {}, set()
+        for i, step in enumerate(program["steps"]):
+            for k in map(root, step["in"] + step["out"]):
+                first.setdefault(k, i)
+                last[k] = i
+            if "adamw" in step["op"]:
+                optimizer.update(map(root, step["in"]))
+        delta = [0] * (len(program["steps"]) + 1)
+        for k in first:
+            if buffers[k]["kind"] == "arena" and k not in optimizer:
+                delta[first[k]] += size(k)
+                delta[last[k] + 1] -= size(k)
+        live = 0
+        for d in delta:
+            live += d
+            peak = max(peak, live)
+    return peak
+
+
 def load_jsonl(path):
     """The JSON objects of a JSON-lines file (cpc-run --metrics)."""
     import json

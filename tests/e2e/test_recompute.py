@@ -22,7 +22,7 @@ import shutil
 
 import numpy as np
 
-from cpctest import (MAE_RECIPE, MPI_ENV, PYTHON, SANITIZED, SOURCE, Results, check_loss_moves_and_clip_engages,
+from cpctest import (MAE_RECIPE, activation_bytes, MPI_ENV, PYTHON, SANITIZED, SOURCE, Results, check_loss_moves_and_clip_engages,
                      compile_plan, export_mae, peak_error, run, same_steps, tempdir, tool, train_plan)
 
 results = Results()
@@ -95,22 +95,35 @@ with tempdir() as work:
     # Under the sanitizers dp2 and MAE bf16 (the clones as one rank's, on another layout) and the
     # plan search (cpc plan's code runs in test_layout_search) are left to the plain pass;
     # ZeRO-3 (gathers copied), tp2 (collectives copied) and pp2 (copies in backward programs) run.
-    def layout(family, name, flags, model=None, repetition=False, mode="full", recipe=None):
+    def memory(plan, measure):
+        summary = json.loads(run([tool("cpc"), "inspect", plan, "--json"]).stdout)
+        return activation_bytes(summary) if measure == "activations" else summary["predicted_peak_bytes"]
+
+    # `measure`: what recompute must lower: the arena's activations (the non-gradient live bytes),
+    # or with stages the predicted peak (the saved activations a chunk hands its backward are the
+    # runtime's, not the arena's); None under ZeRO-3, whose peak is the gradient bucket.
+    def layout(family, name, flags, model=None, repetition=False, mode="full", recipe=None, measure="activations"):
         def check():
-            # The run without recompute, once per layout (cpc-run appends to a metrics file).
-            reference, reference_params, _ = runs.get((family, name)) or train(family, name, flags, model, recipe)
-            ours, params, _ = train(family, name + "-" + mode, flags + ["--recompute", mode], model, recipe)
+            reference, reference_params, reference_plan = runs.get((family, name)) or \
+                train(family, name, flags, model, recipe)  # once per layout: cpc-run appends to a metrics file
+            ours, params, plan = train(family, name + "-" + mode, flags + ["--recompute", mode], model, recipe)
             same_steps(ours, reference, "%s %s --recompute %s" % (family, name, mode))
             same_parameters(params, reference_params)
-            print("   %s %s: %d steps bit-identical" % (family, name, STEPS))
+            shown = ""
+            if measure:
+                before, after = memory(reference_plan, measure), memory(plan, measure)
+                assert after < before, "%s %s --recompute %s: %s %d B, without %d B" % (
+                    family, name, mode, measure, after, before)
+                shown = ", %s %d -> %d B" % (measure, before, after)
+            print("   %s %s: %d steps bit-identical%s" % (family, name, STEPS, shown))
         results.check("%s %s with %s recompute is bit-identical to %s without" % (family, name, mode, name), check,
                       repetition=repetition)
 
     layout("gpt", "dp2", ["--dp", "2"], repetition=True)
-    layout("gpt", "dp2-zero3", ["--dp", "2", "--zero", "3"])
+    layout("gpt", "dp2-zero3", ["--dp", "2", "--zero", "3"], measure=None)
     layout("gpt", "tp2", ["--tp", "2"])
     layout("gpt", "tp2", ["--tp", "2"], mode="selective", repetition=True)
-    layout("gpt", "pp2", ["--pp", "2", "--microbatches", "2"], gpt_half)
+    layout("gpt", "pp2", ["--pp", "2", "--microbatches", "2"], gpt_half, measure="peak")
     layout("gpt", "accumulation2", [], gpt_half, recipe={"gradient_accumulation": 2}, repetition=True)
     layout("mae", "bf16", ["--precision", "bf16"], repetition=True)
     layout("mae", "fp16", ["--precision", "fp16"], repetition=True)
