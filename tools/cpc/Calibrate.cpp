@@ -22,7 +22,8 @@ const char *kCalibrateUsage = R"(Usage: cpc calibrate -o PROFILE.json [--ranks N
 Measures this machine's cost profile, which `cpc compile --profile` prices plans with (predicted
 step times in cpc compile, cpc inspect and cpc-run): the collectives (all_reduce, all_gather,
 reduce_scatter, all_to_all, broadcast_from, send) over N MPI ranks (default 2) at a few sizes,
-each fitted to a latency and a bandwidth; then on one rank the CPU kernels on T threads
+each fitted to a latency and a bandwidth; then on every rank at once (sharing memory bandwidth
+and caches as a plan's ranks do; the rates averaged over them) the CPU kernels on T threads
 (default 1): GEMMs on a grid of shapes, attention, AdamW and memory-bound work; and, with
 --plan, every op of the sample plans' steps at the sizes they run (the memory-bound ops differ
 more than one rate can say). A few seconds.
