@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Activation recompute: memory and step time per mode (none, selective, full) on one rank.
+"""Activation recompute: memory and step time per mode (none, selective, full, auto) on one rank.
 
 For each model, each mode is compiled and run (the modes interleaved, --rounds times, the fastest
 run kept); printed per mode: the activation memory (the peak over the step of the arena's live
@@ -7,6 +7,8 @@ bytes that are not read by the optimizer, i.e. not the gradients, from `cpc insp
 predicted and measured peak per rank, the median step time, each against none. Full recompute's
 activations are compared with "1/L of none's plus one block" (L transformer blocks; one block
 taken as the most two adjacent segments save: an attention half and an MLP half, or more).
+Auto runs under a --device-memory of none's predicted peak less two thirds of none's activations
+(issue 34: at a third of the activations, at most 1.15x none's step time).
 
     /usr/bin/python3 bench/recompute.py [--models mae-base,gpt-small] [--batch 8] [--steps 6] [--rounds 3]
 
@@ -27,7 +29,7 @@ from benchlib import BIN
 sys.path.insert(0, os.path.join(benchlib.SOURCE, "tests", "e2e"))
 from cpctest import activation_bytes  # noqa: E402
 
-MODES = ("none", "selective", "full")
+MODES = ("none", "selective", "full", "auto")
 
 
 def export(name, batch, work):
@@ -85,7 +87,11 @@ def main():
             plans, rows = {}, {}
             for mode in MODES:
                 plan = os.path.join(work, "%s-%s.plan" % (name, mode))
-                summary = benchlib.compile_plan(model, config, plan, ["--recompute", mode])
+                flags = ["--recompute", mode]
+                if mode == "auto":  # a budget that leaves a third of none's activations
+                    none = rows["none"]
+                    flags += ["--device-memory", str(int(none[1] - none[0] * 2 / 3))]
+                summary = benchlib.compile_plan(model, config, plan, flags)
                 plans[mode] = plan
                 rows[mode] = [activation_bytes(summary), summary["predicted_peak_bytes"], 0, float("inf")]
             for _ in range(args.rounds):

@@ -1,6 +1,7 @@
 //===- CompileDriver.cpp - a model file to a plan file: what `cpc compile` does -===//
 #include "compiler/CompileDriver.h"
 #include "compiler/CompileReports.h"
+#include "compiler/LayoutSearch.h"
 #include "dialects/cpc/Roles.h"
 #include "passes/Passes.h"
 #include "passes/Sharding.h"
@@ -17,6 +18,8 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
+#include <cmath>
 
 namespace cpc {
 
@@ -371,6 +374,7 @@ std::optional<PipelineSchedule> resolveTraining(const CompileRequest &request, c
   CompileSpelling spelling(request.configPath);
   resolveTensorParallel(request, recipe, options, spelling);
   options.recompute = request.recompute.value_or(RecomputeMode::None);
+  options.recomputeBytes = request.recomputeBytes;
   std::optional<PipelineSchedule> schedule = resolvePipeline(request, recipe, options);
   if (std::string problem = trainingOptionsProblem(options, spelling); !problem.empty())
     throw CompileRequestError(spelling.refusal(problem));
@@ -583,6 +587,55 @@ Plan buildModelPlan(const CompileRequest &request, std::ostream &out, PhaseClock
   clock.mark("plan");
   return built;
 }
+
+/// --recompute auto: the plan that fits --device-memory (with the layout search's margin) at
+/// the least recompute. None first; else the bytes to free start at the excess and grow by
+/// what each try still exceeds (the arena's packing and the microbatches in flight make the
+/// peak fall by other than the bytes freed), up to everything the backward can recompute.
+Plan buildWithinBudget(const CompileRequest &request, std::ostream &out, PhaseClock &clock) {
+  bool automatic = request.recompute == RecomputeMode::Auto && request.mode.value_or(PlanMode::Train) == PlanMode::Train;
+  if (!automatic)
+    return buildModelPlan(request, out, clock);
+  if (!request.deviceMemory || *request.deviceMemory <= 0)
+    throw CompileRequestError("--recompute auto recomputes what the plan must to fit --device-memory BYTES: give "
+                              "the budget (or --recompute none, selective or full)");
+  auto fits = [&](const Plan &p) { return (double)p.predictedPeakBytes * (1 + kPeakMargin) <= (double)*request.deviceMemory; };
+  int64_t budget = (int64_t)((double)*request.deviceMemory / (1 + kPeakMargin));
+  CompileRequest trial = request;
+  trial.quiet = true;
+  if (!request.tensorParallelSearch) // the budget is this search's; the pipeline's is the tp search's
+    trial.deviceMemory.reset();
+  auto attempt = [&](RecomputeMode mode, int64_t bytes, std::string &text) {
+    trial.recompute = mode;
+    trial.recomputeBytes = bytes;
+    std::ostringstream captured;
+    Plan plan = buildModelPlan(trial, captured, clock);
+    text = captured.str();
+    return plan;
+  };
+  std::string text;
+  Plan plan = attempt(RecomputeMode::None, 0, text);
+  int64_t plain = plan.predictedPeakBytes, bytes = 0;
+  for (int tries = 0; !fits(plan) && tries < 8; ++tries) {
+    int64_t before = plan.predictedPeakBytes;
+    bytes += std::max<int64_t>(plan.predictedPeakBytes - budget, 1);
+    plan = attempt(RecomputeMode::Auto, bytes, text);
+    if (tries > 0 && plan.predictedPeakBytes >= before)
+      break; // freeing more no longer lowers the peak
+  }
+  if (!fits(plan))
+    throw CompileRequestError("--device-memory " + std::to_string(*request.deviceMemory) + ": the plan needs " +
+                              std::to_string(plan.predictedPeakBytes) + " B per rank (+" +
+                              std::to_string((int)std::lround(kPeakMargin * 100)) +
+                              "% margin) with as much recompute as lowers its peak (" + std::to_string(plain) +
+                              " B without recompute)");
+  out << text;
+  if (!request.quiet)
+    out << "recompute auto: " << bytes << " B of activations per microbatch freed to fit --device-memory "
+        << *request.deviceMemory << ": predicted peak " << plan.predictedPeakBytes << " B (" << plain
+        << " B without recompute)\n";
+  return plan;
+}
 } // namespace
 
 ModelSummary summarizeModel(const CompileRequest &request) {
@@ -596,13 +649,13 @@ ModelSummary summarizeModel(const CompileRequest &request) {
 
 Plan compilePlan(const CompileRequest &request, std::ostream &out) {
   PhaseClock clock(false);
-  return buildModelPlan(request, out, clock);
+  return buildWithinBudget(request, out, clock);
 }
 
 void compileModel(const CompileRequest &request, std::ostream &out) {
   auto start = std::chrono::steady_clock::now();
   PhaseClock clock(request.timing);
-  Plan built = buildModelPlan(request, out, clock);
+  Plan built = buildWithinBudget(request, out, clock);
   writePlan(built, request.output);
   clock.mark("write");
   clock.print();

@@ -55,6 +55,7 @@ struct CompileRequest {
   std::string pipelineSplit, debugSchedule; // --pp-split, --debug-schedule
   std::optional<Precision> precision;      // --precision (fp16.mode / precision)
   std::optional<RecomputeMode> recompute;  // --recompute (training)
+  int64_t recomputeBytes = 0; // --recompute auto: activation bytes per microbatch to free (the driver's search sets it)
   std::string profilePath;                 // --profile: the cost profile for stage cuts, the search, the plan
   ImportOptions import;
   std::shared_ptr<ImportCache> importCache; // set: imports come from (and go to) it (cpc plan)

@@ -157,6 +157,8 @@ CompileRequest requestFor(const LayoutSearchRequest &request, const Candidate &c
   r.dumpSharding = r.printPipeline = false;
   r.dumpIrPath.clear();
   c.apply(r);
+  if (c.recompute == RecomputeMode::Auto) // it recomputes what this budget needs
+    r.deviceMemory = request.deviceMemory;
   return r;
 }
 

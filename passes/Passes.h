@@ -18,7 +18,9 @@
   clEnumValN(::cpc::RecomputeMode::None, "none", "keep every activation the backward reads"),           \
       clEnumValN(::cpc::RecomputeMode::Selective, "selective",                                          \
                  "recompute what is cheap (no GEMM, attention or collective) in the backward"),         \
-      clEnumValN(::cpc::RecomputeMode::Full, "full", "recompute each segment's forward in the backward")
+      clEnumValN(::cpc::RecomputeMode::Full, "full", "recompute each segment's forward in the backward"),     \
+      clEnumValN(::cpc::RecomputeMode::Auto, "auto",                                                    \
+                 "recompute the values cheapest per byte until recompute-bytes are freed")
 #define CPC_TENSOR_PARALLEL_MODE_VALUES                                                                  \
   clEnumValN(::cpc::TensorParallelMode::OneD, "1d", "Megatron: one tp axis"),                           \
       clEnumValN(::cpc::TensorParallelMode::TwoD, "2d", "Optimus: tp = q*q"),                           \
@@ -83,6 +85,9 @@ struct TrainingPipelineOptions : mlir::PassPipelineOptions<TrainingPipelineOptio
   Option<RecomputeMode> recompute{*this, "recompute",
                                   llvm::cl::desc("Activation recompute: none, selective or full"),
                                   llvm::cl::init(RecomputeMode::None), llvm::cl::values(CPC_RECOMPUTE_MODE_VALUES)};
+  Option<int64_t> recomputeBytes{*this, "recompute-bytes",
+                                 llvm::cl::desc("recompute=auto: activation bytes per microbatch to free"),
+                                 llvm::cl::init(0)};
   Option<bool> sequenceParallel{*this, "sp", llvm::cl::desc("Sequence parallelism over tp"), llvm::cl::init(false)};
   Option<int64_t> deviceMemory{*this, "device-memory",
                                llvm::cl::desc("tp-search: bytes per rank for parameters and optimizer states (0: none)"),

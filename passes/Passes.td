@@ -418,10 +418,13 @@ def CpcRecompute : Pass<"cpc-recompute", "::mlir::ModuleOp"> {
     Runs on the partitioned training functions (`train_step`, `accumulate`), before the
     pipeline split. A forward op belongs to the segment of its `cpc.recompute_segment` label,
     or, unlabelled (collectives, casts that partitioning and autocast add), to the latest
-    segment among its forward operands; the backward begins at the first op marked
-    `cpc.backward`, and from there every op that reads a value is backward, marked or not
-    (constants and variable reads belong to neither). A value of segment s is kept when a later segment's forward (or
-    anything but s's forward and the backward) reads it, when its op cannot run twice (not
+    segment among its forward operands; random draws outside the segments (a Replayable op
+    that is not pure, such as Dropout's mask, and what is computed from draws alone) belong to
+    the earliest segment that reads them, so a mask is drawn again rather than kept. The
+    backward begins at the first op marked `cpc.backward`, and from there every op that reads a
+    value is backward, marked or not (constants and variable reads belong to neither). A value
+    of segment s is kept when a later segment's forward (or anything but s's forward and the
+    backward) reads it, when its op cannot run twice (not
     pure, not a collective, not Replayable), and with `mode=selective` when its op is a GEMM,
     attention or a collective. Every other value of s that the backward reads is computed again:
     the ops of s it needs are copied, in order, right before the first backward op that reads
@@ -431,11 +434,24 @@ def CpcRecompute : Pass<"cpc-recompute", "::mlir::ModuleOp"> {
     The copies are backward ops of the original's pipeline chunk. The last segment (whose
     backward starts as its forward ends) is left alone. Clones run the same kernels on the same
     operands: losses are bit-identical to no recompute. Drops the segment labels after.
+
+    `mode=auto` decides per value instead: starting from keeping everything, it repeatedly
+    stops keeping the value whose recompute frees the most bytes per second of ops run again
+    (the ops copied to rebuild it from what is still kept, priced by the cost model; bytes the
+    copies newly hold count against it), until the backward's peak of activations has fallen
+    by `bytes` (running segment s, it holds what the segments before s keep and all of s's
+    values, kept or computed again). Cheap ops' outputs (LayerNorm, GELU, softmax) go first,
+    GEMM outputs last; `bytes` at least the activations gives full recompute. The compiler
+    picks `bytes` for its `--device-memory`.
   }];
   let options = [
     Option<"mode", "mode", "::cpc::RecomputeMode", /*default=*/"::cpc::RecomputeMode::Full",
-           "selective (what is cheap) or full (every segment's forward)",
+           "selective (what is cheap), full (every segment's forward) or auto (the cheapest per byte)",
            [{::llvm::cl::values(CPC_RECOMPUTE_MODE_VALUES)}]>,
+    Option<"bytes", "bytes", "int64_t", /*default=*/"0",
+           "mode=auto: the activation bytes to free in each training function (a microbatch)">,
+    Option<"profile", "profile", "std::string", /*default=*/"",
+           "mode=auto: the cost profile (cpc calibrate) that prices the ops run again">,
   ];
   let dependentDialects = ["::cpc::CpcDialect"];
 }

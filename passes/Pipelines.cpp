@@ -138,6 +138,8 @@ void cpc::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions
   if (options.recompute != RecomputeMode::None) { // per-rank ops (collectives too), before the pipeline split
     CpcRecomputeOptions recompute;
     recompute.mode = options.recompute;
+    recompute.bytes = options.recomputeBytes;
+    recompute.profile = options.profile;
     pm.addPass(createCpcRecompute(recompute));
   }
   if (!sharded && chunks == 1) {

@@ -185,7 +185,10 @@ def Cpc_RecomputeMode : I32EnumAttr<"RecomputeMode", "which forward activations 
     // generalised by cost class).
     I32EnumAttrCase<"Selective", 1, "selective">,
     // Every segment's forward, from the values that cross into it (Megatron's full recompute).
-    I32EnumAttrCase<"Full", 2, "full">]> {
+    I32EnumAttrCase<"Full", 2, "full">,
+    // Per value, the set cheapest to run again (by the cost model's seconds per byte freed) that
+    // frees a given number of bytes: the compiler picks the bytes so the plan fits its budget.
+    I32EnumAttrCase<"Auto", 3, "auto">]> {
   let cppNamespace = "::cpc";
   let genSpecializedAttr = 0;
 }

@@ -35,12 +35,14 @@ Options:
                              matmul and conv in 16-bit, softmax, norms, losses, sums and exp/log
                              in f32, f32 master weights and optimizer states; fp16 scales the
                              loss dynamically and skips a step whose gradients overflow
-  --recompute none|selective|full
+  --recompute none|selective|full|auto
                              Activation recompute (training): full keeps only the values between
                              segments of the forward (about a residual block each, chosen to
                              minimise activation memory) and runs each segment's forward again in
                              the backward; selective runs again only what is cheap (no GEMM,
-                             attention or collective). Losses are bit-identical to none
+                             attention or collective); auto (with --device-memory) runs again the
+                             values cheapest per byte until the plan fits the budget. Losses are
+                             bit-identical to none
   --device cpu|cuda          What the plan runs on (default cpu): cuda keeps every tensor in GPU
                              memory and runs the CUDA kernels (cuBLASLt, cuDNN, own) and NCCL
                              collectives; cpc-run binds local rank r to GPU r
@@ -88,7 +90,8 @@ Options:
   --device-memory BYTES      With --tp-search: what each rank may hold of parameters and optimizer
                              states; weights then stay whole where that fits and is cheaper
                              (without it every weight that feeds a contraction is split). With
-                             --auto: the memory per rank (a layout fits with 2% to spare)
+                             --auto or --recompute auto: the memory per rank (a plan fits with 2%
+                             to spare)
   --auto --devices N         Choose the layout of N devices by search (cpc plan's first: mesh,
                              ZeRO stage, schedule, by predicted step time under --profile and
                              within --device-memory); --dp/--tp/--pp/--zero are then not given

@@ -36,8 +36,9 @@ Options:
   --microbatches M           Microbatches per step: the global batch (default: the config's
                              gradient_accumulation, or 2 x N without a config)
   --precisions fp32,bf16     Precisions to try (default fp32)
-  --recomputes none,full     Activation recompute modes to try (none, selective, full; default
-                             none): under a tight --device-memory, recompute can fit a faster mesh
+  --recomputes none,full     Activation recompute modes to try (none, selective, full, auto;
+                             default none): under a tight --device-memory, recompute can fit a
+                             faster mesh; auto recomputes what each layout needs to fit it
   --exhaustive               Compile every layout (default: up to 24; beyond, each mesh once, its
                              other ZeRO stages and schedules estimated, the 4 best compiled)
   --explain                  Then say why the first layout (and why not the fastest tensor-
@@ -88,7 +89,10 @@ int runPlan(int argc, char **argv) {
   request.deviceMemory = deviceMemory;
   request.precisions = parseChoices<Precision>(precisions, "--precisions", "fp32, bf16 or fp16", symbolizePrecision);
   request.recomputes =
-      parseChoices<RecomputeMode>(recomputes, "--recomputes", "none, selective or full", symbolizeRecomputeMode);
+      parseChoices<RecomputeMode>(recomputes, "--recomputes", "none, selective, full or auto", symbolizeRecomputeMode);
+  if (deviceMemory == 0 && llvm::is_contained(request.recomputes, RecomputeMode::Auto))
+    throw UsageError("--recomputes auto recomputes what each layout needs to fit --device-memory BYTES: give the "
+                     "budget");
   request.exhaustive = exhaustive;
   CompileRequest &base = request.base;
   if (mode.getNumOccurrences())
