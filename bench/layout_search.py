@@ -8,6 +8,11 @@ exceed the budget when run. Last, the cost model over the grid: predicted step t
 against measured, median and worst.
 
     /usr/bin/python3 bench/layout_search.py [--models mae-small,mae-base,gpt-small] [--steps 6] [--rounds 3] [--budgets]
+                                            [--settle N]
+
+--settle N: where the layout --auto picks measured over 5% slower than the fastest kept, both are
+run N times more (interleaved), so that layouts predicted within a percent or two of each other
+are compared on more than a few runs of a noisy machine.
 
 No pass/fail: timings differ between machines.
 """
@@ -66,6 +71,7 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--budgets", action="store_true")
+    ap.add_argument("--settle", type=int, default=0)
     args = ap.parse_args()
     step_errors, peak_errors = [], []  # (|error|, model, layout)
     with tempfile.TemporaryDirectory() as work:
@@ -83,6 +89,25 @@ def main():
             for _ in range(args.rounds):
                 for i, plan in enumerate(plans):
                     runs[i].append(measure(plan, args.steps))
+            index = {layout: i for i, (layout, *_) in enumerate(layouts)}
+            decisions = [(None, None, layouts)]  # (what the budget rules out, the budget, the layouts kept)
+            if args.budgets:
+                decisions += [(ruled_out, limit, ranked(model, profile, limit)) for ruled_out, limit in budgets_of(layouts)]
+            # --settle: where the pick measured over 5% slower than the fastest kept, both are run
+            # that many times more, interleaved (layouts predicted within a percent or two of each
+            # other are told apart by more runs, not by the first few of a noisy machine).
+            fastest_run = lambda layout: min(r[0] for r in runs[index[layout]])
+            contested = set()
+            for _, _, kept in decisions:
+                if kept:
+                    best = min((k for k, *_ in kept), key=fastest_run)
+                    if fastest_run(kept[0][0]) > 1.05 * fastest_run(best):
+                        contested |= {kept[0][0], best}
+            for _ in range(args.settle if contested else 0):
+                for layout in sorted(contested, key=index.get):
+                    runs[index[layout]].append(measure(plans[index[layout]], args.steps))
+            if contested and args.settle:
+                print("  settled: %s run %d times more" % (", ".join(sorted(contested, key=index.get)), args.settle))
             for (layout, predicted, peak, _), results in zip(layouts, runs):
                 step, used = min(r[0] for r in results), max(r[1] for r in results)
                 measured[layout] = (step, used)
@@ -95,19 +120,17 @@ def main():
             print("  --auto picks %s: %.2f ms measured, %+.1f%% from the fastest measured (%s, %.2f ms)" % (
                 pick, measured[pick][0], 100 * (measured[pick][0] / measured[fastest][0] - 1), fastest,
                 measured[fastest][0]))
-            if args.budgets:
-                for ruled_out, limit in budgets_of(layouts):
-                    kept = ranked(model, profile, limit)
-                    if not kept:
-                        print("  budget %.1f MB (rules out %s): no layout fits" % (limit / 1e6, ruled_out))
-                        continue
-                    over = [k for k, *_ in kept if measured[k][1] > limit]
-                    best_kept = min((k for k, *_ in kept), key=lambda k: measured[k][0])
-                    print("  budget %.1f MB (rules out %s): --auto picks %s (%.2f ms measured, %+.1f%% from the "
-                          "fastest kept, %s); kept but over budget when run: %s" % (
-                              limit / 1e6, ruled_out, kept[0][0], measured[kept[0][0]][0],
-                              100 * (measured[kept[0][0]][0] / measured[best_kept][0] - 1), best_kept,
-                              ", ".join(over) or "none"))
+            for ruled_out, limit, kept in decisions[1:]:
+                if not kept:
+                    print("  budget %.1f MB (rules out %s): no layout fits" % (limit / 1e6, ruled_out))
+                    continue
+                over = [k for k, *_ in kept if measured[k][1] > limit]
+                best_kept = min((k for k, *_ in kept), key=lambda k: measured[k][0])
+                print("  budget %.1f MB (rules out %s): --auto picks %s (%.2f ms measured, %+.1f%% from the "
+                      "fastest kept, %s); kept but over budget when run: %s" % (
+                          limit / 1e6, ruled_out, kept[0][0], measured[kept[0][0]][0],
+                          100 * (measured[kept[0][0]][0] / measured[best_kept][0] - 1), best_kept,
+                          ", ".join(over) or "none"))
     for what, errors in (("step time", step_errors), ("peak memory", peak_errors)):
         worst = max(errors)
         print("predicted %s vs measured over %d plans: median |error| %.1f%%, worst %.1f%% (%s %s)" % (
