@@ -73,8 +73,9 @@ void mergeReduceScatters(ArrayRef<ReduceScatterOp> bucket) {
 /// Merges the collectives of kind `OpT` that `input(op)` accepts (returning the value reduced,
 /// or null to skip the op) into buckets of at most `limit` input bytes, with `merge`: one bucket
 /// per element type, mesh and axes at a time (mixed precision interleaves 16-bit and f32
-/// gradients). Every bucket is closed before an op that uses one of their members (so every use
-/// still sees the sum), and a bucket when it is full; each is issued where its last member stood.
+/// gradients). A bucket is closed before an op that uses one of its members (so every use still
+/// sees the sum; an op moved down that does closes them all), and when it is full; each is
+/// issued where its last member stood.
 template <typename OpT, typename InputFn, typename MergeFn>
 void bucketReductions(FunctionOpInterface func, int64_t limit, InputFn input, MergeFn merge) {
   struct Bucket {
@@ -116,10 +117,18 @@ void bucketReductions(FunctionOpInterface func, int64_t limit, InputFn input, Me
         continue;
       }
     }
-    // An op using a pending member (or an op moved down that does) needs the sum now.
-    if (uses(op, pending) || uses(op, sunk)) {
+    // An op moved down that reads a member needs every sum now; an op reading members needs
+    // theirs: only their buckets close, so a tp all-reduce the backward reads at once (or a
+    // recompute copy of a forward one) leaves the dp gradients' buckets as they were.
+    if (uses(op, sunk)) {
       flushAll();
       sunk.clear();
+    } else if (uses(op, pending)) {
+      for (auto &entry : open)
+        if (llvm::any_of(entry.second.members, [&](OpT member) {
+              return llvm::any_of(member->getResults(), [&](Value r) { return llvm::is_contained(op->getOperands(), r); });
+            }))
+          flush(entry.second);
     }
     auto reduction = llvm::dyn_cast<OpT>(op);
     Value in = reduction ? input(reduction) : Value();

@@ -34,20 +34,19 @@ double timePerCall(const std::function<void()> &fn, double target) {
   return secondsSince(start) / calls;
 }
 
-/// Least squares of seconds = latency + bytes / bandwidth over the points, kept physical.
+/// seconds = latency + bytes / bandwidth from the points (ascending bytes): the latency is the
+/// smallest call's time (a least-squares intercept over kilobytes to megabytes is noise, and
+/// came out negative), the bandwidth the least-squares slope of the rest above it.
 LinkCost fitLink(const std::vector<std::pair<double, double>> &points) {
-  double n = points.size(), sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (auto [x, y] : points) {
-    sx += x;
-    sy += y;
-    sxx += x * x;
-    sxy += x * y;
-  }
-  double slope = n * sxx - sx * sx > 0 ? (n * sxy - sx * sy) / (n * sxx - sx * sx) : 0;
-  double intercept = (sy - slope * sx) / n;
   LinkCost link;
-  link.latencySeconds = std::max(intercept, 1e-7);
-  link.bytesPerSecond = slope > 0 ? 1 / slope : 1e12;
+  link.latencySeconds = std::max(points.front().second, 1e-7);
+  double sxx = 0, sxy = 0;
+  for (size_t i = 1; i < points.size(); ++i) {
+    auto [x, y] = points[i];
+    sxx += x * x;
+    sxy += x * (y - link.latencySeconds);
+  }
+  link.bytesPerSecond = sxy > 0 && sxx > 0 ? sxx / sxy : 1e12;
   return link;
 }
 
@@ -57,8 +56,9 @@ void measureCollectives(Communicator &comm, const CalibrationOptions &o, CostPro
   int n = comm.size(), rank = comm.rank();
   if (n < 2)
     return;
-  std::vector<int64_t> sizes = o.quick ? std::vector<int64_t>{16 << 10, 1 << 20}
-                                       : std::vector<int64_t>{4 << 10, 64 << 10, 1 << 20, 8 << 20};
+  // The first, a few elements per rank, measures the latency (fitLink).
+  std::vector<int64_t> sizes = o.quick ? std::vector<int64_t>{64, 16 << 10, 1 << 20}
+                                       : std::vector<int64_t>{64, 4 << 10, 64 << 10, 1 << 20, 8 << 20};
   double target = o.quick ? 0.01 : 0.05;
   std::vector<int> world;
   for (int r = 0; r < n; ++r)
@@ -68,7 +68,7 @@ void measureCollectives(Communicator &comm, const CalibrationOptions &o, CostPro
   for (const char *kind : kinds) {
     std::vector<std::pair<double, double>> points;
     for (int64_t bytes : sizes) {
-      int64_t count = bytes / 4 / n * n; // f32 elements, a multiple of the group size
+      int64_t count = std::max<int64_t>(bytes / 4 / n, 1) * n; // f32 elements, a multiple of the group size
       std::vector<float> a(count, 1.0f), b(count, 0.0f);
       std::string k = kind;
       std::function<void()> call;

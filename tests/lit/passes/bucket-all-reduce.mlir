@@ -76,3 +76,23 @@ func.func @shards(%a: tensor<12xf32>, %b: tensor<4xf32>) -> (tensor<6xf32>, tens
   %sb = cpc.reduce_scatter %b over @mesh ["dp"] : tensor<4xf32> -> tensor<2xf32>
   return %sa, %sb : tensor<6xf32>, tensor<2xf32>
 }
+
+// -----
+
+// Tests that an op reading a member closes only that member's bucket: the tp all-reduce an
+// assign reads at once (as the backward reads a row-parallel layer's, or a recompute copy of a
+// forward one) goes out alone, and the dp gradients before and after it still share one call.
+// CHECK-LABEL: func.func @other_axis
+// CHECK-NOT: ["dp"]
+// CHECK: %[[T:.*]] = cpc.all_reduce %{{.*}} over @mesh ["tp"] : tensor<4xf32>
+// CHECK-NEXT: cpc.assign %[[T]] to @v
+// CHECK: cpc.all_reduce %{{.*}}, %{{.*}} over @mesh ["dp"] : tensor<3xf32>, tensor<5xf32>
+cpc.mesh @mesh shape = [2, 2] axes = ["dp", "tp"]
+cpc.variable @v : tensor<4xf32>
+func.func @other_axis(%a: tensor<3xf32>, %t: tensor<4xf32>, %c: tensor<5xf32>) -> (tensor<3xf32>, tensor<5xf32>) {
+  %ra = cpc.all_reduce %a over @mesh ["dp"] : tensor<3xf32>
+  %rt = cpc.all_reduce %t over @mesh ["tp"] : tensor<4xf32>
+  cpc.assign %rt to @v : tensor<4xf32>
+  %rc = cpc.all_reduce %c over @mesh ["dp"] : tensor<5xf32>
+  return %ra, %rc : tensor<3xf32>, tensor<5xf32>
+}
