@@ -368,7 +368,8 @@ struct CpcRecomputePass : cpc::impl::CpcRecomputeBase<CpcRecomputePass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<CostProfile> costs = loadCostProfile(module, profile);
+    // Only auto prices its choice.
+    FailureOr<CostProfile> costs = mode == RecomputeMode::Auto ? loadCostProfile(module, profile) : CostProfile::builtIn();
     if (failed(costs))
       return signalPassFailure();
     int64_t ops = 0, flops = 0;

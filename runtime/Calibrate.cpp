@@ -122,7 +122,6 @@ void measureCollectives(Communicator &comm, const CalibrationOptions &o, CostPro
     }
     profile.collectives[kind][std::string(kind) == "send" ? 2 : n] = fitLink(points);
   }
-  comm.resetCounts();
 }
 
 /// One kernel call of `op` on fresh f32 tensors of the given shapes.
@@ -358,7 +357,7 @@ CostProfile calibrate(Communicator &comm, const CalibrationOptions &options) {
   comm.allReduce(values.data(), counts[0], DType::F64, ReduceOp::Sum, group);
   for (size_t i = 0; i < rates.size(); ++i)
     *rates[i] = values[i] / comm.size();
-  comm.resetCounts();
+  comm.resetCounts(); // calibration's traffic is not a plan's
   return profile;
 }
 
