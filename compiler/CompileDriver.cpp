@@ -18,6 +18,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <cmath>
 
@@ -601,8 +602,9 @@ Plan buildWithinBudget(const CompileRequest &request, std::ostream &out, PhaseCl
                               "the budget (or --recompute none, selective or full)");
   auto fits = [&](const Plan &p) { return (double)p.predictedPeakBytes * (1 + kPeakMargin) <= (double)*request.deviceMemory; };
   int64_t budget = (int64_t)((double)*request.deviceMemory / (1 + kPeakMargin));
-  CompileRequest trial = request;
-  trial.quiet = true;
+  CompileRequest trial = request; // the first try (none) warns as asked; the others are quiet
+  if (!trial.importCache) // the model is imported once for all the tries
+    trial.importCache = std::make_shared<ImportCache>();
   if (!request.tensorParallelSearch) // the budget is this search's; the pipeline's is the tp search's
     trial.deviceMemory.reset();
   auto attempt = [&](RecomputeMode mode, int64_t bytes, std::string &text) {
@@ -611,17 +613,20 @@ Plan buildWithinBudget(const CompileRequest &request, std::ostream &out, PhaseCl
     std::ostringstream captured;
     Plan plan = buildModelPlan(trial, captured, clock);
     text = captured.str();
+    trial.quiet = true;
     return plan;
   };
   std::string text;
   Plan plan = attempt(RecomputeMode::None, 0, text);
-  int64_t plain = plan.predictedPeakBytes, bytes = 0;
-  for (int tries = 0; !fits(plan) && tries < 8; ++tries) {
-    int64_t before = plan.predictedPeakBytes;
-    bytes += std::max<int64_t>(plan.predictedPeakBytes - budget, 1);
+  // A try that does not lower the peak (another point of the step holds it, or the arena packs
+  // the freed bytes no better) doubles what the next frees; beyond the plain peak there is
+  // nothing left to free.
+  int64_t plain = plan.predictedPeakBytes, bytes = 0, step = 0, previous = std::numeric_limits<int64_t>::max();
+  for (int tries = 0; !fits(plan) && tries < 16 && bytes <= plain; ++tries) {
+    step = plan.predictedPeakBytes < previous ? std::max<int64_t>(plan.predictedPeakBytes - budget, 1) : 2 * step;
+    previous = plan.predictedPeakBytes;
+    bytes += step;
     plan = attempt(RecomputeMode::Auto, bytes, text);
-    if (tries > 0 && plan.predictedPeakBytes >= before)
-      break; // freeing more no longer lowers the peak
   }
   if (!fits(plan))
     throw CompileRequestError("--device-memory " + std::to_string(*request.deviceMemory) + ": the plan needs " +

@@ -12,7 +12,8 @@ again instead of keeping them, and training does not change by a bit.
 - GPT-tiny with dropout (p = 0.1): full recompute bit-identical, the masks drawn again in the
   backward rather than kept.
 - Hugging Face GPT-2 and Llama exported by torch.onnx.export's default exporter (the model zoo's
-  fixtures): full recompute bit-identical to none over 4 steps, with a smaller predicted peak.
+  fixtures): full recompute, and auto under a budget halfway between none's and full's peaks,
+  bit-identical to none over 4 steps, with a smaller predicted peak.
 - `cpc plan --recomputes none,full` lists each layout with and without recompute; under a budget
   between pp2 1F1B's two predicted peaks only the recomputing one is kept, and so with
   `--recomputes none,auto`.
@@ -163,19 +164,25 @@ with tempdir() as work:
             inputs = {f[:-4]: os.path.join(fixture, f) for f in sorted(os.listdir(fixture)) if f.endswith(".npy")}
             recipe = {"LR": 0.5, "lr_schedule": "constant", "WARMUP_EPOCHS": 0, "clip_grad_norm": 0.6}
             found = {}
-            for mode in ("none", "full"):
-                plan, _ = compile_plan(work, os.path.join(fixture, "default.onnx"), name + "-" + mode,
-                                       ["--recompute", mode], recipe)
+            for mode in ("none", "full", "auto"):
+                flags = ["--recompute", mode]
+                if mode == "auto":  # halfway between none's and full's peaks
+                    flags += ["--device-memory", str(int((found["none"][2] + found["full"][2]) / 2 * 1.02))]
+                plan, _ = compile_plan(work, os.path.join(fixture, "default.onnx"), name + "-" + mode, flags, recipe)
                 metrics, params, _ = train_plan(plan, 4, inputs, os.path.join(work, name + "-" + mode))
                 found[mode] = (metrics, params, predicted_peak(plan))
             print("   %s: %s" % (name, check_loss_moves_and_clip_engages(found["none"][0], 0.6, fall=0.95)))
             same_steps(found["full"][0], found["none"][0], name + " --recompute full")
             same_parameters(found["full"][1], found["none"][1])
             assert found["full"][2] < found["none"][2], "%s: full recompute predicts no less memory" % name
-            print("   %s: full recompute bit-identical over 4 steps, predicted peak %d -> %d B" % (
-                name, found["none"][2], found["full"][2]))
+            same_steps(found["auto"][0], found["none"][0], name + " --recompute auto")
+            same_parameters(found["auto"][1], found["none"][1])
+            assert found["full"][2] <= found["auto"][2] < found["none"][2], "%s: auto's peak %d B" % (name, found["auto"][2])
+            print("   %s: full and auto recompute bit-identical over 4 steps, predicted peak %d -> %d (full), %d B (auto)" % (
+                name, found["none"][2], found["full"][2], found["auto"][2]))
 
-    results.check("Hugging Face GPT-2 and Llama (default exporter): full recompute is bit-identical, in less memory",
+    results.check("Hugging Face GPT-2 and Llama (default exporter): full and auto recompute are bit-identical, in less "
+                  "memory", 
                   foreign_models)
 
     def plan_search():
