@@ -4,7 +4,9 @@
 #include "runtime/Executor.h"
 #include "runtime/Traffic.h"
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <cmath>
@@ -17,6 +19,9 @@ namespace cpc {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// The seconds the sample plans' timed runs may take together, past one warm-up run each.
+constexpr double kSampleSeconds = 20;
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -232,7 +237,8 @@ void measureCompute(const CalibrationOptions &o, CostProfile &profile) {
 /// Each op's rate (work per second, by work: FLOPs for attention, bytes otherwise) from the
 /// steps of one-rank plans run on synthetic data: the steps' times are summed per op and
 /// power-of-two band of work, GEMMs left to the grid.
-void measurePlanOps(const CalibrationOptions &o, CostProfile &profile) {
+void measurePlanOps(const CalibrationOptions &o, CostProfile &profile,
+                    const std::function<double(double)> &slowestRank) {
   struct Band {
     double key = 0, work = 0, seconds = 0; // key: what the rate is looked up by (work, or one product's FLOPs)
     int64_t steps = 0;
@@ -256,14 +262,20 @@ void measurePlanOps(const CalibrationOptions &o, CostProfile &profile) {
         executor.bindInput(in.name, t);
       }
     executor.bindSyntheticInputs();
-    constexpr int kRuns = 4;
     std::map<std::string, std::vector<double>> warmUp; // the first run's (pages faulted in, caches cold)
-    for (int run = 0; run <= kRuns; ++run)
-      for (const RankProgram &p : plan->programs) {
+    auto start = Clock::now();
+    for (const RankProgram &p : plan->programs) {
+      executor.run(p.name);
+      warmUp[p.name] = executor.stepSeconds(p.name);
+    }
+    // Up to 4 timed runs, as many as fit the plan's share of the time budget (a large model's
+    // step takes seconds: calibrating stays under a minute). Every rank runs as many, so that
+    // they contend for the memory bandwidth throughout, as a plan's ranks do.
+    double perRun = slowestRank(secondsSince(start));
+    const int kRuns = (int)std::clamp(std::floor(kSampleSeconds / o.plans.size() / perRun), 1.0, 4.0);
+    for (int run = 0; run < kRuns; ++run)
+      for (const RankProgram &p : plan->programs)
         executor.run(p.name);
-        if (run == 0)
-          warmUp[p.name] = executor.stepSeconds(p.name);
-      }
     for (const RankProgram &p : plan->programs) {
       std::vector<double> seconds = executor.stepSeconds(p.name);
       for (size_t i = 0; i < seconds.size() && i < warmUp[p.name].size(); ++i)
@@ -344,7 +356,10 @@ CostProfile calibrate(Communicator &comm, const CalibrationOptions &options) {
   double start = 0;
   comm.allReduce(&start, 1, DType::F64, ReduceOp::Sum, group); // start together
   measureCompute(own, profile);
-  measurePlanOps(own, profile);
+  measurePlanOps(own, profile, [&](double seconds) {
+    comm.allReduce(&seconds, 1, DType::F64, ReduceOp::Max, group);
+    return seconds;
+  });
   std::vector<double *> rates = measuredRates(profile);
   std::vector<double> values;
   for (double *r : rates)
