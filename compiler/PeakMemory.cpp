@@ -58,8 +58,15 @@ int64_t collectiveScratchBytes(const Plan &plan) {
     for (const StepDesc &s : p.steps) {
       // The ring's two chunks (MpiCommunicator's scratch): an all-reduce among the ranks of
       // one node combines through shared memory instead (below), never there.
-      summing |= hasTrait(s.op, PlanTrait::CombiningCollective) &&
-                 !(s.op == OpKind::AllReduce && plan.device == DeviceKind::Cpu);
+      // A reduce-scatter among them stages through that memory too.
+      const bool cpuShared = plan.device == DeviceKind::Cpu && (s.op == OpKind::AllReduce || s.op == OpKind::ReduceScatter);
+      summing |= hasTrait(s.op, PlanTrait::CombiningCollective) && !cpuShared;
+      if (s.op == OpKind::ReduceScatter && plan.device == DeviceKind::Cpu) {
+        std::vector<std::string> axes = kernels::decodeOpAttrs(s.op, s.attrs).meshAxes;
+        int64_t members = meshShardIndex(0, plan.meshShape, plan.meshAxes, axes).second;
+        if (members > 1 && allReduceGroups.insert(axes).second)
+          sharedSegments += members * kCollectiveChunkBytes;
+      }
       if (s.op == OpKind::AllReduce && plan.device == DeviceKind::Cpu) {
         std::vector<std::string> axes = kernels::decodeOpAttrs(s.op, s.attrs).meshAxes;
         int64_t members = meshShardIndex(0, plan.meshShape, plan.meshAxes, axes).second;

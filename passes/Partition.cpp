@@ -5,6 +5,10 @@
 // uses, all-gathers of split values that an op needs whole, and all-reduces only where a
 // partial sum meets an op that is not linear in it, a result or an assign.
 //
+// Over 800 lines: one class whose steps share the layouts (propagated and current), the
+// builder and the memo of collectives already placed; its rules and strategies live elsewhere
+// (Sharding.cpp, MatMulStrategies.cpp).
+//
 #include "dialects/cpc/Cost.h"
 #include "dialects/cpc/Roles.h"
 #include "passes/Passes.h"
@@ -77,6 +81,8 @@ private:
         FailureOr<Layout> l = readLayout(llvm::cast<ShardingAttr>(attr), r, mesh_, &op);
         if (failed(l))
           return failure();
+        if (!l->partial.empty())
+          propagatedPartial_[r] = l->partial; // what summedPartial looks ahead at
         if (!llvm::isa<StateOp>(op))
           l->clearPartial();
         layouts_[r] = *l;
@@ -343,6 +349,10 @@ private:
         op, *rule, mesh_, /*resultsFirst=*/true, [&](Value r) { return layoutOf(r); },
         [&](OpOperand &operand) { return currentOf(operand.get()); });
 
+    // A partial sum on its way into a sum with other partial sums is kept whole and partial up
+    // to that sum (which then is too), and reduced once where the sum is used.
+    if (std::optional<MeshAxes> axes = summedPartial(op, kept))
+      dropFactorAxes(factorAxes, *axes);
     // A partial operand the op would pass on is reduced first where that cannot be: when the op
     // wants it split over exactly its partial axes (a gradient scaled by the clip coefficient,
     // under ZeRO: reduce-scattered, as slicing a partial value needs its whole sum first), or
@@ -365,8 +375,15 @@ private:
     // Operands must be laid out as the factors say. A partial operand the op does not pass on is
     // reduced first: reduce-scattered when the op wants it split over its partial axes (half an
     // all-reduce's traffic; sequence parallelism's row-parallel outputs), else all-reduced.
+    SmallVector<std::tuple<Value, Layout, Value>> laidOut; // an operand read twice (x * x) is laid out once
     for (auto [i, use] : llvm::enumerate(op->getOpOperands())) {
       Layout want = operandLayout(*rule, i, factorAxes, currentOf(use.get()));
+      auto same = llvm::find_if(laidOut, [&](const auto &t) { return std::get<0>(t) == use.get() && std::get<1>(t) == want; });
+      if (same != laidOut.end()) {
+        use.set(std::get<2>(*same));
+        continue;
+      }
+      Value original = use.get();
       if (reduceFirst[i]) {
         std::optional<int64_t> dim = scatterDim(currentOf(use.get()), want);
         use.set(dim ? reduceScattered(use.get(), *dim, op) : reduced(use.get(), op));
@@ -375,6 +392,7 @@ private:
       if (failed(v))
         return failure();
       use.set(*v);
+      laidOut.emplace_back(original, want, *v);
     }
     // A partial operand that had to be sliced was reduced first (resharded); add-like ops then
     // take no partial operand at all, or the ranks' sums would count the whole one n times.
@@ -421,6 +439,21 @@ private:
     for (Value r : op->getResults())
       reduceEagerly(r);
     return success();
+  }
+
+  /// The partial axes `op` passes on (its `kept` operands') when it sums partial sums alike or
+  /// its result is summed with others later (summedWithPartials): it then computes on the whole
+  /// partial values.
+  std::optional<MeshAxes> summedPartial(Operation *op, ArrayRef<bool> kept) {
+    const bool *first = llvm::find(kept, true);
+    if (first == kept.end())
+      return std::nullopt;
+    MeshAxes axes = currentOf(op->getOperand(first - kept.begin())).partial;
+    bool sums = llvm::isa<AddOp, SubOp>(op) && llvm::all_of(kept, [](bool k) { return k; });
+    auto partialOf = [&](Value v) { return current_.count(v) ? currentOf(v).partial : propagatedPartial_.lookup(v); };
+    if (sums || summedWithPartials(op, axes, partialOf))
+      return axes;
+    return std::nullopt;
   }
 
   /// A matmul partitioned by a strategy of its own (SUMMA on the 2D axes, 3D on the 3D ones):
@@ -747,6 +780,7 @@ private:
   llvm::StringSet<> accumulators_; // names of the gradient accumulators this function reads
   llvm::DenseMap<Value, Layout> layouts_; // propagated (global) layouts
   llvm::DenseMap<Value, Layout> current_; // layouts of the partitioned values
+  llvm::DenseMap<Value, MeshAxes> propagatedPartial_; // partial sums propagation marked
   llvm::DenseMap<Value, Value> allReduced_;
   llvm::StringMap<Layout> variableLayouts_; // layouts of the variables read so far, by name
   VariableSplits &splits_;                  // how every function so far read each variable

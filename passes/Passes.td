@@ -343,6 +343,25 @@ def CpcDataParallel : Pass<"cpc-data-parallel", "::mlir::ModuleOp"> {
   let dependentDialects = ["::cpc::CpcDialect", "::mlir::func::FuncDialect"];
 }
 
+def CpcSplitGradNorm : Pass<"cpc-split-grad-norm", "::mlir::ModuleOp"> {
+  let summary = "Split the global gradient norm's squares over dp, as ZeRO splits the updates";
+  let description = [{
+    Runs on a data-parallel plan without ZeRO (cpc-zero splits the norm itself), after
+    cpc-tensor-parallel and before cpc-data-parallel. Each AdamW update's gradient term of the
+    global norm (`g * g`, g the gradient or the operand of its scale by the clip) reads g through
+    a `cpc.shard` of its whole layout and is seeded split over `dp` on the dim ZeRO would split
+    the update on (the parameter's first dim that tensor parallelism left whole and that divides
+    by dp): every rank squares one block of the all-reduced gradient and one all-reduce sums the
+    shares, while the update stays whole. The norm then has the bits of ZeRO's, and its work is
+    split over the ranks.
+  }];
+  let options = [
+    Option<"dp", "dp", "int64_t", /*default=*/"2", "Data-parallel ranks (the @mesh to create when there is none)">,
+    ListOption<"funcs", "funcs", "std::string", "Functions to seed in (default: phases train_step and apply)">,
+  ];
+  let dependentDialects = ["::cpc::CpcDialect"];
+}
+
 def CpcZero : Pass<"cpc-zero", "::mlir::ModuleOp"> {
   let summary = "ZeRO stages 1-3 as shardings: the optimizer states and the update (1), the gradients (2) and the parameters (3) split over dp";
   let description = [{
@@ -350,13 +369,19 @@ def CpcZero : Pass<"cpc-zero", "::mlir::ModuleOp"> {
     partitioning turn its seeds into the per-rank program. Every AdamW update gets its results
     split over `dp` on the first dim of the parameter that tensor parallelism left whole and
     that divides by dp: each rank updates and stores 1/dp of the moments and all-gathers the
-    updated blocks into the parameter. Stage 2 also splits the gradient's square in the global
-    norm alike, so the gradient is reduce-scattered, never all-reduced, and the norm's terms stay
-    partial sums over dp until its sqrt. Stage 3 also stores the parameter split over dp
+    updated blocks into the parameter; the gradient's square in the global norm is split alike
+    (each rank squares its block), and stage 1 keeps the gradient whole from where backward
+    makes it. In mixed precision a master weight that every op reads through its 16-bit copy
+    is stored split instead (DeepSpeed's 4Ψ+12Ψ/N and 2Ψ+14Ψ/N): the copy is cast from the
+    block and gathered once per step, and a ZeRO-1 gradient is kept whole in 16 bits and
+    widened on the slice the update reads. Stage 2 does not keep the gradient whole: it is
+    reduce-scattered, never all-reduced, and the norm's terms stay partial sums over dp until
+    its sqrt. Stage 3 also stores the parameter split over dp
     (`cpc.parameter` with `global_shape` and `sharding` after partitioning) and reads it through
     a `cpc.shard` of its tensor-parallel layout right before every other op that uses it (in
-    any training function): the blocks are gathered there and the whole value lives only until
-    that op. Parameters without such a dim keep a whole optimizer on every rank.
+    any training function; its 16-bit copy likewise): the blocks are gathered there and the
+    whole value lives only until that op. Parameters without such a dim keep a whole optimizer
+    on every rank.
   }];
   let options = [
     Option<"stage", "stage", "int64_t", /*default=*/"1", "ZeRO stage (1, 2 or 3)">,

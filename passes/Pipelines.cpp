@@ -178,6 +178,11 @@ void cpc::addShardingPasses(OpPassManager &pm, const TrainingPipelineOptions &op
     tp.profile = options.profile;
     pm.addPass(createCpcTensorParallel(tp));
   }
+  if (options.dataParallel > 1 && options.zeroStage == 0) { // (cpc-zero splits the norm itself)
+    CpcSplitGradNormOptions norm;
+    norm.dp = options.dataParallel;
+    pm.addPass(createCpcSplitGradNorm(norm));
+  }
   if (options.zeroStage > 0) { // seeds only: propagation and partitioning run in cpc-data-parallel
     CpcZeroOptions zero;
     zero.stage = options.zeroStage;

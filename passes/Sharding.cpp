@@ -300,6 +300,27 @@ SmallVector<bool> partialOperandsKept(Operation *op, bool hasRule, ArrayRef<Layo
   return kept;
 }
 
+bool summedWithPartials(Operation *op, const MeshAxes &axes, llvm::function_ref<MeshAxes(Value)> partialOf) {
+  if (axes.empty() || op->getNumResults() != 1)
+    return false;
+  for (Value v = op->getResult(0); v.hasOneUse();) {
+    OpOperand &use = *v.getUses().begin();
+    Operation *user = use.getOwner();
+    if (llvm::isa<AddOp, SubOp>(user))
+      return llvm::all_of(user->getOperands(), [&](Value o) { return o == v || partialOf(o) == axes; });
+    if (user->getNumResults() != 1 || !propagatesPartial(user, use.getOperandNumber(), ReductionKind::Sum) ||
+        llvm::count_if(user->getOperands(), [&](Value o) { return !partialOf(o).empty() || o == v; }) != 1)
+      return false;
+    v = user->getResult(0);
+  }
+  return false;
+}
+
+void dropFactorAxes(FactorAxes &factorAxes, const MeshAxes &axes) {
+  for (MeshAxes &f : factorAxes)
+    llvm::erase_if(f, [&](const std::string &a) { return llvm::is_contained(axes, a); });
+}
+
 Layout resultLayout(const ShardingRule &rule, unsigned index, ArrayRef<MeshAxes> factorAxes, const Layout *passed) {
   const ShardingRule::TensorFactors &dims = rule.results[index];
   Layout l = Layout::whole(dims.size());

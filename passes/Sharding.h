@@ -65,6 +65,7 @@ struct Layout {
   }
   /// "[dp, -] partial max(tp)" for messages.
   std::string describe() const;
+  bool operator==(const Layout &o) const { return dims == o.dims && partial == o.partial && reduction == o.reduction; }
 };
 
 /// A mesh and the sizes of its axes.
@@ -158,6 +159,16 @@ MeshAxes dimAxes(llvm::ArrayRef<int64_t> factors, llvm::ArrayRef<MeshAxes> facto
 /// passes them on, ShardingRuleOpInterface::propagatesPartial); the other partial ones must be
 /// reduced first. Add and sub take partial operands only when every operand is partial alike.
 llvm::SmallVector<bool> partialOperandsKept(mlir::Operation *op, bool hasRule, llvm::ArrayRef<Layout> operands);
+
+/// Whether `op`'s result is summed with other partial sums alike: passed on through ops that
+/// pass a partial sum on (a widening cast, a scale) to an add-like op whose every operand is a
+/// partial sum over `axes` (`partialOf` says a value's), as a weight's gradients from its two
+/// uses (a tied embedding's). Such a value is reduced once after the sum, not each term before.
+bool summedWithPartials(mlir::Operation *op, const MeshAxes &axes,
+                        llvm::function_ref<MeshAxes(mlir::Value)> partialOf);
+
+/// Removes `axes` from every factor of `factorAxes`.
+void dropFactorAxes(FactorAxes &factorAxes, const MeshAxes &axes);
 
 /// The layout of result `index` of an op whose factors are split over `factorAxes` (legal): its
 /// dims' axes; partial over the split factors that operands have and it lacks (matmul's K, the

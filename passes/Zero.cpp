@@ -3,20 +3,22 @@
 // ZeRO is not a rewrite of its own: this pass only adds sharding seeds, and propagation and
 // partitioning (cpc-data-parallel runs both) derive the per-rank program, so that it composes
 // with whatever tensor parallelism split before it. For every AdamW update it picks one dim of
-// the parameter that is whole (not split over tp) and divides by dp, and asks for the update
-// split over dp there (stage 1): the moments follow (each rank stores 1/dp of them), the
-// gradient is sliced (a cpc.shard keeps it whole up to the update: all-reduced, as the norm
-// reads it), and the updated parameter is
-// all-gathered into its variable. Stage 2 also splits the gradient's square in the global norm
-// the same way, so that partitioning reduce-scatters the gradient instead of all-reducing it
-// and the norm's terms stay partial sums over dp, reduced once. Stage 3 also stores the
-// parameter split over dp and reads it through a cpc.shard (its tp layout) right before each
-// op that uses it: partitioning gathers the blocks there, so the whole value lives only until
-// that op. Parameters with no such dim keep a whole optimizer.
+// the parameter that is whole (not split over tp) and divides by dp (UpdatePlacement.h), and
+// asks for the update split over dp there (stage 1): the moments follow (each rank stores 1/dp
+// of them), and the updated parameter is all-gathered into its variable. In mixed precision a
+// master weight read only through its 16-bit copy is stored split instead, and the copy is
+// gathered (readOnlyNarrowed). The gradient's square in the global norm is split the same way
+// at every stage: each rank squares the block it updates. Stage 1 keeps the gradient whole
+// (all-reduced) and slices it where it is read (keepWhole); stage 2 does not, so partitioning
+// reduce-scatters it and the norm's terms stay partial sums over dp, reduced once. Stage 3 also
+// stores the parameter split over dp and reads it through a cpc.shard (its tp layout) right
+// before each op that uses it: partitioning gathers the blocks there, so the whole value lives
+// only until that op. Parameters with no such dim keep a whole optimizer.
 //
 #include "dialects/cpc/Roles.h"
 #include "passes/Passes.h"
 #include "passes/Sharding.h"
+#include "passes/UpdatePlacement.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
@@ -30,10 +32,6 @@ using namespace mlir;
 using namespace cpc;
 
 namespace {
-
-/// After every tensor-parallel seed (parameters 1, sequence-parallel regions 2): ZeRO only
-/// splits dims that those left whole.
-constexpr int64_t kZeroPriority = 8;
 
 /// How one parameter is placed: `read` is its layout where ops use it (its tp split, if any),
 /// `stored` the same with dp on one more dim.
@@ -70,76 +68,82 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
         std::optional<Placement> p = placeUpdate(op, mesh);
         if (!p)
           return;
-        if (stage >= 2)
-          splitNormTerm(op, p->stored, mesh);
-        if (stage == 3)
-          if (auto param = op.getParam().getDefiningOp<ParameterOp>())
+        seedNormSquares(op, p->stored, mesh); // each rank squares the block it updates
+        if (auto param = op.getParam().getDefiningOp<ParameterOp>())
+          if (stage == 3 || readOnlyNarrowed(*reading, param.getName()))
             placements[param.getName()] = *p;
       });
-    if (stage == 3)
+    if (!placements.empty())
       for (func::FuncOp func : *reading)
         storeSplit(func, placements, mesh);
   }
 
-  /// The layout a parameter read has been given by the passes before (its tp split), or whole.
-  static std::pair<Layout, int64_t> seededLayout(ParameterOp param) {
-    if (auto list = param->getAttrOfType<ArrayAttr>(kResultShardingsAttr)) {
-      auto attr = llvm::cast<ShardingAttr>(list[0]);
-      return {Layout::fromAttr(attr), attr.getPriority()};
-    }
-    return {Layout::whole(param.getType().getRank()), 0};
-  }
-
   /// Seeds the update's results split over dp on the first dim that is whole and divides.
   std::optional<Placement> placeUpdate(AdamWOp op, const Mesh &mesh) {
-    auto param = op.getParam().getDefiningOp<ParameterOp>();
-    if (!param)
+    std::optional<Layout> stored = updateSplit(op, "dp", mesh.parts({"dp"}));
+    if (!stored)
       return std::nullopt;
-    auto [read, priority] = seededLayout(param);
-    RankedTensorType type = param.getType();
-    int64_t ranks = mesh.parts({"dp"});
-    if (read.uses("dp"))
-      return std::nullopt;
-    for (int64_t d = 0; d < type.getRank(); ++d) {
-      if (!read.dims[d].empty() || type.getDimSize(d) % ranks)
-        continue;
-      Placement p{read, read, priority};
-      p.stored.dims[d] = {"dp"};
-      ShardingAttr attr = p.stored.toAttr(mesh.ref(), kZeroPriority);
-      op->setAttr(kResultShardingsAttr, ArrayAttr::get(op.getContext(), {attr, attr, attr}));
-      if (stage == 1) { // the gradient is reduced whole (as the norm reads it) and sliced here
-        OpBuilder b(op);
-        auto whole = b.create<ShardOp>(op.getLoc(), op.getGrad().getType(), op.getGrad(),
-                                       read.toAttr(mesh.ref(), kZeroPriority));
-        op.getGradMutable().assign(whole.getResult());
-      }
-      return p;
-    }
-    return std::nullopt;
+    auto [read, priority] = parameterReadLayout(op.getParam().getDefiningOp<ParameterOp>());
+    Placement p{read, *stored, priority};
+    ShardingAttr attr = p.stored.toAttr(mesh.ref(), kZeroPriority);
+    op->setAttr(kResultShardingsAttr, ArrayAttr::get(op.getContext(), {attr, attr, attr}));
+    if (stage == 1) // the gradient is reduced whole and sliced where it is read
+      keepWhole(op, read.toAttr(mesh.ref(), kZeroPriority));
+    return p;
   }
 
-  /// Stage 2: the gradient's term of the global norm, reduce_sum(g * g), squares this rank's
-  /// block only (the clip scales g after the norm: the update reads g or g * coef).
-  void splitNormTerm(AdamWOp op, const Layout &stored, const Mesh &mesh) {
-    Value grad = op.getGrad();
-    if (auto mul = grad.getDefiningOp<MulOp>()) {
-      auto scalar = [](Value v) { return llvm::cast<RankedTensorType>(v.getType()).getRank() == 0; };
-      if (scalar(mul.getRhs()))
-        grad = mul.getLhs();
-      else if (scalar(mul.getLhs()))
-        grad = mul.getRhs();
-    }
-    for (Operation *user : grad.getUsers())
-      if (auto square = llvm::dyn_cast<MulOp>(user))
-        if (square.getLhs() == grad && square.getRhs() == grad)
-          square->setAttr(kResultShardingsAttr,
-                          ArrayAttr::get(op.getContext(), {stored.toAttr(mesh.ref(), kZeroPriority)}));
+  /// Stage 1: the update's gradient kept whole (`whole`) from where backward makes it: every
+  /// reader (the norm's squares, the clip's scale, the update) reads it through one cpc.shard,
+  /// and partitioning slices it where the norm and the update take their blocks. Behind a scale
+  /// by a scalar (the clip) and a widening cast (mixed precision's 16-bit gradient, widened to
+  /// f32 for the update), the value kept whole is the one before them: a rank holds 2 bytes per
+  /// element of the whole gradient, not 4, as DeepSpeed counts it, and widens its block only.
+  static void keepWhole(AdamWOp op, ShardingAttr whole) {
+    Value source = op.getGrad();
+    if (auto mul = source.getDefiningOp<MulOp>(); mul && isScalar(mul.getRhs()) && !isScalar(mul.getLhs()))
+      source = mul.getLhs();
+    if (auto cast = source.getDefiningOp<CastOp>(); cast && isWideningFloatCast(cast))
+      source = cast.getInput();
+    OpBuilder b(op);
+    b.setInsertionPointAfterValue(source);
+    auto shard = b.create<ShardOp>(op.getLoc(), source.getType(), source, whole);
+    source.replaceAllUsesExcept(shard.getResult(), shard);
   }
+
+  static bool isScalar(Value v) { return llvm::cast<RankedTensorType>(v.getType()).getRank() == 0; }
 
   static bool isNarrowingFloatCast(CastOp cast) {
     auto from = llvm::dyn_cast<FloatType>(cast.getInput().getType().getElementType());
     auto to = llvm::dyn_cast<FloatType>(cast.getType().getElementType());
     return from && to && to.getWidth() < from.getWidth();
+  }
+
+  static bool isWideningFloatCast(CastOp cast) {
+    auto from = llvm::dyn_cast<FloatType>(cast.getInput().getType().getElementType());
+    auto to = llvm::dyn_cast<FloatType>(cast.getType().getElementType());
+    return from && to && to.getWidth() > from.getWidth();
+  }
+
+  /// Whether the forward and backward read parameter `name` only through casts to 16 bits (mixed
+  /// precision's copy of an f32 master weight). Stages 1 and 2 then store the master split over
+  /// dp with the moments, as DeepSpeed does: the update writes this rank's block alone, and the
+  /// 16-bit copy is gathered once per step (half the bytes of gathering the updated f32 blocks).
+  /// A parameter some op reads in f32 (a norm's scale) keeps its master whole: splitting it
+  /// would gather it before every such read.
+  static bool readOnlyNarrowed(ArrayRef<func::FuncOp> funcs, StringRef name) {
+    bool narrowed = false, other = false;
+    for (func::FuncOp func : funcs)
+      func.walk([&](ParameterOp param) {
+        if (param.getName() != name)
+          return;
+        for (Operation *user : param->getUsers()) {
+          if (isParameterUpdate(user, name))
+            continue;
+          auto cast = llvm::dyn_cast<CastOp>(user);
+          (cast && isNarrowingFloatCast(cast) ? narrowed : other) = true;
+        }
+      });
+    return narrowed && !other;
   }
 
   /// Stage 3: the parameters of `placements` are stored split over dp; every op but the update
@@ -152,21 +156,36 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
     });
     for (ParameterOp param : params) {
       const Placement &p = placements.lookup(param.getName());
-      param->setAttr(kResultShardingsAttr,
-                     ArrayAttr::get(param.getContext(), {p.stored.toAttr(mesh.ref(), p.readPriority)}));
+      // Stage 3 stores the parameter split in its reads' tier. A master of stage 1 or 2 only in
+      // ZeRO's: seeded earlier, the update would lay its split on the gradient's 16-bit source
+      // (before the cpc.shard that keeps it whole is seeded), which is then reduce-scattered
+      // and gathered again.
+      int64_t priority = stage == 3 ? p.readPriority : kZeroPriority;
+      param->setAttr(kResultShardingsAttr, ArrayAttr::get(param.getContext(), {p.stored.toAttr(mesh.ref(), priority)}));
       SmallVector<Operation *> users;
       for (Operation *user : param->getUsers())
         if (!isParameterUpdate(user, param.getName()) && !llvm::is_contained(users, user))
           users.push_back(user);
       for (Operation *user : users) {
         // Mixed precision reads the parameter through a cast to 16 bits: the block is cast and
-        // the 16-bit copy gathered (half the bytes of gathering the f32 block).
+        // the 16-bit copy gathered (half the bytes of gathering the f32 block). Stage 3 gathers
+        // it right before each op that reads it; stages 1 and 2 once, and keep it for the step.
         auto cast = llvm::dyn_cast<CastOp>(user);
         if (cast && isNarrowingFloatCast(cast)) {
+          ShardingAttr layout = p.read.toAttr(mesh.ref(), p.readPriority);
+          if (stage == 3) {
+            SmallVector<OpOperand *> uses;
+            for (OpOperand &use : cast.getResult().getUses())
+              uses.push_back(&use);
+            for (OpOperand *use : uses) {
+              OpBuilder b(use->getOwner());
+              use->set(b.create<ShardOp>(cast.getLoc(), cast.getType(), cast.getResult(), layout).getResult());
+            }
+            continue;
+          }
           OpBuilder b(cast);
           b.setInsertionPointAfter(cast);
-          auto read = b.create<ShardOp>(cast.getLoc(), cast.getType(), cast.getResult(),
-                                        p.read.toAttr(mesh.ref(), p.readPriority));
+          auto read = b.create<ShardOp>(cast.getLoc(), cast.getType(), cast.getResult(), layout);
           cast.getResult().replaceAllUsesExcept(read.getResult(), read);
           continue;
         }

@@ -1,5 +1,6 @@
 //===- ModelState.cpp -----------------------------------------------------===//
 #include "runtime/ModelState.h"
+#include "kernels/Float16.h"
 
 #include <algorithm>
 #include <map>
@@ -12,19 +13,19 @@ namespace {
 
 /// The buffers one optimizer step reads per parameter it updates.
 struct ParameterUpdate {
-  int param, grad, expAvg;
+  int param, grad, expAvg, expAvgSq;
 };
 
 /// cpc.adamw updates one parameter (param, grad, exp_avg, ...); cpc.multi_tensor_adamw N of
 /// them (lr, step, grad_scale, then N params, N grads, N exp_avg, N exp_avg_sq).
 std::vector<ParameterUpdate> updatesOf(const StepDesc &s) {
   std::vector<ParameterUpdate> updates;
-  if (s.op == OpKind::AdamW && s.inputs.size() >= 3)
-    updates.push_back({s.inputs[0], s.inputs[1], s.inputs[2]});
+  if (s.op == OpKind::AdamW && s.inputs.size() >= 4)
+    updates.push_back({s.inputs[0], s.inputs[1], s.inputs[2], s.inputs[3]});
   if (s.op == OpKind::MultiTensorAdamW && s.inputs.size() >= 3 && (s.inputs.size() - 3) % 4 == 0) {
     size_t n = (s.inputs.size() - 3) / 4;
     for (size_t i = 0; i < n; ++i)
-      updates.push_back({s.inputs[3 + i], s.inputs[3 + n + i], s.inputs[3 + 2 * n + i]});
+      updates.push_back({s.inputs[3 + i], s.inputs[3 + n + i], s.inputs[3 + 2 * n + i], s.inputs[3 + 3 * n + i]});
   }
   return updates;
 }
@@ -47,6 +48,13 @@ int64_t ModelStateBytes::mixedPrecisionFormula() const {
   return zeroBytes(*this, kept);
 }
 
+int64_t ModelStateBytes::sixteenBitFormula() const {
+  ModelStateBytes share = *this;
+  share.trainableElements = sixteenBitElements;
+  share.shardableElements = sixteenBitShardable;
+  return share.mixedPrecisionFormula();
+}
+
 nlohmann::json ModelStateBytes::toJson() const {
   return {{"zero", zeroStage},          {"ranks", ranks},
           {"trainable_elements", trainableElements}, {"shardable_elements", shardableElements},
@@ -54,7 +62,11 @@ nlohmann::json ModelStateBytes::toJson() const {
           {"gradients", gradients},     {"optimizer_states", optimizerStates},
           {"accumulators", accumulators}, {"total", total()},
           {"formula", formula()}, {"precision", precision}, {"low_precision_copies", lowPrecisionCopies},
-          {"mixed_precision_formula", precision == "fp32" ? 0 : mixedPrecisionFormula()}};
+          {"mixed_precision_formula", precision == "fp32" ? 0 : mixedPrecisionFormula()},
+          {"mixed_precision_total", precision == "fp32" ? 0 : mixedPrecisionTotal()},
+          {"sixteen_bit_elements", sixteenBitElements}, {"sixteen_bit_shardable", sixteenBitShardable},
+          {"sixteen_bit_bytes", sixteenBitBytes},
+          {"sixteen_bit_formula", precision == "fp32" ? 0 : sixteenBitFormula()}};
 }
 
 std::string ModelStateBytes::summary() const {
@@ -69,8 +81,11 @@ std::string ModelStateBytes::summary() const {
     os << "; accumulators " << accumulators << " B";
   if (precision != "fp32")
     os << "; " << precision << ": the parameters are f32 master weights, cast to 16-bit copies of "
-       << lowPrecisionCopies << " B once per step; DeepSpeed's mixed-precision ZeRO-" << zeroStage << " formula "
-       << mixedPrecisionFormula() << " B";
+       << lowPrecisionCopies << " B once per step, the gradients kept in the type backward makes them; with the "
+       << "copies " << mixedPrecisionTotal() << " B against DeepSpeed's mixed-precision ZeRO-" << zeroStage
+       << " formula " << mixedPrecisionFormula() << " B; the " << sixteenBitElements
+       << " elements read only through their copy hold " << sixteenBitBytes << " B, DeepSpeed's formula over them "
+       << sixteenBitFormula() << " B";
   return os.str();
 }
 
@@ -85,6 +100,75 @@ int64_t dpBlocks(const Plan &plan, const std::vector<std::string> &batchAxes, co
       if (std::find(batchAxes.begin(), batchAxes.end(), axis) != batchAxes.end())
         axes.push_back(axis);
   return axes.empty() ? 1 : meshShardIndex(0, plan.meshShape, plan.meshAxes, axes).second;
+}
+
+/// The gradient buffer a rank holds for an update reading `grad`: back through the slice
+/// ZeRO-1 takes of the whole (all-reduced) gradient right before the update, and through a
+/// widening cast (mixed precision keeps the 16-bit gradient and widens it for the update, as
+/// DeepSpeed counts it: the f32 values are the update's working memory).
+int heldGradient(const Plan &plan, const std::map<int, const StepDesc *> &producer, int grad) {
+  for (int hops = 0; hops < 2; ++hops) {
+    auto it = producer.find(plan.rootOf(grad));
+    if (it == producer.end() || it->second->inputs.empty())
+      break;
+    const StepDesc &s = *it->second;
+    const BufferDesc &in = plan.buffers[s.inputs[0]], &out = plan.buffers[grad];
+    bool widening = s.op == OpKind::Cast && dtypeSize(in.dtype) < dtypeSize(out.dtype);
+    if (s.op != OpKind::ShardSlice && !widening)
+      break;
+    grad = s.inputs[0];
+  }
+  return grad;
+}
+
+/// What a rank holds for one parameter's update besides the master: its gradient (heldGradient)
+/// and moments, by root buffer.
+struct UpdateState {
+  int grad, expAvg, expAvgSq;
+};
+
+/// The mixed-precision share DeepSpeed's formula describes: the trainable parameters that no
+/// op reads but their cast to 16 bits and their update. What a rank holds for each: the f32
+/// master (its block from ZeRO-1 on), the 16-bit copy (gathered whole below ZeRO-3), the
+/// gradient and the two moments. One pass over the steps, memory by parameter only (cpc-run
+/// counts this while its memory probe runs).
+void addSixteenBitShare(const Plan &plan, int rank, const std::vector<std::string> &batchAxes,
+                        const std::map<int, UpdateState> &updates, ModelStateBytes &m) {
+  struct Reads {
+    int64_t copy = 0;   // bytes of its 16-bit cast
+    bool other = false; // read by an op that is neither that cast nor an update
+  };
+  std::map<int, Reads> reads;
+  for (const RankProgram &p : plan.programs) {
+    if (!plan.runsOn(p, rank))
+      continue;
+    for (const StepDesc &s : p.steps) {
+      bool update = !updatesOf(s).empty();
+      bool narrowing = s.op == OpKind::Cast && s.outputs.size() == 1 && is16BitFloat(plan.buffers[s.outputs[0]].dtype);
+      for (int in : s.inputs) {
+        int root = plan.rootOf(in);
+        if (!updates.count(root) || update)
+          continue;
+        Reads &r = reads[root];
+        if (narrowing)
+          r.copy = std::max<int64_t>(r.copy, plan.buffers[s.outputs[0]].bytes());
+        else
+          r.other = true;
+      }
+    }
+  }
+  for (const auto &[param, u] : updates) {
+    auto it = reads.find(param);
+    if (it == reads.end() || it->second.other || !it->second.copy)
+      continue;
+    const BufferDesc &master = plan.buffers[param], &moment = plan.buffers[u.expAvg];
+    int64_t blocks = dpBlocks(plan, batchAxes, master);
+    m.sixteenBitElements += numElements(master.shape) * blocks;
+    if (int64_t split = dpBlocks(plan, batchAxes, moment); split > 1) // ZeRO split its update
+      m.sixteenBitShardable += numElements(moment.shape) * split;
+    m.sixteenBitBytes += master.bytes() + it->second.copy * (m.zeroStage < 3 ? blocks : 1) +
+                         plan.buffers[u.grad].bytes() + moment.bytes() + plan.buffers[u.expAvgSq].bytes();
+  }
 }
 
 } // namespace
@@ -118,7 +202,7 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
   // Gradients: what each parameter's update reads (a whole gradient, or this rank's block).
   // ZeRO-1 slices the whole (all-reduced) gradient right before the update: that whole value
   // is what the rank holds.
-  std::set<int> updated;
+  std::map<int, UpdateState> updated; // by the parameter's root buffer
   for (const RankProgram &p : plan.programs) {
     if (!plan.runsOn(p, rank))
       continue;
@@ -127,23 +211,22 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
       for (int out : s.outputs)
         producer[plan.rootOf(out)] = &s;
       for (const ParameterUpdate &u : updatesOf(s)) {
-        if (!updated.insert(plan.rootOf(u.param)).second)
+        if (updated.count(plan.rootOf(u.param)))
           continue;
         // ZeRO split this update when it split the moments over dp (a parameter without a dim
         // that divides keeps a whole optimizer: 16 bytes per element).
         const BufferDesc &moment = plan.buffers[plan.rootOf(u.expAvg)];
         if (int64_t blocks = dpBlocks(plan, batchAxes, moment); blocks > 1)
           m.shardableElements += numElements(moment.shape) * blocks;
-        int grad = u.grad;
-        auto it = producer.find(plan.rootOf(grad));
-        if (it != producer.end() && it->second->op == OpKind::ShardSlice)
-          grad = it->second->inputs[0];
+        int grad = heldGradient(plan, producer, u.grad);
+        updated[plan.rootOf(u.param)] = {grad, plan.rootOf(u.expAvg), plan.rootOf(u.expAvgSq)};
         m.gradients += plan.buffers[grad].bytes();
       }
     }
   }
   if (m.zeroStage == 0)
     m.shardableElements = m.trainableElements;
+  addSixteenBitShare(plan, rank, batchAxes, updated, m);
   if (plan.training.contains("recipe"))
     m.precision = plan.training["recipe"].value("precision", "fp32");
   // The 16-bit copies: casts of trainable parameters to a 16-bit float, once per rank.
@@ -156,7 +239,9 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
         const BufferDesc &in = plan.buffers[plan.rootOf(s.inputs[0])], &out = plan.buffers[s.outputs[0]];
         if (in.kind == BufferKind::Parameter && in.trainable && (out.dtype == DType::F16 || out.dtype == DType::BF16) &&
             cast.insert(plan.rootOf(s.inputs[0])).second)
-          m.lowPrecisionCopies += out.bytes();
+          // ZeRO-1/2 gather the copy of a split master once and keep it for the step; ZeRO-3
+          // gathers it before each op that reads it (what stays is the block's copy).
+          m.lowPrecisionCopies += out.bytes() * (m.zeroStage < 3 ? dpBlocks(plan, batchAxes, in) : 1);
       }
   return m;
 }

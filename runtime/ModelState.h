@@ -26,11 +26,21 @@ struct ModelStateBytes {
   int64_t gradients = 0;         // bytes of the gradients the updates read (a rank's share)
   int64_t optimizerStates = 0;   // AdamW moments
   int64_t accumulators = 0;      // gradient-accumulation buffers (only with accumulation)
-  // Mixed precision: the parameters above are the f32 master weights; each step casts them to
-  // 16-bit copies once (arena memory, live through forward and backward).
+  // Mixed precision: the parameters above are the f32 master weights (split over dp from
+  // ZeRO-1 on where every read is through the copy); each step casts them to 16-bit copies once
+  // (arena memory, live through forward and backward; gathered whole at ZeRO-1/2).
   std::string precision = "fp32";
   int64_t lowPrecisionCopies = 0; // bytes of those copies
+  // The parameters read only through their 16-bit copy (not those an op reads in f32, such as a
+  // norm's scale, whose masters stay whole): their elements, what a rank holds for them (master,
+  // copy, gradient, moments), and DeepSpeed's mixed-precision formula over them.
+  int64_t sixteenBitElements = 0;
+  int64_t sixteenBitShardable = 0; // of which ZeRO split the update (16 B each of the others)
+  int64_t sixteenBitBytes = 0;
+  int64_t sixteenBitFormula() const;
   int64_t total() const { return parameters + gradients + optimizerStates; }
+  /// What DeepSpeed's mixed-precision formula counts: the total with the 16-bit copies.
+  int64_t mixedPrecisionTotal() const { return total() + lowPrecisionCopies; }
   /// The ZeRO formula for this stage over the shardable elements, plus 16 B per other element.
   int64_t formula() const;
   /// DeepSpeed's mixed-precision formula (16-bit parameters and gradients, f32 master weights

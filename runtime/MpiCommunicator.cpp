@@ -201,6 +201,9 @@ public:
                                           const ReduceScatterOptions &options) override {
     const std::vector<int> &group = commGroup.members();
     const Group &g = groupOf("reduce_scatter", count, type, group);
+    if (g.shared) // members on one node: through their shared memory, in the all-reduce's order
+      return enqueue(std::make_shared<mpi::SharedReduceScatter>(*g.shared, send, recv, count, dtypeSize(type),
+                                                                combiner(type, options.op)));
     auto schedule = newSchedule("reduce_scatter", g, group);
     mpi::ringReduceScatter(*schedule, send, recv, count, dtypeSize(type), g.rank, g.size, scratch(),
                            combiner(type, options.op));

@@ -188,20 +188,34 @@ Region SharedAllReduce::memberRegion(int member, int64_t begin, int64_t end) con
 }
 
 void SharedAllReduce::combineInPlace() {
-  // The ring's order, in this member's own buffers; then the block goes to every other member.
+  // In rank order (the members' values from the first member's on, as every shared collective
+  // sums), accumulated in this member's staging area, a staging area's worth at a time; then the
+  // block goes to every member, this one included.
   const int me = segment_.rank(), n = segment_.size();
   const int64_t es = bucket_.elementSize();
   auto [begin, end] = blockOf(me);
-  Region own = bucket_.region(begin, end);
-  for (int t = 1; t < n; ++t) {
-    Region next = memberRegion((me + t) % n, begin, end);
-    for (size_t i = 0; i < own.pieces.size(); ++i)
-      combine_(own.pieces[i].first, next.pieces[i].first, own.pieces[i].first, own.pieces[i].second / es);
-  }
-  for (int t = 1; t < n; ++t) {
-    Region other = memberRegion((me + t) % n, begin, end);
-    for (size_t i = 0; i < own.pieces.size(); ++i)
-      std::memcpy(other.pieces[i].first, own.pieces[i].first, own.pieces[i].second);
+  char *acc = segment_.staging(me);
+  for (int64_t from = begin; from < end; from += kStagingBytes / es) {
+    const int64_t to = std::min(end, from + kStagingBytes / es);
+    std::vector<Region> values;
+    for (int m = 0; m < n; ++m)
+      values.push_back(memberRegion(m, from, to));
+    int64_t offset = 0;
+    for (size_t i = 0; i < values[0].pieces.size(); ++i) {
+      const int64_t count = values[0].pieces[i].second / es;
+      char *dst = acc + offset;
+      combine_(dst, values[0].pieces[i].first, n > 1 ? values[1].pieces[i].first : values[0].pieces[i].first, count);
+      for (int m = 2; m < n; ++m)
+        combine_(dst, dst, values[m].pieces[i].first, count);
+      offset += values[0].pieces[i].second;
+    }
+    for (int m = 0; m < n; ++m) {
+      const char *from = acc;
+      for (const auto &[p, bytes] : values[m].pieces) {
+        std::memcpy(p, from, bytes);
+        from += bytes;
+      }
+    }
   }
 }
 
@@ -241,20 +255,38 @@ void SharedAllReduce::copyIn() {
 }
 
 void SharedAllReduce::combineOwnBlock() {
-  // The ring's order: the block's value starts at its own member and each next member adds its
-  // value in front (dst = op(next, running)); the first sum reads this member's bucket.
+  // In rank order: member 0's value, then each next member's added (this member's own value is
+  // read from its bucket, the others' from their staging areas).
   const int me = segment_.rank(), n = segment_.size();
   const int64_t es = bucket_.elementSize();
   auto [begin, end] = blockOf(me);
   char *running = segment_.staging(me) + begin * es;
-  const char *next = segment_.staging((me + 1) % n) + begin * es;
-  int64_t offset = 0;
-  for (const auto &[p, bytes] : bucket_.region(start_ + begin, start_ + end).pieces) {
-    combine_(running + offset, next + offset, p, bytes / es);
-    offset += bytes;
+  const Region own = bucket_.region(start_ + begin, start_ + end);
+  // dst = op(dst or the first value, member m's value), with this member's value piece by piece.
+  auto add = [&](const char *first, int m) {
+    if (m != me) {
+      combine_(running, first, segment_.staging(m) + begin * es, end - begin);
+      return;
+    }
+    int64_t offset = 0;
+    for (const auto &[p, bytes] : own.pieces) {
+      combine_(running + offset, first == running ? running + offset : first + offset, p, bytes / es);
+      offset += bytes;
+    }
+  };
+  if (n < 2)
+    return;
+  if (me == 0) { // the first value is this member's: its pieces, then member 1's
+    int64_t offset = 0;
+    for (const auto &[p, bytes] : own.pieces) {
+      combine_(running + offset, p, segment_.staging(1) + begin * es + offset, bytes / es);
+      offset += bytes;
+    }
+  } else {
+    add(segment_.staging(0) + begin * es, 1);
   }
-  for (int t = 2; t < n; ++t)
-    combine_(running, segment_.staging((me + t) % n) + begin * es, running, end - begin);
+  for (int m = 2; m < n; ++m)
+    add(running, m);
 }
 
 void SharedAllReduce::copyOut() {
@@ -336,6 +368,61 @@ bool SharedAllReduce::advance(bool block) {
       if (!allReached(&Control::reduced, sequence_, block))
         return false;
       copyOut();
+      segment_.control(me).finished.value.store(sequence_, std::memory_order_release);
+      start_ += length_;
+      phase_ = Phase::CopyIn;
+    }
+  }
+  return true;
+}
+
+bool SharedReduceScatter::allReached(SharedSegment::Counter SharedSegment::Control::*counter, uint64_t sequence,
+                                     bool block) const {
+  for (int m = 0; m < segment_.size(); ++m)
+    for (int spins = 0; (segment_.control(m).*counter).value.load(std::memory_order_acquire) < sequence; ++spins) {
+      if (!block)
+        return false;
+      if (spins % 1024 == 1023)
+        sched_yield();
+      else
+        _mm_pause();
+    }
+  return true;
+}
+
+bool SharedReduceScatter::advance(bool block) {
+  const int me = segment_.rank(), n = segment_.size();
+  const int64_t piece = std::max<int64_t>(1, kStagingBytes / es_ / n);
+  using Control = SharedSegment::Control;
+  while (!done_) {
+    if (phase_ == Phase::CopyIn) {
+      if (start_ >= count_) {
+        done_ = true;
+        break;
+      }
+      // This member's staging area is free once every member has combined the last piece.
+      if (!allReached(&Control::finished, segment_.nextSequence() - 1, block))
+        return false;
+      length_ = std::min(piece, count_ - start_);
+      char *staging = segment_.staging(me);
+      for (int m = 0; m < n; ++m) // destination m's piece at m * piece
+        std::memcpy(staging + m * piece * es_, send_ + (m * count_ + start_) * es_, length_ * es_);
+      sequence_ = segment_.takeSequence();
+      segment_.control(me).posted.value.store(sequence_, std::memory_order_release);
+      segment_.control(me).reduced.value.store(sequence_, std::memory_order_release);
+      phase_ = Phase::Combine;
+    }
+    if (phase_ == Phase::Combine) {
+      if (!allReached(&Control::posted, sequence_, block))
+        return false;
+      char *out = recv_ + start_ * es_;
+      auto value = [&](int m) { return segment_.staging(m) + me * piece * es_; };
+      if (n == 1)
+        std::memcpy(out, value(0), length_ * es_);
+      else
+        combine_(out, value(0), value(1), length_);
+      for (int m = 2; m < n; ++m)
+        combine_(out, out, value(m), length_);
       segment_.control(me).finished.value.store(sequence_, std::memory_order_release);
       start_ += length_;
       phase_ = Phase::CopyIn;

@@ -1,4 +1,4 @@
-//===- MpiShared.h - all-reduce through memory a group's processes share ----===//
+//===- MpiShared.h - collectives through memory a group's processes share ---===//
 //
 // Ranks on one node can read each other's memory directly. A group whose members all share
 // this node's memory gets a segment (POSIX shared memory that every member maps) holding a
@@ -9,9 +9,11 @@
 // pinning and polling cost more than the sums (measured on MAE-small dp2: see the notes of
 // bench/dp_overlap.py). Like the rings, the all-reduce is a Pending collective moved on by polls.
 //
-// The order of arithmetic within a block is the ring's (the block's first member's value, then
-// each next member's added in front), so every member holds the same bits; for two members they
-// are the ring's bits.
+// The order of arithmetic is the members' (member 0's value, then each next member's added), for
+// every element whatever block it falls in, and alike in the reduce-scatter: a gradient has the
+// same bits all-reduced whole (ZeRO-0/1) or reduce-scattered in blocks (ZeRO-2/3), which 16-bit
+// sums of three or more members would not have in the rings' orders. For two members these are
+// the rings' bits too.
 //
 #ifndef CPC_RUNTIME_MPISHARED_H
 #define CPC_RUNTIME_MPISHARED_H
@@ -127,6 +129,36 @@ private:
   std::vector<int> members_;
   Phase phase_ = Phase::Handshake;
   int64_t start_ = 0, length_ = 0; // the current chunk, in elements of the bucket
+  uint64_t sequence_ = 0;
+  bool done_ = false;
+};
+
+/// A reduce-scatter through a group's shared segment: piece by piece of every member's block,
+/// each member copies its input's pieces (one per destination member) into its staging area and
+/// combines its own block's from every staging area, in rank order as SharedAllReduce does, so a
+/// value reduce-scattered has the bits it has all-reduced.
+class SharedReduceScatter final : public Pending {
+public:
+  /// `send` holds `count` elements of `elementSize` bytes per member, in member order; this
+  /// member's combined block goes to `recv`.
+  SharedReduceScatter(SharedSegment &segment, const void *send, void *recv, int64_t count, int64_t elementSize,
+                      Combine combine)
+      : segment_(segment), send_(static_cast<const char *>(send)), recv_(static_cast<char *>(recv)), count_(count),
+        es_(elementSize), combine_(std::move(combine)) {}
+  bool advance(bool block) override;
+  bool done() const override { return done_; }
+
+private:
+  enum class Phase { CopyIn, Combine };
+  bool allReached(SharedSegment::Counter SharedSegment::Control::*counter, uint64_t sequence, bool block) const;
+
+  SharedSegment &segment_;
+  const char *send_;
+  char *recv_;
+  int64_t count_, es_;
+  Combine combine_;
+  Phase phase_ = Phase::CopyIn;
+  int64_t start_ = 0, length_ = 0; // the current piece of every block, in elements
   uint64_t sequence_ = 0;
   bool done_ = false;
 };

@@ -2,25 +2,29 @@
 // RUN: cpc-opt %s --split-input-file --cpc-zero="stage=1 dp=2 funcs=step" --cpc-data-parallel="size=2 funcs=step" | FileCheck %s
 
 // Tests that ZeRO-1 only seeds shardings: the update's results split over dp on dim 0 (after
-// every tensor-parallel seed), and the gradient kept whole up to the update by a cpc.shard.
+// every tensor-parallel seed), the gradient kept whole from where backward makes it by a
+// cpc.shard that every reader reads through, and the norm's square split as the update.
 // SEED: cpc.mesh @mesh shape = [2] axes = ["dp"]
 // SEED-LABEL: func.func @step
 // SEED: %[[G:.*]] = cpc.matmul %arg0, %{{.*}} {transpose_lhs = true}
-// SEED: %[[GC:.*]] = cpc.mul %[[G]], %{{.*}} : (tensor<4x6xf32>, tensor<f32>)
-// SEED: %[[WHOLE:.*]] = cpc.shard %[[GC]] to <@mesh, {{\[\[}}], []], priority = 8>
-// SEED: cpc.adamw %{{.*}}, %[[WHOLE]], {{.*}}cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"dp"], []], priority = 8>,
-// Tests that partitioning then gives the ZeRO-1 program: the gradient all-reduced whole (the
-// norm reads it), this rank's rows of the parameter and gradient updated with moments of that
-// size, and the updated rows all-gathered into the parameter.
+// SEED: %[[WHOLE:.*]] = cpc.shard %[[G]] to <@mesh, {{\[\[}}], []], priority = 8>
+// SEED: cpc.mul %[[WHOLE]], %[[WHOLE]] {cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"dp"], []], priority = 8>]}
+// SEED: %[[GC:.*]] = cpc.mul %[[WHOLE]], %{{.*}} : (tensor<4x6xf32>, tensor<f32>)
+// SEED: cpc.adamw %{{.*}}, %[[GC]], {{.*}}cpc.shardings = [#cpc.sharding<@mesh, {{\[\[}}"dp"], []], priority = 8>,
+// Tests that partitioning then gives the ZeRO-1 program: the gradient all-reduced whole, each
+// rank squaring its rows for the norm (one all-reduce of the shares), this rank's rows of the
+// parameter and gradient updated with moments of that size, and the updated rows all-gathered
+// into the parameter.
 // CHECK: cpc.variable @adamw.exp_avg.w state <exp_avg> {global_shape = array<i64: 4, 6>, sharding = #cpc.sharding<@mesh, {{\[\[}}"dp"], []]>} : tensor<2x6xf32>
 // CHECK-LABEL: func.func @step
 // CHECK: %[[G:.*]] = cpc.all_reduce %{{.*}} over @mesh ["dp"] : tensor<4x6xf32>
-// CHECK: cpc.mul %[[G]], %[[G]] : (tensor<4x6xf32>, tensor<4x6xf32>)
-// CHECK: %[[GC:.*]] = cpc.mul %[[G]], %{{.*}} : (tensor<4x6xf32>, tensor<f32>)
+// CHECK: %[[ROWS:.*]] = cpc.shard_slice %[[G]] to <@mesh, {{\[\[}}"dp"], []]> : tensor<4x6xf32> -> tensor<2x6xf32>
+// CHECK: %[[SQ:.*]] = cpc.mul %[[ROWS]], %[[ROWS]] {{.*}}: (tensor<2x6xf32>, tensor<2x6xf32>)
+// CHECK: %[[SHARE:.*]] = cpc.reduce_sum %[[SQ]] {{.*}}partial = ["dp"]
+// CHECK: cpc.all_reduce %[[SHARE]] over @mesh ["dp"] : tensor<f32>
 // CHECK: %[[M:.*]] = cpc.state @adamw.exp_avg.w : tensor<2x6xf32>
 // CHECK: %[[PS:.*]] = cpc.shard_slice %{{.*}} to <@mesh, {{\[\[}}"dp"], []]> : tensor<4x6xf32> -> tensor<2x6xf32>
-// CHECK: %[[GS:.*]] = cpc.shard_slice %[[GC]] to <@mesh, {{\[\[}}"dp"], []]> : tensor<4x6xf32> -> tensor<2x6xf32>
-// CHECK: %[[NP:.*]], %{{.*}}, %{{.*}} = cpc.adamw %[[PS]], %[[GS]], %[[M]]
+// CHECK: %[[NP:.*]], %{{.*}}, %{{.*}} = cpc.adamw %[[PS]], %{{.*}}, %[[M]]
 // CHECK: %[[ALL:.*]] = cpc.all_gather %[[NP]] over @mesh ["dp"] : tensor<2x6xf32> -> tensor<4x6xf32>
 // CHECK: cpc.assign %[[ALL]] to @w : tensor<4x6xf32>
 // CHECK: cpc.assign %{{.*}} to @adamw.exp_avg.w : tensor<2x6xf32>
