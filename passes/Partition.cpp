@@ -448,7 +448,10 @@ private:
     const bool *first = llvm::find(kept, true);
     if (first == kept.end())
       return std::nullopt;
-    MeshAxes axes = currentOf(op->getOperand(first - kept.begin())).partial;
+    Layout passed = currentOf(op->getOperand(first - kept.begin()));
+    if (passed.reduction != ReductionKind::Sum)
+      return std::nullopt;
+    MeshAxes axes = passed.partial;
     bool sums = llvm::isa<AddOp, SubOp>(op) && llvm::all_of(kept, [](bool k) { return k; });
     auto partialOf = [&](Value v) { return current_.count(v) ? currentOf(v).partial : propagatedPartial_.lookup(v); };
     if (sums || summedWithPartials(op, axes, partialOf))

@@ -308,6 +308,9 @@ bool summedWithPartials(Operation *op, const MeshAxes &axes, llvm::function_ref<
     Operation *user = use.getOwner();
     if (llvm::isa<AddOp, SubOp>(user))
       return llvm::all_of(user->getOperands(), [&](Value o) { return o == v || partialOf(o) == axes; });
+    auto cast = llvm::dyn_cast<CastOp>(user); // a narrowing cast would round the partial sums
+    if (cast && cast.getType().getElementTypeBitWidth() <= llvm::cast<RankedTensorType>(v.getType()).getElementTypeBitWidth())
+      return false;
     if (user->getNumResults() != 1 || !propagatesPartial(user, use.getOperandNumber(), ReductionKind::Sum) ||
         llvm::count_if(user->getOperands(), [&](Value o) { return !partialOf(o).empty() || o == v; }) != 1)
       return false;

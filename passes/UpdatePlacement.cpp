@@ -30,23 +30,28 @@ std::optional<Layout> updateSplit(AdamWOp update, StringRef axis, int64_t ranks)
   return std::nullopt;
 }
 
+Value scaledOperand(Value v) {
+  auto mul = v.getDefiningOp<MulOp>();
+  auto rank = [](Value x) { return llvm::cast<RankedTensorType>(x.getType()).getRank(); };
+  if (!mul || rank(v) == 0)
+    return {};
+  if (rank(mul.getRhs()) == 0 && rank(mul.getLhs()) > 0)
+    return mul.getLhs();
+  if (rank(mul.getLhs()) == 0 && rank(mul.getRhs()) > 0)
+    return mul.getRhs();
+  return {};
+}
+
 SmallVector<MulOp> seedNormSquares(AdamWOp update, const Layout &layout, const Mesh &mesh) {
-  auto isScalar = [](Value v) { return llvm::cast<RankedTensorType>(v.getType()).getRank() == 0; };
-  Value grad = update.getGrad();
-  if (auto mul = grad.getDefiningOp<MulOp>()) {
-    if (isScalar(mul.getRhs()))
-      grad = mul.getLhs();
-    else if (isScalar(mul.getLhs()))
-      grad = mul.getRhs();
-  }
   SmallVector<MulOp> squares;
-  for (Operation *user : grad.getUsers())
-    if (auto square = llvm::dyn_cast<MulOp>(user))
-      if (square.getLhs() == grad && square.getRhs() == grad && !llvm::is_contained(squares, square)) {
-        square->setAttr(kResultShardingsAttr,
-                        ArrayAttr::get(update.getContext(), {layout.toAttr(mesh.ref(), kZeroPriority)}));
-        squares.push_back(square);
-      }
+  for (Value grad = update.getGrad(); grad && squares.empty(); grad = scaledOperand(grad))
+    for (Operation *user : grad.getUsers())
+      if (auto square = llvm::dyn_cast<MulOp>(user))
+        if (square.getLhs() == grad && square.getRhs() == grad && !llvm::is_contained(squares, square)) {
+          square->setAttr(kResultShardingsAttr,
+                          ArrayAttr::get(update.getContext(), {layout.toAttr(mesh.ref(), kZeroPriority)}));
+          squares.push_back(square);
+        }
   return squares;
 }
 

@@ -15,7 +15,7 @@
 
 namespace cpc {
 
-/// Before every tensor-parallel seed (parameters 1, sequence-parallel regions 2): ZeRO and the
+/// After every tensor-parallel seed (parameters 1, sequence-parallel regions 2): ZeRO and the
 /// norm's split only split dims that those left whole.
 inline constexpr int64_t kZeroPriority = 8;
 
@@ -28,9 +28,14 @@ std::pair<Layout, int64_t> parameterReadLayout(ParameterOp param);
 /// does not update a parameter read, the read uses `axis` already, or no dim divides.
 std::optional<Layout> updateSplit(AdamWOp update, llvm::StringRef axis, int64_t ranks);
 
+/// `x` when `v` is x * s or s * x with s a scalar (rank 0) and x not: a gradient scaled by the
+/// clip, by fp16's unscale, or by 1/accumulation. Null otherwise.
+mlir::Value scaledOperand(mlir::Value v);
+
 /// Seeds the squares of `update`'s gradient in the global norm (g * g, where g is the gradient or
-/// the operand of its scale by the clip) laid out as `layout`: each rank squares its block, and
-/// the norm's term stays a partial sum until the norm's one all-reduce. Returns the squares.
+/// what it is a scale of, through any number of scales) laid out as `layout`: each rank squares
+/// its block, and the norm's term stays a partial sum until the norm's one all-reduce. Returns
+/// the squares.
 llvm::SmallVector<MulOp> seedNormSquares(AdamWOp update, const Layout &layout, const Mesh &mesh);
 
 } // namespace cpc

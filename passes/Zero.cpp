@@ -94,14 +94,14 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
 
   /// Stage 1: the update's gradient kept whole (`whole`) from where backward makes it: every
   /// reader (the norm's squares, the clip's scale, the update) reads it through one cpc.shard,
-  /// and partitioning slices it where the norm and the update take their blocks. Behind a scale
-  /// by a scalar (the clip) and a widening cast (mixed precision's 16-bit gradient, widened to
+  /// and partitioning slices it where the norm and the update take their blocks. Behind scales
+  /// by scalars (the clip, fp16's unscale) and a widening cast (mixed precision's 16-bit gradient, widened to
   /// f32 for the update), the value kept whole is the one before them: a rank holds 2 bytes per
   /// element of the whole gradient, not 4, as DeepSpeed counts it, and widens its block only.
   static void keepWhole(AdamWOp op, ShardingAttr whole) {
     Value source = op.getGrad();
-    if (auto mul = source.getDefiningOp<MulOp>(); mul && isScalar(mul.getRhs()) && !isScalar(mul.getLhs()))
-      source = mul.getLhs();
+    while (Value scaled = scaledOperand(source)) // the clip's, fp16's unscale, 1/accumulation
+      source = scaled;
     if (auto cast = source.getDefiningOp<CastOp>(); cast && isWideningFloatCast(cast))
       source = cast.getInput();
     OpBuilder b(op);
@@ -109,8 +109,6 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
     auto shard = b.create<ShardOp>(op.getLoc(), source.getType(), source, whole);
     source.replaceAllUsesExcept(shard.getResult(), shard);
   }
-
-  static bool isScalar(Value v) { return llvm::cast<RankedTensorType>(v.getType()).getRank() == 0; }
 
   static bool isNarrowingFloatCast(CastOp cast) {
     auto from = llvm::dyn_cast<FloatType>(cast.getInput().getType().getElementType());

@@ -65,8 +65,9 @@ void noteSyntheticInputs(const Plan &plan, const std::vector<std::pair<std::stri
 /// A training job on one rank: the trainer, its data, its checkpoints and what it prints.
 class TrainingJob {
 public:
+  /// `modelStates` is computed before the memory probe starts (its maps are not the plan's memory).
   TrainingJob(const Plan &plan, Executor &executor, Communicator &comm, const JobOptions &options,
-              MemoryProbe &probe, bool quiet);
+              MemoryProbe &probe, bool quiet, ModelStateBytes modelStates);
   /// Runs the steps; returns 0, or the signal that stopped the run.
   int run();
 
@@ -99,10 +100,10 @@ private:
 };
 
 TrainingJob::TrainingJob(const Plan &plan, Executor &executor, Communicator &comm, const JobOptions &options,
-                         MemoryProbe &probe, bool quiet)
+                         MemoryProbe &probe, bool quiet, ModelStateBytes modelStates)
     : plan_(plan), executor_(executor), comm_(comm), options_(options), probe_(probe), quiet_(quiet),
       trainer_(plan, executor, comm.rank(), executor.communicator(), &comm),
-      modelStates_(modelStateBytes(plan, comm.rank())), steps_(options.steps) {
+      modelStates_(std::move(modelStates)), steps_(options.steps) {
   openData();
   for (const auto &[name, file] : options_.inputs)
     trainer_.setBatchInput(name, readTensorFile(file));
@@ -345,9 +346,10 @@ void warnAboutThreads(const Plan &plan, int threads) {
 } // namespace
 
 int runJob(const Plan &plan, Communicator &comm, const JobOptions &options) {
+  bool training = plan.mode == PlanMode::Train;
+  ModelStateBytes modelStates = training ? modelStateBytes(plan, comm.rank()) : ModelStateBytes{};
   MemoryProbe probe;
   probe.start();
-  bool training = plan.mode == PlanMode::Train;
   bool quiet = options.quiet || comm.rank() != 0;
   if (!training && (!options.checkpointDir.empty() || !options.resume.empty()))
     throw RuntimeError("--checkpoint-dir and --resume are for training; this plan is for inference");
@@ -376,7 +378,7 @@ int runJob(const Plan &plan, Communicator &comm, const JobOptions &options) {
     prepareOutputDir(options.outputDir);
   int signal = 0;
   if (training) {
-    signal = TrainingJob(plan, executor, comm, options, probe, quiet).run();
+    signal = TrainingJob(plan, executor, comm, options, probe, quiet, std::move(modelStates)).run();
   } else {
     infer(plan, executor, comm, options, quiet, probe);
     if (options.profile)

@@ -103,18 +103,21 @@ int64_t dpBlocks(const Plan &plan, const std::vector<std::string> &batchAxes, co
 }
 
 /// The gradient buffer a rank holds for an update reading `grad`: back through the slice
-/// ZeRO-1 takes of the whole (all-reduced) gradient right before the update, and through a
-/// widening cast (mixed precision keeps the 16-bit gradient and widens it for the update, as
-/// DeepSpeed counts it: the f32 values are the update's working memory).
+/// ZeRO-1 takes of the whole (all-reduced) gradient right before the update, through scales by a
+/// scalar (fp16's unscale) and through a widening cast (mixed precision keeps the 16-bit gradient
+/// and widens and unscales it for the update, as DeepSpeed counts it: the f32 values are the
+/// update's working memory).
 int heldGradient(const Plan &plan, const std::map<int, const StepDesc *> &producer, int grad) {
-  for (int hops = 0; hops < 2; ++hops) {
-    auto it = producer.find(plan.rootOf(grad));
+  for (int hops = 0; hops < 4; ++hops) {
+    auto it = producer.find(grad);
     if (it == producer.end() || it->second->inputs.empty())
       break;
     const StepDesc &s = *it->second;
     const BufferDesc &in = plan.buffers[s.inputs[0]], &out = plan.buffers[grad];
     bool widening = s.op == OpKind::Cast && dtypeSize(in.dtype) < dtypeSize(out.dtype);
-    if (s.op != OpKind::ShardSlice && !widening)
+    bool scaled = s.op == OpKind::Mul && s.inputs.size() == 2 && numElements(plan.buffers[s.inputs[1]].shape) == 1 &&
+                  in.shape == out.shape;
+    if (s.op != OpKind::ShardSlice && !widening && !scaled)
       break;
     grad = s.inputs[0];
   }
@@ -139,11 +142,17 @@ void addSixteenBitShare(const Plan &plan, int rank, const std::vector<std::strin
     bool other = false; // read by an op that is neither that cast nor an update
   };
   std::map<int, Reads> reads;
+  std::set<int> updated; // the updates' results
   for (const RankProgram &p : plan.programs) {
     if (!plan.runsOn(p, rank))
       continue;
     for (const StepDesc &s : p.steps) {
-      bool update = !updatesOf(s).empty();
+      // The update, and what picks between its result and the parameter (fp16's skip on overflow).
+      bool update = !updatesOf(s).empty() ||
+                    std::any_of(s.inputs.begin(), s.inputs.end(), [&](int in) { return updated.count(plan.rootOf(in)); });
+      if (!updatesOf(s).empty())
+        for (int out : s.outputs)
+          updated.insert(plan.rootOf(out));
       bool narrowing = s.op == OpKind::Cast && s.outputs.size() == 1 && is16BitFloat(plan.buffers[s.outputs[0]].dtype);
       for (int in : s.inputs) {
         int root = plan.rootOf(in);
@@ -206,10 +215,10 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
   for (const RankProgram &p : plan.programs) {
     if (!plan.runsOn(p, rank))
       continue;
-    std::map<int, const StepDesc *> producer; // root buffer -> the step writing it
+    std::map<int, const StepDesc *> producer; // buffer -> the step writing it
     for (const StepDesc &s : p.steps) {
       for (int out : s.outputs)
-        producer[plan.rootOf(out)] = &s;
+        producer[out] = &s; // by buffer, not root: an in-place step writes its input's root again
       for (const ParameterUpdate &u : updatesOf(s)) {
         if (updated.count(plan.rootOf(u.param)))
           continue;

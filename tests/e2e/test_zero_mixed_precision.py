@@ -12,7 +12,7 @@ gradient kept whole in 16 bits.
 - The 16-bit copies are what ZeRO-1/2 gather: no f32 all-gather of those parameters, half the
   bytes the f32 gather of the updated blocks took.
 - With tp2 (ZeRO-1) and with gradient accumulation (ZeRO-1 and 2), bf16 equals its unsharded run
-  alike.
+  alike; so does fp16 with dynamic loss scaling (ZeRO-1 and 2, GPT-tiny).
 """
 import json
 import os
@@ -51,6 +51,7 @@ with tempdir() as work:
     # Gradient accumulation over 2 microbatches of 4 (the same global batch of 8).
     mae_half = export_mae("tiny", 17, os.path.join(work, "half"), extra=["--batch", "4"])
     models = {"gpt": (gpt, gpt_data, GPT_RECIPE, GPT_CLIP),
+              "gpt-fp16": (gpt, gpt_data, dict(GPT_RECIPE, precision="fp16"), GPT_CLIP),
               "mae": (mae, mae_data, dict(MAE_RECIPE, precision="bf16"), MAE_CLIP),
               "mae-accumulation": (mae_half, mae_data, dict(MAE_RECIPE, precision="bf16", gradient_accumulation=2),
                                    MAE_CLIP)}
@@ -70,10 +71,10 @@ with tempdir() as work:
             reference, _ = train(family, "dp%d%s" % (dp, tag), flags, recipe)
             if (family, dp, tag) not in checked:
                 checked.add((family, dp, tag))
-                print("   %s dp%d%s bf16: %s" % (family, dp, tag, check_loss_moves_and_clip_engages(
+                print("   %s dp%d%s: %s" % (family, dp, tag, check_loss_moves_and_clip_engages(
                     reference, models[family][3], fall=0.95)))
             ours, plan = train(family, "dp%d%s-zero%d" % (dp, tag, stage), flags + ["--zero", str(stage)], recipe)
-            same_steps(ours, reference, "%s dp%d%s ZeRO-%d bf16" % (family, dp, tag, stage), tol=1e-5)
+            same_steps(ours, reference, "%s dp%d%s ZeRO-%d" % (family, dp, tag, stage), tol=1e-5)
             states = model_states(plan)
             share, held, formula = (states["sixteen_bit_elements"], states["sixteen_bit_bytes"],
                                     states["sixteen_bit_formula"])
@@ -89,8 +90,9 @@ with tempdir() as work:
                   "DeepSpeed's formula %d B (all model states %d B, formula over all %d B)" % (
                       family, dp, tag, stage, STEPS, worst, share, states["trainable_elements"], held, formula,
                       states["mixed_precision_total"], states["mixed_precision_formula"]))
-        results.check("%s dp%d%s ZeRO-%d bf16 equals dp%d%s bf16, model states as DeepSpeed counts them" % (
-            family, dp, tag, stage, dp, tag), check, repetition)
+        precision = models[family][2]["precision"]
+        results.check("%s dp%d%s ZeRO-%d %s equals dp%d%s %s, model states as DeepSpeed counts them" % (
+            family, dp, tag, stage, precision, dp, tag, precision), check, repetition)
 
     checked = set()
     # Under the sanitizers dp2 ZeRO-1 and ZeRO-2 of both models run (every path: the split
@@ -102,6 +104,9 @@ with tempdir() as work:
         for stage in (1, 2):
             layout(family, 4, stage, repetition=True)
     layout("gpt", 2, 1, ["--tp", "2"], tag=" x tp2", repetition=True)
+    # fp16: the 16-bit gradient is unscaled (a scale by a scalar) as well as widened.
+    layout("gpt-fp16", 2, 1, repetition=True)
+    layout("gpt-fp16", 2, 2, repetition=True)
     layout("mae-accumulation", 2, 1, repetition=True)
     layout("mae-accumulation", 2, 2, repetition=True)
 
