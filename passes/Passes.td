@@ -346,7 +346,7 @@ def CpcDataParallel : Pass<"cpc-data-parallel", "::mlir::ModuleOp"> {
 def CpcSplitGradNorm : Pass<"cpc-split-grad-norm", "::mlir::ModuleOp"> {
   let summary = "Split the global gradient norm's squares over dp, as ZeRO splits the updates";
   let description = [{
-    Runs on a data-parallel plan without ZeRO (cpc-zero splits the norm itself), after
+    Runs on a 16-bit data-parallel plan without ZeRO (cpc-zero splits the norm itself), after
     cpc-tensor-parallel and before cpc-data-parallel. Each AdamW update's gradient term of the
     global norm (`g * g`, g the gradient or the operand of its scale by the clip) reads g through
     a `cpc.shard` of its whole layout and is seeded split over `dp` on the dim ZeRO would split

@@ -178,7 +178,9 @@ void cpc::addShardingPasses(OpPassManager &pm, const TrainingPipelineOptions &op
     tp.profile = options.profile;
     pm.addPass(createCpcTensorParallel(tp));
   }
-  if (options.dataParallel > 1 && options.zeroStage == 0) { // (cpc-zero splits the norm itself)
+  // In 16-bit training, so that the norm has ZeRO's bits (cpc-zero splits it itself); an f32 norm
+  // differs from ZeRO's by an ulp, which does not grow, and dp keeps its one all-reduce.
+  if (options.dataParallel > 1 && options.zeroStage == 0 && options.precision != Precision::FP32) {
     CpcSplitGradNormOptions norm;
     norm.dp = options.dataParallel;
     pm.addPass(createCpcSplitGradNorm(norm));

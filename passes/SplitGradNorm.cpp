@@ -1,8 +1,8 @@
 //===- SplitGradNorm.cpp - the global gradient norm's squares split over dp ===//
 //
-// A dp plan without ZeRO all-reduces its gradients and squares all of them on every rank, for
-// the global norm: dp times the work, summed in another order than ZeRO's blocks are (cpc-zero
-// splits the squares as its updates). In 16-bit training the norm's f32 rounding moves the clip
+// A dp plan without ZeRO all-reduces its gradients and squares them whole on every rank for the
+// global norm, summed in another order than ZeRO's blocks are (cpc-zero splits the squares as
+// its updates). The pipeline runs this pass on 16-bit plans (Pipelines.cpp): In 16-bit training the norm's f32 rounding moves the clip
 // by an ulp, the update by as much, and the 16-bit copies of the weights round apart within a
 // few steps. Here each square reads the whole gradient through a cpc.shard (so that the split
 // stays the norm's: the update and its moments are not split) and is split as ZeRO would split
