@@ -219,10 +219,9 @@ void SharedAllReduce::combineInPlace() {
   }
 }
 
-bool SharedAllReduce::allReached(SharedSegment::Counter SharedSegment::Control::*counter, uint64_t sequence,
-                                 bool block) const {
-  for (int m = 0; m < segment_.size(); ++m)
-    for (int spins = 0; (segment_.control(m).*counter).value.load(std::memory_order_acquire) < sequence; ++spins) {
+bool SharedSegment::allReached(Counter Control::*counter, uint64_t sequence, bool block) const {
+  for (int m = 0; m < size_; ++m)
+    for (int spins = 0; (control(m).*counter).value.load(std::memory_order_acquire) < sequence; ++spins) {
       if (!block)
         return false;
       if (spins % 1024 == 1023) // more ranks than cores: let the member we wait for run
@@ -311,7 +310,7 @@ bool SharedAllReduce::advance(bool block) {
   while (!done_) {
     if (phase_ == Phase::Handshake) {
       // Every member says where its bucket is; the counters of the last call must be done.
-      if (!allReached(&Control::finished, segment_.nextSequence() - 1, block))
+      if (!segment_.allReached(&Control::finished, segment_.nextSequence() - 1, block))
         return false;
       sequence_ = segment_.takeSequence();
       segment_.control(me).layout.value.store(layout_, std::memory_order_relaxed);
@@ -319,7 +318,7 @@ bool SharedAllReduce::advance(bool block) {
       phase_ = Phase::Decide;
     }
     if (phase_ == Phase::Decide) {
-      if (!allReached(&Control::posted, sequence_, block))
+      if (!segment_.allReached(&Control::posted, sequence_, block))
         return false;
       bool inPlace = layout_ != 0;
       for (int m = 0; m < n; ++m)
@@ -337,7 +336,7 @@ bool SharedAllReduce::advance(bool block) {
       phase_ = Phase::InPlaceDone;
     }
     if (phase_ == Phase::InPlaceDone) {
-      if (!allReached(&Control::reduced, sequence_, block)) // every block written here
+      if (!segment_.allReached(&Control::reduced, sequence_, block)) // every block written here
         return false;
       segment_.control(me).finished.value.store(sequence_, std::memory_order_release);
       done_ = true;
@@ -349,7 +348,7 @@ bool SharedAllReduce::advance(bool block) {
         break;
       }
       // This member's staging area is free once every member has copied the last chunk out.
-      if (!allReached(&Control::finished, segment_.nextSequence() - 1, block))
+      if (!segment_.allReached(&Control::finished, segment_.nextSequence() - 1, block))
         return false;
       length_ = std::min(chunk, bucket_.elements() - start_);
       copyIn();
@@ -358,14 +357,14 @@ bool SharedAllReduce::advance(bool block) {
       phase_ = Phase::Combine;
     }
     if (phase_ == Phase::Combine) {
-      if (!allReached(&Control::posted, sequence_, block))
+      if (!segment_.allReached(&Control::posted, sequence_, block))
         return false;
       combineOwnBlock();
       segment_.control(me).reduced.value.store(sequence_, std::memory_order_release);
       phase_ = Phase::CopyOut;
     }
     if (phase_ == Phase::CopyOut) {
-      if (!allReached(&Control::reduced, sequence_, block))
+      if (!segment_.allReached(&Control::reduced, sequence_, block))
         return false;
       copyOut();
       segment_.control(me).finished.value.store(sequence_, std::memory_order_release);
@@ -373,20 +372,6 @@ bool SharedAllReduce::advance(bool block) {
       phase_ = Phase::CopyIn;
     }
   }
-  return true;
-}
-
-bool SharedReduceScatter::allReached(SharedSegment::Counter SharedSegment::Control::*counter, uint64_t sequence,
-                                     bool block) const {
-  for (int m = 0; m < segment_.size(); ++m)
-    for (int spins = 0; (segment_.control(m).*counter).value.load(std::memory_order_acquire) < sequence; ++spins) {
-      if (!block)
-        return false;
-      if (spins % 1024 == 1023)
-        sched_yield();
-      else
-        _mm_pause();
-    }
   return true;
 }
 
@@ -401,7 +386,7 @@ bool SharedReduceScatter::advance(bool block) {
         break;
       }
       // This member's staging area is free once every member has combined the last piece.
-      if (!allReached(&Control::finished, segment_.nextSequence() - 1, block))
+      if (!segment_.allReached(&Control::finished, segment_.nextSequence() - 1, block))
         return false;
       length_ = std::min(piece, count_ - start_);
       char *staging = segment_.staging(me);
@@ -413,7 +398,7 @@ bool SharedReduceScatter::advance(bool block) {
       phase_ = Phase::Combine;
     }
     if (phase_ == Phase::Combine) {
-      if (!allReached(&Control::posted, sequence_, block))
+      if (!segment_.allReached(&Control::posted, sequence_, block))
         return false;
       char *out = recv_ + start_ * es_;
       auto value = [&](int m) { return segment_.staging(m) + me * piece * es_; };

@@ -52,6 +52,8 @@ public:
 
   Control &control(int member) const;
   char *staging(int member) const;
+  /// Whether every member's `counter` has reached `sequence` (spinning for it with `block`).
+  bool allReached(Counter Control::*counter, uint64_t sequence, bool block) const;
   int rank() const { return rank_; }
   int size() const { return size_; }
   /// The sequence number of the next chunk any all-reduce of the group moves (members move the
@@ -113,8 +115,6 @@ private:
   void combineInPlace();
   /// Where elements [begin, end) of the bucket are in member `member`'s memory, piece by piece.
   Region memberRegion(int member, int64_t begin, int64_t end) const;
-  /// Whether every member's `counter` has reached `sequence` (spinning for it with `block`).
-  bool allReached(SharedSegment::Counter SharedSegment::Control::*counter, uint64_t sequence, bool block) const;
   /// Elements [begin, end) of member `member`'s block of the current chunk.
   std::pair<int64_t, int64_t> blockOf(int member) const;
   void copyIn();
@@ -150,7 +150,6 @@ public:
 
 private:
   enum class Phase { CopyIn, Combine };
-  bool allReached(SharedSegment::Counter SharedSegment::Control::*counter, uint64_t sequence, bool block) const;
 
   SharedSegment &segment_;
   const char *send_;

@@ -110,6 +110,26 @@ def export_mae(size, opset, out_dir, extra=()):
     return os.path.join(out_dir, "mae-%s-opset%d.onnx" % (size, opset))
 
 
+def export_gpt(size, batch, out_dir):
+    """Exports the examples' GPT at `size` and `batch` and returns the .onnx path."""
+    run([PYTHON, os.path.join(SOURCE, "examples", "gpt", "export.py"), "--size", size, "--batch", str(batch),
+         "--out-dir", out_dir])
+    return os.path.join(out_dir, "gpt-%s-opset17.onnx" % size)
+
+
+def tiny_batches(work, rng):
+    """Random global batches of 8 for GPT-tiny (idx, targets) and MAE-tiny (imgs, noise), drawn
+    from `rng` in that order and saved in `work`; returns the two {input: .npy path} dicts."""
+    import numpy as np
+    gpt = {"idx": os.path.join(work, "idx.npy"), "targets": os.path.join(work, "targets.npy")}
+    np.save(gpt["idx"], rng.integers(0, 64, (8, 8)).astype(np.int64))
+    np.save(gpt["targets"], rng.integers(0, 64, (8, 8)).astype(np.int64))
+    mae = {"imgs": os.path.join(work, "imgs.npy"), "noise": os.path.join(work, "noise.npy")}
+    np.save(mae["imgs"], rng.standard_normal((8, 3, 32, 32)).astype(np.float32))
+    np.save(mae["noise"], rng.random((8, 16)).astype(np.float32))
+    return gpt, mae
+
+
 class Results:
     """Counts checks and prints the closing 'N passed, N failed' line."""
 

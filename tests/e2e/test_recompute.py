@@ -30,7 +30,8 @@ import shutil
 import numpy as np
 
 from cpctest import (MAE_RECIPE, activation_bytes, MPI_ENV, PYTHON, SANITIZED, SOURCE, Results, check_loss_moves_and_clip_engages,
-                     compile_plan, export_mae, peak_error, run, same_steps, tempdir, tool, train_plan)
+                     compile_plan, export_gpt, export_mae, peak_error, run, same_steps, tempdir, tiny_batches, tool,
+                     train_plan)
 
 results = Results()
 STEPS = 8
@@ -56,20 +57,10 @@ def same_parameters(params, reference):
 with tempdir() as work:
     os.environ.update(MPI_ENV)
     rng = np.random.default_rng(5)
-    gpt_dir = os.path.join(work, "gpt")
-    run([PYTHON, os.path.join(SOURCE, "examples", "gpt", "export.py"), "--size", "tiny", "--batch", "8",
-         "--out-dir", gpt_dir])
-    run([PYTHON, os.path.join(SOURCE, "examples", "gpt", "export.py"), "--size", "tiny", "--batch", "4",
-         "--out-dir", os.path.join(work, "gpt-half")])
-    gpt = os.path.join(gpt_dir, "gpt-tiny-opset17.onnx")
-    gpt_half = os.path.join(work, "gpt-half", "gpt-tiny-opset17.onnx")
-    gpt_data = {"idx": os.path.join(work, "idx.npy"), "targets": os.path.join(work, "targets.npy")}
-    np.save(gpt_data["idx"], rng.integers(0, 64, (8, 8)).astype(np.int64))
-    np.save(gpt_data["targets"], rng.integers(0, 64, (8, 8)).astype(np.int64))
+    gpt = export_gpt("tiny", 8, os.path.join(work, "gpt"))
+    gpt_half = export_gpt("tiny", 4, os.path.join(work, "gpt-half"))
     mae = export_mae("tiny", 17, work, extra=["--batch", "8"])
-    mae_data = {"imgs": os.path.join(work, "imgs.npy"), "noise": os.path.join(work, "noise.npy")}
-    np.save(mae_data["imgs"], rng.standard_normal((8, 3, 32, 32)).astype(np.float32))
-    np.save(mae_data["noise"], rng.random((8, 16)).astype(np.float32))
+    gpt_data, mae_data = tiny_batches(work, rng)
     models = {"gpt": (gpt, gpt_data, GPT_RECIPE, GPT_CLIP), "mae": (mae, mae_data, dict(MAE_RECIPE, clip_grad_norm=MAE_CLIP), MAE_CLIP)}
     runs = {}
 

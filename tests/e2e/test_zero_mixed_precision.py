@@ -19,8 +19,8 @@ import os
 
 import numpy as np
 
-from cpctest import (MAE_RECIPE, MPI_ENV, PYTHON, SANITIZED, SOURCE, Results, check_loss_moves_and_clip_engages,
-                     compile_plan, export_mae, run, same_steps, tempdir, tool, train_plan)
+from cpctest import (MAE_RECIPE, MPI_ENV, Results, check_loss_moves_and_clip_engages, compile_plan, export_gpt,
+                     export_mae, run, same_steps, tempdir, tiny_batches, tool, train_plan)
 
 results = Results()
 STEPS = 20
@@ -37,17 +37,9 @@ def model_states(plan):
 with tempdir() as work:
     os.environ.update(MPI_ENV)
     rng = np.random.default_rng(7)
-    gpt_dir = os.path.join(work, "gpt")
-    run([PYTHON, os.path.join(SOURCE, "examples", "gpt", "export.py"), "--size", "tiny", "--batch", "8",
-         "--out-dir", gpt_dir])
-    gpt = os.path.join(gpt_dir, "gpt-tiny-opset17.onnx")
-    gpt_data = {"idx": os.path.join(work, "idx.npy"), "targets": os.path.join(work, "targets.npy")}
-    np.save(gpt_data["idx"], rng.integers(0, 64, (8, 8)).astype(np.int64))
-    np.save(gpt_data["targets"], rng.integers(0, 64, (8, 8)).astype(np.int64))
+    gpt = export_gpt("tiny", 8, os.path.join(work, "gpt"))
     mae = export_mae("tiny", 17, work, extra=["--batch", "8"])
-    mae_data = {"imgs": os.path.join(work, "imgs.npy"), "noise": os.path.join(work, "noise.npy")}
-    np.save(mae_data["imgs"], rng.standard_normal((8, 3, 32, 32)).astype(np.float32))
-    np.save(mae_data["noise"], rng.random((8, 16)).astype(np.float32))
+    gpt_data, mae_data = tiny_batches(work, rng)
     # Gradient accumulation over 2 microbatches of 4 (the same global batch of 8).
     mae_half = export_mae("tiny", 17, os.path.join(work, "half"), extra=["--batch", "4"])
     models = {"gpt": (gpt, gpt_data, GPT_RECIPE, GPT_CLIP),
