@@ -110,17 +110,14 @@ struct CpcZeroPass : cpc::impl::CpcZeroBase<CpcZeroPass> {
     source.replaceAllUsesExcept(shard.getResult(), shard);
   }
 
-  static bool isNarrowingFloatCast(CastOp cast) {
+  /// The bits a float-to-float cast adds per element (negative: it narrows; 0 for other casts).
+  static int floatWidthChange(CastOp cast) {
     auto from = llvm::dyn_cast<FloatType>(cast.getInput().getType().getElementType());
     auto to = llvm::dyn_cast<FloatType>(cast.getType().getElementType());
-    return from && to && to.getWidth() < from.getWidth();
+    return from && to ? int(to.getWidth()) - int(from.getWidth()) : 0;
   }
-
-  static bool isWideningFloatCast(CastOp cast) {
-    auto from = llvm::dyn_cast<FloatType>(cast.getInput().getType().getElementType());
-    auto to = llvm::dyn_cast<FloatType>(cast.getType().getElementType());
-    return from && to && to.getWidth() > from.getWidth();
-  }
+  static bool isNarrowingFloatCast(CastOp cast) { return floatWidthChange(cast) < 0; }
+  static bool isWideningFloatCast(CastOp cast) { return floatWidthChange(cast) > 0; }
 
   /// Whether the forward and backward read parameter `name` only through casts to 16 bits (mixed
   /// precision's copy of an f32 master weight). Stages 1 and 2 then store the master split over

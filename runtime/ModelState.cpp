@@ -130,8 +130,9 @@ struct UpdateState {
   int grad, expAvg, expAvgSq;
 };
 
-/// The mixed-precision share DeepSpeed's formula describes: the trainable parameters that no
-/// op reads but their cast to 16 bits and their update. What a rank holds for each: the f32
+/// The 16-bit copies of the updated parameters (lowPrecisionCopies), and the mixed-precision
+/// share DeepSpeed's formula describes: the parameters that no op reads but their cast to 16
+/// bits and their update. What a rank holds for each: the f32
 /// master (its block from ZeRO-1 on), the 16-bit copy (gathered whole below ZeRO-3), the
 /// gradient and the two moments. One pass over the steps, memory by parameter only (cpc-run
 /// counts this while its memory probe runs).
@@ -148,11 +149,13 @@ void addSixteenBitShare(const Plan &plan, int rank, const std::vector<std::strin
       continue;
     for (const StepDesc &s : p.steps) {
       // The update, and what picks between its result and the parameter (fp16's skip on overflow).
-      bool update = !updatesOf(s).empty() ||
+      bool updating = !updatesOf(s).empty();
+      bool update = updating ||
                     std::any_of(s.inputs.begin(), s.inputs.end(), [&](int in) { return updated.count(plan.rootOf(in)); });
-      if (!updatesOf(s).empty())
+      if (updating)
         for (int out : s.outputs)
-          updated.insert(plan.rootOf(out));
+          if (!updates.count(plan.rootOf(out))) // (an update in place writes the parameter itself)
+            updated.insert(plan.rootOf(out));
       bool narrowing = s.op == OpKind::Cast && s.outputs.size() == 1 && is16BitFloat(plan.buffers[s.outputs[0]].dtype);
       for (int in : s.inputs) {
         int root = plan.rootOf(in);
@@ -168,10 +171,15 @@ void addSixteenBitShare(const Plan &plan, int rank, const std::vector<std::strin
   }
   for (const auto &[param, u] : updates) {
     auto it = reads.find(param);
-    if (it == reads.end() || it->second.other || !it->second.copy)
+    if (it == reads.end() || !it->second.copy)
       continue;
     const BufferDesc &master = plan.buffers[param], &moment = plan.buffers[u.expAvg];
     int64_t blocks = dpBlocks(plan, batchAxes, master);
+    // ZeRO-1/2 gather the copy of a split master once and keep it for the step; ZeRO-3 gathers
+    // it before each op that reads it (what stays is the block's copy).
+    m.lowPrecisionCopies += it->second.copy * (m.zeroStage < 3 ? blocks : 1);
+    if (it->second.other)
+      continue;
     m.sixteenBitElements += numElements(master.shape) * blocks;
     if (int64_t split = dpBlocks(plan, batchAxes, moment); split > 1) // ZeRO split its update
       m.sixteenBitShardable += numElements(moment.shape) * split;
@@ -220,7 +228,11 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
       for (int out : s.outputs)
         producer[out] = &s; // by buffer, not root: an in-place step writes its input's root again
       for (const ParameterUpdate &u : updatesOf(s)) {
-        if (updated.count(plan.rootOf(u.param)))
+        // The parameter itself, also where ZeRO updates a slice of a whole master.
+        auto slice = producer.find(u.param);
+        int param = plan.rootOf(slice != producer.end() && slice->second->op == OpKind::ShardSlice
+                                    ? slice->second->inputs[0] : u.param);
+        if (updated.count(param))
           continue;
         // ZeRO split this update when it split the moments over dp (a parameter without a dim
         // that divides keeps a whole optimizer: 16 bytes per element).
@@ -228,7 +240,7 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
         if (int64_t blocks = dpBlocks(plan, batchAxes, moment); blocks > 1)
           m.shardableElements += numElements(moment.shape) * blocks;
         int grad = heldGradient(plan, producer, u.grad);
-        updated[plan.rootOf(u.param)] = {grad, plan.rootOf(u.expAvg), plan.rootOf(u.expAvgSq)};
+        updated[param] = {grad, plan.rootOf(u.expAvg), plan.rootOf(u.expAvgSq)};
         m.gradients += plan.buffers[grad].bytes();
       }
     }
@@ -238,20 +250,6 @@ ModelStateBytes modelStateBytes(const Plan &plan, int rank) {
   addSixteenBitShare(plan, rank, batchAxes, updated, m);
   if (plan.training.contains("recipe"))
     m.precision = plan.training["recipe"].value("precision", "fp32");
-  // The 16-bit copies: casts of trainable parameters to a 16-bit float, once per rank.
-  std::set<int> cast;
-  for (const RankProgram &p : plan.programs)
-    if (plan.runsOn(p, rank))
-      for (const StepDesc &s : p.steps) {
-        if (s.op != OpKind::Cast || s.inputs.size() != 1 || s.outputs.size() != 1)
-          continue;
-        const BufferDesc &in = plan.buffers[plan.rootOf(s.inputs[0])], &out = plan.buffers[s.outputs[0]];
-        if (in.kind == BufferKind::Parameter && in.trainable && (out.dtype == DType::F16 || out.dtype == DType::BF16) &&
-            cast.insert(plan.rootOf(s.inputs[0])).second)
-          // ZeRO-1/2 gather the copy of a split master once and keep it for the step; ZeRO-3
-          // gathers it before each op that reads it (what stays is the block's copy).
-          m.lowPrecisionCopies += out.bytes() * (m.zeroStage < 3 ? dpBlocks(plan, batchAxes, in) : 1);
-      }
   return m;
 }
 
